@@ -1,0 +1,104 @@
+"""The one catalogue of metric families this project exports.
+
+Exposition takes HELP and TYPE from here; dashboards, alert rules and their lints check every
+query against it, so a family that is not listed here cannot be referenced anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+MetricType = Literal["gauge", "counter", "summary"]
+
+ENGINE_LABELS = ("engine", "engine_type", "model")
+GPU_LABELS = ("gpu", "uuid", "gpu_model", "engine")
+RDMA_LABELS = ("device", "port")
+SOURCE_LABELS = ("source", "target")
+STAGES = (
+    "queueing",
+    "prefill_compute",
+    "decode_memory_bandwidth",
+    "kv_cache_capacity",
+    "cross_node_communication",
+    "host_overhead",
+)
+QUANTILES = (0.5, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    type: MetricType
+    help: str
+    labels: tuple[str, ...]
+
+
+def _spec(name: str, type_: MetricType, help_: str, labels: tuple[str, ...]) -> MetricSpec:
+    return MetricSpec(name, type_, help_, labels)
+
+
+_WINDOW_NOTE = "quantiles over the exporter's window, from the engine's histogram bucket deltas"
+
+CATALOGUE: dict[str, MetricSpec] = {
+    spec.name: spec
+    for spec in (
+        # Engines
+        _spec("llm_engine_up", "gauge", "1 if the last scrape of the engine succeeded and parsed, else 0.", ENGINE_LABELS),
+        _spec("llm_engine_requests_running", "gauge", "Requests in the running batch, summed over data-parallel ranks.", ENGINE_LABELS),
+        _spec("llm_engine_requests_waiting", "gauge", "Requests waiting for admission, summed over data-parallel ranks.", ENGINE_LABELS),
+        _spec("llm_engine_kv_cache_usage_ratio", "gauge", "KV-cache usage 0-1; the maximum over data-parallel ranks, since the fullest rank is the one that preempts.", ENGINE_LABELS),
+        _spec("llm_engine_preemptions_total", "counter", "Requests preempted (vLLM) or retracted (SGLang) because KV-cache blocks ran out.", ENGINE_LABELS),
+        _spec("llm_engine_prompt_tokens_total", "counter", "Prompt tokens processed.", ENGINE_LABELS),
+        _spec("llm_engine_generation_tokens_total", "counter", "Tokens generated.", ENGINE_LABELS),
+        _spec("llm_engine_prefix_cache_hit_ratio", "gauge", "Prefix-cache hit ratio 0-1 over the exporter's window (hit tokens / queried tokens).", ENGINE_LABELS),
+        _spec("llm_engine_time_to_first_token_seconds", "summary", f"Time to first token; {_WINDOW_NOTE}.", ENGINE_LABELS),
+        _spec("llm_engine_inter_token_latency_seconds", "summary", f"Inter-token latency (time per output token where the engine only has that); {_WINDOW_NOTE}.", ENGINE_LABELS),
+        _spec("llm_engine_e2e_request_latency_seconds", "summary", f"End-to-end request latency; {_WINDOW_NOTE}.", ENGINE_LABELS),
+        _spec("llm_engine_queue_time_seconds", "summary", f"Time requests waited in the engine queue; {_WINDOW_NOTE}.", ENGINE_LABELS),
+        # GPUs
+        _spec("llm_gpu_up", "gauge", "1 if the GPU answered its last query, else 0.", GPU_LABELS),
+        _spec("llm_gpu_utilization_ratio", "gauge", "NVML utilization: fraction of time any kernel ran (not how busy the SMs were).", GPU_LABELS),
+        _spec("llm_gpu_sm_active_ratio", "gauge", "Fraction of time at least one warp was resident on an SM, averaged over SMs (DCGM 1002 / GPM).", GPU_LABELS),
+        _spec("llm_gpu_sm_occupancy_ratio", "gauge", "Resident warps as a fraction of the maximum, averaged over SMs (DCGM 1003 / GPM).", GPU_LABELS),
+        _spec("llm_gpu_tensor_active_ratio", "gauge", "Fraction of cycles the tensor pipes were active (DCGM 1004 / GPM).", GPU_LABELS),
+        _spec("llm_gpu_dram_active_ratio", "gauge", "Fraction of cycles device memory was sending or receiving data (DCGM 1005 / GPM); practical peak about 0.8.", GPU_LABELS),
+        _spec("llm_gpu_memory_used_bytes", "gauge", "HBM in use.", GPU_LABELS),
+        _spec("llm_gpu_memory_total_bytes", "gauge", "HBM capacity.", GPU_LABELS),
+        _spec("llm_gpu_power_watts", "gauge", "Board power draw.", GPU_LABELS),
+        _spec("llm_gpu_temperature_celsius", "gauge", "GPU core temperature.", GPU_LABELS),
+        _spec("llm_gpu_sm_clock_hertz", "gauge", "SM clock.", GPU_LABELS),
+        _spec("llm_gpu_pcie_transmit_bytes_total", "counter", "Bytes sent over PCIe.", GPU_LABELS),
+        _spec("llm_gpu_pcie_receive_bytes_total", "counter", "Bytes received over PCIe.", GPU_LABELS),
+        _spec("llm_gpu_nvlink_transmit_bytes_total", "counter", "Bytes sent over NVLink.", GPU_LABELS),
+        _spec("llm_gpu_nvlink_receive_bytes_total", "counter", "Bytes received over NVLink.", GPU_LABELS),
+        _spec("llm_gpu_xid_errors_total", "counter", "XID errors reported by the driver, by XID code.", GPU_LABELS + ("xid",)),
+        # RDMA ports
+        _spec("llm_rdma_port_up", "gauge", "1 if the port state is ACTIVE, else 0.", RDMA_LABELS),
+        _spec("llm_rdma_port_link_rate_bytes_per_second", "gauge", "Negotiated link rate.", RDMA_LABELS),
+        _spec("llm_rdma_port_transmit_bytes_total", "counter", "Bytes sent (sysfs 4-octet words x 4).", RDMA_LABELS),
+        _spec("llm_rdma_port_receive_bytes_total", "counter", "Bytes received (sysfs 4-octet words x 4).", RDMA_LABELS),
+        _spec("llm_rdma_port_transmit_utilization_ratio", "gauge", "Transmit throughput over the window as a fraction of the link rate.", RDMA_LABELS),
+        _spec("llm_rdma_port_receive_utilization_ratio", "gauge", "Receive throughput over the window as a fraction of the link rate.", RDMA_LABELS),
+        _spec("llm_rdma_port_transmit_wait_total", "counter", "Ticks the port had data to send but no flow-control credits (port_xmit_wait).", RDMA_LABELS),
+        _spec("llm_rdma_port_cnp_handled_total", "counter", "Congestion notification packets handled by the reaction point (rp_cnp_handled).", RDMA_LABELS),
+        _spec("llm_rdma_port_cnp_sent_total", "counter", "Congestion notification packets sent by the notification point (np_cnp_sent).", RDMA_LABELS),
+        _spec("llm_rdma_port_ecn_marked_packets_total", "counter", "ECN-marked RoCE packets received (np_ecn_marked_roce_packets).", RDMA_LABELS),
+        _spec("llm_rdma_port_retransmissions_total", "counter", "Retransmission events (timeouts, sequence errors, RNR retries).", RDMA_LABELS),
+        _spec("llm_rdma_port_errors_total", "counter", "Port error counters by kind.", RDMA_LABELS + ("kind",)),
+        # Diagnosis
+        _spec("llm_bottleneck_score", "gauge", "How strongly the evidence points at this stage as the bottleneck, 0-1.", ENGINE_LABELS + ("stage",)),
+        _spec("llm_bottleneck_active", "gauge", "1 while the stage's score is past its threshold (with hysteresis).", ENGINE_LABELS + ("stage",)),
+        _spec("llm_bottleneck_primary", "gauge", "One-hot over stage (including none): the engine's main bottleneck now.", ENGINE_LABELS + ("stage",)),
+        # The exporter itself
+        _spec("llm_exporter_source_up", "gauge", "1 if the source's last collection succeeded within its timeout.", SOURCE_LABELS),
+        _spec("llm_exporter_collect_duration_seconds", "gauge", "Wall time of the source's last collection.", SOURCE_LABELS),
+        _spec("llm_exporter_source_errors_total", "counter", "Failed collections by reason (timeout, connection, http_status, too_large, parse, cardinality, exception).", SOURCE_LABELS + ("reason",)),
+        _spec("llm_exporter_build_info", "gauge", "Always 1; labels carry the exporter version and Python version.", ("version", "python_version")),
+    )
+}
+
+
+def spec(name: str) -> MetricSpec:
+    """The catalogue entry for a family; KeyError names the unknown family."""
+    return CATALOGUE[name]

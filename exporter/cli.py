@@ -1,0 +1,147 @@
+"""Command line: `serve`, `once`, `check-config`.
+
+User errors (bad flags, bad configuration, a port in use) print one line naming the flag or key
+and exit 2; tracebacks are for bugs only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from typing import Any, NoReturn, Sequence
+
+from exporter import __version__
+from exporter.config import Config, ConfigError, build, load_file, parse_engine_flag
+from exporter.exposition import RenderedSnapshot, render_text
+from exporter.loop import CollectionLoop
+from exporter.server import ExporterHTTPServer, health_check
+from exporter.sources.registry import build_sources
+
+PROG = "llm-bottleneck-exporter"
+EXIT_USAGE = 2
+log = logging.getLogger("exporter")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors in one line (and exit 2), as all our user errors are."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _add_source_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="YAML configuration file")
+    parser.add_argument("--listen", metavar="HOST:PORT", help="address to serve on (default 0.0.0.0:9477)")
+    parser.add_argument("--engine", action="append", metavar="[TYPE=]URL",
+                        help="engine metrics URL, repeatable; TYPE is vllm, sglang, tgi, trtllm or triton "
+                             "(detected from the metric names when omitted); replaces engines from the file")
+    parser.add_argument("--gpu", metavar="MODE", help="auto, nvml, dcgm, dcgm-exporter=URL or none (default auto)")
+    parser.add_argument("--sysfs", metavar="DIR", help="sysfs mount point (default /sys)")
+    parser.add_argument("--interval", metavar="SECONDS", help="collection interval (default 5)")
+    parser.add_argument("--window", metavar="SECONDS", help="window for latency quantiles and ratios (default 60)")
+    parser.add_argument("--log-level", metavar="LEVEL", help="debug, info, warning or error (default info)")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Per-node exporter that diagnoses the bottleneck stage of LLM serving.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    serve = commands.add_parser("serve", help="collect in the background and serve /metrics")
+    _add_source_options(serve)
+    once = commands.add_parser("once", help="collect once and print the exposition to stdout")
+    _add_source_options(once)
+    check = commands.add_parser("check-config", help="validate a configuration file (exit 2 when invalid)")
+    check.add_argument("file", metavar="FILE")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    file_data = load_file(args.config) if args.config else {}
+    flags: dict[str, tuple[Any, str]] = {}
+    for key, attr, flag in (
+        ("listen", "listen", "--listen"),
+        ("interval_seconds", "interval", "--interval"),
+        ("window_seconds", "window", "--window"),
+        ("gpu", "gpu", "--gpu"),
+        ("sysfs", "sysfs", "--sysfs"),
+        ("log_level", "log_level", "--log-level"),
+    ):
+        value = getattr(args, attr)
+        if value is not None:
+            flags[key] = (value, flag)
+    if args.engine:
+        flags["engines"] = ([parse_engine_flag(text) for text in args.engine], "--engine")
+    return build(file_data, flags)
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="ts=%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)r",
+        stream=sys.stderr,
+    )
+
+
+def run_once(config: Config) -> int:
+    sources = build_sources(config, lifetime_baseline=True)
+    loop = CollectionLoop(sources, config.interval_seconds)
+    try:
+        snapshot = loop.collect_once()
+    finally:
+        loop.stop()
+    sys.stdout.buffer.write(render_text(snapshot))
+    sys.stdout.flush()
+    return 0
+
+
+def run_serve(config: Config) -> int:
+    sources = build_sources(config)
+    rendered = RenderedSnapshot()
+    loop = CollectionLoop(sources, config.interval_seconds, on_snapshot=rendered.publish)
+    max_timeout = max((s.timeout_seconds for s in sources), default=0.0)
+    healthy = health_check(loop.is_alive, lambda: loop.last_completed_monotonic,
+                           max_age=3 * config.interval_seconds + max_timeout + 5)
+    try:
+        server = ExporterHTTPServer((config.listen_host, config.listen_port), rendered, healthy)
+    except OSError as exc:
+        raise ConfigError("--listen", f"cannot listen on {config.listen}: {exc.strerror or exc}") from exc
+    stop = threading.Event()
+
+    def _shutdown(signum: int, _frame: object) -> None:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _shutdown)
+    signal.signal(signal.SIGINT, _shutdown)
+    loop.start()
+    server_thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
+    server_thread.start()
+    log.info("listening on %s with %d source(s), interval %gs", config.listen, len(sources), config.interval_seconds)
+    stop.wait()
+    server.shutdown()
+    server.server_close()
+    loop.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        if args.command == "check-config":
+            config = build(load_file(args.file))
+            print(f"{args.file}: ok ({len(config.engines)} engine target(s))")
+            return 0
+        config = config_from_args(args)
+        _setup_logging(config.log_level)
+        if args.command == "once":
+            return run_once(config)
+        return run_serve(config)
+    except ConfigError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,114 @@
+"""Render a Snapshot as Prometheus text (0.0.4) or OpenMetrics with prometheus_client.
+
+The custom collector builds metric families fresh from the snapshot, as prometheus_client intends
+for exporters that proxy other systems: no global metric objects, nothing to reset. Rendering runs
+once per published snapshot (per format, on first request), so a scrape is a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import gzip
+import platform
+import threading
+from typing import Iterable, Iterator
+
+from prometheus_client.core import Metric as PromMetric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from exporter import __version__
+from exporter.catalogue import CATALOGUE
+from exporter.loop import Snapshot
+from exporter.model import Metric, QuantileSummary, Sample
+
+
+def _family_name(name: str, type_: str) -> str:
+    # prometheus_client wants counter families named without `_total` and adds it to samples.
+    return name[: -len("_total")] if type_ == "counter" and name.endswith("_total") else name
+
+
+def snapshot_metrics(snapshot: Snapshot) -> list[Metric]:
+    """The snapshot's own samples plus the exporter's self-observability samples."""
+    metrics: list[Metric] = list(snapshot.metrics)
+    for status in snapshot.statuses:
+        labels = {"source": status.source, "target": status.target}
+        metrics.append(Sample("llm_exporter_source_up", labels, 1.0 if status.up else 0.0))
+        metrics.append(Sample("llm_exporter_collect_duration_seconds", labels, status.duration_seconds))
+    for (source, target, reason), count in sorted(snapshot.error_counts.items()):
+        metrics.append(Sample("llm_exporter_source_errors_total", {"source": source, "target": target, "reason": reason}, float(count)))
+    metrics.append(Sample("llm_exporter_build_info", {"version": __version__, "python_version": platform.python_version()}, 1.0))
+    return metrics
+
+
+def families(metrics: Iterable[Metric]) -> Iterator[PromMetric]:
+    """Group normalized metrics into prometheus_client families, in catalogue order."""
+    grouped: dict[str, list[Metric]] = {}
+    for metric in metrics:
+        grouped.setdefault(metric.name, []).append(metric)
+    for name, spec in CATALOGUE.items():
+        members = grouped.pop(name, None)
+        if not members:
+            continue
+        family = PromMetric(_family_name(name, spec.type), spec.help, spec.type)
+        for member in members:
+            if isinstance(member, QuantileSummary):
+                for quantile, value in member.quantiles:
+                    family.add_sample(name, {**member.labels, "quantile": repr(quantile)}, value)
+                family.add_sample(name + "_count", dict(member.labels), member.count)
+                family.add_sample(name + "_sum", dict(member.labels), member.sum)
+            else:
+                family.add_sample(name, dict(member.labels), member.value)
+        yield family
+    if grouped:
+        raise KeyError(f"families missing from the catalogue: {sorted(grouped)}")
+
+
+class SnapshotCollector(Collector):
+    def __init__(self) -> None:
+        self.snapshot: Snapshot | None = None
+
+    def collect(self) -> Iterator[PromMetric]:
+        if self.snapshot is not None:
+            yield from families(snapshot_metrics(self.snapshot))
+
+
+class RenderedSnapshot:
+    """The latest snapshot rendered once per format (and gzip), shared by all scrapers."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._snapshot: Snapshot | None = None
+        self._cache: dict[tuple[bool, bool], bytes] = {}
+
+    def publish(self, snapshot: Snapshot) -> None:
+        text = _render(snapshot, openmetrics=False)
+        with self._lock:
+            self._snapshot = snapshot
+            self._cache = {(False, False): text}
+
+    def body(self, openmetrics: bool, gzipped: bool) -> tuple[bytes, str]:
+        content_type = OPENMETRICS_CONTENT_TYPE if openmetrics else CONTENT_TYPE_LATEST
+        with self._lock:
+            cached = self._cache.get((openmetrics, gzipped))
+            if cached is None:
+                plain = self._cache.get((openmetrics, False))
+                if plain is None:
+                    plain = self._cache[(openmetrics, False)] = _render(self._snapshot, openmetrics)
+                cached = gzip.compress(plain, compresslevel=6) if gzipped else plain
+                self._cache[(openmetrics, gzipped)] = cached
+        return cached, content_type
+
+
+def _render(snapshot: Snapshot | None, openmetrics: bool) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    collector = SnapshotCollector()
+    collector.snapshot = snapshot
+    registry.register(collector)
+    return generate_openmetrics(registry) if openmetrics else generate_latest(registry)
+
+
+def render_text(snapshot: Snapshot) -> bytes:
+    """Text format 0.0.4 of one snapshot, for `once`."""
+    return _render(snapshot, openmetrics=False)

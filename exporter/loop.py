@@ -1,0 +1,164 @@
+"""The collection loop: every source in parallel, each bounded by its own timeout.
+
+Scrapes of /metrics read the last published Snapshot and never wait for a collection, so a slow
+engine costs its own series at most, never the scrape. A source still running from an earlier
+round is not started twice; it is reported down ("timeout") until it returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from exporter.model import Metric
+from exporter.sources.base import Source, SourceError
+
+log = logging.getLogger(__name__)
+
+# Extra time the loop grants beyond a source's own timeout, so the source's own clean error
+# (with its precise reason) usually wins over the loop's blunt one.
+TIMEOUT_GRACE_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    source: str
+    target: str
+    up: bool
+    duration_seconds: float
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One completed collection: what /metrics serves until the next one is published."""
+
+    metrics: tuple[Metric, ...]
+    statuses: tuple[SourceStatus, ...]
+    error_counts: dict[tuple[str, str, str], int]
+    generated_at: float  # wall clock, for /diagnosis and logs
+    sequence: int = 0
+
+
+@dataclass
+class _Running:
+    future: Future
+    started: float
+
+
+class CollectionLoop:
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        interval_seconds: float,
+        on_snapshot: Callable[[Snapshot], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.sources = list(sources)
+        self.interval_seconds = interval_seconds
+        self._on_snapshot = on_snapshot
+        self._clock = clock
+        self._executor = ThreadPoolExecutor(max_workers=max(4, 2 * len(self.sources)), thread_name_prefix="source")
+        self._in_flight: dict[int, _Running] = {}
+        self._error_counts: dict[tuple[str, str, str], int] = {}
+        self._sequence = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.snapshot: Snapshot | None = None
+        self.last_completed_monotonic: float | None = None
+
+    def collect_once(self) -> Snapshot:
+        """Run every source (in parallel) and publish the resulting snapshot."""
+        now = self._clock()
+        started = {}
+        for index, source in enumerate(self.sources):
+            if index in self._in_flight:
+                continue
+            started[index] = _Running(self._executor.submit(self._run_source, source, now), now)
+            self._in_flight[index] = started[index]
+        metrics: list[Metric] = []
+        statuses: list[SourceStatus] = []
+        for index, source in enumerate(self.sources):
+            running = self._in_flight[index]
+            deadline = running.started + source.timeout_seconds + TIMEOUT_GRACE_SECONDS
+            try:
+                source_metrics = running.future.result(timeout=max(0.0, deadline - self._clock()))
+            except FutureTimeout:
+                status = self._failed(source, "timeout", f"still running after {source.timeout_seconds:g}s", now)
+                metrics.extend(source.down_metrics())
+                statuses.append(status)
+                continue
+            except SourceError as exc:
+                del self._in_flight[index]
+                statuses.append(self._failed(source, exc.reason, str(exc), running.started))
+                metrics.extend(source.down_metrics())
+                continue
+            except Exception as exc:  # a bug in one source must not stop the others
+                del self._in_flight[index]
+                log.exception("source %s %s raised", source.name, source.target)
+                statuses.append(self._failed(source, "exception", repr(exc), running.started))
+                metrics.extend(source.down_metrics())
+                continue
+            del self._in_flight[index]
+            metrics.extend(source_metrics)
+            statuses.append(SourceStatus(source.name, source.target, True, self._clock() - running.started))
+        self._sequence += 1
+        snapshot = Snapshot(
+            metrics=tuple(metrics),
+            statuses=tuple(statuses),
+            error_counts=dict(self._error_counts),
+            generated_at=time.time(),
+            sequence=self._sequence,
+        )
+        self.snapshot = snapshot
+        self.last_completed_monotonic = self._clock()
+        if self._on_snapshot is not None:
+            self._on_snapshot(snapshot)
+        return snapshot
+
+    def _run_source(self, source: Source, now: float) -> list[Metric]:
+        return list(source.collect(now))
+
+    def _failed(self, source: Source, reason: str, message: str, started: float) -> SourceStatus:
+        key = (source.name, source.target, reason)
+        self._error_counts[key] = self._error_counts.get(key, 0) + 1
+        log.warning("source %s %s down (%s): %s", source.name, source.target or "-", reason, message)
+        return SourceStatus(source.name, source.target, False, self._clock() - started, reason)
+
+    def start(self) -> None:
+        """Collect now, then every interval, in a background thread."""
+        self._thread = threading.Thread(target=self._run, name="collection-loop", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        next_round = self._clock()
+        while not self._stop.is_set():
+            try:
+                self.collect_once()
+            except Exception:  # the loop itself must outlive any bug
+                log.exception("collection round failed")
+            next_round += self.interval_seconds
+            delay = next_round - self._clock()
+            if delay < 0:  # a round overran (or the clock jumped): skip missed ticks
+                next_round = self._clock()
+                delay = 0
+            self._stop.wait(delay)
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        for source in self.sources:
+            try:
+                source.close()
+            except Exception:
+                log.exception("closing source %s %s", source.name, source.target)

@@ -1,0 +1,94 @@
+"""The HTTP endpoints: /metrics from the last rendered snapshot, /healthz, and a landing page.
+
+A threading server: scrapers never wait on each other or on collection, since every response is
+bytes rendered earlier.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from exporter import __version__
+from exporter.exposition import RenderedSnapshot
+
+log = logging.getLogger(__name__)
+
+_LANDING = (
+    "<html><head><title>llm-bottleneck-exporter</title></head><body>"
+    "<h1>llm-bottleneck-exporter " + __version__ + "</h1>"
+    '<p><a href="/metrics">Metrics</a> &middot; <a href="/healthz">Health</a></p>'
+    "</body></html>"
+).encode()
+
+
+class ExporterHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    # Enough backlog for 100 scrapers connecting at once.
+    request_queue_size = 128
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        rendered: RenderedSnapshot,
+        healthy: Callable[[], tuple[bool, str]],
+    ) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, _Handler)
+        self.rendered = rendered
+        self.healthy = healthy
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ExporterHTTPServer
+    server_version = "llm-bottleneck-exporter/" + __version__
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            accept = self.headers.get("Accept", "")
+            gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
+            body, content_type = self.server.rendered.body("application/openmetrics-text" in accept, gzipped)
+            self._send(200, content_type, body, {"Content-Encoding": "gzip"} if gzipped else {})
+        elif path == "/healthz":
+            ok, detail = self.server.healthy()
+            self._send(200 if ok else 503, "text/plain; charset=utf-8", (detail + "\n").encode())
+        elif path == "/":
+            self._send(200, "text/html; charset=utf-8", _LANDING)
+        else:
+            self._send(404, "text/plain; charset=utf-8", b"not found\n")
+
+    def _send(self, status: int, content_type: str, body: bytes, extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the http.server API
+        log.debug("%s %s", self.address_string(), format % args)
+
+
+def health_check(loop_alive: Callable[[], bool], last_completed: Callable[[], float | None], max_age: float) -> Callable[[], tuple[bool, str]]:
+    """Healthy while the loop thread runs and has completed a round within `max_age` seconds."""
+
+    def check() -> tuple[bool, str]:
+        if not loop_alive():
+            return False, "collection loop not running"
+        completed = last_completed()
+        if completed is None:
+            return True, "ok: first collection in progress"
+        age = time.monotonic() - completed
+        if age > max_age:
+            return False, f"no completed collection for {age:.0f}s"
+        return True, "ok"
+
+    return check

@@ -1,0 +1,177 @@
+"""The engine source: scrape one inference engine's /metrics and normalize it.
+
+One instance per target, so each target has its own timeout, its own `llm_engine_up` and its own
+error counts: a dead or garbage-spewing engine never hides the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+
+from exporter.catalogue import QUANTILES
+from exporter.model import EngineReading, Metric, QuantileSummary, Sample
+from exporter.promtext import TooManySeries, parse_wanted, sample_names
+from exporter.sources.base import Source, SourceError
+from exporter.sources.engines import MAPPINGS, detect
+from exporter.sources.engines.common import HISTOGRAM_KEYS, DeclarativeMapping
+from exporter.sources.http_fetch import fetch_text
+from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
+
+log = logging.getLogger(__name__)
+
+_SUMMARY_FAMILIES = {
+    "time_to_first_token": "llm_engine_time_to_first_token_seconds",
+    "inter_token_latency": "llm_engine_inter_token_latency_seconds",
+    "e2e_request_latency": "llm_engine_e2e_request_latency_seconds",
+    "queue_time": "llm_engine_queue_time_seconds",
+}
+_GAUGES = {
+    "requests_running": "llm_engine_requests_running",
+    "requests_waiting": "llm_engine_requests_waiting",
+    "kv_cache_usage_ratio": "llm_engine_kv_cache_usage_ratio",
+}
+_COUNTERS = {
+    "preemptions_total": "llm_engine_preemptions_total",
+    "prompt_tokens_total": "llm_engine_prompt_tokens_total",
+    "generation_tokens_total": "llm_engine_generation_tokens_total",
+}
+
+
+@dataclass(frozen=True)
+class EngineTarget:
+    """One engine endpoint as configured; `name` is the `engine` label value."""
+
+    url: str
+    name: str
+    type: str | None = None
+    model: str | None = None
+    timeout_seconds: float = 2.0
+    max_response_bytes: int = 16 * 1024 * 1024
+    max_series: int = 10_000
+
+
+class EngineSource(Source):
+    name = "engine"
+
+    def __init__(self, target: EngineTarget, window_seconds: float, lifetime_baseline: bool = False) -> None:
+        self.config = target
+        self.target = target.name
+        self.timeout_seconds = target.timeout_seconds
+        self._window_seconds = window_seconds
+        # `once` has no earlier scrape to diff against: count the engine's lifetime instead.
+        self._lifetime_baseline = lifetime_baseline
+        self._mapping: DeclarativeMapping | None = MAPPINGS[target.type] if target.type else None
+        self._session = requests.Session()
+        self._windows: dict[tuple[str, str], DeltaWindow] = {}
+        self._info_model: str | None = None
+        self._known_models: tuple[str, ...] = ()
+
+    @property
+    def engine_type(self) -> str:
+        return self._mapping.engine_type if self._mapping else "unknown"
+
+    def collect(self, now: float) -> list[Metric]:
+        text, content_type = fetch_text(
+            self._session, self.config.url, self.timeout_seconds, self.config.max_response_bytes
+        )
+        if "json" in content_type:
+            raise SourceError("parse", f"{self.config.url}: got JSON, not Prometheus text "
+                              "(trtllm-serve serves Prometheus text at /prometheus/metrics)")
+        mapping = self._mapping or detect(sample_names(text))
+        if mapping is None:
+            raise SourceError("parse", f"{self.config.url}: no known engine metrics in the response")
+        try:
+            parsed = parse_wanted(text, mapping.wanted(), self.config.max_series)
+        except TooManySeries as exc:
+            raise SourceError("cardinality", f"{self.config.url}: {exc}") from exc
+        if not any(parsed.values()) and not mapping.matches(sample_names(text)):
+            raise SourceError("parse", f"{self.config.url}: no {mapping.engine_type} metrics in the response")
+        if self._mapping is None:
+            log.info("engine %s detected as %s", self.target, mapping.engine_type)
+            self._mapping = mapping
+        readings = mapping.read(parsed)
+        if getattr(mapping, "needs_model_from_info", False):
+            model = self._model_without_label()
+            for reading in readings:
+                reading.model = reading.model or model
+        self._known_models = tuple(r.model for r in readings)
+        self._forget_windows({r.model for r in readings})
+        return [metric for reading in readings for metric in self._render(now, reading)]
+
+    def down_metrics(self) -> list[Metric]:
+        models = self._known_models or (self.config.model or "",)
+        return [Sample("llm_engine_up", self._labels(model), 0.0) for model in models]
+
+    def close(self) -> None:
+        self._session.close()
+
+    def _labels(self, model: str) -> dict[str, str]:
+        return {"engine": self.target, "engine_type": self.engine_type, "model": model}
+
+    def _render(self, now: float, reading: EngineReading) -> Iterator[Metric]:
+        labels = self._labels(reading.model)
+        yield Sample("llm_engine_up", labels, 1.0)
+        for field, family in (*_GAUGES.items(), *_COUNTERS.items()):
+            value = getattr(reading, field)
+            if value is not None:
+                yield Sample(family, labels, value)
+        ratio = self._prefix_hit_ratio(now, reading)
+        if ratio is not None:
+            yield Sample("llm_engine_prefix_cache_hit_ratio", labels, ratio)
+        for key in HISTOGRAM_KEYS:
+            histogram = reading.histograms.get(key)
+            if histogram is None:
+                continue
+            window = self._observe((reading.model, key), now, histogram_vector(histogram), histogram.bounds)
+            totals = window_histogram(window)
+            if totals is None:
+                quantiles = tuple((q, math.nan) for q in QUANTILES)
+            else:
+                quantiles = tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in QUANTILES)
+            yield QuantileSummary(_SUMMARY_FAMILIES[key], labels, quantiles, histogram.count, histogram.sum)
+
+    def _prefix_hit_ratio(self, now: float, reading: EngineReading) -> float | None:
+        hits, queries = reading.prefix_cache_hits_total, reading.prefix_cache_queries_total
+        if hits is not None and queries is not None:
+            totals = self._observe((reading.model, "prefix_cache"), now, (hits, queries), None).total()
+            if totals is None or totals[1] <= 0:
+                return None
+            return min(1.0, max(0.0, totals[0] / totals[1]))
+        return reading.prefix_cache_hit_ratio
+
+    def _observe(self, key: tuple[str, str], now: float, values: tuple[float, ...], shape: object) -> DeltaWindow:
+        window = self._windows.get(key)
+        if window is None:
+            window = self._windows[key] = DeltaWindow(self._window_seconds)
+            if self._lifetime_baseline:
+                window.seed_lifetime(now, values, shape)
+                return window
+        window.observe(now, values, shape)
+        return window
+
+    def _forget_windows(self, models: set[str]) -> None:
+        for key in [k for k in self._windows if k[0] not in models]:
+            del self._windows[key]
+
+    def _model_without_label(self) -> str:
+        """TGI labels nothing with the model: take it from the config, else from its /info."""
+        if self.config.model:
+            return self.config.model
+        if self._info_model is None:
+            parts = urlsplit(self.config.url)
+            info_url = urlunsplit((parts.scheme, parts.netloc, "/info", "", ""))
+            try:
+                response = self._session.get(info_url, timeout=self.timeout_seconds)
+                model_id = response.json().get("model_id") if response.ok else None
+            except (requests.RequestException, ValueError, AttributeError):
+                model_id = None
+            if not model_id:
+                return ""  # asked again next scrape: /info may only answer once the model loaded
+            self._info_model = str(model_id)
+        return self._info_model

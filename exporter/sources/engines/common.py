@@ -1,0 +1,206 @@
+"""Building blocks shared by the engine mappings: selecting, de-duplicating and summing series.
+
+Every engine repeats one pattern: a few families, preferred names first and older spellings after,
+one series per model and per rank, ranks to sum (data parallel) or to keep once (tensor parallel
+ranks repeat the same scheduler state). `DeclarativeMapping` states that once; each engine module
+only lists its names and adds what its schema does differently in `finish()`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable, Literal, Sequence
+
+from exporter.model import EngineReading, Histogram
+from exporter.promtext import LabelKey, ParsedSamples
+
+Reduce = Literal["sum", "max"]
+MODEL_LABELS = ("model_name", "model", "name")
+HISTOGRAM_KEYS = ("time_to_first_token", "inter_token_latency", "e2e_request_latency", "queue_time")
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A gauge or counter: the EngineReading field it fills and the wire names, newest first."""
+
+    field: str
+    names: tuple[str, ...]
+    reduce: Reduce = "sum"
+    match: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class HistogramSignal:
+    """A latency histogram: its key in EngineReading.histograms, wire base names, unit scale."""
+
+    key: str
+    names: tuple[str, ...]
+    scale: float = 1.0  # multiply bounds and sums by this to get seconds
+
+
+def model_of(labels: dict[str, str]) -> str:
+    for key in MODEL_LABELS:
+        if key in labels:
+            return labels[key]
+    return ""
+
+
+def _group_key(labels: dict[str, str], ignored: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    return tuple((k, v) for k, v in sorted(labels.items()) if k not in ignored)
+
+
+def _rank_order(labels: dict[str, str], duplicate_labels: frozenset[str]) -> tuple[str, ...]:
+    return tuple(labels.get(k, "") for k in sorted(duplicate_labels))
+
+
+def first_present(parsed: ParsedSamples, names: Iterable[str]) -> dict[LabelKey, float]:
+    """The series of the first name that has any: the newest spelling wins over deprecated ones."""
+    for name in names:
+        series = parsed.get(name)
+        if series:
+            return series
+    return {}
+
+
+def reduce_by_model(
+    series: dict[LabelKey, float],
+    reduce: Reduce,
+    duplicate_labels: frozenset[str] = frozenset(),
+    match: Sequence[tuple[str, str]] = (),
+) -> dict[str, float]:
+    """One value per model: series that differ only in `duplicate_labels` count once (lowest
+    rank kept), the remaining series of a model (data-parallel ranks) are summed or maxed."""
+    ignored = frozenset(MODEL_LABELS) | duplicate_labels | {k for k, _ in match}
+    chosen: dict[tuple[str, tuple], tuple[tuple[str, ...], float]] = {}
+    for key, value in series.items():
+        labels = dict(key)
+        if any(labels.get(k) != v for k, v in match):
+            continue
+        group = (model_of(labels), _group_key(labels, ignored))
+        order = _rank_order(labels, duplicate_labels)
+        if group not in chosen or order < chosen[group][0]:
+            chosen[group] = (order, value)
+    result: dict[str, float] = {}
+    for (model, _), (_, value) in chosen.items():
+        if model not in result:
+            result[model] = value
+        elif reduce == "sum":
+            result[model] += value
+        else:
+            result[model] = max(result[model], value)
+    return result
+
+
+def read_histograms(
+    parsed: ParsedSamples, names: Sequence[str], scale: float, duplicate_labels: frozenset[str]
+) -> dict[str, Histogram]:
+    """One histogram per model, buckets summed over ranks; the first base name with buckets wins.
+
+    A histogram whose +Inf bucket is missing (a truncated payload) is skipped: without it the
+    total is unknown and every quantile would be wrong.
+    """
+    for name in names:
+        buckets = parsed.get(name + "_bucket")
+        if buckets:
+            return _assemble(parsed, name, buckets, scale, duplicate_labels)
+    return {}
+
+
+def _assemble(
+    parsed: ParsedSamples,
+    name: str,
+    buckets: dict[LabelKey, float],
+    scale: float,
+    duplicate_labels: frozenset[str],
+) -> dict[str, Histogram]:
+    ignored = frozenset(MODEL_LABELS) | duplicate_labels | {"le"}
+    # Per model, group (data-parallel rank) and bound keep the lowest duplicate rank's count.
+    chosen: dict[tuple[str, tuple, float], tuple[tuple[str, ...], float]] = {}
+    for key, value in buckets.items():
+        labels = dict(key)
+        try:
+            bound = float(labels.get("le", "nan"))
+        except ValueError:
+            continue
+        if math.isnan(bound):
+            continue
+        slot = (model_of(labels), _group_key(labels, ignored), bound)
+        order = _rank_order(labels, duplicate_labels)
+        if slot not in chosen or order < chosen[slot][0]:
+            chosen[slot] = (order, value)
+    per_group: dict[tuple[str, tuple], dict[float, float]] = {}
+    for (model, group, bound), (_, value) in chosen.items():
+        per_group.setdefault((model, group), {})[bound] = value
+    sums = reduce_by_model(parsed.get(name + "_sum", {}), "sum", duplicate_labels)
+    counts = reduce_by_model(parsed.get(name + "_count", {}), "sum", duplicate_labels)
+    merged: dict[str, dict[float, float]] = {}
+    for (model, _), layout in per_group.items():
+        if math.inf not in layout:
+            continue
+        target = merged.setdefault(model, {})
+        for bound, count in layout.items():
+            target[bound] = target.get(bound, 0.0) + count
+    result: dict[str, Histogram] = {}
+    for model, layout in merged.items():
+        bounds = tuple(sorted(layout))
+        cumulative = tuple(layout[b] for b in bounds)
+        result[model] = Histogram(
+            bounds=tuple(b * scale for b in bounds),
+            cumulative=cumulative,
+            sum=sums.get(model, math.nan) * scale,
+            count=counts.get(model, cumulative[-1]),
+        )
+    return result
+
+
+class DeclarativeMapping:
+    """An engine schema described by its signals; subclasses override `finish` for quirks."""
+
+    engine_type: str = ""
+    signals: tuple[Signal, ...] = ()
+    histograms: tuple[HistogramSignal, ...] = ()
+    duplicate_labels: frozenset[str] = frozenset()
+    extra_names: tuple[str, ...] = ()  # wire names read only by finish()
+
+    def wanted(self) -> frozenset[str]:
+        names = set(self.extra_names)
+        for signal in self.signals:
+            names.update(signal.names)
+        for hist in self.histograms:
+            for base in hist.names:
+                names.update((base + "_bucket", base + "_sum", base + "_count"))
+        return frozenset(names)
+
+    def matches(self, names: set[str]) -> bool:  # pragma: no cover - every mapping overrides
+        raise NotImplementedError
+
+    def read(self, parsed: ParsedSamples) -> list[EngineReading]:
+        readings: dict[str, EngineReading] = {}
+
+        def reading(model: str) -> EngineReading:
+            if model not in readings:
+                readings[model] = EngineReading(model=model)
+            return readings[model]
+
+        for signal in self.signals:
+            series = first_present(parsed, signal.names)
+            for model, value in reduce_by_model(series, signal.reduce, self.duplicate_labels, signal.match).items():
+                setattr(reading(model), signal.field, value)
+        for hist in self.histograms:
+            for model, histogram in read_histograms(parsed, hist.names, hist.scale, self.duplicate_labels).items():
+                reading(model).histograms[hist.key] = histogram
+        self.finish(parsed, reading, readings)
+        return sorted(readings.values(), key=lambda r: r.model)
+
+    def finish(
+        self,
+        parsed: ParsedSamples,
+        reading: Callable[[str], EngineReading],
+        readings: dict[str, EngineReading],
+    ) -> None:
+        """Engine-specific derivations (ratios from used/max, fallbacks); default: nothing."""
+
+
+def has_prefix(names: Iterable[str], *prefixes: str) -> bool:
+    return any(name.startswith(prefixes) for name in names)

@@ -1,0 +1,110 @@
+"""Windows over cumulative counters: increments that survive engine restarts.
+
+Engines expose cumulative histograms and counters. Latency quantiles "now" and hit ratios "now"
+need the increase over a recent window, computed the way Prometheus' `increase()` does: a value
+that went down means the process restarted, and the new value is itself the increase since then.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Sequence
+
+from exporter.model import Histogram
+
+
+class DeltaWindow:
+    """Sums per-scrape increments of a vector of counters over the last `window_seconds`.
+
+    Memory is bounded by window / scrape interval entries (and `max_entries` in any case).
+    """
+
+    def __init__(self, window_seconds: float, max_entries: int = 4096) -> None:
+        self.window_seconds = window_seconds
+        self._entries: deque[tuple[float, tuple[float, ...]]] = deque(maxlen=max_entries)
+        self._last: tuple[float, ...] | None = None
+        self._shape: object = None
+
+    def observe(self, now: float, values: Sequence[float], shape: object = None) -> None:
+        """Record the cumulative `values` seen at `now`.
+
+        `shape` identifies the layout of `values` (bucket bounds): a new layout starts afresh,
+        since increments of different buckets cannot be added.
+        """
+        current = tuple(values)
+        if shape != self._shape or (self._last is not None and len(current) != len(self._last)):
+            self._entries.clear()
+            self._last = None
+            self._shape = shape
+        if self._last is not None:
+            if any(c < p for c, p in zip(current, self._last)):
+                increment = current  # counter reset: the engine restarted
+            else:
+                increment = tuple(c - p for c, p in zip(current, self._last))
+            self._entries.append((now, increment))
+        self._last = current
+        self._expire(now)
+
+    def seed_lifetime(self, now: float, values: Sequence[float], shape: object = None) -> None:
+        """Count everything since the engine started as one increment (for one-shot collection)."""
+        self._entries.clear()
+        self._shape = shape
+        self._last = tuple(values)
+        self._entries.append((now, tuple(values)))
+
+    def total(self) -> tuple[float, ...] | None:
+        """Sum of increments inside the window; None before two observations."""
+        if not self._entries:
+            return None
+        width = len(self._entries[0][1])
+        sums = [0.0] * width
+        for _, increment in self._entries:
+            for i, v in enumerate(increment):
+                sums[i] += v
+        return tuple(sums)
+
+    def _expire(self, now: float) -> None:
+        horizon = now - self.window_seconds
+        while self._entries and self._entries[0][0] <= horizon:
+            self._entries.popleft()
+
+
+def histogram_quantile(q: float, bounds: Sequence[float], cumulative: Sequence[float]) -> float:
+    """Prometheus' histogram_quantile on one histogram: linear interpolation inside the bucket.
+
+    NaN for an empty histogram; a rank that falls in the +Inf bucket returns the highest finite
+    bound, as Prometheus does.
+    """
+    if not bounds or math.isnan(q):
+        return math.nan
+    total = cumulative[-1]
+    if total <= 0 or math.isnan(total):
+        return math.nan
+    rank = q * total
+    previous_bound, previous_count = 0.0, 0.0
+    for bound, count in zip(bounds, cumulative):
+        if count >= rank:
+            if math.isinf(bound):
+                return previous_bound if len(bounds) > 1 else math.nan
+            if bound <= 0 and previous_count == 0:
+                return bound
+            width = count - previous_count
+            if width <= 0:
+                return bound
+            return previous_bound + (bound - previous_bound) * (rank - previous_count) / width
+        previous_bound, previous_count = bound, count
+    return previous_bound
+
+
+def window_histogram(window: DeltaWindow) -> tuple[tuple[float, ...], float, float] | None:
+    """(cumulative buckets, sum, count) of a histogram window stored as buckets + [sum, count]."""
+    totals = window.total()
+    if totals is None:
+        return None
+    return totals[:-2], totals[-2], totals[-1]
+
+
+def histogram_vector(histogram: Histogram) -> tuple[float, ...]:
+    """The layout stored in a histogram window: cumulative buckets, then sum, then count."""
+    return histogram.cumulative + (histogram.sum, histogram.count)
