@@ -1,0 +1,175 @@
+"""Test helpers shared by the tiers: loopback HTTP servers that misbehave on purpose, and the
+real `serve` process.
+
+Everything binds to 127.0.0.1 on a free port and stops itself; nothing reaches past loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable, Iterator
+
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+ENGINE_FIXTURES = FIXTURES / "engines"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def fixture_text(name: str) -> str:
+    return (ENGINE_FIXTURES / name).read_text(encoding="utf-8")
+
+
+Responder = Callable[[BaseHTTPRequestHandler], None]
+
+
+def respond_with(body: bytes | str, status: int = 200, content_type: str = "text/plain; version=0.0.4") -> Responder:
+    data = body.encode() if isinstance(body, str) else body
+
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    return respond
+
+
+@dataclass
+class RouteServer:
+    """A loopback HTTP server whose paths answer with swappable responders."""
+
+    routes: dict[str, Responder] = field(default_factory=dict)
+    port: int = 0
+    requests_seen: int = 0
+
+    def __post_init__(self) -> None:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # noqa: N802
+                owner.requests_seen += 1
+                responder = owner.routes.get(self.path.split("?")[0])
+                if responder is None:
+                    respond_with(b"not found\n", 404)(self)
+                else:
+                    try:
+                        responder(self)
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class ExporterProcess:
+    """The real `llm-bottleneck-exporter serve` as a subprocess on a free loopback port."""
+
+    def __init__(self, *args: str, interval: float = 0.5, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"exporter-{self.port}.log"
+        command = [
+            sys.executable, "-m", "exporter", "serve",
+            "--listen", f"127.0.0.1:{self.port}", "--interval", str(interval), "--gpu", "none", *args,
+        ]
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO,
+            env={**os.environ, **(env or {})}, start_new_session=True,
+        )
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"exporter exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                if requests.get(self.base_url + "/healthz", timeout=1).status_code == 200 and "llm_exporter_build_info" in self.metrics():
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"exporter not ready after {timeout}s:\n{self.log()}")
+
+    def metrics(self) -> str:
+        return requests.get(self.base_url + "/metrics", timeout=5).text
+
+    def wait_for(self, predicate: Callable[[str], bool], timeout: float = 15.0) -> str:
+        """Poll /metrics until `predicate(text)` holds; return that text."""
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.metrics()
+            if predicate(text):
+                return text
+            time.sleep(0.1)
+        raise AssertionError(f"condition not met within {timeout}s; last /metrics:\n{text[:4000]}")
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")[-6000:]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._log.close()
+
+    def __enter__(self) -> "ExporterProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def series_value(text: str, name: str, **labels: str) -> float | None:
+    """The value of the first sample `name{labels...}` in exposition text (labels may be a subset)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return None
+
+
+def iter_chunks(data: bytes, size: int) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]

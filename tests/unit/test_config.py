@@ -1,0 +1,122 @@
+"""Configuration: defaults, file + flag precedence, and one-line errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.config import ConfigError, build, engine_names, load_file, parse_engine_flag, parse_listen
+from tests.support import REPO
+
+
+def test_defaults_match_the_documented_contract() -> None:
+    config = build({})
+    assert (config.listen_host, config.listen_port) == ("0.0.0.0", 9477)
+    assert config.interval_seconds == 5.0
+    assert config.window_seconds == 60.0
+    assert config.gpu == "auto"
+    assert config.sysfs == "/sys"
+    assert config.engines == ()
+
+
+def test_engine_defaults_apply_to_every_engine_unless_overridden() -> None:
+    config = build({
+        "engine_defaults": {"timeout_seconds": 3},
+        "engines": [{"url": "http://a:1/metrics"}, {"url": "http://b:2/metrics", "timeout_seconds": 1}],
+    })
+    assert [e.timeout_seconds for e in config.engines] == [3.0, 1.0]
+    assert config.engines[0].max_response_bytes == 16 * 1024 * 1024
+
+
+def test_flags_override_the_file() -> None:
+    config = build({"interval_seconds": 10, "listen": "127.0.0.1:1"}, {"interval_seconds": ("2", "--interval")})
+    assert config.interval_seconds == 2.0
+    assert config.listen_port == 1
+
+
+def test_engine_flags_replace_the_files_engines() -> None:
+    flags = {"engines": ([parse_engine_flag("sglang=http://x:30000/metrics")], "--engine")}
+    config = build({"engines": ["http://y:8000/metrics"]}, flags)
+    assert [(e.type, e.url) for e in config.engines] == [("sglang", "http://x:30000/metrics")]
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        ({"intervall_seconds": 5}, "intervall_seconds"),
+        ({"interval_seconds": "fast"}, "interval_seconds"),
+        ({"interval_seconds": 0}, "interval_seconds"),
+        ({"interval_seconds": True}, "interval_seconds"),
+        ({"window_seconds": 1, "interval_seconds": 5}, "window_seconds"),
+        ({"listen": "9477"}, "listen"),
+        ({"listen": "0.0.0.0:70000"}, "listen"),
+        ({"listen": "example.com:9477"}, "listen"),
+        ({"gpu": "cuda"}, "gpu"),
+        ({"gpu": "dcgm-exporter"}, "gpu"),
+        ({"engines": {"url": "http://a/"}}, "engines"),
+        ({"engines": [{"url": "ftp://a/metrics"}]}, "engines[0].url"),
+        ({"engines": [{"url": "http://a/metrics", "typ": "vllm"}]}, "engines[0].typ"),
+        ({"engines": [{"url": "http://a/metrics", "type": "ollama"}]}, "engines[0].type"),
+        ({"engines": [{"type": "vllm"}]}, "engines[0].url"),
+        ({"engines": [{"url": "http://a/metrics", "max_series": 1.5}]}, "engines[0].max_series"),
+        ({"engine_defaults": {"timeout": 2}}, "engine_defaults.timeout"),
+        ({"engines": ["http://a:1/metrics", "http://a:1/metrics"]}, "engines[1]"),
+        ({"log_level": "verbose"}, "log_level"),
+    ],
+)
+def test_invalid_values_name_the_offending_key(data: dict, where: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        build(data)
+    assert error.value.where == where
+    assert "\n" not in str(error.value)
+
+
+def test_flag_errors_name_the_flag() -> None:
+    with pytest.raises(ConfigError) as error:
+        build({}, {"interval_seconds": ("-1", "--interval")})
+    assert error.value.where == "--interval"
+
+
+def test_unknown_engine_type_in_flag_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="unknown engine type 'ollama'"):
+        parse_engine_flag("ollama=http://a:1/metrics")
+
+
+def test_engine_flag_without_type_keeps_urls_with_query_strings() -> None:
+    assert parse_engine_flag("http://a:1/metrics?x=1") == {"url": "http://a:1/metrics?x=1"}
+
+
+def test_engine_label_is_host_port_plus_path_only_when_shared() -> None:
+    urls = ["http://a:1/x/metrics", "http://a:1/y/metrics", "http://b:2/metrics", "http://a:1/z"]
+    assert engine_names(urls, [None, None, None, "named"]) == ["a:1/x/metrics", "a:1/y/metrics", "b:2", "named"]
+
+
+def test_ipv6_listen_address() -> None:
+    assert parse_listen("[::1]:9477", "listen") == ("::1", 9477)
+
+
+def test_load_file_reports_yaml_errors_with_a_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("engines:\n  - url: [unclosed\n")
+    with pytest.raises(ConfigError) as error:
+        load_file(str(path))
+    assert error.value.where.startswith(str(path) + ":")
+
+
+def test_load_file_rejects_a_list_at_the_top(tmp_path: Path) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_file(str(path))
+
+
+def test_empty_file_is_the_default_configuration(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    assert build(load_file(str(path))) == build({})
+
+
+def test_the_documented_example_is_valid() -> None:
+    config = build(load_file(str(REPO / "docs" / "example-config.yaml")))
+    assert [e.name for e in config.engines] == ["vllm-0", "127.0.0.1:30000"]
