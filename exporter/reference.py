@@ -1,0 +1,47 @@
+"""The metrics reference (docs/metrics.md), written from the catalogue so it cannot drift.
+
+`python -m exporter.reference > docs/metrics.md` rewrites it; a unit test fails when the committed
+file differs from what the catalogue says.
+"""
+
+from __future__ import annotations
+
+from exporter.catalogue import CATALOGUE
+
+_SECTIONS = (
+    ("llm_engine_", "Inference engines"),
+    ("llm_gpu_", "GPUs"),
+    ("llm_rdma_", "RDMA ports"),
+    ("llm_host_", "Host"),
+    ("llm_bottleneck_", "Bottleneck diagnosis"),
+    ("llm_exporter_", "The exporter itself"),
+)
+
+
+def metrics_reference() -> str:
+    lines = [
+        "# Metrics reference",
+        "",
+        "Generated from `exporter/catalogue.py` by `python -m exporter.reference`; do not edit by hand.",
+        "Summaries carry quantiles 0.5, 0.95 and 0.99 over the exporter's window plus cumulative `_count`/`_sum`.",
+    ]
+    placed: set[str] = set()
+    for prefix, title in _SECTIONS:
+        specs = [s for name, s in CATALOGUE.items() if name.startswith(prefix)]
+        if not specs:
+            continue
+        lines += ["", f"## {title}", "", "| family | type | labels | meaning |", "|---|---|---|---|"]
+        for s in specs:
+            placed.add(s.name)
+            help_text = s.help.replace("|", "\\|")
+            lines.append(f"| `{s.name}` | {s.type} | {', '.join(f'`{l}`' for l in s.labels)} | {help_text} |")
+    rest = [s for name, s in CATALOGUE.items() if name not in placed]
+    if rest:
+        lines += ["", "## Other", "", "| family | type | labels | meaning |", "|---|---|---|---|"]
+        for s in rest:
+            lines.append(f"| `{s.name}` | {s.type} | {', '.join(f'`{l}`' for l in s.labels)} | {s.help} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(metrics_reference(), end="")
