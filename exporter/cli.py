@@ -7,14 +7,17 @@ and exit 2; tracebacks are for bugs only.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
 import threading
+import time
 from typing import Any, NoReturn, Sequence
 
 from exporter import __version__
 from exporter.config import Config, ConfigError, build, load_file, parse_engine_flag
+from exporter.diagnosis import Diagnoser, annotate
 from exporter.exposition import RenderedSnapshot, render_text
 from exporter.loop import CollectionLoop
 from exporter.server import ExporterHTTPServer, health_check
@@ -54,6 +57,8 @@ def make_parser() -> argparse.ArgumentParser:
     _add_source_options(serve)
     once = commands.add_parser("once", help="collect once and print the exposition to stdout")
     _add_source_options(once)
+    once.add_argument("--format", choices=("text", "json"), default="text",
+                      help="text: Prometheus exposition; json: the /diagnosis document")
     check = commands.add_parser("check-config", help="validate a configuration file (exit 2 when invalid)")
     check.add_argument("file", metavar="FILE")
     return parser
@@ -86,14 +91,18 @@ def _setup_logging(level: str) -> None:
     )
 
 
-def run_once(config: Config) -> int:
+def run_once(config: Config, output_format: str = "text") -> int:
     sources = build_sources(config, lifetime_baseline=True)
     loop = CollectionLoop(sources, config.interval_seconds)
+    diagnoser = Diagnoser(config.thresholds)
     try:
-        snapshot = loop.collect_once()
+        snapshot = annotate(diagnoser, loop.collect_once(), time.monotonic())
     finally:
         loop.stop()
-    sys.stdout.buffer.write(render_text(snapshot))
+    if output_format == "json":
+        sys.stdout.write(json.dumps(diagnoser.report(), indent=2) + "\n")
+    else:
+        sys.stdout.buffer.write(render_text(snapshot))
     sys.stdout.flush()
     return 0
 
@@ -101,12 +110,16 @@ def run_once(config: Config) -> int:
 def run_serve(config: Config) -> int:
     sources = build_sources(config)
     rendered = RenderedSnapshot()
-    loop = CollectionLoop(sources, config.interval_seconds, on_snapshot=rendered.publish)
+    diagnoser = Diagnoser(config.thresholds)
+    loop = CollectionLoop(
+        sources, config.interval_seconds,
+        on_snapshot=lambda snapshot: rendered.publish(annotate(diagnoser, snapshot, time.monotonic())),
+    )
     max_timeout = max((s.timeout_seconds for s in sources), default=0.0)
     healthy = health_check(loop.is_alive, lambda: loop.last_completed_monotonic,
                            max_age=3 * config.interval_seconds + max_timeout + 5)
     try:
-        server = ExporterHTTPServer((config.listen_host, config.listen_port), rendered, healthy)
+        server = ExporterHTTPServer((config.listen_host, config.listen_port), rendered, healthy, diagnoser.report)
     except OSError as exc:
         raise ConfigError("--listen", f"cannot listen on {config.listen}: {exc.strerror or exc}") from exc
     stop = threading.Event()
@@ -138,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config_from_args(args)
         _setup_logging(config.log_level)
         if args.command == "once":
-            return run_once(config)
+            return run_once(config, args.format)
         return run_serve(config)
     except ConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from exporter.diagnosis.thresholds import Thresholds
 from exporter.sources.engine import EngineTarget
 from exporter.sources.engines import ENGINE_TYPES
 
@@ -35,6 +36,7 @@ TOP_LEVEL_DEFAULTS: dict[str, Any] = {
     "log_level": "info",
     "engine_defaults": {},
     "engines": [],
+    "diagnosis": {},
 }
 ENGINE_KEYS = ("url", "type", "name", "model", *ENGINE_DEFAULTS)
 
@@ -58,6 +60,7 @@ class Config:
     sysfs: str = "/sys"
     log_level: str = "info"
     engines: tuple[EngineTarget, ...] = field(default_factory=tuple)
+    thresholds: Thresholds = field(default_factory=Thresholds)
 
     @property
     def listen(self) -> str:
@@ -103,7 +106,25 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
     log_level = _choice(values["log_level"], where["log_level"], LOG_LEVELS)
     defaults = _engine_defaults(values["engine_defaults"], where["engine_defaults"])
     engines = _engines(values["engines"], where["engines"], defaults)
-    return Config(host, port, interval, window, gpu, gpu_url, sysfs, log_level, engines)
+    thresholds = _thresholds(values["diagnosis"], where["diagnosis"])
+    return Config(host, port, interval, window, gpu, gpu_url, sysfs, log_level, engines, thresholds)
+
+
+def _thresholds(value: Any, where: str) -> Thresholds:
+    if not isinstance(value, dict):
+        raise ConfigError(where, f"must be a mapping, not {_type_name(value)}")
+    known = Thresholds.keys()
+    numbers = {}
+    for key, item in value.items():
+        if key not in known:
+            raise ConfigError(f"{where}.{key}", f"unknown key (known: {', '.join(known)})")
+        numbers[key] = _number(item, f"{where}.{key}")
+        if numbers[key] < 0:
+            raise ConfigError(f"{where}.{key}", f"must not be negative, not {item!r}")
+    thresholds = Thresholds(**numbers)
+    if thresholds.exit_score > thresholds.enter_score:
+        raise ConfigError(f"{where}.exit_score", "must not exceed enter_score (hysteresis)")
+    return thresholds
 
 
 def parse_listen(value: Any, where: str) -> tuple[str, int]:

@@ -6,11 +6,12 @@ bytes rendered earlier.
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import Any, Callable
 
 from exporter import __version__
 from exporter.exposition import RenderedSnapshot
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 _LANDING = (
     "<html><head><title>llm-bottleneck-exporter</title></head><body>"
     "<h1>llm-bottleneck-exporter " + __version__ + "</h1>"
-    '<p><a href="/metrics">Metrics</a> &middot; <a href="/healthz">Health</a></p>'
+    '<p><a href="/metrics">Metrics</a> &middot; <a href="/diagnosis">Diagnosis</a> &middot; <a href="/healthz">Health</a></p>'
     "</body></html>"
 ).encode()
 
@@ -36,12 +37,14 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         address: tuple[str, int],
         rendered: RenderedSnapshot,
         healthy: Callable[[], tuple[bool, str]],
+        diagnosis: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
         self.rendered = rendered
         self.healthy = healthy
+        self.diagnosis = diagnosis
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -59,6 +62,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/healthz":
             ok, detail = self.server.healthy()
             self._send(200 if ok else 503, "text/plain; charset=utf-8", (detail + "\n").encode())
+        elif path == "/diagnosis" and self.server.diagnosis is not None:
+            body = json.dumps(self.server.diagnosis(), indent=2).encode()
+            self._send(200, "application/json", body)
         elif path == "/":
             self._send(200, "text/html; charset=utf-8", _LANDING)
         else:

@@ -1,0 +1,123 @@
+"""Bottleneck diagnosis: the framework of DESIGN.md as `llm_bottleneck_*` gauges and a report.
+
+Reads only normalized metrics (signals.py), scores each stage from several signals (stages.py),
+applies hysteresis so `llm_bottleneck_active` does not flap, and names one primary stage per
+engine with the evidence and the actions (actions.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Sequence
+
+from exporter.catalogue import STAGES as STAGE_IDS
+from exporter.diagnosis.actions import ACTIONS
+from exporter.diagnosis.signals import EngineKey, History, engine_inputs
+from exporter.diagnosis.stages import STAGES, StageResult
+from exporter.diagnosis.thresholds import Thresholds
+from exporter.model import Metric, Sample
+
+if TYPE_CHECKING:
+    from exporter.loop import Snapshot
+
+__all__ = ["Diagnoser", "Thresholds", "annotate"]
+
+
+@dataclass
+class EngineDiagnosis:
+    key: EngineKey
+    scores: dict[str, float]
+    active: dict[str, bool]
+    results: dict[str, StageResult]
+    primary: str = "none"
+    evidence: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        engine, engine_type, model = self.key
+        return {
+            "engine": engine,
+            "engine_type": engine_type,
+            "model": model,
+            "primary": self.primary,
+            "scores": {stage: round(score, 3) for stage, score in self.scores.items()},
+            "active": [stage for stage, on in self.active.items() if on],
+            "evidence": self.evidence,
+            "actions": self.actions,
+        }
+
+
+class Diagnoser:
+    """Keeps each engine's recent inputs and turns every new snapshot into a diagnosis."""
+
+    def __init__(self, thresholds: Thresholds | None = None) -> None:
+        self.thresholds = thresholds or Thresholds()
+        self._histories: dict[EngineKey, History] = {}
+        self._active: dict[tuple[EngineKey, str], bool] = {}
+        self.latest: dict[EngineKey, EngineDiagnosis] = {}
+        self.generated_at: float = time.time()
+
+    def update(self, metrics: Sequence[Metric], now: float) -> list[Metric]:
+        """Diagnose every live engine in `metrics` (monotonic `now`); return the gauges."""
+        t = self.thresholds
+        inputs = engine_inputs(metrics)
+        for key, engine in inputs.items():
+            history = self._histories.setdefault(key, History(max(t.baseline_seconds, t.level_seconds * 2)))
+            history.add(now, engine)
+        for key in [k for k in self._histories if k not in inputs]:  # engine gone or down
+            del self._histories[key]
+            self._active = {k: v for k, v in self._active.items() if k[0] != key}
+        self.latest = {key: self._diagnose(key, self._histories[key]) for key in inputs}
+        self.generated_at = time.time()
+        return [m for d in self.latest.values() for m in self._gauges(d)]
+
+    def report(self) -> dict[str, Any]:
+        """The /diagnosis document (DESIGN.md contract)."""
+        engines = [d.as_json() for _, d in sorted(self.latest.items())]
+        counts: dict[str, int] = {}
+        for d in self.latest.values():
+            counts[d.primary] = counts.get(d.primary, 0) + 1
+        return {
+            "generated_at": datetime.fromtimestamp(self.generated_at, timezone.utc).isoformat(),
+            "engines": engines,
+            "node": {"engines": len(engines), "primary_counts": counts},
+            "thresholds": {k: getattr(self.thresholds, k) for k in Thresholds.keys()},
+        }
+
+    def _diagnose(self, key: EngineKey, history: History) -> EngineDiagnosis:
+        t = self.thresholds
+        results = {stage: STAGES[stage](history, t) for stage in STAGE_IDS}
+        scores = {stage: r.score for stage, r in results.items()}
+        active = {}
+        for stage, score in scores.items():
+            was = self._active.get((key, stage), False)
+            active[stage] = score >= (t.exit_score if was else t.enter_score)
+            self._active[(key, stage)] = active[stage]
+        on = [s for s in STAGE_IDS if active[s]]
+        primary = max(on, key=lambda s: scores[s]) if on else "none"
+        ordered = sorted(STAGE_IDS, key=lambda s: (not active[s], -scores[s]))
+        evidence = []
+        for stage in ordered:
+            if active[stage] or stage == ordered[0]:
+                evidence += [f"{stage} {scores[stage]:.2f}: {line}" for line in results[stage].evidence]
+        actions = [a for s in ordered if active[s] for a in ACTIONS[s]]
+        return EngineDiagnosis(key, scores, active, results, primary, evidence, actions)
+
+    def _gauges(self, d: EngineDiagnosis) -> list[Metric]:
+        engine, engine_type, model = d.key
+        base = {"engine": engine, "engine_type": engine_type, "model": model}
+        out: list[Metric] = []
+        for stage in STAGE_IDS:
+            labels = {**base, "stage": stage}
+            out.append(Sample("llm_bottleneck_score", labels, round(d.scores[stage], 4)))
+            out.append(Sample("llm_bottleneck_active", labels, 1.0 if d.active[stage] else 0.0))
+        for stage in (*STAGE_IDS, "none"):
+            out.append(Sample("llm_bottleneck_primary", {**base, "stage": stage}, 1.0 if d.primary == stage else 0.0))
+        return out
+
+
+def annotate(diagnoser: Diagnoser, snapshot: Snapshot, now: float) -> Snapshot:
+    """The snapshot with the diagnosis gauges added, as exposition and /diagnosis serve it."""
+    return replace(snapshot, metrics=snapshot.metrics + tuple(diagnoser.update(snapshot.metrics, now)))

@@ -1,0 +1,183 @@
+"""Per-engine inputs of the diagnosis, read from normalized metrics only.
+
+The diagnosis never sees an engine's own metric names: it reads the `llm_*` families, so a new
+engine or GPU source works with it unchanged. Counters become rates here, reset-aware.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from statistics import fmean
+from typing import Iterable
+
+from exporter.model import Metric, QuantileSummary, Sample
+
+EngineKey = tuple[str, str, str]  # engine, engine_type, model
+
+
+@dataclass
+class EngineInputs:
+    """One collection's view of one engine: levels, quantiles and the hardware it runs on."""
+
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None
+    ttft_p95: float | None = None
+    itl_p95: float | None = None
+    queue_p95: float | None = None
+    e2e_p99: float | None = None
+    preemptions_total: float | None = None
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    process_cpu_seconds_total: float | None = None
+    gpus: list[str] = field(default_factory=list)
+    sm_active: float | None = None
+    dram_active: float | None = None
+    tensor_active: float | None = None
+    gpu_utilization: float | None = None
+    rdma_utilization: float | None = None
+    rdma_cnp_total: float | None = None
+    rdma_retransmissions_total: float | None = None
+    rdma_xmit_wait_total: float | None = None
+
+
+_ENGINE_GAUGES = {
+    "llm_engine_requests_running": "running",
+    "llm_engine_requests_waiting": "waiting",
+    "llm_engine_kv_cache_usage_ratio": "kv_usage",
+    "llm_engine_preemptions_total": "preemptions_total",
+    "llm_engine_prompt_tokens_total": "prompt_tokens_total",
+    "llm_engine_generation_tokens_total": "generation_tokens_total",
+    "llm_engine_process_cpu_seconds_total": "process_cpu_seconds_total",
+}
+_ENGINE_QUANTILES = {
+    ("llm_engine_time_to_first_token_seconds", 0.95): "ttft_p95",
+    ("llm_engine_inter_token_latency_seconds", 0.95): "itl_p95",
+    ("llm_engine_queue_time_seconds", 0.95): "queue_p95",
+    ("llm_engine_e2e_request_latency_seconds", 0.99): "e2e_p99",
+}
+_GPU_RATIOS = {
+    "llm_gpu_sm_active_ratio": "sm_active",
+    "llm_gpu_dram_active_ratio": "dram_active",
+    "llm_gpu_tensor_active_ratio": "tensor_active",
+    "llm_gpu_utilization_ratio": "gpu_utilization",
+}
+
+
+def _key(labels: dict[str, str] | object) -> EngineKey:
+    get = labels.get  # type: ignore[attr-defined]
+    return (get("engine", ""), get("engine_type", ""), get("model", ""))
+
+
+def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
+    """Join engine, GPU, RDMA and host metrics into one EngineInputs per live engine.
+
+    GPUs join their engine through the `engine` label set by attribution; where no GPU carries an
+    engine label and the node runs one engine, the node's GPUs are that engine's. RDMA ports are
+    node-wide, so every engine on the node sees them.
+    """
+    engines: dict[EngineKey, EngineInputs] = {}
+    gpu_values: dict[str, dict[str, list[float]]] = {}  # engine name ("" unattributed) → field → values
+    gpu_ids: dict[str, set[str]] = {}
+    rdma: dict[str, list[float]] = {}
+    up: set[EngineKey] = set()
+    for metric in metrics:
+        name = metric.name
+        labels = metric.labels
+        if isinstance(metric, QuantileSummary):
+            for (family, q), attr in _ENGINE_QUANTILES.items():
+                if family == name:
+                    value = dict(metric.quantiles).get(q)
+                    if value is not None and not math.isnan(value):
+                        setattr(engines.setdefault(_key(labels), EngineInputs()), attr, value)
+            continue
+        assert isinstance(metric, Sample)
+        if name == "llm_engine_up":
+            if metric.value == 1.0:
+                up.add(_key(labels))
+        elif name in _ENGINE_GAUGES:
+            setattr(engines.setdefault(_key(labels), EngineInputs()), _ENGINE_GAUGES[name], metric.value)
+        elif name in _GPU_RATIOS:
+            owner = labels.get("engine", "")
+            gpu_values.setdefault(owner, {}).setdefault(_GPU_RATIOS[name], []).append(metric.value)
+            gpu_ids.setdefault(owner, set()).add(labels.get("gpu", "?"))
+        elif name in ("llm_rdma_port_transmit_utilization_ratio", "llm_rdma_port_receive_utilization_ratio"):
+            rdma.setdefault("utilization", []).append(metric.value)
+        elif name in ("llm_rdma_port_cnp_handled_total", "llm_rdma_port_cnp_sent_total"):
+            rdma.setdefault("cnp", []).append(metric.value)
+        elif name == "llm_rdma_port_retransmissions_total":
+            rdma.setdefault("retransmissions", []).append(metric.value)
+        elif name == "llm_rdma_port_transmit_wait_total":
+            rdma.setdefault("xmit_wait", []).append(metric.value)
+    live = {key: engines.get(key, EngineInputs()) for key in up}
+    single_engine = len({key[0] for key in live}) == 1
+    for key, inputs in live.items():
+        owner = key[0] if key[0] in gpu_values else ("" if single_engine and "" in gpu_values else None)
+        if owner is not None:
+            inputs.gpus = sorted(gpu_ids[owner], key=lambda g: (len(g), g))
+            for attr, values in gpu_values[owner].items():
+                setattr(inputs, attr, fmean(values))
+        if rdma.get("utilization"):
+            inputs.rdma_utilization = max(rdma["utilization"])
+        for attr, values in (("rdma_cnp_total", rdma.get("cnp")), ("rdma_retransmissions_total", rdma.get("retransmissions")),
+                             ("rdma_xmit_wait_total", rdma.get("xmit_wait"))):
+            if values:
+                setattr(inputs, attr, sum(values))
+    return live
+
+
+class History:
+    """A bounded time series of EngineInputs for one engine, with the window helpers stages use."""
+
+    def __init__(self, horizon_seconds: float, max_points: int = 2048) -> None:
+        self.horizon_seconds = horizon_seconds
+        self.points: deque[tuple[float, EngineInputs]] = deque(maxlen=max_points)
+
+    def add(self, now: float, inputs: EngineInputs) -> None:
+        self.points.append((now, inputs))
+        while self.points and self.points[0][0] < now - self.horizon_seconds:
+            self.points.popleft()
+
+    def latest(self) -> EngineInputs:
+        return self.points[-1][1]
+
+    def values(self, attr: str, seconds: float) -> list[float]:
+        if not self.points:
+            return []
+        start = self.points[-1][0] - seconds
+        return [getattr(p, attr) for t, p in self.points if t >= start and getattr(p, attr) is not None]
+
+    def mean(self, attr: str, seconds: float) -> float | None:
+        values = self.values(attr, seconds)
+        return fmean(values) if values else None
+
+    def maximum(self, attr: str, seconds: float) -> float | None:
+        values = self.values(attr, seconds)
+        return max(values) if values else None
+
+    def minimum(self, attr: str, seconds: float) -> float | None:
+        values = self.values(attr, seconds)
+        return min(values) if values else None
+
+    def rate(self, attr: str, seconds: float) -> float | None:
+        """Per-second increase of a counter over the last `seconds`, Prometheus-style on resets."""
+        if not self.points:
+            return None
+        start = self.points[-1][0] - seconds
+        series = [(t, getattr(p, attr)) for t, p in self.points if t >= start and getattr(p, attr) is not None]
+        if len(series) < 2 or series[-1][0] <= series[0][0]:
+            return None
+        increase = 0.0
+        for (_, before), (_, after) in zip(series, series[1:]):
+            increase += after - before if after >= before else after
+        return increase / (series[-1][0] - series[0][0])
+
+    def trend(self, attr: str, seconds: float) -> float | None:
+        """Mean of the newest third minus mean of the oldest third of the window."""
+        values = self.values(attr, seconds)
+        if len(values) < 3:
+            return None
+        third = max(1, len(values) // 3)
+        return fmean(values[-third:]) - fmean(values[:third])

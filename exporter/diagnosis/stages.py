@@ -1,0 +1,200 @@
+"""One scoring function per stage of the framework (DESIGN.md), each from several signals.
+
+Each returns a score 0–1 and evidence lines that quote the numbers it used, or says which inputs
+were missing. Scores are soft ramps between documented thresholds, so a stage's score rises with
+the strength of the evidence instead of flipping at one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from exporter.diagnosis.signals import History
+from exporter.diagnosis.thresholds import Thresholds
+
+
+@dataclass
+class StageResult:
+    score: float = 0.0
+    evidence: list[str] = field(default_factory=list)
+
+
+def ramp(value: float | None, low: float, high: float) -> float:
+    """0 at or below `low`, 1 at or above `high`, linear between; 0 for a missing value."""
+    if value is None:
+        return 0.0
+    if high <= low:
+        return 1.0 if value >= high else 0.0
+    return min(1.0, max(0.0, (value - low) / (high - low)))
+
+
+def _gpus(h: History) -> str:
+    gpus = h.latest().gpus
+    if not gpus:
+        return "GPUs"
+    return "GPU " + gpus[0] if len(gpus) == 1 else f"GPUs {', '.join(gpus)}"
+
+
+def _itl_slowdown(h: History, t: Thresholds) -> tuple[float | None, float | None]:
+    """(ITL p95 now, ratio to the engine's best over the baseline window)."""
+    now = h.mean("itl_p95", t.level_seconds)
+    best = h.minimum("itl_p95", t.baseline_seconds)
+    if now is None or not best:
+        return now, None
+    return now, now / best
+
+
+def kv_cache_capacity(h: History, t: Thresholds) -> StageResult:
+    result = StageResult()
+    kv = h.maximum("kv_usage", t.level_seconds)
+    waiting = h.mean("waiting", t.level_seconds) or 0.0
+    preempt = h.rate("preemptions_total", t.level_seconds)
+    if kv is None:
+        result.evidence.append("no KV-cache usage from this engine: KV capacity not assessed")
+        return result
+    pressure = ramp(kv, t.kv_usage_warning, t.kv_usage_critical)
+    starving = ramp(waiting, 0.0, 1.0)
+    preempting = ramp(preempt, 0.0, t.preemptions_per_second)
+    result.score = max(pressure * (0.5 + 0.5 * starving), preempting * ramp(kv, t.kv_usage_warning - 0.2, t.kv_usage_warning))
+    result.evidence.append(f"KV-cache usage up to {kv:.2f} (warning {t.kv_usage_warning:g}) with {waiting:.1f} requests waiting")
+    if preempt is not None:
+        result.evidence.append(f"preemptions {preempt:.2f}/s over {t.level_seconds:g}s")
+    return result
+
+
+def queueing(h: History, t: Thresholds) -> StageResult:
+    result = StageResult()
+    waiting = h.mean("waiting", t.level_seconds)
+    if waiting is None:
+        result.evidence.append("no waiting-queue gauge from this engine: queueing not assessed")
+        return result
+    growth = h.trend("waiting", t.level_seconds * 2)
+    queue_p95 = h.mean("queue_p95", t.level_seconds)
+    kv = h.maximum("kv_usage", t.level_seconds)
+    score = ramp(waiting, 0.5, t.waiting_requests)
+    if growth is not None and growth > 0:
+        score = max(score, ramp(waiting, 0.0, 1.0) * ramp(growth, 0.0, t.waiting_requests))
+    # Waiting caused by a full KV cache is the KV stage's; plain queueing has KV headroom.
+    score *= 1.0 - 0.6 * ramp(kv, t.kv_usage_warning, t.kv_usage_critical)
+    result.score = score
+    line = f"{waiting:.1f} requests waiting on average (threshold {t.waiting_requests:g})"
+    if growth is not None:
+        line += f", trend {growth:+.1f} over {2 * t.level_seconds:g}s"
+    result.evidence.append(line)
+    if queue_p95 is not None:
+        result.evidence.append(f"queue time p95 {queue_p95:.2f}s")
+    return result
+
+
+def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
+    result = StageResult()
+    running = h.mean("running", t.level_seconds) or 0.0
+    dram = h.mean("dram_active", t.level_seconds)
+    sm = h.mean("sm_active", t.level_seconds)
+    tensor = h.mean("tensor_active", t.level_seconds)
+    itl, slowdown = _itl_slowdown(h, t)
+    decoding = ramp(running, 0.0, 1.0)
+    if dram is not None:
+        compute_light = 1.0 - ramp(tensor, t.tensor_active_high, t.tensor_active_high + 0.3)
+        result.score = decoding * ramp(dram, t.dram_active_busy, t.dram_active_saturated) * compute_light
+        line = f"DRAM active {dram:.2f} on {_gpus(h)}"
+        if sm is not None:
+            line += f" while SM active {sm:.2f}"
+        if tensor is not None:
+            line += f", tensor active {tensor:.2f}"
+        result.evidence.append(line + f" (practical DRAM peak ~{t.dram_active_saturated:g})")
+    else:
+        result.evidence.append("no GPU DRAM activity for this engine: scored from inter-token latency alone")
+        result.score = decoding * max(ramp(slowdown, 1.0, t.itl_slowdown_ratio * 1.5) * 0.8,
+                                      ramp(itl, t.itl_p95_seconds * 0.5, t.itl_p95_seconds) * 0.8)
+    if itl is not None:
+        line = f"ITL p95 {itl * 1000:.1f} ms"
+        if slowdown is not None and slowdown > 1.05:
+            line += f", {slowdown:.1f}x its best over {t.baseline_seconds / 60:g} min"
+        result.evidence.append(line)
+    return result
+
+
+def prefill_compute(h: History, t: Thresholds) -> StageResult:
+    result = StageResult()
+    tensor = h.mean("tensor_active", t.level_seconds)
+    ttft = h.mean("ttft_p95", t.level_seconds)
+    queue = h.mean("queue_p95", t.level_seconds) or 0.0
+    prompt_rate = h.rate("prompt_tokens_total", t.level_seconds)
+    gen_rate = h.rate("generation_tokens_total", t.level_seconds)
+    share = None
+    if prompt_rate is not None and gen_rate is not None and prompt_rate + gen_rate > 0:
+        share = prompt_rate / (prompt_rate + gen_rate)
+    prefill_heavy = ramp(share, 0.5, 0.9)
+    own_ttft = None if ttft is None else max(0.0, ttft - queue)
+    if tensor is not None:
+        result.score = ramp(tensor, t.tensor_active_high, t.tensor_active_high + 0.3) * max(prefill_heavy, 0.5)
+        result.evidence.append(f"tensor active {tensor:.2f} on {_gpus(h)}")
+    else:
+        result.evidence.append("no GPU tensor activity for this engine: scored from TTFT beyond queueing")
+        result.score = ramp(own_ttft, t.ttft_p95_seconds * 0.5, t.ttft_p95_seconds) * prefill_heavy
+    if share is not None:
+        result.evidence.append(f"prompt tokens are {share:.0%} of tokens processed ({prompt_rate:.0f}/s)")
+    if own_ttft is not None:
+        result.evidence.append(f"TTFT p95 {ttft:.2f}s of which queue p95 {queue:.2f}s")
+    return result
+
+
+def cross_node_communication(h: History, t: Thresholds) -> StageResult:
+    result = StageResult()
+    util = h.mean("rdma_utilization", t.level_seconds)
+    cnp = h.rate("rdma_cnp_total", t.level_seconds)
+    retrans = h.rate("rdma_retransmissions_total", t.level_seconds)
+    if util is None and cnp is None and retrans is None:
+        result.evidence.append("no RDMA ports on this node: cross-node communication not assessed")
+        return result
+    congestion = max(ramp(cnp, 0.0, t.cnp_per_second), ramp(retrans, 0.0, t.retransmissions_per_second))
+    saturation = ramp(util, t.rdma_utilization_high - 0.2, t.rdma_utilization_high + 0.1)
+    _, slowdown = _itl_slowdown(h, t)
+    # Congestion alone on a node whose engine is not slowed is the network's problem, not this
+    # engine's bottleneck: weight by the step slowdown where it is known.
+    symptom = 1.0 if slowdown is None else max(0.5, ramp(slowdown, 1.0, t.itl_slowdown_ratio))
+    result.score = max(saturation, congestion) * symptom * ramp(h.mean("running", t.level_seconds), 0.0, 1.0)
+    parts = []
+    if util is not None:
+        parts.append(f"RDMA link utilization {util:.2f}")
+    if cnp is not None:
+        parts.append(f"CNP {cnp:.0f}/s")
+    if retrans is not None:
+        parts.append(f"retransmissions {retrans:.1f}/s")
+    result.evidence.append(", ".join(parts))
+    return result
+
+
+def host_overhead(h: History, t: Thresholds) -> StageResult:
+    result = StageResult()
+    running = h.mean("running", t.level_seconds) or 0.0
+    cpu = h.rate("process_cpu_seconds_total", t.level_seconds)
+    sm = h.mean("sm_active", t.level_seconds)
+    busy_gpu = sm if sm is not None else h.mean("gpu_utilization", t.level_seconds)
+    if cpu is None and busy_gpu is None:
+        result.evidence.append("no engine process CPU or GPU activity: host overhead not assessed")
+        return result
+    starved = 1.0 - ramp(busy_gpu, t.sm_active_ineffective - 0.2, t.sm_active_ineffective) if busy_gpu is not None else 0.6
+    cpu_bound = ramp(cpu, t.engine_cpu_cores_busy - 0.3, t.engine_cpu_cores_busy) if cpu is not None else 0.5
+    dram = h.mean("dram_active", t.level_seconds)
+    not_memory_bound = 1.0 - ramp(dram, t.dram_active_busy - 0.2, t.dram_active_busy)
+    result.score = ramp(running, 0.0, 1.0) * starved * cpu_bound * not_memory_bound
+    parts = []
+    if busy_gpu is not None:
+        parts.append(f"GPU busy {busy_gpu:.2f} while {running:.0f} requests run")
+    if cpu is not None:
+        parts.append(f"engine process at {cpu:.2f} CPU cores")
+    result.evidence.append("; ".join(parts))
+    return result
+
+
+STAGES: dict[str, Callable[[History, Thresholds], StageResult]] = {
+    "queueing": queueing,
+    "prefill_compute": prefill_compute,
+    "decode_memory_bandwidth": decode_memory_bandwidth,
+    "kv_cache_capacity": kv_cache_capacity,
+    "cross_node_communication": cross_node_communication,
+    "host_overhead": host_overhead,
+}

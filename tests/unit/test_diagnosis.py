@@ -1,0 +1,172 @@
+"""Diagnosis from normalized metrics: each stage's signature, hysteresis, missing inputs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from exporter.diagnosis import Diagnoser, Thresholds
+from exporter.model import Metric, QuantileSummary, Sample
+
+ENGINE = {"engine": "e0", "engine_type": "vllm", "model": "m"}
+
+
+def engine_metrics(
+    running: float = 4,
+    waiting: float = 0,
+    kv: float | None = 0.3,
+    preemptions: float = 0,
+    prompt_tokens: float = 0,
+    generation_tokens: float = 0,
+    itl_p95: float | None = 0.02,
+    ttft_p95: float | None = 0.2,
+    queue_p95: float | None = 0.01,
+    cpu_seconds: float | None = None,
+) -> list[Metric]:
+    out: list[Metric] = [
+        Sample("llm_engine_up", ENGINE, 1.0),
+        Sample("llm_engine_requests_running", ENGINE, running),
+        Sample("llm_engine_requests_waiting", ENGINE, waiting),
+        Sample("llm_engine_preemptions_total", ENGINE, preemptions),
+        Sample("llm_engine_prompt_tokens_total", ENGINE, prompt_tokens),
+        Sample("llm_engine_generation_tokens_total", ENGINE, generation_tokens),
+    ]
+    if kv is not None:
+        out.append(Sample("llm_engine_kv_cache_usage_ratio", ENGINE, kv))
+    for family, value in (
+        ("llm_engine_inter_token_latency_seconds", itl_p95),
+        ("llm_engine_time_to_first_token_seconds", ttft_p95),
+        ("llm_engine_queue_time_seconds", queue_p95),
+    ):
+        if value is not None:
+            out.append(QuantileSummary(family, ENGINE, ((0.5, value / 2), (0.95, value), (0.99, value * 1.2)), 10, 1))
+    if cpu_seconds is not None:
+        out.append(Sample("llm_engine_process_cpu_seconds_total", ENGINE, cpu_seconds))
+    return out
+
+
+def gpu_metrics(sm: float, dram: float, tensor: float, gpus: int = 2, engine: str | None = "e0") -> list[Metric]:
+    out: list[Metric] = []
+    for index in range(gpus):
+        labels = {"gpu": str(index), "uuid": f"GPU-{index}", "gpu_model": "NVIDIA A100-SXM4-80GB"}
+        if engine:
+            labels["engine"] = engine
+        out += [
+            Sample("llm_gpu_sm_active_ratio", labels, sm),
+            Sample("llm_gpu_dram_active_ratio", labels, dram),
+            Sample("llm_gpu_tensor_active_ratio", labels, tensor),
+        ]
+    return out
+
+
+def run(diagnoser: Diagnoser, steps: int, make, start: int = 0, interval: float = 5.0):
+    for i in range(start, start + steps):
+        gauges = diagnoser.update(make(i), i * interval)
+    return diagnoser.latest[("e0", "vllm", "m")], gauges
+
+
+def test_healthy_engine_has_no_active_stage() -> None:
+    d, gauges = run(Diagnoser(), 20, lambda i: engine_metrics() + gpu_metrics(0.4, 0.3, 0.1))
+    assert d.primary == "none"
+    assert not any(d.active.values())
+    primary = {m.labels["stage"]: m.value for m in gauges if m.name == "llm_bottleneck_primary"}
+    assert primary["none"] == 1.0 and sum(primary.values()) == 1.0
+
+
+def test_full_kv_cache_with_preemptions_is_kv_capacity() -> None:
+    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(waiting=20, kv=0.96, preemptions=2 * i))
+    assert d.primary == "kv_cache_capacity"
+    assert any("KV-cache usage up to 0.96" in line for line in d.evidence)
+    assert any("prefix caching" in action for action in d.actions)
+
+
+def test_growing_queue_with_kv_headroom_is_queueing() -> None:
+    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(waiting=2 + i, kv=0.5, queue_p95=2.0) + gpu_metrics(0.5, 0.4, 0.2))
+    assert d.primary == "queueing"
+    assert d.scores["kv_cache_capacity"] < 0.3
+
+
+def test_high_dram_with_moderate_sm_is_decode_bandwidth_not_idle() -> None:
+    # The seed case: SM active 0.45, DRAM active 0.95.
+    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(running=18, waiting=3, kv=0.7) + gpu_metrics(0.45, 0.95, 0.15))
+    assert d.primary == "decode_memory_bandwidth"
+    assert d.scores["host_overhead"] < 0.2, "low SM activity with busy DRAM is not host overhead"
+    assert any("DRAM active 0.95 on GPUs 0, 1 while SM active 0.45" in line for line in d.evidence)
+    assert any("max-model-len" in a for a in d.actions) and any("shortest-job-first" in a for a in d.actions)
+
+
+def test_busy_tensor_pipes_on_prompt_heavy_traffic_is_prefill_compute() -> None:
+    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(prompt_tokens=5000 * i, generation_tokens=200 * i, ttft_p95=3.0)
+               + gpu_metrics(0.9, 0.4, 0.85))
+    assert d.primary == "prefill_compute"
+
+
+def test_idle_gpu_and_a_saturated_core_is_host_overhead() -> None:
+    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(running=8, cpu_seconds=0.99 * 5 * i) + gpu_metrics(0.2, 0.15, 0.05))
+    assert d.primary == "host_overhead"
+    assert any("0.99 CPU cores" in line for line in d.evidence)
+
+
+def test_rdma_congestion_with_slowed_decode_is_cross_node() -> None:
+    def make(i: int) -> list[Metric]:
+        itl = 0.02 if i < 10 else 0.08
+        ports = [Sample("llm_rdma_port_transmit_utilization_ratio", {"device": "mlx5_0", "port": "1"}, 0.3 if i < 10 else 0.95),
+                 Sample("llm_rdma_port_cnp_handled_total", {"device": "mlx5_0", "port": "1"}, 0 if i < 10 else 5000.0 * (i - 10))]
+        return engine_metrics(itl_p95=itl) + gpu_metrics(0.3, 0.3, 0.1) + ports
+
+    d, _ = run(Diagnoser(), 30, make)
+    assert d.primary == "cross_node_communication"
+
+
+def test_engine_without_gpu_data_is_still_diagnosed_and_says_so() -> None:
+    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(waiting=20, kv=0.97, preemptions=i))
+    assert d.primary == "kv_cache_capacity"
+    assert d.scores["decode_memory_bandwidth"] < 0.6
+    report = Diagnoser().report()
+    assert report["engines"] == []
+
+
+def test_engine_without_kv_gauge_scores_from_what_is_there() -> None:
+    # TGI: no KV usage; a long queue is still queueing.
+    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(waiting=30, kv=None))
+    assert d.primary == "queueing"
+    assert any("KV capacity not assessed" in line for line in d.results["kv_cache_capacity"].evidence)
+
+
+def test_decode_slowdown_without_gpu_data_scores_from_itl_trend() -> None:
+    d, _ = run(Diagnoser(), 40, lambda i: engine_metrics(running=16, itl_p95=0.02 if i < 10 else 0.09))
+    assert d.scores["decode_memory_bandwidth"] >= 0.6
+    assert any("scored from inter-token latency alone" in line for line in d.results["decode_memory_bandwidth"].evidence)
+
+
+def test_hysteresis_keeps_a_stage_active_between_exit_and_enter() -> None:
+    diagnoser = Diagnoser(Thresholds(level_seconds=5))
+    kv_for = {True: 0.96, False: 0.88}
+
+    def make(high: bool):
+        return lambda i: engine_metrics(waiting=10, kv=kv_for[high])
+
+    d, _ = run(diagnoser, 5, make(True))
+    assert d.active["kv_cache_capacity"]
+    score_mid = None
+    for i in range(5, 10):
+        diagnoser.update(make(False)(i), i * 5.0)
+        score_mid = diagnoser.latest[("e0", "vllm", "m")].scores["kv_cache_capacity"]
+    assert 0.4 <= score_mid < 0.6
+    assert diagnoser.latest[("e0", "vllm", "m")].active["kv_cache_capacity"], "dropped below enter but not exit: stays active"
+    fresh, _ = run(Diagnoser(Thresholds(level_seconds=5)), 5, make(False))
+    assert not fresh.active["kv_cache_capacity"], "the same score does not turn a stage on"
+
+
+def test_engine_going_down_drops_its_history() -> None:
+    diagnoser = Diagnoser()
+    run(diagnoser, 5, lambda i: engine_metrics(waiting=20, kv=0.97))
+    gauges = diagnoser.update([Sample("llm_engine_up", ENGINE, 0.0)], 100.0)
+    assert gauges == [] and diagnoser.latest == {}
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -1.0, 1e12])
+def test_odd_values_never_crash(value: float) -> None:
+    d, gauges = run(Diagnoser(), 5, lambda i: engine_metrics(waiting=value, kv=value, itl_p95=value) + gpu_metrics(value, value, value))
+    assert all(0.0 <= m.value <= 1.0 or math.isnan(m.value) for m in gauges if m.name == "llm_bottleneck_score")
