@@ -18,6 +18,10 @@ ParsedSamples = dict[str, dict[LabelKey, float]]
 
 _LABEL_PLAIN = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\]*)"')
 _LABEL_ESCAPED = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# The label set up to its closing brace, skipping braces inside quoted values. Needed only when a
+# line has several `}`: `rfind` would then end at an OpenMetrics exemplar (`… 3 # {trace_id="…"} 0.5`)
+# and read the exemplar's value as the sample's.
+_LABEL_SET_END = re.compile(r'(?:[^"}]|"(?:[^"\\]|\\.)*")*\}')
 _ESCAPE = re.compile(r"\\(.)")
 _ESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
 
@@ -69,6 +73,11 @@ def parse_wanted(
             close = line.rfind("}")
             if close < brace:
                 continue
+            if line.count("}") > 1:
+                end = _LABEL_SET_END.match(line, brace + 1)
+                if end is None:
+                    continue
+                close = end.end() - 1
             labels = parse_labels(line[brace + 1 : close])
             if labels is None:
                 continue

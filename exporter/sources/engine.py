@@ -96,6 +96,9 @@ class EngineSource(Source):
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
             self._mapping = mapping
         readings = mapping.read(parsed)
+        if not readings:
+            # Up, but nothing served yet (families declared, no samples): still say it is up.
+            readings = [EngineReading(model=self.config.model or (self._known_models or ("",))[0])]
         if getattr(mapping, "needs_model_from_info", False):
             model = self._model_without_label()
             for reading in readings:

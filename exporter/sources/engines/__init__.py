@@ -1,7 +1,8 @@
 """Engine schemas: each maps one engine's exposition into `EngineReading`s.
 
-Detection order matters: Triton with the vLLM backend exposes `vllm:` names, so Triton's
-TensorRT-LLM families are checked first, and trtllm's unprefixed early names last.
+Detection order matters: Triton's TensorRT-LLM families are checked first (Triton core's own
+`nv_inference_*` names mean Triton only when no `vllm:` family is there: the vLLM backend's subset
+is read by the vLLM mapping), and trtllm's unprefixed early names last.
 """
 
 from __future__ import annotations

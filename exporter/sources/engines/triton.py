@@ -41,7 +41,11 @@ class TritonMapping(DeclarativeMapping):
     extra_names = (_PENDING,)
 
     def matches(self, names: set[str]) -> bool:
-        return has_prefix(names, "nv_trt_llm_", "nv_llm_", "nv_inference_")
+        if has_prefix(names, "nv_trt_llm_", "nv_llm_"):
+            return True
+        # Triton core serves `nv_inference_*` for every backend; with the vLLM backend the `vllm:`
+        # families are the engine's, and the vLLM mapping reads them.
+        return has_prefix(names, "nv_inference_") and not has_prefix(names, "vllm:")
 
     def read(self, parsed: ParsedSamples) -> list[EngineReading]:
         llm_models = set()

