@@ -1,0 +1,248 @@
+"""Closed-loop load generator for a local vLLM server's ``/v1/completions``.
+
+Scenario tests need controlled pressure on the engine (queueing, KV-cache
+exhaustion, prefix-cache hits) and client-side truth (TTFT, end-to-end latency)
+to compare against what the exporter reports. Each of ``concurrency`` threads
+sends one streamed request at a time until the duration or request budget is
+spent. Prompts are pseudo-words from the tiny model's own tokenizer corpus, so
+one word is roughly one token; ``ignore_eos`` with ``min_tokens == max_tokens``
+makes output lengths exact. Only loopback targets are accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+import requests
+
+from tests.integration.tiny_model import pseudo_words
+from tests.integration.vllm_server import SERVED_MODEL_NAME
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """What load to generate; ranges are inclusive ``(low, high)``."""
+
+    concurrency: int = 4
+    prompt_tokens: tuple[int, int] = (32, 64)
+    output_tokens: tuple[int, int] = (16, 32)
+    shared_prefix_ratio: float = 0.0
+    shared_prefix_tokens: int = 256
+    duration_s: float = 10.0
+    max_requests: int | None = None
+    request_timeout_s: float = 60.0
+    seed: int = 0
+    model: str = SERVED_MODEL_NAME
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if not 0.0 <= self.shared_prefix_ratio <= 1.0:
+            raise ValueError("shared_prefix_ratio must be within [0, 1]")
+        for low, high in (self.prompt_tokens, self.output_tokens):
+            if not 1 <= low <= high:
+                raise ValueError("ranges must satisfy 1 <= low <= high")
+        if self.duration_s <= 0 or self.request_timeout_s <= 0:
+            raise ValueError("duration_s and request_timeout_s must be positive")
+
+
+@dataclass
+class RequestRecord:
+    """Client-side view of one request; times are seconds, ``started`` is time.time()."""
+
+    started: float
+    prompt_words: int
+    max_tokens: int
+    shared_prefix: bool
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class LoadResult:
+    """All records of one run plus summary helpers."""
+
+    spec: LoadSpec
+    records: list[RequestRecord] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def ok_records(self) -> list[RequestRecord]:
+        return [r for r in self.records if r.ok]
+
+    @property
+    def error_count(self) -> int:
+        return sum(not r.ok for r in self.records)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(r.completion_tokens or 0 for r in self.ok_records)
+
+    @property
+    def requested_tokens(self) -> int:
+        """Output tokens asked for by successful requests (equals generated with ignore_eos)."""
+        return sum(r.max_tokens for r in self.ok_records)
+
+    def values(self, attr: str) -> list[float]:
+        """Non-missing values of one numeric record attribute over successful requests."""
+        return [v for r in self.ok_records if (v := getattr(r, attr)) is not None]
+
+    def quantile(self, attr: str, q: float) -> float:
+        """Nearest-rank quantile (q in [0, 1]) of an attribute; NaN when there is no data."""
+        data = sorted(self.values(attr))
+        if not data:
+            return math.nan
+        return data[min(len(data) - 1, max(0, math.ceil(q * len(data)) - 1))]
+
+    def median(self, attr: str) -> float:
+        data = self.values(attr)
+        return statistics.median(data) if data else math.nan
+
+
+class _Budget:
+    """Thread-safe request budget shared by the workers of one run."""
+
+    def __init__(self, deadline: float, max_requests: int | None) -> None:
+        self._deadline = deadline
+        self._remaining = max_requests
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            if time.monotonic() >= self._deadline or self._remaining == 0:
+                return False
+            if self._remaining is not None:
+                self._remaining -= 1
+            return True
+
+
+class _PromptFactory:
+    """Seeded prompts; the shared prefix is identical across requests so prefix caching can hit."""
+
+    def __init__(self, spec: LoadSpec, rng: random.Random) -> None:
+        self._spec = spec
+        self._rng = rng
+        self._prefix = pseudo_words(random.Random(spec.seed), spec.shared_prefix_tokens)
+
+    def make(self) -> tuple[str, int, bool]:
+        """Return (prompt, word count, whether it starts with the shared prefix)."""
+        length = self._rng.randint(*self._spec.prompt_tokens)
+        shared = self._rng.random() < self._spec.shared_prefix_ratio
+        words = self._prefix[:length] if shared else []
+        words = words + pseudo_words(self._rng, length - len(words))
+        return " ".join(words), length, shared
+
+
+def _check_loopback(base_url: str) -> None:
+    host = urlparse(base_url).hostname
+    if host not in LOOPBACK_HOSTS:
+        raise ValueError(f"load generator only targets loopback, got {base_url!r}")
+
+
+def _stream_completion(
+    session: requests.Session, url: str, payload: dict[str, Any], record: RequestRecord, timeout_s: float
+) -> None:
+    """Send one streamed completion and fill timing/usage into ``record``.
+
+    TTFT is the arrival of the first chunk carrying text; the whole request is
+    bounded by ``timeout_s`` even if the server keeps trickling chunks.
+    """
+    t0 = time.monotonic()
+    with session.post(url, json=payload, stream=True, timeout=timeout_s) as response:
+        if response.status_code != 200:
+            record.error = f"HTTP {response.status_code}: {response.text[:200]}"
+            return
+        for line in response.iter_lines():
+            if time.monotonic() - t0 > timeout_s:
+                record.error = f"timed out after {timeout_s:.0f}s"
+                return
+            if not line.startswith(b"data: "):
+                continue
+            data = line[len(b"data: ") :]
+            if data == b"[DONE]":
+                break
+            _apply_chunk(json.loads(data), record, time.monotonic() - t0)
+    record.e2e_s = time.monotonic() - t0
+    if record.completion_tokens is None:
+        record.error = "stream ended without usage"
+
+
+def _apply_chunk(chunk: dict[str, Any], record: RequestRecord, elapsed_s: float) -> None:
+    if record.ttft_s is None and any(c.get("text") for c in chunk.get("choices") or []):
+        record.ttft_s = elapsed_s
+    usage = chunk.get("usage")
+    if usage:
+        record.completion_tokens = usage.get("completion_tokens")
+        record.prompt_tokens = usage.get("prompt_tokens")
+
+
+def _worker(base_url: str, spec: LoadSpec, index: int, budget: _Budget, sink: Callable[[RequestRecord], None]) -> None:
+    rng = random.Random(spec.seed * 1_000_003 + index + 1)
+    prompts = _PromptFactory(spec, rng)
+    url = f"{base_url}/v1/completions"
+    with requests.Session() as session:
+        while budget.take():
+            prompt, words, shared = prompts.make()
+            max_tokens = rng.randint(*spec.output_tokens)
+            record = RequestRecord(started=time.time(), prompt_words=words, max_tokens=max_tokens, shared_prefix=shared)
+            payload = {
+                "model": spec.model,
+                "prompt": prompt,
+                "max_tokens": max_tokens,
+                "min_tokens": max_tokens,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            try:
+                _stream_completion(session, url, payload, record, spec.request_timeout_s)
+            except (requests.RequestException, ValueError) as exc:
+                record.error = f"{type(exc).__name__}: {exc}"
+            sink(record)
+
+
+def run_load(base_url: str, spec: LoadSpec) -> LoadResult:
+    """Run the closed loop and return every request's record.
+
+    Bounded: no request starts after ``duration_s`` (or once ``max_requests``
+    were started) and each request ends within ``request_timeout_s``.
+    """
+    _check_loopback(base_url)
+    result = LoadResult(spec=spec)
+    lock = threading.Lock()
+
+    def sink(record: RequestRecord) -> None:
+        with lock:
+            result.records.append(record)
+
+    started = time.monotonic()
+    budget = _Budget(started + spec.duration_s, spec.max_requests)
+    threads = [
+        threading.Thread(target=_worker, args=(base_url.rstrip("/"), spec, i, budget, sink), daemon=True)
+        for i in range(spec.concurrency)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    result.wall_s = time.monotonic() - started
+    result.records.sort(key=lambda r: r.started)
+    return result

@@ -1,0 +1,283 @@
+"""Start and stop a real vLLM OpenAI-compatible server on CPU for tests.
+
+The engine runs from the dedicated venv (see vllm_env.py) on the tiny local
+Llama (see tiny_model.py). The KV cache is deliberately tiny (48 blocks of 32
+tokens) so modest load already causes queueing and preemption, which is what
+the exporter's bottleneck diagnosis must see. Every knob is overridable.
+
+The server runs in its own process group (vLLM forks an engine-core process),
+so teardown can kill exactly what it started and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import requests
+
+from tests.integration import tiny_model
+from tests.integration.vllm_env import CACHE_DIR, ensure_vllm_venv, file_lock
+from tests.support import free_port
+
+SERVED_MODEL_NAME = "tiny-llama"
+READY_METRIC = "vllm:num_requests_running"
+DEFAULT_SEED = 0
+MODEL_BUILD_TIMEOUT_S = 600.0
+STOP_GRACE_S = 20.0
+LOG_TAIL_LINES = 80
+POLL_INTERVAL_S = 0.5
+LOG_DIR = CACHE_DIR / "vllm-logs"
+
+DEFAULT_ENGINE_ARGS: Mapping[str, object] = {
+    "dtype": "float32",
+    "block-size": 32,  # the CPU backend needs a multiple of 32
+    "num-gpu-blocks-override": 48,  # 1,536-token KV cache: saturates with a couple dozen requests
+    "max-model-len": 1024,
+    "max-num-seqs": 32,
+}
+DEFAULT_ENV: Mapping[str, str] = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; the block override decides the usable size
+    # Compile caches stay in the git-ignored repo cache, not the user's home.
+    "VLLM_CACHE_ROOT": str(CACHE_DIR / "vllm-home"),
+    # Nothing may leave the machine: no hub lookups, no usage reporting.
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+
+
+class VllmServerError(RuntimeError):
+    """The server did not become ready; the message carries the log tail."""
+
+
+def ensure_tiny_model(python: Path, seed: int = DEFAULT_SEED) -> Path:
+    """Build the tiny model with the venv's interpreter unless already built.
+
+    A file lock serialises concurrent builders; the build itself runs in the
+    vLLM venv because only that venv has torch and transformers.
+    """
+    out_dir = tiny_model.default_model_dir(seed)
+    if tiny_model.is_built(out_dir, seed):
+        return out_dir
+    with file_lock(out_dir.with_name(f"{out_dir.name}.lock"), MODEL_BUILD_TIMEOUT_S * 2):
+        if not tiny_model.is_built(out_dir, seed):
+            _run_model_build(python, out_dir, seed)
+    return out_dir
+
+
+def _run_model_build(python: Path, out_dir: Path, seed: int) -> None:
+    cmd = [str(python), tiny_model.__file__, str(out_dir), "--seed", str(seed)]
+    try:
+        result = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=MODEL_BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise VllmServerError(f"tiny model build timed out after {MODEL_BUILD_TIMEOUT_S:.0f}s") from exc
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-LOG_TAIL_LINES:])
+        raise VllmServerError(f"tiny model build failed (exit {result.returncode}):\n{tail}")
+
+
+def engine_cli_args(options: Mapping[str, object]) -> list[str]:
+    """Render ``{"flag-name": value}`` as CLI args.
+
+    True -> ``--flag``, False -> ``--no-flag`` (vLLM's boolean options accept
+    both forms), None -> omitted, anything else -> ``--flag value``.
+    """
+    args: list[str] = []
+    for name, value in options.items():
+        if value is None:
+            continue
+        if value is True:
+            args.append(f"--{name}")
+        elif value is False:
+            args.append(f"--no-{name}")
+        else:
+            args += [f"--{name}", str(value)]
+    return args
+
+
+def metric_sum(metrics_text: str, name: str) -> float | None:
+    """Sum of all samples of exactly ``name`` in a Prometheus text page, None if absent."""
+    pattern = re.compile(rf"^{re.escape(name)}(?:\{{[^}}]*\}})?\s+(\S+)", re.MULTILINE)
+    values = [float(m.group(1)) for m in pattern.finditer(metrics_text)]
+    return sum(values) if values else None
+
+
+class VllmServer:
+    """A real vLLM API server subprocess bound to 127.0.0.1; use as a context manager."""
+
+    def __init__(
+        self,
+        *,
+        seed: int = DEFAULT_SEED,
+        model_dir: Path | None = None,
+        port: int | None = None,
+        engine_args: Mapping[str, object] | None = None,
+        enable_prefix_caching: bool | None = None,
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        startup_timeout_s: float = 240.0,
+        log_path: Path | None = None,
+    ) -> None:
+        """Configure, do not start yet.
+
+        ``engine_args`` entries override DEFAULT_ENGINE_ARGS (None removes one);
+        ``enable_prefix_caching`` None keeps vLLM's default.
+        """
+        self.seed = seed
+        self.model_dir = model_dir
+        self.port = port if port is not None else free_port()
+        self.engine_args = {**DEFAULT_ENGINE_ARGS, **(engine_args or {})}
+        if enable_prefix_caching is not None:
+            self.engine_args["enable-prefix-caching"] = enable_prefix_caching
+        self.extra_args = list(extra_args)
+        self.env_overrides = {**DEFAULT_ENV, **(env or {})}
+        self.startup_timeout_s = startup_timeout_s
+        self.log_path = log_path or LOG_DIR / f"vllm-{self.port}.log"
+        self.startup_seconds: float | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"{self.base_url}/metrics"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def command(self, python: Path, model_dir: Path) -> list[str]:
+        """Full server command line (the ``vllm`` console script is broken for vllm-cpu)."""
+        return [
+            str(python), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(model_dir),
+            "--served-model-name", SERVED_MODEL_NAME,
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            *engine_cli_args(self.engine_args),
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def start(self) -> VllmServer:
+        """Provision what is missing, launch the server and wait until it is ready."""
+        if self._proc is not None:
+            raise VllmServerError("server already started")
+        python = ensure_vllm_venv()
+        model_dir = self.model_dir or ensure_tiny_model(python, self.seed)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        with self.log_path.open("ab") as log:
+            log.write(f"\n=== starting on port {self.port} at {time.ctime()}\n".encode())
+            log.flush()
+            self._proc = subprocess.Popen(
+                self.command(python, model_dir),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env_overrides},
+                start_new_session=True,  # own process group: teardown kills exactly this tree
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM the server's process group, then SIGKILL whatever outlives the grace period."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        pgid = proc.pid  # start_new_session made the server its group's leader
+        _signal_group(pgid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=STOP_GRACE_S)
+        if _group_alive(pgid):
+            _signal_group(pgid, signal.SIGKILL)
+        proc.wait()  # reap; after SIGKILL the leader exits promptly
+        _wait_group_gone(pgid, STOP_GRACE_S)  # so a restart finds the port and memory free
+
+    def restart(self) -> VllmServer:
+        """Stop and start again on the same port (counters start from zero)."""
+        self.stop()
+        return self.start()
+
+    def metrics_text(self, timeout_s: float = 5.0) -> str:
+        response = requests.get(self.metrics_url, timeout=timeout_s)
+        response.raise_for_status()
+        return response.text
+
+    def metric(self, name: str) -> float | None:
+        """Current sum over all label sets of one metric, None if not exported."""
+        return metric_sum(self.metrics_text(), name)
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "<no server log>"
+
+    def _wait_ready(self) -> None:
+        """Poll /health and /metrics until both are up; fail fast if the process dies."""
+        assert self._proc is not None
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            code = self._proc.poll()
+            if code is not None:
+                raise VllmServerError(f"vLLM exited with code {code} during startup; log tail:\n{self.log_tail()}")
+            if self._is_ready():
+                return
+            time.sleep(POLL_INTERVAL_S)
+        raise VllmServerError(
+            f"vLLM not ready within {self.startup_timeout_s:.0f}s on {self.base_url}; log tail:\n{self.log_tail()}"
+        )
+
+    def _is_ready(self) -> bool:
+        try:
+            health = requests.get(f"{self.base_url}/health", timeout=2)
+            return health.status_code == 200 and READY_METRIC in self.metrics_text(timeout_s=2)
+        except requests.RequestException:
+            return False
+
+    def __enter__(self) -> VllmServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group still exists (signal 0 only probes)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
