@@ -1,0 +1,118 @@
+"""Choose the GPU source for `--gpu` (auto, nvml, dcgm, dcgm-exporter=URL, none), with the NVML
+probe and process list that choice needs.
+
+`auto` prefers a DCGM host engine that answers (it already runs the node's one profiling session,
+and reading it adds no second one), else NVML with GPM where the GPUs have it, else nothing. The
+choice is logged once with the reason for each rejected option, and shows in `/metrics` as the
+`source` label of `llm_exporter_source_up`.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import ModuleType
+from typing import Callable
+
+from exporter.attribution import Attributor
+from exporter.config import Config
+from exporter.sources.base import Source, SourceError
+from exporter.sources.dcgm import DcgmSource, dcgm_answers
+from exporter.sources.dcgm_exporter import DcgmExporterSource
+from exporter.sources.nvml import NvmlSource, load_pynvml, quietly
+
+log = logging.getLogger(__name__)
+
+Probe = Callable[[], tuple[bool, str]]
+
+
+def build_gpu_source(
+    config: Config,
+    dcgm_probe: Probe | None = None,
+    nvml_probe: Probe | None = None,
+) -> Source | None:
+    mode = config.gpu
+    if mode == "none":
+        log.info("gpu: disabled (--gpu none)")
+        return None
+    attributor = Attributor.from_config(config)
+    if mode == "dcgm-exporter":
+        assert config.gpu_url is not None
+        log.info("gpu: ingesting dcgm-exporter at %s", config.gpu_url)
+        return DcgmExporterSource(config.gpu_url, attributor)
+    if mode == "nvml":
+        log.info("gpu: NVML (--gpu nvml)")
+        return NvmlSource(attributor)
+    if mode == "dcgm":
+        log.info("gpu: DCGM host engine at %s (--gpu dcgm)", config.dcgm_address)
+        return _dcgm(config, attributor)
+    dcgm_ok, dcgm_why = (dcgm_probe or (lambda: dcgm_answers(config.dcgm_address)))()
+    if dcgm_ok:
+        log.info("gpu: auto chose DCGM (%s)", dcgm_why)
+        return _dcgm(config, attributor)
+    nvml_ok, nvml_why = (nvml_probe or nvml_available)()
+    if nvml_ok:
+        log.info("gpu: auto chose NVML (%s; not DCGM: %s)", nvml_why, dcgm_why)
+        return NvmlSource(attributor)
+    log.info("gpu: auto found no GPU telemetry (DCGM: %s; NVML: %s); GPU families are absent", dcgm_why, nvml_why)
+    attributor.close()
+    return None
+
+
+def _dcgm(config: Config, attributor: Attributor) -> DcgmSource:
+    return DcgmSource(config.dcgm_address, attributor, config.interval_seconds, process_lister=NvmlProcessLister())
+
+
+def nvml_available() -> tuple[bool, str]:
+    """For `--gpu auto`: can NVML be initialized and does it see a GPU? (and why not)."""
+    try:
+        nvml = load_pynvml()
+    except SourceError as exc:
+        return False, str(exc)
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        return False, f"NVML: {exc}"
+    try:
+        count = nvml.nvmlDeviceGetCount()
+    except nvml.NVMLError as exc:
+        return False, f"NVML: {exc}"
+    finally:
+        quietly(nvml.nvmlShutdown)
+    return (count > 0, f"NVML sees {count} GPU(s)")
+
+
+class NvmlProcessLister:
+    """GPU UUID → running PIDs, for sources without their own process list (DCGM)."""
+
+    def __init__(self, nvml: ModuleType | None = None) -> None:
+        self._nvml = nvml
+        self._ready: bool | None = None
+
+    def pids_by_uuid(self) -> dict[str, frozenset[int]]:
+        if self._ready is False:
+            return {}
+        try:
+            nvml = self._nvml = self._nvml or load_pynvml()
+            if not self._ready:
+                nvml.nvmlInit()
+                self._ready = True
+            result = {}
+            for index in range(nvml.nvmlDeviceGetCount()):
+                try:
+                    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                    uuid = nvml.nvmlDeviceGetUUID(handle)
+                    processes = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                except nvml.NVMLError:
+                    continue
+                result[uuid] = frozenset(p.pid for p in processes)
+            return result
+        except Exception as exc:  # any NVML trouble: attribution simply has no PIDs
+            if self._ready is None:
+                log.info("dcgm: no NVML for process attribution (%s)", exc)
+            self._ready = False
+            return {}
+
+    def close(self) -> None:
+        if self._ready and self._nvml is not None:
+            quietly(self._nvml.nvmlShutdown)
+            self._ready = None

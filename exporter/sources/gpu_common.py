@@ -1,0 +1,94 @@
+"""What the three GPU sources (NVML, DCGM, dcgm-exporter ingest) share: one reading per GPU,
+and the one way it becomes `llm_gpu_*` samples with attribution labels.
+
+Each source turns its own format into `GpuReading`s; only this module knows label names, so a GPU
+looks the same in `/metrics` whichever telemetry the node has.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from exporter.model import Sample
+
+MIB = 1 << 20
+# A scale that divides by 100 (percent → ratio): 47 / 100 is 0.47, where 47 * 0.01 is not.
+PERCENT = "percent"
+Scale = float | str
+
+
+def scaled(value: float, scale: Scale) -> float:
+    return value / 100.0 if scale == PERCENT else value * float(scale)
+
+# Clock-event ("throttle") reason bits: NVML nvmlClocksEventReason* and DCGM field 112 share them.
+# Label values follow dcgm-exporter's `clock_event` names so the two read alike.
+THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"),
+    (0x2, "clocks_setting"),
+    (0x4, "power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal"),
+    (0x40, "hw_thermal"),
+    (0x80, "hw_power_brake"),
+    (0x100, "display_clocks"),
+)
+
+
+@dataclass
+class GpuReading:
+    """One GPU (or MIG instance) in one collection, already in our units.
+
+    `values` maps a catalogue family to its value; a family the GPU cannot report is simply absent.
+    `labels` are labels the source itself knows beyond gpu/uuid/model (MIG instance, pod from
+    dcgm-exporter); attribution adds `engine` and the kubelet's pod on top.
+    """
+
+    index: str
+    uuid: str = ""
+    model: str = ""
+    up: bool = True
+    values: dict[str, float] = field(default_factory=dict)
+    throttle_reasons: int | None = None
+    xid_counts: dict[int, float] = field(default_factory=dict)
+    pids: frozenset[int] = frozenset()
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def set(self, family: str, value: float | None) -> None:
+        """Record a value unless it is missing or not a number (NaN means "no data" upstream)."""
+        if value is not None and not math.isnan(value) and not math.isinf(value):
+            self.values[family] = float(value)
+
+
+def base_labels(reading: GpuReading) -> dict[str, str]:
+    """gpu/uuid/gpu_model plus the source's own labels; an unknown (empty) value is left out."""
+    labels = {"gpu": reading.index, "uuid": reading.uuid, "gpu_model": reading.model, **reading.labels}
+    return {key: value for key, value in labels.items() if value}
+
+
+def render_readings(readings: Sequence[GpuReading], attribution: Sequence[Mapping[str, str]]) -> list[Sample]:
+    """`llm_gpu_*` samples; `attribution[i]` holds the extra labels of `readings[i]`.
+
+    A down GPU exports only `llm_gpu_up 0` and its XID counters: its other readings would be stale,
+    while an XID (79 "fallen off the bus") is exactly what explains why it is down.
+    """
+    samples: list[Sample] = []
+    for reading, extra in zip(readings, attribution):
+        labels = base_labels(reading)
+        for key, value in extra.items():
+            labels.setdefault(key, value)
+        samples.append(Sample("llm_gpu_up", labels, 1.0 if reading.up else 0.0))
+        if reading.up:
+            samples.extend(Sample(family, labels, value) for family, value in reading.values.items())
+            if reading.throttle_reasons is not None:
+                samples.extend(throttle_samples(reading.throttle_reasons, labels))
+        for xid, count in sorted(reading.xid_counts.items()):
+            samples.append(Sample("llm_gpu_xid_errors_total", {**labels, "xid": str(xid)}, count))
+    return samples
+
+
+def throttle_samples(bitmask: int, labels: Mapping[str, str]) -> Iterable[Sample]:
+    for bit, reason in THROTTLE_REASONS:
+        yield Sample("llm_gpu_throttle_reason_active", {**labels, "reason": reason}, 1.0 if bitmask & bit else 0.0)

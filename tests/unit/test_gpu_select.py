@@ -1,0 +1,64 @@
+"""`--gpu` chooses the GPU source; `auto` prefers DCGM, then NVML, then none, and says why."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from exporter.config import build
+from exporter.sources.dcgm import DcgmSource
+from exporter.sources.dcgm_exporter import DcgmExporterSource
+from exporter.sources.gpu import build_gpu_source
+from exporter.sources.nvml import NvmlSource
+from exporter.sources.registry import build_sources
+
+YES = lambda: (True, "it answers")  # noqa: E731
+NO = lambda: (False, "nothing there")  # noqa: E731
+
+
+def refuse():
+    pytest.fail("probed although the mode was explicit")
+
+
+@pytest.mark.parametrize("gpu, kind", [
+    ("nvml", NvmlSource), ("dcgm", DcgmSource), ("dcgm-exporter=http://127.0.0.1:9400/metrics", DcgmExporterSource),
+])
+def test_explicit_modes_do_not_probe(gpu, kind):
+    assert isinstance(build_gpu_source(build({"gpu": gpu}), dcgm_probe=refuse, nvml_probe=refuse), kind)
+
+
+def test_none_builds_nothing():
+    assert build_gpu_source(build({"gpu": "none"}), dcgm_probe=refuse, nvml_probe=refuse) is None
+
+
+def test_auto_prefers_a_dcgm_host_engine_that_answers(caplog):
+    caplog.set_level(logging.INFO)
+    source = build_gpu_source(build({"dcgm_address": "10.0.0.9:5555"}), dcgm_probe=YES, nvml_probe=refuse)
+    assert isinstance(source, DcgmSource) and source.address == "10.0.0.9:5555"
+    assert "auto chose DCGM" in caplog.text
+
+
+def test_auto_falls_back_to_nvml(caplog):
+    caplog.set_level(logging.INFO)
+    assert isinstance(build_gpu_source(build({}), dcgm_probe=NO, nvml_probe=YES), NvmlSource)
+    assert "auto chose NVML" in caplog.text and "nothing there" in caplog.text
+
+
+def test_auto_with_neither_runs_without_gpu_families(caplog):
+    caplog.set_level(logging.INFO)
+    assert build_gpu_source(build({}), dcgm_probe=NO, nvml_probe=NO) is None
+    assert "auto found no GPU telemetry" in caplog.text
+
+
+def test_the_registry_adds_the_gpu_source():
+    sources = build_sources(build({"gpu": "dcgm-exporter=http://127.0.0.1:9400/metrics"}))
+    assert [s.name for s in sources if s.name == "dcgm-exporter"] == ["dcgm-exporter"]
+
+
+def test_auto_probe_on_this_machine_finds_no_dcgm(monkeypatch):
+    from exporter.sources import dcgm
+
+    monkeypatch.setattr(dcgm, "host_engine_listening", lambda address, timeout=0.5: False)
+    ok, why = dcgm.dcgm_answers("127.0.0.1:1")
+    assert not ok and "no DCGM host engine" in why
