@@ -1,0 +1,317 @@
+"""The RDMA source: InfiniBand / RoCE port readings as `llm_rdma_port_*` samples.
+
+Reading sysfs is `exporter.sysfs.infiniband`'s job; this module decides what the numbers mean and
+keeps them honest (shared/research/rdma-counters.md has the sources for each rule):
+
+- Data counters are 4-octet words: the reader already returns bytes. `counters/` is preferred to
+  the legacy 64-bit `counters_ext/` (that is what node_exporter exports, so the two agree), except
+  when the `counters/` value sits at 2^32-1 — a saturated 32-bit legacy PMA counter — and
+  `counters_ext/` has the same quantity. Ports without PMA (rxe) take packets from hw_counters.
+- PMA counters clamp at their maximum (2^width - 1) instead of wrapping. A clamped counter still
+  exports its value (it is what the kernel says, and node_exporter exports it too) but it is
+  flagged by `llm_rdma_port_counter_saturated{counter}` and never turned into a rate.
+- mlx5 Q counters in hw_counters are 32-bit firmware counters that wrap. They only reach the
+  exposition through the sums below, which add wrap-aware increments, so a wrap is not a reset
+  and the sums never go down while the exporter runs (a component that is unreadable for a while
+  adds its whole increment when it comes back).
+- Utilization is the byte increase over the window (`DeltaWindow`, fed with already-monotonic
+  values) divided by elapsed time and by the link rate, only for ACTIVE ports.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+from exporter.model import Metric, Sample
+from exporter.sources.base import Source, SourceError
+from exporter.sysfs.infiniband import DATA_WORD_COUNTERS, DATA_WORD_OCTETS, InfiniBandPort, class_path, read_infiniband_class
+from exporter.window import DeltaWindow
+
+log = logging.getLogger(__name__)
+
+_ACTIVE = 4  # IB_PORT_ACTIVE
+_U32 = 1 << 32
+
+#: Widths of the IBA PMA PortCounters as the kernel declares them (`PORT_PMA_ATTR` in
+#: drivers/infiniband/core/sysfs.c). Data and packet counters are 32-bit only on legacy PMAs
+#: (64-bit with PortCountersExtended), so for them only 2^32-1 itself means saturated.
+PMA_COUNTER_WIDTHS = {
+    "symbol_error": 16, "link_error_recovery": 8, "link_downed": 8, "port_rcv_errors": 16,
+    "port_rcv_remote_physical_errors": 16, "port_rcv_switch_relay_errors": 16, "port_xmit_discards": 16,
+    "port_xmit_constraint_errors": 8, "port_rcv_constraint_errors": 8, "local_link_integrity_errors": 4,
+    "excessive_buffer_overrun_errors": 4, "VL15_dropped": 16, "port_xmit_wait": 32,
+    "port_xmit_data": 32, "port_rcv_data": 32, "port_xmit_packets": 32, "port_rcv_packets": 32,
+}
+
+#: mlx5 hw_counters read from 32-bit queue-counter fields (`mlx5_ib_query_q_counters`): they wrap.
+#: The congestion counters (np_*, rp_*) and rx_icrc_encapsulated are 64-bit and are not here.
+MLX5_WRAPPING_HW_COUNTERS = frozenset({
+    "rx_write_requests", "rx_read_requests", "rx_atomic_requests", "rx_dct_connect", "out_of_buffer",
+    "out_of_sequence", "duplicate_request", "rnr_nak_retry_err", "packet_seq_err", "implied_nak_seq_err",
+    "local_ack_timeout_err", "resp_local_length_error", "resp_cqe_error", "req_cqe_error",
+    "req_remote_invalid_request", "req_remote_access_errors", "resp_remote_access_errors",
+    "resp_cqe_flush_error", "req_cqe_flush_error", "req_transport_retries_exceeded",
+    "req_rnr_retries_exceeded", "roce_adp_retrans", "roce_adp_retrans_to", "roce_slow_restart",
+    "roce_slow_restart_cnps", "roce_slow_restart_trans",
+})
+
+#: Components of `llm_rdma_port_retransmissions_total`: times THIS port's requester sent packets
+#: again, whatever the driver. Only requester-side counters, so a loss between two monitored nodes
+#: counts once in a cluster-wide sum rather than once per end.
+#: - mlx5 `local_ack_timeout_err`: the ack timer expired, the requester retransmits (loss on the
+#:   path, or the ack was lost); `packet_seq_err`: a NAK-sequence-error came back, the requester
+#:   goes back N; `implied_nak_seq_err`: READ responses inferred lost and requested again;
+#:   `rnr_nak_retry_err`: RNR NAK received, the request is resent after the RNR timer.
+#: - rxe `completer_retry_err`: every retry of the completer (timeouts and sequence NAKs; its
+#:   `rcvd_seq_err` leads into the same retry, so it is not added again); `rcvd_rnr_err`: RNR NAKs,
+#:   retried on their own path.
+#: Left out on purpose: `roce_adp_retrans` — adaptive retransmission only changes the ack-timeout
+#: value, so those retries are ack timeouts already counted above (the mlx5 documentation does not
+#: say whether the firmware counts them in both; we prefer undercounting to double counting);
+#: responder-side `out_of_sequence` / `duplicate_request` — the peer's retransmissions, counted
+#: by the peer (they go to errors{kind="sequence"}).
+RETRANSMISSION_COUNTERS = (
+    "local_ack_timeout_err", "packet_seq_err", "implied_nak_seq_err", "rnr_nak_retry_err",
+    "completer_retry_err", "rcvd_rnr_err",
+)
+
+#: `llm_rdma_port_errors_total{kind}`: (directory, file) components summed into each kind. Kinds
+#: group counters by what an operator does about them, keeping the series count fixed:
+#: - link: the physical link is unstable (cable, optics, signal integrity);
+#: - receive: packets arrived malformed or undeliverable (incl. RoCE ICRC errors);
+#: - discard: packets the port dropped (port down, congestion, filtering);
+#: - buffer_overrun: receive buffer overrun, flow-control misconfiguration or a very poor link;
+#: - out_of_buffer: a message arrived with no receive WQE posted — host/application starvation,
+#:   not the fabric (mlx5 out_of_buffer; rxe answers with an RNR NAK, send_rnr_err);
+#: - sequence: the responder saw loss or duplicates — evidence of the peer's retransmissions;
+#: - completion: work requests completed in error or flushed (QP errors, access/length errors);
+#: - retry_exceeded: retries ran out and the QP went to error — connections are failing;
+#: - cnp_ignored: CNPs arrived but congestion control is off (rp_cnp_ignored should stay 0).
+#: Traffic counters (rx_*_requests, sent_pkts, rdma_sends, ...) and congestion-control state
+#: (roce_slow_restart*, roce_adp_retrans_to) are not errors and are not exported in a kind.
+ERROR_KINDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "link": (("counters", "symbol_error"), ("counters", "link_error_recovery"), ("counters", "link_downed"),
+             ("counters", "local_link_integrity_errors"), ("hw_counters", "link_downed")),
+    "receive": (("counters", "port_rcv_errors"), ("counters", "port_rcv_remote_physical_errors"),
+                ("counters", "port_rcv_switch_relay_errors"), ("counters", "port_rcv_constraint_errors"),
+                ("hw_counters", "rx_icrc_encapsulated")),
+    "discard": (("counters", "port_xmit_discards"), ("counters", "port_rcv_discards"),
+                ("counters", "port_xmit_constraint_errors"), ("counters", "VL15_dropped")),
+    "buffer_overrun": (("counters", "excessive_buffer_overrun_errors"),),
+    "out_of_buffer": (("hw_counters", "out_of_buffer"), ("hw_counters", "send_rnr_err")),
+    "sequence": (("hw_counters", "out_of_sequence"), ("hw_counters", "duplicate_request"),
+                 ("hw_counters", "out_of_seq_request")),
+    "completion": tuple(("hw_counters", name) for name in (
+        "req_cqe_error", "resp_cqe_error", "req_cqe_flush_error", "resp_cqe_flush_error", "resp_local_length_error",
+        "req_remote_invalid_request", "req_remote_access_errors", "resp_remote_access_errors", "send_err")),
+    "retry_exceeded": tuple(("hw_counters", name) for name in (
+        "req_transport_retries_exceeded", "req_rnr_retries_exceeded", "retry_exceeded_err", "retry_rnr_exceeded_err")),
+    "cnp_ignored": (("hw_counters", "rp_cnp_ignored"),),
+}
+
+# (family, hw_counters file) exported one to one; all 64-bit congestion counters.
+_CONGESTION = (
+    ("llm_rdma_port_cnp_handled_total", "rp_cnp_handled"),
+    ("llm_rdma_port_cnp_sent_total", "np_cnp_sent"),
+    ("llm_rdma_port_ecn_marked_packets_total", "np_ecn_marked_roce_packets"),
+)
+# family -> where the value may come from, in order of preference
+_TRAFFIC = {
+    "llm_rdma_port_transmit_bytes_total": (("counters", "port_xmit_data"), ("counters_ext", "port_xmit_data_64")),
+    "llm_rdma_port_receive_bytes_total": (("counters", "port_rcv_data"), ("counters_ext", "port_rcv_data_64")),
+    "llm_rdma_port_transmit_packets_total": (("counters", "port_xmit_packets"), ("counters_ext", "port_xmit_packets_64"),
+                                             ("hw_counters", "sent_pkts")),
+    "llm_rdma_port_receive_packets_total": (("counters", "port_rcv_packets"), ("counters_ext", "port_rcv_packets_64"),
+                                            ("hw_counters", "rcvd_pkts")),
+}
+_UTILIZATION = (
+    ("llm_rdma_port_transmit_utilization_ratio", "llm_rdma_port_transmit_bytes_total"),
+    ("llm_rdma_port_receive_utilization_ratio", "llm_rdma_port_receive_bytes_total"),
+)
+
+
+def counter_increment(previous: int, current: int, wraps_at_32_bits: bool) -> int:
+    """How much a counter advanced between two readings.
+
+    A 32-bit counter that was in its upper half and is now in its lower half wrapped (it would
+    need more than 2^31 events between two collections to fake that). Any other decrease is a
+    reset — the device was re-created or its counters cleared — and the new value is the increase,
+    as Prometheus' `increase()` counts it.
+    """
+    if current >= previous:
+        return current - previous
+    if wraps_at_32_bits and previous < _U32 and previous >= _U32 // 2 and current < _U32 // 2:
+        return current + _U32 - previous
+    return current
+
+
+def saturated_counters(port: InfiniBandPort) -> list[str]:
+    """PMA counters of the port whose value is their maximum, i.e. clamped."""
+    result = []
+    for name, value in port.counters.items():
+        width = PMA_COUNTER_WIDTHS.get(name)
+        raw = value // DATA_WORD_OCTETS if name in DATA_WORD_COUNTERS else value
+        if width is not None and raw == (1 << width) - 1:
+            result.append(name)
+    return result
+
+
+@dataclass
+class _PortState:
+    """What one port remembers between collections: last raw values and monotonic sums."""
+
+    last: dict[tuple[str, str], int] = field(default_factory=dict)
+    wide: set[tuple[str, str]] = field(default_factory=set)  # seen above 2^32-1: not a 32-bit counter
+    sums: dict[str, float] = field(default_factory=dict)
+    windows: dict[str, DeltaWindow] = field(default_factory=dict)
+    cumulative: dict[str, float] = field(default_factory=dict)
+
+    def advance(self, key: tuple[str, str], value: int) -> int | None:
+        """Increment since the last reading of this counter; None on first sight."""
+        if value >= _U32:
+            self.wide.add(key)
+        previous = self.last.get(key)
+        self.last[key] = value
+        if previous is None:
+            return None
+        wraps = key[0] == "hw_counters" and key[1] in MLX5_WRAPPING_HW_COUNTERS and key not in self.wide
+        return counter_increment(previous, value, wraps)
+
+    def monotonic_sum(self, family: str, components: list[tuple[tuple[str, str], int]]) -> float:
+        """Starts at the components' values, then grows by their wrap-aware increments only."""
+        first = family not in self.sums
+        total = self.sums.get(family, 0.0)
+        for key, value in components:
+            increment = self.advance(key, value)
+            if increment is not None:
+                total += increment
+            elif first:
+                total += value
+        self.sums[family] = total
+        return total
+
+
+class RdmaSource(Source):
+    name = "rdma"
+
+    def __init__(self, sysfs: str, window_seconds: float) -> None:
+        self.sysfs = sysfs
+        self.window_seconds = window_seconds
+        self._ports: dict[tuple[str, int], _PortState] = {}
+        self._reported_unreadable: set[tuple[str, int, str]] = set()
+
+    def collect(self, now: float) -> list[Metric]:
+        if not os.path.isdir(class_path(self.sysfs)):
+            raise SourceError("no_data", f"{class_path(self.sysfs)} is gone (RDMA driver unloaded?)")
+        metrics: list[Metric] = []
+        seen = set()
+        for device in read_infiniband_class(self.sysfs):
+            for port in device.ports:
+                key = (device.name, port.port)
+                seen.add(key)
+                self._log_unreadable(port)
+                metrics.extend(self._port_metrics(now, port, self._ports.setdefault(key, _PortState())))
+        for gone in self._ports.keys() - seen:
+            log.info("rdma: port %s/%d is gone", *gone)
+            del self._ports[gone]
+        return metrics
+
+    def _port_metrics(self, now: float, port: InfiniBandPort, state: _PortState) -> list[Sample]:
+        labels = {"device": port.device, "port": str(port.port)}
+        out = [Sample("llm_rdma_port_info", {**labels, "link_layer": port.link_layer or "",
+                                             "netdev": port.netdev or ""}, 1.0)]
+        if port.state is not None:
+            out.append(Sample("llm_rdma_port_up", labels, 1.0 if port.state.id == _ACTIVE else 0.0))
+        if port.rate_bytes_per_second is not None:
+            out.append(Sample("llm_rdma_port_link_rate_bytes_per_second", labels, port.rate_bytes_per_second))
+        saturated = set(saturated_counters(port))
+        for counter in sorted(saturated):
+            out.append(Sample("llm_rdma_port_counter_saturated", {**labels, "counter": counter}, 1.0))
+        rates_usable: dict[str, float] = {}
+        for family, sources in _TRAFFIC.items():
+            picked = _pick(port, sources, saturated)
+            if picked is None:
+                continue
+            value, clamped = picked
+            out.append(Sample(family, labels, float(value)))
+            increment = state.advance(("traffic", family), value)
+            if not clamped:
+                rate = self._window_rate(state, family, now, increment)
+                if rate is not None:
+                    rates_usable[family] = rate
+        out.extend(self._utilization(port, labels, rates_usable))
+        wait = port.counters.get("port_xmit_wait")
+        if wait is not None:
+            out.append(Sample("llm_rdma_port_transmit_wait_total", labels, float(wait)))
+        for family, name in _CONGESTION:
+            value = port.hw_counters.get(name)
+            if value is not None:
+                out.append(Sample(family, labels, float(value)))
+        present = [(("hw_counters", n), port.hw_counters[n]) for n in RETRANSMISSION_COUNTERS if n in port.hw_counters]
+        if present:
+            out.append(Sample("llm_rdma_port_retransmissions_total", labels,
+                              state.monotonic_sum("retransmissions", present)))
+        for kind, components in ERROR_KINDS.items():
+            values = [(c, v) for c in components if (v := _value(port, c)) is not None]
+            if values:
+                out.append(Sample("llm_rdma_port_errors_total", {**labels, "kind": kind},
+                                  state.monotonic_sum(f"errors:{kind}", values)))
+        return out
+
+    def _window_rate(self, state: _PortState, family: str, now: float, increment: int | None) -> float | None:
+        """Per-second increase over the window, from increments already freed of wraps and resets."""
+        window = state.windows.get(family)
+        if window is None:
+            window = state.windows[family] = DeltaWindow(self.window_seconds)
+        cumulative = state.cumulative.get(family, 0.0) + (increment or 0)
+        state.cumulative[family] = cumulative
+        # The clock rides along as a second counter, so the window's total says how many seconds
+        # its increments cover.
+        window.observe(now, (now, cumulative))
+        totals = window.total()
+        if totals is None or totals[0] <= 0:
+            return None
+        return totals[1] / totals[0]
+
+    def _utilization(self, port: InfiniBandPort, labels: dict[str, str], rates: dict[str, float]) -> list[Sample]:
+        link_rate = port.rate_bytes_per_second
+        if port.state is None or port.state.id != _ACTIVE or not link_rate:
+            return []
+        out = []
+        for family, traffic in _UTILIZATION:
+            rate = rates.get(traffic)
+            if rate is not None:
+                # Counter reads lag `now` by up to a few ms, so full line rate can compute as a
+                # hair above 1: the ratio is bounded to its documented 0-1.
+                out.append(Sample(family, labels, min(1.0, max(0.0, rate / link_rate))))
+        return out
+
+    def _log_unreadable(self, port: InfiniBandPort) -> None:
+        """One line per port naming the files newly found unreadable (not one per file: a
+        PMA-less driver fails every counters/ file)."""
+        new = [p for p in port.unreadable if (port.device, port.port, p) not in self._reported_unreadable]
+        if new:
+            self._reported_unreadable.update((port.device, port.port, p) for p in new)
+            log.info("rdma: %s/%d: %d file(s) cannot be read or parsed, left out: %s",
+                     port.device, port.port, len(new), ", ".join(new))
+
+
+def _value(port: InfiniBandPort, component: tuple[str, str]) -> int | None:
+    directory, name = component
+    values = {"counters": port.counters, "counters_ext": port.counters_ext, "hw_counters": port.hw_counters}[directory]
+    return values.get(name)
+
+
+def _pick(port: InfiniBandPort, sources: tuple[tuple[str, str], ...], saturated: set[str]) -> tuple[int, bool] | None:
+    """(value, clamped) from the first source that has one; a clamped counters/ value gives way
+    to a later source that has the same quantity unclamped."""
+    found = [(c, v) for c in sources if (v := _value(port, c)) is not None]
+    if not found:
+        return None
+    (where, value), *others = found
+    clamped = where[0] == "counters" and where[1] in saturated
+    if clamped and others:
+        return others[0][1], False
+    return value, clamped

@@ -1,0 +1,229 @@
+"""Read `<sysfs>/class/infiniband/*/ports/*` into typed dataclasses.
+
+Layout and formats are the kernel's (`drivers/infiniband/core/sysfs.c`, ABI document
+`sysfs-class-infiniband`); see shared/research/rdma-counters.md. This module only reads: which
+counters mean what, and how they become metrics, is the RDMA source's business.
+
+Unlike procfs (whose parse error fails node_exporter's whole collector), a file that cannot be read
+or parsed — "N/A (no PMA)" from a PMA-less driver, EINVAL from new firmware, a device removed while
+we read it — only leaves that value out; its path is recorded in `InfiniBandPort.unreadable`. A
+device or port whose directory vanished during the read is left out whole, since half of it would
+mix two lifetimes of its counters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, TypeVar
+
+T = TypeVar("T")
+
+#: port_xmit_data / port_rcv_data count octets divided by 4 on every driver and link width
+#: (Mellanox in node_exporter #573; mlx5 emulates them as `octets >> 2`).
+DATA_WORD_OCTETS = 4
+#: counters whose kernel value is in 4-octet words; the reader returns them in bytes
+DATA_WORD_COUNTERS = frozenset({"port_xmit_data", "port_rcv_data", "port_xmit_data_64", "port_rcv_data_64"})
+#: `rate` is printed in Gb/s (10^9 bit/s): bytes/s = Gb/s x 10^9 / 8, as procfs converts it
+_BYTES_PER_GBIT = 125_000_000
+
+_STATE = re.compile(r"^\s*(\d+)\s*:\s*(.*?)\s*$")
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec\b")
+
+
+@dataclass(frozen=True, slots=True)
+class PortState:
+    """`state` / `phys_state` as the kernel prints them: "4: ACTIVE" is PortState(4, "ACTIVE")."""
+
+    id: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class InfiniBandPort:
+    """One port's files. `None` or a missing key means the kernel did not give that value.
+
+    Counter maps are keyed by the kernel's file names. Values are integers as printed, except the
+    data counters (`DATA_WORD_COUNTERS`), which are converted from 4-octet words to bytes.
+    """
+
+    device: str
+    port: int
+    state: PortState | None = None
+    phys_state: PortState | None = None
+    rate_bytes_per_second: float | None = None
+    link_layer: str | None = None
+    #: the RoCE / soft-RoCE network interface, where the kernel exposes it
+    netdev: str | None = None
+    #: counters/ — IBA PMA PortCounters(+Extended); one MAD to the firmware per file read
+    counters: Mapping[str, int] = field(default_factory=dict)
+    #: counters_ext/ — the 64-bit PortCountersExtended of kernels before 4.5 / OFED
+    counters_ext: Mapping[str, int] = field(default_factory=dict)
+    #: hw_counters/ — driver-defined (mlx5 Q and congestion counters, rxe, irdma, ...), `lifespan` excluded
+    hw_counters: Mapping[str, int] = field(default_factory=dict)
+    #: hw_counters/lifespan: milliseconds the driver caches hw_counters for (default 10)
+    hw_counters_lifespan_ms: int | None = None
+    #: files that exist but could not be read or parsed, relative to the port directory
+    unreadable: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class InfiniBandDevice:
+    name: str
+    fw_ver: str | None = None
+    board_id: str | None = None
+    hca_type: str | None = None
+    ports: tuple[InfiniBandPort, ...] = ()
+
+
+def class_path(sysfs: str) -> str:
+    return os.path.join(sysfs, "class", "infiniband")
+
+
+def read_infiniband_class(sysfs: str) -> list[InfiniBandDevice]:
+    """Every device under `<sysfs>/class/infiniband`, sorted by name; [] when there is none."""
+    root = class_path(sysfs)
+    devices = []
+    for name in _list_dir(root):
+        device = read_device(os.path.join(root, name), name)
+        if device is not None:
+            devices.append(device)
+    return devices
+
+
+def read_device(path: str, name: str) -> InfiniBandDevice | None:
+    """One device and its ports; None when the device is gone."""
+    ports_dir = os.path.join(path, "ports")
+    try:
+        entries = sorted(os.listdir(ports_dir), key=_port_sort_key)
+    except OSError:
+        return None
+    ports = []
+    for entry in entries:
+        if entry.isdigit():
+            port = read_port(os.path.join(ports_dir, entry), name, int(entry))
+            if port is not None:
+                ports.append(port)
+    fw_ver, board_id, hca_type = (_read_text(os.path.join(path, f), []) for f in ("fw_ver", "board_id", "hca_type"))
+    if not os.path.isdir(ports_dir):
+        return None
+    return InfiniBandDevice(name, fw_ver, board_id, hca_type, tuple(ports))
+
+
+def read_port(path: str, device: str, port: int) -> InfiniBandPort | None:
+    """One port's files; None when the port directory vanished while it was being read."""
+    unreadable: list[str] = []
+    state = _parsed(path, "state", parse_state, unreadable)
+    phys_state = _parsed(path, "phys_state", parse_state, unreadable)
+    rate = _parsed(path, "rate", parse_rate, unreadable)
+    link_layer = _read_text(os.path.join(path, "link_layer"), unreadable, "link_layer")
+    counters = _read_counters(path, "counters", unreadable)
+    counters_ext = _read_counters(path, "counters_ext", unreadable)
+    hw_counters = _read_counters(path, "hw_counters", unreadable)
+    lifespan = hw_counters.pop("lifespan", None)
+    netdev = _netdev(path, link_layer)
+    if not os.path.isdir(path):
+        return None
+    return InfiniBandPort(
+        device=device, port=port, state=state, phys_state=phys_state, rate_bytes_per_second=rate,
+        link_layer=link_layer, netdev=netdev, counters=counters, counters_ext=counters_ext,
+        hw_counters=hw_counters, hw_counters_lifespan_ms=lifespan, unreadable=tuple(unreadable),
+    )
+
+
+def parse_state(text: str) -> PortState | None:
+    match = _STATE.match(text)
+    return PortState(int(match.group(1)), match.group(2)) if match else None
+
+
+def parse_rate(text: str) -> float | None:
+    """"200 Gb/sec (4X HDR)", "2.5 Gb/sec (1X SDR)" or old kernels' "10 Gb/sec (4X)" -> bytes/s.
+
+    Only the leading number counts: it is already speed x width (procfs reads it the same way).
+    """
+    match = _RATE.match(text)
+    if match is None:
+        return None
+    return float(match.group(1)) * _BYTES_PER_GBIT
+
+
+def _netdev(port_path: str, link_layer: str | None) -> str | None:
+    """The netdev behind a RoCE port: the kernel's GID table names it (what `ibdev2netdev` reads);
+    soft-RoCE devices also name their parent interface. IB ports have none (the read fails), so
+    they are not asked."""
+    if link_layer != "Ethernet":
+        return None
+    name = _read_text(os.path.join(port_path, "gid_attrs", "ndevs", "0"), [])
+    if name:
+        return name
+    return _read_text(os.path.join(port_path, os.pardir, os.pardir, "parent"), []) or None
+
+
+def _read_counters(port_path: str, directory: str, unreadable: list[str]) -> dict[str, int]:
+    values: dict[str, int] = {}
+    path = os.path.join(port_path, directory)
+    for name in _list_dir(path):
+        text = _read_raw(os.path.join(path, name))
+        if text is None:
+            if os.path.lexists(os.path.join(path, name)):
+                unreadable.append(f"{directory}/{name}")
+            continue
+        try:
+            value = int(text)
+        except ValueError:  # "N/A (no PMA)" and anything else a driver prints instead of a number
+            unreadable.append(f"{directory}/{name}")
+            continue
+        values[name] = value * DATA_WORD_OCTETS if name in DATA_WORD_COUNTERS else value
+    return values
+
+
+def _parsed(port_path: str, name: str, parse: Callable[[str], T | None], unreadable: list[str]) -> T | None:
+    text = _read_text(os.path.join(port_path, name), unreadable, name)
+    if text is None:
+        return None
+    value = parse(text)
+    if value is None:
+        unreadable.append(name)
+    return value
+
+
+def _read_text(path: str, unreadable: list[str], label: str | None = None) -> str | None:
+    """The stripped content; None when absent (silently) or unreadable (recorded under `label`)."""
+    raw = _read_raw(path)
+    if raw is None:
+        if label is not None and os.path.lexists(path):
+            unreadable.append(label)
+        return None
+    return raw.strip()
+
+
+def _read_raw(path: str) -> str | None:
+    # os.open/os.read: a sysfs attribute is one small page, and this is several times cheaper than
+    # open(); it matters at ~60 files per port.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _list_dir(path: str) -> list[str]:
+    """Sorted entries; an absent or unlistable directory reads as empty."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _port_sort_key(name: str) -> tuple[int, str]:
+    return (int(name), "") if name.isdigit() else (1 << 30, name)
