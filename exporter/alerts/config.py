@@ -1,0 +1,288 @@
+"""The one configuration object of the generated monitoring: alert rules now, dashboards next.
+
+As kubernetes-mixin's `_config`, it holds everything a deployment tunes — selectors, label names,
+thresholds, `for:` durations, severities, the runbook base URL and the PrometheusRule metadata —
+so a threshold changed once changes the page and the graph together. Dashboards read the same
+object (`thresholds`, `diagnosis`, `selectors`, `labels`, `rate_interval`).
+
+Defaults live in the dataclasses below; `load_config(FILE)` overrides any of them from YAML and
+names the key of any mistake (`alerts.LLMKVCacheSaturated.for: ...`) as a ConfigError.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import yaml
+
+from exporter.config import ConfigError
+from exporter.diagnosis.thresholds import Thresholds
+
+SEVERITIES = ("critical", "warning", "info")
+# Prometheus durations: one or more number+unit pairs, largest unit first ("1h30m", "15s").
+_DURATION = re.compile(r"^((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?$")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Selectors:
+    """Label matchers spliced into every query, without braces (`job="x", namespace="y"`)."""
+
+    # The exporter's own series (`llm_*`): the job a ServiceMonitor or static config gives it.
+    exporter: str = 'job="llm-bottleneck-exporter"'
+    # The engines' own histograms (vLLM, SGLang, ...) when Prometheus scrapes the engines too; the
+    # latency recording rules read them and fall back to the exporter's quantiles otherwise.
+    engines: str = ""
+
+
+@dataclass(frozen=True)
+class LabelNames:
+    # Set by an external label or relabeling when several clusters share one Prometheus.
+    cluster: str = "cluster"
+    # The label naming the node. The exporter runs once per node, so its scrape `instance` is one;
+    # use `node` when the ServiceMonitor relabels `__meta_kubernetes_pod_node_name` into it.
+    node: str = "instance"
+
+
+@dataclass(frozen=True)
+class AlertThresholds:
+    """Lines that exist only for alerts and dashboards; the stage lines are in `diagnosis`."""
+
+    # Latency objective on the cluster-wide P99 time to first token of a model. The seed case
+    # breached at 2.5 s from an 800 ms baseline; vllm-doctor flags TTFT p95 at 2 s.
+    ttft_p99_seconds: float = 2.0
+    # vLLM reserves `gpu_memory_utilization` (0.9) of HBM by design, so 0.9 is normal; past 0.97
+    # a CUDA graph capture or a second process runs out of memory.
+    gpu_memory_used_ratio: float = 0.97
+    # Coefficient of variation (stddev / mean) of GPU busy across nodes and of running requests
+    # across a model's replicas; the seed case saw a 35 % spread.
+    load_imbalance_cv: float = 0.3
+    # Below these loads a spread is noise: an idle cluster is not imbalanced.
+    load_imbalance_min_gpu_busy: float = 0.2
+    load_imbalance_min_running: float = 5.0
+    # Symbol, link-integrity and receive errors: a healthy link counts a handful a day.
+    rdma_port_errors_per_second: float = 0.01
+
+
+@dataclass(frozen=True)
+class Windows:
+    # XID errors counted over this window; a new XID series counts while it is younger than it.
+    xid_errors: str = "10m"
+    # A port pages as down only if it was ACTIVE within this window: never-cabled ports stay quiet.
+    rdma_port_down_lookback: str = "1d"
+
+
+@dataclass(frozen=True)
+class AlertPolicy:
+    severity: str
+    for_: str  # the rule's `for:` (YAML key `for`)
+
+
+DEFAULT_POLICIES: Mapping[str, AlertPolicy] = MappingProxyType({
+    # The two saturation pages of DESIGN.md.
+    "LLMDecodeMemoryBandwidthSaturated": AlertPolicy("critical", "5m"),
+    "LLMKVCacheSaturated": AlertPolicy("critical", "5m"),
+    "LLMSchedulingQueueBacklog": AlertPolicy("warning", "10m"),
+    "LLMPrefillComputeBound": AlertPolicy("warning", "10m"),
+    "LLMCrossNodeCommunicationBottleneck": AlertPolicy("warning", "10m"),
+    "LLMHostOverhead": AlertPolicy("warning", "15m"),
+    "LLMTimeToFirstTokenP99High": AlertPolicy("warning", "10m"),
+    "LLMLoadImbalance": AlertPolicy("warning", "30m"),
+    "LLMGPUMemoryNearlyFull": AlertPolicy("warning", "15m"),
+    "LLMGPUXidErrors": AlertPolicy("warning", "0s"),
+    # Serving capacity is gone: page.
+    "LLMGPUDown": AlertPolicy("critical", "5m"),
+    "LLMRDMAPortDown": AlertPolicy("warning", "5m"),
+    "LLMRDMAPortErrors": AlertPolicy("warning", "15m"),
+    "LLMEngineDown": AlertPolicy("critical", "5m"),
+    "LLMExporterSourceDown": AlertPolicy("warning", "15m"),
+    "LLMExporterAbsent": AlertPolicy("warning", "10m"),
+})
+
+DEFAULT_RULE_LABELS: Mapping[str, str] = MappingProxyType({
+    "app.kubernetes.io/name": "llm-bottleneck-exporter",
+    "app.kubernetes.io/component": "alert-rules",
+    # kube-prometheus-stack selects PrometheusRules by its Helm release name.
+    "release": "kube-prometheus-stack",
+})
+
+
+@dataclass(frozen=True)
+class PrometheusRuleMeta:
+    name: str = "llm-bottleneck-exporter"
+    # The namespace of the rest of deploy/kubernetes (its kustomization and ServiceMonitor).
+    namespace: str = "llm-bottleneck-exporter"
+    labels: Mapping[str, str] = field(default_factory=lambda: DEFAULT_RULE_LABELS)
+
+
+@dataclass(frozen=True)
+class MonitoringConfig:
+    selectors: Selectors = field(default_factory=Selectors)
+    labels: LabelNames = field(default_factory=LabelNames)
+    # Range of every rate() in rules and dashboards; at least 4 scrape intervals.
+    rate_interval: str = "5m"
+    # Evaluation interval of the generated rule groups; None keeps Prometheus' global one.
+    rule_interval: str | None = None
+    # The exporter's diagnosis lines (its `diagnosis:` configuration): keep both equal so the
+    # alert's evidence lines are the ones the exporter scored against.
+    diagnosis: Thresholds = field(default_factory=Thresholds)
+    thresholds: AlertThresholds = field(default_factory=AlertThresholds)
+    windows: Windows = field(default_factory=Windows)
+    alerts: Mapping[str, AlertPolicy] = field(default_factory=lambda: DEFAULT_POLICIES)
+    # `runbook_url` = this + "/<AlertName>.md"; the files are docs/runbooks/<AlertName>.md.
+    runbook_url_base: str = "https://github.com/llm-bottleneck-exporter/llm-bottleneck-exporter/blob/main/docs/runbooks"
+    prometheus_rule: PrometheusRuleMeta = field(default_factory=PrometheusRuleMeta)
+
+    def policy(self, alert: str) -> AlertPolicy:
+        return self.alerts[alert]
+
+    def runbook_url(self, alert: str) -> str:
+        return f"{self.runbook_url_base.rstrip('/')}/{alert}.md"
+
+
+def load_config(path: str | None) -> MonitoringConfig:
+    """The defaults, overridden by the YAML file at `path` when one is given."""
+    if path is None:
+        return MonitoringConfig()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError as exc:
+        raise ConfigError(path, exc.strerror or str(exc)) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(path, f"not valid YAML ({getattr(exc, 'problem', None) or exc})") from exc
+    return from_mapping(data or {})
+
+
+def from_mapping(data: Any) -> MonitoringConfig:
+    """Validate an override mapping into a MonitoringConfig; unknown keys are errors."""
+    data = _mapping(data, "the configuration")
+    base = MonitoringConfig()
+    known = [f.name for f in fields(MonitoringConfig)]
+    _no_unknown(data, known, "")
+    changes: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "selectors":
+            changes[key] = _section(base.selectors, value, key, _selector)
+        elif key == "labels":
+            changes[key] = _section(base.labels, value, key, _label_name)
+        elif key == "diagnosis":
+            changes[key] = _section(base.diagnosis, value, key, _non_negative)
+        elif key == "thresholds":
+            changes[key] = _section(base.thresholds, value, key, _non_negative)
+        elif key == "windows":
+            changes[key] = _section(base.windows, value, key, _duration)
+        elif key == "alerts":
+            changes[key] = _policies(base.alerts, value)
+        elif key == "prometheus_rule":
+            changes[key] = _rule_meta(base.prometheus_rule, value)
+        elif key == "rate_interval":
+            changes[key] = _duration(value, key)
+        elif key == "rule_interval":
+            changes[key] = None if value is None else _duration(value, key)
+        elif key == "runbook_url_base":
+            changes[key] = _string(value, key)
+    config = replace(base, **changes)
+    if config.diagnosis.exit_score > config.diagnosis.enter_score:
+        raise ConfigError("diagnosis.exit_score", "must not exceed enter_score (hysteresis)")
+    return config
+
+
+def _section(default: Any, value: Any, where: str, check: Any) -> Any:
+    value = _mapping(value, where)
+    names = [f.name for f in fields(default)]
+    _no_unknown(value, names, where)
+    return replace(default, **{k: check(v, f"{where}.{k}") for k, v in value.items()})
+
+
+def _policies(defaults: Mapping[str, AlertPolicy], value: Any) -> Mapping[str, AlertPolicy]:
+    value = _mapping(value, "alerts")
+    policies = dict(defaults)
+    for alert, override in value.items():
+        where = f"alerts.{alert}"
+        if alert not in defaults:
+            raise ConfigError(where, f"unknown alert (known: {', '.join(defaults)})")
+        override = _mapping(override, where)
+        _no_unknown(override, ["severity", "for"], where)
+        policy = policies[alert]
+        if "severity" in override:
+            severity = _string(override["severity"], f"{where}.severity")
+            if severity not in SEVERITIES:
+                raise ConfigError(f"{where}.severity", f"must be one of {', '.join(SEVERITIES)}, not {severity!r}")
+            policy = replace(policy, severity=severity)
+        if "for" in override:
+            policy = replace(policy, for_=_duration(override["for"], f"{where}.for"))
+        policies[alert] = policy
+    return MappingProxyType(policies)
+
+
+def _rule_meta(default: PrometheusRuleMeta, value: Any) -> PrometheusRuleMeta:
+    value = _mapping(value, "prometheus_rule")
+    _no_unknown(value, ["name", "namespace", "labels"], "prometheus_rule")
+    changes: dict[str, Any] = {}
+    for key in ("name", "namespace"):
+        if key in value:
+            changes[key] = _string(value[key], f"prometheus_rule.{key}")
+    if "labels" in value:
+        # Merged over the defaults; a label set to null is removed.
+        labels = dict(default.labels)
+        for name, item in _mapping(value["labels"], "prometheus_rule.labels").items():
+            if item is None:
+                labels.pop(str(name), None)
+            else:
+                labels[str(name)] = _string(item, f"prometheus_rule.labels.{name}")
+        changes["labels"] = MappingProxyType(labels)
+    return replace(default, **changes)
+
+
+def _no_unknown(value: Mapping[str, Any], known: list[str], where: str) -> None:
+    for key in value:
+        if key not in known:
+            at = f"{where}.{key}" if where else str(key)
+            raise ConfigError(at, f"unknown key (known: {', '.join(known)})")
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(where, f"must be a mapping, not {type(value).__name__}")
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(where, f"must be a non-empty string, not {value!r}")
+    return value
+
+
+def _duration(value: Any, where: str) -> str:
+    text = _string(value, where)
+    if not _DURATION.match(text):
+        raise ConfigError(where, f"must be a Prometheus duration such as 30s, 5m or 1h, not {text!r}")
+    return text
+
+
+def _non_negative(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+        raise ConfigError(where, f"must be a non-negative number, not {value!r}")
+    return float(value)
+
+
+def _label_name(value: Any, where: str) -> str:
+    text = _string(value, where)
+    if not _LABEL_NAME.match(text):
+        raise ConfigError(where, f"must be a Prometheus label name, not {text!r}")
+    return text
+
+
+def _selector(value: Any, where: str) -> str:
+    if value is None or value == "":
+        return ""
+    text = _string(value, where).strip()
+    # Selectors are spliced inside braces and into Go-template raw strings in annotations.
+    for bad in "{}`":
+        if bad in text:
+            raise ConfigError(where, f"must be label matchers without {bad!r}, e.g. 'job=\"x\"', not {text!r}")
+    return text.rstrip(",")

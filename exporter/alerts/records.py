@@ -1,0 +1,147 @@
+"""Recording rules (`level:metric:operations`) that dashboards and cluster-level alerts read.
+
+- throughput, queue and KV usage per model, from the exporter's normalized families;
+- P50/P95/P99 of TTFT, inter-token, end-to-end and queue latency per model across replicas, from
+  the engines' own histograms (`sum by (le, ...)` of bucket rates) when Prometheus scrapes the
+  engines; without them, the worst replica's windowed quantile from the exporter's summaries,
+  which bounds the pooled quantile from above (a mixture's quantile lies between its parts');
+- load imbalance: the coefficient of variation of GPU busy across nodes and of running requests
+  across a model's replicas.
+
+Every name these rules read is in the catalogue or in an engine mapping's known names; the
+engine histogram names come from the mappings themselves, so a renamed engine family is picked up
+in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from exporter.alerts.config import MonitoringConfig
+from exporter.alerts.promql import series
+from exporter.catalogue import QUANTILES
+from exporter.sources.engines import MAPPINGS
+
+# Normalized latency families and the engine-histogram key (EngineReading.histograms) behind each.
+LATENCY_FAMILIES: Mapping[str, str] = {
+    "time_to_first_token": "llm_engine_time_to_first_token_seconds",
+    "inter_token_latency": "llm_engine_inter_token_latency_seconds",
+    "e2e_request_latency": "llm_engine_e2e_request_latency_seconds",
+    "queue_time": "llm_engine_queue_time_seconds",
+}
+# Engines label the served model `model_name` (vLLM, SGLang, trtllm-serve); it becomes `model`,
+# the exporter's label, so both sources of a quantile carry the same labels.
+_ENGINE_MODEL_LABEL = "model_name"
+
+
+@dataclass(frozen=True)
+class RecordingRule:
+    record: str
+    expr: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        rule: dict[str, object] = {"record": self.record, "expr": self.expr}
+        if self.labels:
+            rule["labels"] = dict(self.labels)
+        return rule
+
+
+class RecordNames:
+    """The recorded series' names for a configuration (the rate window is part of some)."""
+
+    def __init__(self, config: MonitoringConfig) -> None:
+        w = config.rate_interval
+        self.requests_rate = f"model:llm_engine_e2e_request_latency_seconds_count:sum_rate{w}"
+        self.prompt_tokens_rate = f"model:llm_engine_prompt_tokens:sum_rate{w}"
+        self.generation_tokens_rate = f"model:llm_engine_generation_tokens:sum_rate{w}"
+        self.preemptions_rate = f"model:llm_engine_preemptions:sum_rate{w}"
+        self.running = "model:llm_engine_requests_running:sum"
+        self.waiting = "model:llm_engine_requests_waiting:sum"
+        self.kv_usage_max = "model:llm_engine_kv_cache_usage_ratio:max"
+        self.kv_usage_avg = "model:llm_engine_kv_cache_usage_ratio:avg"
+        self.node_gpu_busy = "node:llm_gpu_utilization_ratio:avg"
+        self.cluster_gpu_busy = "cluster:llm_gpu_utilization_ratio:avg"
+        self.gpu_busy_cv = "cluster:llm_gpu_utilization_ratio:cv_by_node"
+        self.running_cv = "model:llm_engine_requests_running:cv_by_engine"
+        self._window = w
+
+    def latency_buckets(self, key: str) -> str:
+        """Bucket rates per model and `le`, summed over replicas (engine histograms)."""
+        return f"model_le:{LATENCY_FAMILIES[key]}_bucket:sum_rate{self._window}"
+
+    def latency_quantile(self, key: str) -> str:
+        """Per model, label `quantile` in 0.5/0.95/0.99."""
+        return f"model_quantile:{LATENCY_FAMILIES[key]}:histogram_quantile"
+
+
+def engine_histogram_names(key: str) -> list[str]:
+    """Base names of engine histograms in seconds for one latency, newest spelling first."""
+    names: list[str] = []
+    for mapping in MAPPINGS.values():
+        for histogram in mapping.histograms:
+            # A bucket bound in milliseconds (Triton) cannot be rescaled in PromQL: `le` is a label.
+            if histogram.key == key and histogram.scale == 1.0:
+                names.extend(n for n in histogram.names if n not in names)
+    return names
+
+
+def recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
+    names = RecordNames(config)
+    exporter = config.selectors.exporter
+    cluster, node = config.labels.cluster, config.labels.node
+    w = config.rate_interval
+
+    def per_model(op: str, expr: str) -> str:
+        return f"{op} by ({cluster}, model) ({expr})"
+
+    rules = [
+        RecordingRule(names.requests_rate, per_model("sum", f"rate({series('llm_engine_e2e_request_latency_seconds_count', exporter)}[{w}])")),
+        RecordingRule(names.prompt_tokens_rate, per_model("sum", f"rate({series('llm_engine_prompt_tokens_total', exporter)}[{w}])")),
+        RecordingRule(names.generation_tokens_rate, per_model("sum", f"rate({series('llm_engine_generation_tokens_total', exporter)}[{w}])")),
+        RecordingRule(names.preemptions_rate, per_model("sum", f"rate({series('llm_engine_preemptions_total', exporter)}[{w}])")),
+        RecordingRule(names.running, per_model("sum", series("llm_engine_requests_running", exporter))),
+        RecordingRule(names.waiting, per_model("sum", series("llm_engine_requests_waiting", exporter))),
+        RecordingRule(names.kv_usage_max, per_model("max", series("llm_engine_kv_cache_usage_ratio", exporter))),
+        RecordingRule(names.kv_usage_avg, per_model("avg", series("llm_engine_kv_cache_usage_ratio", exporter))),
+    ]
+    for key, family in LATENCY_FAMILIES.items():
+        rules.append(RecordingRule(names.latency_buckets(key), _bucket_rates(config, key)))
+        for q in QUANTILES:
+            quantile_matcher = f'quantile="{q}"'
+            expr = (
+                f"histogram_quantile({q:g}, sum by ({cluster}, model, le) ({names.latency_buckets(key)}))\n"
+                "or\n"
+                f"max by ({cluster}, model) ({series(family, exporter, quantile_matcher)})"
+            )
+            rules.append(RecordingRule(names.latency_quantile(key), expr, {"quantile": str(q)}))
+    running = series("llm_engine_requests_running", exporter)
+    rules += [
+        RecordingRule(names.node_gpu_busy, f"avg by ({cluster}, {node}) ({series('llm_gpu_utilization_ratio', exporter)})"),
+        RecordingRule(names.cluster_gpu_busy, f"avg by ({cluster}) ({names.node_gpu_busy})"),
+        RecordingRule(
+            names.gpu_busy_cv,
+            f"stddev by ({cluster}) ({names.node_gpu_busy})\n/\n({names.cluster_gpu_busy} > 0)",
+        ),
+        RecordingRule(
+            names.running_cv,
+            f"stddev by ({cluster}, model) ({running})\n/\n(avg by ({cluster}, model) ({running}) > 0)",
+        ),
+    ]
+    return rules
+
+
+def _bucket_rates(config: MonitoringConfig, key: str) -> str:
+    """Bucket rates of every engine's spelling of one histogram, relabelled to `model`.
+
+    `or` keeps the left series where two spellings carry the same labels (an engine exporting a
+    family under its new and its deprecated name), so each observation counts once.
+    """
+    parts = [
+        f'label_replace(rate({series(name + "_bucket", config.selectors.engines)}[{config.rate_interval}]), '
+        f'"model", "$1", "{_ENGINE_MODEL_LABEL}", "(.+)")'
+        for name in engine_histogram_names(key)
+    ]
+    inner = "\n  or\n  ".join(parts)
+    return f"sum by ({config.labels.cluster}, model, le) (\n  {inner}\n)"

@@ -1,0 +1,329 @@
+"""Alerting rules: each names the stage or component, carries the values it saw, and links its runbook.
+
+The stage alerts key on the exporter's `llm_bottleneck_active{stage}` — the diagnosis decided from
+several signals together, with hysteresis — and, where one engine-level family is the defining
+evidence (KV usage, waiting requests), require that family past its line too, so the page's value
+is that figure. The other figures a responder needs (DRAM and SM activity of the engine's GPUs,
+latency quantiles, preemption rate) are looked up by the annotation templates when it fires.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from exporter.alerts.config import MonitoringConfig
+from exporter.alerts.promql import escape_printf, evidence, label_matchers, percent, series
+from exporter.alerts.records import RecordNames, RecordingRule, recording_rules
+
+GROUP_PREFIX = "llm-bottleneck-exporter"
+
+
+@dataclass(frozen=True)
+class AlertingRule:
+    alert: str
+    expr: str
+    for_: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "alert": self.alert,
+            "expr": self.expr,
+            "for": self.for_,
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
+        }
+
+
+@dataclass(frozen=True)
+class RuleGroup:
+    name: str
+    rules: list[RecordingRule | AlertingRule] = field(default_factory=list)
+
+
+class _Builder:
+    """Shared pieces of every alert: selectors, label names and the evidence lookups."""
+
+    def __init__(self, config: MonitoringConfig) -> None:
+        self.config = config
+        self.x = config.selectors.exporter
+        self.cluster = config.labels.cluster
+        self.node = config.labels.node
+        self.records = RecordNames(config)
+        self.engine_labels = (self.cluster, self.node, "engine")
+        self.model_labels = (self.cluster, self.node, "engine", "model")
+
+    def alert(self, name: str, expr: str, summary: str, description: str, **labels: str) -> AlertingRule:
+        policy = self.config.policy(name)
+        return AlertingRule(
+            alert=name,
+            expr=expr,
+            for_=policy.for_,
+            labels={"severity": policy.severity, **labels},
+            annotations={
+                "summary": summary,
+                "description": description,
+                "runbook_url": self.config.runbook_url(name),
+            },
+        )
+
+    def s(self, name: str, *matchers: str) -> str:
+        return series(name, self.x, *matchers)
+
+    def lookup(self, template: str, labels: tuple[str, ...], fmt: str, exporter_series: bool = True) -> str:
+        """An evidence snippet; `@` in `template` stands for the matchers: the exporter selector
+        (unless the series is recorded, which drops `job`) and one `label=%q` per label."""
+        own = escape_printf(self.x) if exporter_series else ""
+        matchers = ", ".join(m for m in (own, label_matchers(labels)) if m)
+        return evidence(template.replace("@", matchers), labels, fmt)
+
+    def of_engine(self, template: str, fmt: str) -> str:
+        """A figure of this engine's own series (labels engine and model)."""
+        return self.lookup(template, self.model_labels, fmt)
+
+    def of_gpus(self, template: str, fmt: str) -> str:
+        """A figure of the GPUs attributed to this engine (label engine, no model)."""
+        return self.lookup(template, self.engine_labels, fmt)
+
+    def of_node(self, template: str, fmt: str) -> str:
+        return self.lookup(template, (self.cluster, self.node), fmt)
+
+    def engine_ident(self) -> str:
+        return (f"Engine {{{{ $labels.engine }}}} ({{{{ $labels.engine_type }}}}, model {{{{ $labels.model }}}}) "
+                f"on {{{{ $labels.{self.node} }}}}")
+
+    def stage_active(self, stage: str) -> str:
+        return f"{self.s('llm_bottleneck_active', f'stage={_q(stage)}')} == 1"
+
+    def stage_score(self, stage: str) -> str:
+        """The score, while the stage is active (hysteresis decided by the exporter)."""
+        return f"{self.s('llm_bottleneck_score', f'stage={_q(stage)}')}\nand\n{self.stage_active(stage)}"
+
+
+def _q(value: str) -> str:
+    return '"' + value + '"'
+
+
+PCT = "humanizePercentage"
+SECONDS = "humanizeDuration"
+COUNT = 'printf "%.0f"'
+RATE = 'printf "%.2f"'
+SCORE = 'printf "%.2f"'
+
+
+def _bottleneck_alerts(b: _Builder) -> list[AlertingRule]:
+    d, w = b.config.diagnosis, b.config.rate_interval
+    ident = b.engine_ident()
+    running = b.of_engine("sum(llm_engine_requests_running{@})", COUNT)
+    waiting = b.of_engine("sum(llm_engine_requests_waiting{@})", COUNT)
+    kv = b.of_engine("max(llm_engine_kv_cache_usage_ratio{@})", PCT)
+    itl_p95 = b.of_engine('max(llm_engine_inter_token_latency_seconds{@, quantile="0.95"})', SECONDS)
+    ttft_p95 = b.of_engine('max(llm_engine_time_to_first_token_seconds{@, quantile="0.95"})', SECONDS)
+    queue_p95 = b.of_engine('max(llm_engine_queue_time_seconds{@, quantile="0.95"})', SECONDS)
+    preemptions = b.of_engine("sum(rate(llm_engine_preemptions_total{@}[" + w + "]))", RATE)
+    prompt_rate = b.of_engine("sum(rate(llm_engine_prompt_tokens_total{@}[" + w + "]))", COUNT)
+    engine_cpu = b.of_engine("sum(rate(llm_engine_process_cpu_seconds_total{@}[" + w + "]))", RATE)
+    dram = b.of_gpus("max(llm_gpu_dram_active_ratio{@})", PCT)
+    sm = b.of_gpus("avg(llm_gpu_sm_active_ratio{@})", PCT)
+    tensor = b.of_gpus("max(llm_gpu_tensor_active_ratio{@})", PCT)
+    gpu_util = b.of_gpus("avg(llm_gpu_utilization_ratio{@})", PCT)
+    rdma_util = b.of_node("max(llm_rdma_port_transmit_utilization_ratio{@})", PCT)
+    cnp = b.of_node("sum(rate(llm_rdma_port_cnp_handled_total{@}[" + w + "]))", RATE)
+    retrans = b.of_node("sum(rate(llm_rdma_port_retransmissions_total{@}[" + w + "]))", RATE)
+
+    def score_of(stage: str) -> str:
+        return b.of_engine('max(llm_bottleneck_score{@, stage="' + stage + '"})', SCORE)
+
+    value_score = f"{{{{ $value | {SCORE} }}}}"
+
+    return [
+        b.alert(
+            "LLMDecodeMemoryBandwidthSaturated",
+            b.stage_score("decode_memory_bandwidth"),
+            "LLM decode is bound by GPU memory bandwidth: tokens are generated as fast as HBM can feed them.",
+            f"{ident}: decode is memory-bandwidth-bound (score {value_score}). "
+            f"DRAM active {dram} (saturation line {percent(d.dram_active_saturated)}), SM active {sm}, "
+            f"inter-token latency p95 {itl_p95}, running {running}, waiting {waiting}. "
+            "Adding concurrency makes it worse: cut the bytes each token reads "
+            "(prefix caching, a max-model-len cap, shortest-job-first).",
+            stage="decode_memory_bandwidth",
+        ),
+        b.alert(
+            "LLMKVCacheSaturated",
+            f"{b.s('llm_engine_kv_cache_usage_ratio')} >= {d.kv_usage_warning:g}\n"
+            f"and ignoring (stage)\n{b.stage_active('kv_cache_capacity')}",
+            "LLM KV cache is full: concurrency is capped and requests wait or are preempted.",
+            f"{ident}: KV cache {{{{ $value | {PCT} }}}} full (line {percent(d.kv_usage_warning)}) "
+            f"with {waiting} requests waiting, {preemptions} preemptions/s and {running} running "
+            f"(score {score_of('kv_cache_capacity')}).",
+            stage="kv_cache_capacity",
+        ),
+        b.alert(
+            "LLMSchedulingQueueBacklog",
+            f"{b.s('llm_engine_requests_waiting')} >= {d.waiting_requests:g}\n"
+            f"and ignoring (stage)\n{b.stage_active('queueing')}",
+            "LLM requests queue: every engine slot is busy.",
+            f"{ident}: {{{{ $value | {COUNT} }}}} requests waiting (line {d.waiting_requests:g}), "
+            f"queue time p95 {queue_p95}, time to first token p95 {ttft_p95}, running {running}, "
+            f"KV cache {kv} (score {score_of('queueing')}).",
+            stage="queueing",
+        ),
+        b.alert(
+            "LLMPrefillComputeBound",
+            b.stage_score("prefill_compute"),
+            "LLM prompt processing (prefill) is compute-bound.",
+            f"{ident}: prefill is compute-bound (score {value_score}): tensor active {tensor}, "
+            f"time to first token p95 {ttft_p95}, queue time p95 {queue_p95}, {prompt_rate} prompt tokens/s.",
+            stage="prefill_compute",
+        ),
+        b.alert(
+            "LLMCrossNodeCommunicationBottleneck",
+            b.stage_score("cross_node_communication"),
+            "LLM steps wait on cross-node communication over RDMA.",
+            f"{ident}: cross-node communication limits the step (score {value_score}): "
+            f"RDMA transmit utilization up to {rdma_util}, {cnp} CNPs handled/s, {retrans} retransmissions/s "
+            f"on the node, inter-token latency p95 {itl_p95}.",
+            stage="cross_node_communication",
+        ),
+        b.alert(
+            "LLMHostOverhead",
+            b.stage_score("host_overhead"),
+            "LLM GPUs wait on the host: CPU-side scheduling or Python overhead.",
+            f"{ident}: host overhead limits the GPUs (score {value_score}): SM active {sm} "
+            f"(line {percent(d.sm_active_ineffective)}), GPU utilization {gpu_util} while {running} requests run, "
+            f"engine process {engine_cpu} CPU cores busy.",
+            stage="host_overhead",
+        ),
+    ]
+
+
+def _serving_alerts(b: _Builder) -> list[AlertingRule]:
+    t, r = b.config.thresholds, b.records
+    cluster_ref = f"{{{{ with $labels.{b.cluster} }}}} of cluster {{{{ . }}}}{{{{ end }}}}"
+    ttft_p99 = f'{r.latency_quantile("time_to_first_token")}{{quantile="0.99"}}'
+    busy = b.lookup("max(" + r.cluster_gpu_busy + "{@})", (b.cluster,), PCT, exporter_series=False)
+    total_running = b.lookup("sum(" + r.running + "{@})", (b.cluster, "model"), COUNT, exporter_series=False)
+    return [
+        b.alert(
+            "LLMTimeToFirstTokenP99High",
+            f"{ttft_p99} > {t.ttft_p99_seconds:g}",
+            "LLM time to first token is above its objective.",
+            f"P99 time to first token of model {{{{ $labels.model }}}}{cluster_ref} is "
+            f"{{{{ $value | {SECONDS} }}}} across its replicas, above the {t.ttft_p99_seconds:g}s objective.",
+        ),
+        b.alert(
+            "LLMLoadImbalance",
+            f"{r.gpu_busy_cv} > {t.load_imbalance_cv:g}\nand\n{r.cluster_gpu_busy} >= {t.load_imbalance_min_gpu_busy:g}",
+            "LLM load is unevenly spread across nodes.",
+            f"GPU busy varies across the nodes{cluster_ref} with a coefficient of variation of "
+            f"{{{{ $value | {PCT} }}}} (line {percent(t.load_imbalance_cv)}); mean GPU busy {busy}.",
+            scope="nodes",
+        ),
+        b.alert(
+            "LLMLoadImbalance",
+            f"{r.running_cv} > {t.load_imbalance_cv:g}\nand\n{r.running} >= {t.load_imbalance_min_running:g}",
+            "LLM load is unevenly spread across a model's replicas.",
+            f"Running requests of model {{{{ $labels.model }}}}{cluster_ref} vary across its replicas with a "
+            f"coefficient of variation of {{{{ $value | {PCT} }}}} (line {percent(t.load_imbalance_cv)}); "
+            f"{total_running} running in total.",
+            scope="replicas",
+        ),
+    ]
+
+
+def _gpu_alerts(b: _Builder) -> list[AlertingRule]:
+    t, win = b.config.thresholds, b.config.windows
+    gpu = (f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.gpu_model }}}}, {{{{ $labels.uuid }}}}) on {{{{ $labels.{b.node} }}}}"
+           "{{ with $labels.engine }}, used by engine {{ . }}{{ end }}")
+    xid = b.s("llm_gpu_xid_errors_total")
+    return [
+        b.alert(
+            "LLMGPUMemoryNearlyFull",
+            f"{b.s('llm_gpu_memory_used_bytes')}\n/\n({b.s('llm_gpu_memory_total_bytes')} > 0)\n> {t.gpu_memory_used_ratio:g}",
+            "GPU memory (HBM) is nearly full.",
+            f"{gpu} has {{{{ $value | {PCT} }}}} of its HBM in use (line {percent(t.gpu_memory_used_ratio)}).",
+        ),
+        b.alert(
+            "LLMGPUXidErrors",
+            # A series born with its first XID has no earlier sample for increase(): count it too.
+            f"increase({xid}[{win.xid_errors}]) > 0\nor\n"
+            f"(max_over_time({xid}[{win.xid_errors}]) unless {xid} offset {win.xid_errors}) > 0",
+            "A GPU reported XID errors.",
+            f"{gpu} reported XID {{{{ $labels.xid }}}} {{{{ $value | {COUNT} }}}} time(s) in the last {win.xid_errors}.",
+        ),
+        b.alert(
+            "LLMGPUDown",
+            f"{b.s('llm_gpu_up')} == 0",
+            "A GPU stopped answering.",
+            f"{gpu} does not answer the exporter's queries (llm_gpu_up 0): lost, fallen off the bus or in reset.",
+        ),
+    ]
+
+
+def _rdma_alerts(b: _Builder) -> list[AlertingRule]:
+    t, win, w = b.config.thresholds, b.config.windows, b.config.rate_interval
+    port = f"RDMA port {{{{ $labels.device }}}}/{{{{ $labels.port }}}} on {{{{ $labels.{b.node} }}}}"
+    up = b.s("llm_rdma_port_up")
+    return [
+        b.alert(
+            "LLMRDMAPortDown",
+            f"{up} == 0\nand\nmax_over_time({up}[{win.rdma_port_down_lookback}]) == 1",
+            "An RDMA port went down.",
+            f"{port} is not ACTIVE; it was within the last {win.rdma_port_down_lookback}.",
+        ),
+        b.alert(
+            "LLMRDMAPortErrors",
+            f"rate({b.s('llm_rdma_port_errors_total')}[{w}]) > {t.rdma_port_errors_per_second:g}",
+            "An RDMA port counts errors.",
+            f"{port} counts {{{{ $value | {RATE} }}}} {{{{ $labels.kind }}}} errors/s "
+            f"(line {t.rdma_port_errors_per_second:g}/s).",
+        ),
+    ]
+
+
+def _availability_alerts(b: _Builder) -> list[AlertingRule]:
+    up = series("up", b.x)
+    not_engine = 'source!="engine"'
+    return [
+        b.alert(
+            "LLMEngineDown",
+            f"{b.s('llm_engine_up')} == 0",
+            "An LLM inference engine is not answering its metrics endpoint.",
+            f"The exporter on {{{{ $labels.{b.node} }}}} cannot scrape engine {{{{ $labels.engine }}}} "
+            "({{ $labels.engine_type }}, model {{ $labels.model }}): it is down, restarting or unreachable.",
+        ),
+        b.alert(
+            "LLMExporterSourceDown",
+            # Engine sources are covered, with their model, by LLMEngineDown.
+            f"{b.s('llm_exporter_source_up', not_engine)} == 0",
+            "An exporter source fails to collect.",
+            f"The {{{{ $labels.source }}}} source ({{{{ $labels.target }}}}) of the exporter on "
+            f"{{{{ $labels.{b.node} }}}} fails its collections: its families are missing from that node.",
+        ),
+        b.alert(
+            "LLMExporterAbsent",
+            f"{up} == 0\nor\nabsent({up})",
+            "The LLM bottleneck exporter is not being scraped.",
+            f"{{{{ with $labels.{b.node} }}}}The exporter at {{{{ . }}}} is down{{{{ else }}}}No exporter target "
+            f"matching {b.x or 'the exporter selector'} is scraped{{{{ end }}}}: "
+            "bottleneck diagnosis and the alerts built on it are blind there.",
+        ),
+    ]
+
+
+def alert_rules(config: MonitoringConfig) -> list[AlertingRule]:
+    return [rule for group in rule_groups(config) for rule in group.rules if isinstance(rule, AlertingRule)]
+
+
+def rule_groups(config: MonitoringConfig) -> list[RuleGroup]:
+    b = _Builder(config)
+    return [
+        RuleGroup(f"{GROUP_PREFIX}.records", list(recording_rules(config))),
+        RuleGroup(f"{GROUP_PREFIX}.bottlenecks", list(_bottleneck_alerts(b))),
+        RuleGroup(f"{GROUP_PREFIX}.serving", list(_serving_alerts(b))),
+        RuleGroup(f"{GROUP_PREFIX}.gpu", list(_gpu_alerts(b))),
+        RuleGroup(f"{GROUP_PREFIX}.rdma", list(_rdma_alerts(b))),
+        RuleGroup(f"{GROUP_PREFIX}.availability", list(_availability_alerts(b))),
+    ]
