@@ -1,0 +1,159 @@
+"""The two Kubernetes API calls engine discovery makes: list and watch the pods on one node.
+
+Plain `requests` against the REST API, as client-go's reflector does it: a paged list, then a
+streamed watch of one JSON event per line. In a pod the address, CA and token come from the
+environment and the mounted service account; the token is re-read for each request, since bound
+service-account tokens are rotated by the kubelet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any, Iterator, Mapping
+
+import requests
+
+from exporter.config import ConfigError
+from exporter.discovery import KubernetesSettings
+
+# A watch event is one pod; the API server refuses objects over ~1.5 MB (etcd's request limit).
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+LIST_PAGE_SIZE = 500
+CONNECT_TIMEOUT_SECONDS = 10.0
+REQUEST_TIMEOUT_SECONDS = 30.0
+
+
+class ApiError(Exception):
+    """The API could not be read; the message says why (for logs and `source_up`)."""
+
+
+class ResourceExpired(ApiError):
+    """410 Gone: the resourceVersion we watch from is older than the API keeps; list again."""
+
+
+class KubernetesApi:
+    """The two calls discovery needs, with the service account's (re-read, rotating) token."""
+
+    def __init__(self, base_url: str, token_file: str, verify: bool | str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._token_file = token_file
+        self._session = requests.Session()
+        self._session.trust_env = False  # in-cluster traffic: never through an HTTP(S)_PROXY
+        self._session.verify = verify
+        self._response: requests.Response | None = None
+
+    def list_pods(self, node_name: str) -> tuple[list[dict[str, Any]], str]:
+        """All pods on the node and the list's resourceVersion (following `continue` pages)."""
+        items: list[dict[str, Any]] = []
+        params = {"fieldSelector": f"spec.nodeName={node_name}", "limit": str(LIST_PAGE_SIZE)}
+        while True:
+            response = self._get(params, stream=False, read_timeout=REQUEST_TIMEOUT_SECONDS)
+            try:
+                body = response.json()
+            except ValueError as exc:
+                raise ApiError(f"list pods: response is not JSON ({exc})") from exc
+            items.extend(item for item in body.get("items") or [] if isinstance(item, dict))
+            metadata = body.get("metadata") or {}
+            if not metadata.get("continue"):
+                return items, str(metadata.get("resourceVersion", ""))
+            params = {**params, "continue": metadata["continue"]}
+
+    def watch_pods(self, node_name: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
+        """Open a watch (errors raise here) and return its events as they arrive."""
+        params = {
+            "fieldSelector": f"spec.nodeName={node_name}",
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        response = self._get(params, stream=True, read_timeout=timeout_seconds + REQUEST_TIMEOUT_SECONDS)
+        self._response = response
+        return self._events(response)
+
+    def _get(self, params: dict[str, str], stream: bool, read_timeout: float) -> requests.Response:
+        headers = {"Accept": "application/json"}
+        if self._token_file:
+            headers["Authorization"] = f"Bearer {_read_token(self._token_file)}"
+        try:
+            response = self._session.get(f"{self.base_url}/api/v1/pods", params=params, headers=headers,
+                                         stream=stream, timeout=(CONNECT_TIMEOUT_SECONDS, read_timeout))
+        except requests.RequestException as exc:
+            raise ApiError(f"{self.base_url}: {exc.__class__.__name__}: {exc}") from exc
+        if response.status_code == 410:
+            response.close()
+            raise ResourceExpired("410 Gone")
+        if response.status_code != 200:
+            message = _status_message(response)
+            response.close()
+            hint = " (check the ClusterRole grants get/list/watch on pods)" if response.status_code == 403 else ""
+            raise ApiError(f"HTTP {response.status_code} from {self.base_url}: {message}{hint}")
+        return response
+
+    def _events(self, response: requests.Response) -> Iterator[dict[str, Any]]:
+        buffer = b""
+        with response:
+            while True:
+                try:
+                    chunk = response.raw.read1(65536)
+                except Exception as exc:  # urllib3 or socket errors, or close() from another thread
+                    raise ApiError(f"watch interrupted: {exc.__class__.__name__}: {exc}") from exc
+                if not chunk:
+                    return
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        try:
+                            yield json.loads(line)
+                        except ValueError as exc:
+                            raise ApiError(f"watch event is not JSON ({exc})") from exc
+                if len(buffer) > MAX_EVENT_BYTES:
+                    raise ApiError(f"watch event over {MAX_EVENT_BYTES} bytes")
+
+    def close(self) -> None:
+        """Also from another thread: shutting the socket down wakes a read blocked in the watch
+        (closing the response alone leaves that thread in recv until the server speaks)."""
+        response, self._response = self._response, None
+        if response is not None:
+            sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+            if isinstance(sock, socket.socket):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            response.close()
+        self._session.close()
+
+
+def _read_token(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError as exc:
+        raise ApiError(f"cannot read the service account token {path}: {exc.strerror or exc}") from exc
+
+
+def _status_message(response: requests.Response) -> str:
+    try:
+        return str(response.json().get("message", ""))[:300]
+    except (ValueError, AttributeError):
+        return response.text[:300]
+
+
+def in_cluster_api(settings: KubernetesSettings, environ: Mapping[str, str]) -> tuple[str, bool | str]:
+    """The API base URL and what to verify its certificate with; ConfigError when unknown."""
+    if settings.api_url:
+        url = settings.api_url
+    else:
+        host, port = environ.get("KUBERNETES_SERVICE_HOST", ""), environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if not host:
+            raise ConfigError("kubernetes.api_url", "not set, and KUBERNETES_SERVICE_HOST is empty (not in a pod?)")
+        url = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    if not url.startswith("https://"):
+        return url, False
+    if not os.path.isfile(settings.ca_file):
+        raise ConfigError("kubernetes.ca_file", f"{settings.ca_file} does not exist (needed to verify {url})")
+    return url, settings.ca_file

@@ -1,0 +1,195 @@
+"""Pod annotations to engine targets, the dynamic source set, and the loop asking it each round."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from exporter.config import ConfigError, build
+from exporter.discovery import KubernetesSettings
+from exporter.discovery.kubernetes import target_for_pod
+from exporter.discovery.targets import DynamicEngineSources
+from exporter.loop import CollectionLoop
+from exporter.model import Sample
+from exporter.sources.base import Source, SourceError
+from exporter.sources.engine import EngineTarget
+
+NODE = "gpu-node-1"
+SETTINGS = KubernetesSettings(enabled=True, timeout_seconds=1.5)
+POD = {
+    "metadata": {
+        "name": "llama-8b-vllm-7d9f8c6b5d-x2k4q",
+        "namespace": "inference",
+        "annotations": {
+            "llm-bottleneck-exporter/scrape": "true",
+            "llm-bottleneck-exporter/port": "8000",
+            "llm-bottleneck-exporter/type": "vllm",
+        },
+    },
+    "spec": {
+        "nodeName": NODE,
+        "containers": [
+            {"name": "vllm", "ports": [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]},
+            {"name": "log-shipper", "ports": [{"name": "metrics", "containerPort": 2020, "protocol": "TCP"}]},
+        ],
+    },
+    "status": {"phase": "Running", "podIP": "10.244.3.17"},
+}
+
+
+def pod_with(annotations: dict | None = None, **changes: object) -> dict:
+    pod = copy.deepcopy(POD)
+    pod["metadata"]["annotations"].update(annotations or {})
+    for path, value in changes.items():
+        section, key = path.split("__")
+        pod[section][key] = value
+    return pod
+
+
+def test_annotated_running_pod_becomes_a_target_at_its_own_ip_with_pod_labels():
+    target, reason = target_for_pod(POD, NODE, SETTINGS)
+    assert reason == ""
+    assert target == EngineTarget(
+        url="http://10.244.3.17:8000/metrics", name="inference/llama-8b-vllm-7d9f8c6b5d-x2k4q", type="vllm",
+        timeout_seconds=1.5, max_response_bytes=SETTINGS.max_response_bytes, max_series=SETTINGS.max_series,
+        labels=(("pod", "llama-8b-vllm-7d9f8c6b5d-x2k4q"), ("namespace", "inference"), ("container", "vllm")),
+        follow_redirects=False,
+    )
+
+
+def test_container_label_is_the_container_declaring_the_port():
+    target, _ = target_for_pod(pod_with({"llm-bottleneck-exporter/port": "2020"}), NODE, SETTINGS)
+    assert dict(target.labels)["container"] == "log-shipper"
+
+
+def test_path_annotation_and_ipv6_pod_ip():
+    pod = pod_with({"llm-bottleneck-exporter/path": "/prometheus/metrics"}, status__podIP="fd00:10:244::3a")
+    target, _ = target_for_pod(pod, NODE, SETTINGS)
+    assert target.url == "http://[fd00:10:244::3a]:8000/prometheus/metrics"
+
+
+def test_without_a_port_annotation_the_only_declared_port_is_used():
+    pod = pod_with()
+    del pod["metadata"]["annotations"]["llm-bottleneck-exporter/port"]
+    pod["spec"]["containers"] = pod["spec"]["containers"][:1]
+    assert target_for_pod(pod, NODE, SETTINGS)[0].url == "http://10.244.3.17:8000/metrics"
+    pod["spec"]["containers"] = POD["spec"]["containers"]  # two declared ports: ambiguous
+    target, reason = target_for_pod(pod, NODE, SETTINGS)
+    assert target is None and "2 declared container ports" in reason
+
+
+@pytest.mark.parametrize("port", ["8000@10.0.0.1", "0", "65536", "8000/", " 8000", "-1", "80a", "", "１２３"])
+def test_port_annotation_that_is_not_a_port_number_is_refused(port):
+    target, reason = target_for_pod(pod_with({"llm-bottleneck-exporter/port": port}), NODE, SETTINGS)
+    assert target is None and "is not a port number" in reason
+
+
+@pytest.mark.parametrize("path", [
+    "@10.0.0.1:80/metrics", "//10.0.0.1/metrics", "http://10.0.0.1/metrics", "metrics", "/metrics?target=10.0.0.1",
+    "/metrics#x", "/a b", "/\\10.0.0.1/metrics", "/metrics@10.0.0.1", "/x\n", "",
+])
+def test_path_annotation_that_could_name_a_host_is_refused(path):
+    target, reason = target_for_pod(pod_with({"llm-bottleneck-exporter/path": path}), NODE, SETTINGS)
+    assert target is None and "is not a plain absolute path" in reason
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"spec__nodeName": "gpu-node-2"}, "scheduled on node 'gpu-node-2'"),
+    ({"status__phase": "Pending"}, "phase is 'Pending'"),
+    ({"status__phase": "Succeeded"}, "phase is 'Succeeded'"),
+    ({"status__podIP": None}, "no valid pod IP"),
+    ({"status__podIP": "evil.example.com"}, "no valid pod IP"),
+])
+def test_only_running_pods_on_this_node_with_an_ip_are_targets(change, reason):
+    target, why = target_for_pod(pod_with(**change), NODE, SETTINGS)
+    assert target is None and reason in why
+
+
+def test_pods_without_the_scrape_annotation_are_ignored_quietly():
+    for value in (None, "True", "false", "yes"):
+        pod = pod_with()
+        if value is None:
+            del pod["metadata"]["annotations"]["llm-bottleneck-exporter/scrape"]
+        else:
+            pod["metadata"]["annotations"]["llm-bottleneck-exporter/scrape"] = value
+        assert target_for_pod(pod, NODE, SETTINGS) == (None, "")
+
+
+def test_unknown_engine_type_is_refused():
+    target, reason = target_for_pod(pod_with({"llm-bottleneck-exporter/type": "ollama"}), NODE, SETTINGS)
+    assert target is None and "'ollama' is not one of" in reason
+
+
+def test_dynamic_sources_keep_the_source_of_a_target_that_stays_and_close_the_removed():
+    first = EngineTarget(url="http://10.244.3.17:8000/metrics", name="inference/a")
+    second = EngineTarget(url="http://10.244.3.22:30000/metrics", name="inference/b")
+    dynamic = DynamicEngineSources(window_seconds=60)
+    dynamic.update([first, second])
+    kept, removed = dynamic.sources()
+    closed = []
+    removed.close = lambda: closed.append(removed.target)  # type: ignore[method-assign]
+    dynamic.update([first])
+    assert dynamic.sources() == [kept] and closed == ["inference/b"]
+
+
+def test_dynamic_sources_cap_the_number_of_engines():
+    targets = [EngineTarget(url=f"http://10.244.3.{i}:8000/metrics", name=f"ns/pod-{i:02d}") for i in range(10)]
+    dynamic = DynamicEngineSources(window_seconds=60, max_sources=3)
+    dynamic.update(targets)
+    assert [s.target for s in dynamic.sources()] == ["ns/pod-00", "ns/pod-01", "ns/pod-02"]
+
+
+class NamedSource(Source):
+    name = "engine"
+
+    def __init__(self, target: str, fail: bool = False) -> None:
+        self.target = target
+        self.fail = fail
+
+    def collect(self, now: float) -> list:
+        if self.fail:
+            raise SourceError("connection", "refused")
+        return [Sample("llm_engine_up", {"engine": self.target}, 1.0)]
+
+
+class Group:
+    max_sources = 4
+
+    def __init__(self) -> None:
+        self.members: list[Source] = []
+        self.closed = False
+
+    def sources(self) -> list[Source]:
+        return list(self.members)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_loop_asks_its_groups_for_their_sources_every_round():
+    group = Group()
+    loop = CollectionLoop([NamedSource("static")], interval_seconds=5, groups=[group])
+    group.members = [NamedSource("ns/a", fail=True)]
+    first = loop.collect_once()
+    assert [s.target for s in first.statuses] == ["static", "ns/a"]
+    assert first.error_counts == {("engine", "ns/a", "connection"): 1}
+    group.members = [NamedSource("ns/b")]
+    second = loop.collect_once()
+    assert [s.target for s in second.statuses] == ["static", "ns/b"]
+    assert {m.labels["engine"] for m in second.metrics} == {"static", "ns/b"}
+    assert second.error_counts == {}  # a gone pod's error counter goes with it
+    loop.stop()
+    assert group.closed
+
+
+def test_kubernetes_configuration_errors_name_the_key():
+    with pytest.raises(ConfigError, match=r"^kubernetes.enabled: must be true or false"):
+        build({"kubernetes": {"enabled": "yes"}})
+    with pytest.raises(ConfigError, match=r"^kubernetes.namespace: unknown key"):
+        build({"kubernetes": {"namespace": "x"}})
+    with pytest.raises(ConfigError, match=r"^kubernetes.max_engines: must be a whole number"):
+        build({"kubernetes": {"max_engines": 2.5}})
+    config = build({"kubernetes": {"enabled": True, "resync_seconds": 60}, "engine_defaults": {"timeout_seconds": 3}})
+    assert config.kubernetes.enabled and config.kubernetes.resync_seconds == 60
+    assert config.kubernetes.timeout_seconds == 3
