@@ -1,0 +1,106 @@
+"""`simulate` and `demo`: their arguments and what they run (exporter/cli.py only wires them in).
+
+    llm-bottleneck-exporter simulate --list
+    llm-bottleneck-exporter simulate --scenario NAME|FILE [--listen HOST:PORT] [--sysfs-out DIR] [--seed N]
+    llm-bottleneck-exporter demo [--scenario NAME|FILE] [--listen HOST:PORT] [--duration SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import textwrap
+import threading
+
+from exporter.config import ConfigError, parse_listen
+
+DEFAULT_SIMULATE_LISTEN = "127.0.0.1:8000"
+log = logging.getLogger("exporter.simulate")
+
+
+def add_simulate_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "simulate", help="run a simulated inference node (vLLM, dcgm-exporter and RDMA sysfs signals)",
+        description="Serve a simulated node: vLLM metrics at /engine/<i>/metrics, dcgm-exporter metrics at "
+                    "/gpu/metrics, a JSON index at /, and a live class/infiniband tree under --sysfs-out.")
+    parser.add_argument("--scenario", metavar="NAME|FILE", help="built-in scenario name or YAML file")
+    parser.add_argument("--list", action="store_true", help="list the built-in scenarios with their expected stages")
+    parser.add_argument("--listen", metavar="HOST:PORT", default=DEFAULT_SIMULATE_LISTEN,
+                        help=f"address to serve on (default {DEFAULT_SIMULATE_LISTEN})")
+    parser.add_argument("--sysfs-out", metavar="DIR", help="keep a live class/infiniband tree under DIR")
+    parser.add_argument("--seed", metavar="N", type=int, help="random seed (default: the scenario's)")
+    parser.add_argument("--duration", metavar="SECONDS", type=float, help="stop after this many seconds")
+
+
+def add_demo_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "demo", help="a simulated node plus the exporter, with a live view of the key signals",
+        description="Start a simulated node (prompt-growth by default) and the exporter reading it, and show "
+                    "the exporter's view of it every few seconds. Ctrl-C stops everything.")
+    parser.add_argument("--scenario", metavar="NAME|FILE", default="prompt-growth",
+                        help="built-in scenario name or YAML file (default prompt-growth)")
+    parser.add_argument("--listen", metavar="HOST:PORT", default="127.0.0.1:9477",
+                        help="where the exporter serves /metrics (default 127.0.0.1:9477)")
+    parser.add_argument("--seed", metavar="N", type=int, help="random seed (default: the scenario's)")
+    parser.add_argument("--duration", metavar="SECONDS", type=float, help="stop after this many seconds")
+    parser.add_argument("--refresh", metavar="SECONDS", type=float, default=3.0, help="view refresh (default 3)")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="ts=%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)r")
+    if args.duration is not None and args.duration <= 0:
+        raise ConfigError("--duration", f"must be greater than 0, not {args.duration:g}")
+    if args.command == "demo":
+        from exporter.simulate.demo import run_demo
+
+        return run_demo(args)
+    return run_simulate(args)
+
+
+def list_scenarios() -> str:
+    from exporter.simulate.scenario import builtin_names, load_scenario
+
+    lines = []
+    for name in builtin_names():
+        scenario = load_scenario(name)
+        lines.append(f"{name:24} {scenario.stages_text}")
+        summary = " ".join(scenario.description.split()).split(". ")[0].rstrip(".") + "."
+        lines.extend("    " + line for line in textwrap.wrap(summary, 96))
+    return "\n".join(lines) + "\n"
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    if args.list:
+        sys.stdout.write(list_scenarios())
+        return 0
+    if not args.scenario:
+        raise ConfigError("--scenario", "required (or --list to see the built-in scenarios)")
+    from exporter.simulate.node import SimulatedNode
+    from exporter.simulate.scenario import load_scenario
+    from exporter.simulate.server import SimulationServer
+
+    host, port = parse_listen(args.listen, "--listen")
+    scenario = load_scenario(args.scenario)
+    node = SimulatedNode(scenario, args.seed)
+    try:
+        server = SimulationServer(node, host, port, args.sysfs_out)
+    except OSError as exc:
+        raise ConfigError("--listen", f"cannot listen on {args.listen}: {exc.strerror or exc}") from exc
+    if args.sysfs_out:
+        try:
+            server.write_sysfs()
+        except OSError as exc:
+            raise ConfigError("--sysfs-out", f"cannot write {args.sysfs_out}: {exc.strerror or exc}") from exc
+    server.start()
+    engines = ", ".join(f"{server.url}/engine/{i}/metrics" for i in range(len(node.replicas)))
+    print(f"simulating {scenario.name} ({scenario.stages_text}) on {server.url}/  engines: {engines}  "
+          f"gpus: {server.url}/gpu/metrics" + (f"  sysfs: {args.sysfs_out}" if args.sysfs_out else ""), flush=True)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    stop.wait(args.duration)
+    server.stop()
+    return 0

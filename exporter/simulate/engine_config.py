@@ -1,0 +1,39 @@
+"""vLLM's serving flags as the simulated engine takes them, and which of them a phase may change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exporter.simulate.roofline import Efficiency
+
+RUNTIME_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "enable_prefix_caching", "scheduling",
+                "max_model_len", "cascade_attention", "kv_watermark", "mfu", "mbu", "host_overhead_ms",
+                "gc_collections_per_request")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """vLLM's serving flags that matter to the model (defaults as vLLM V1's where it has one)."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    scheduling: str = "fcfs"
+    max_model_len: int = 0  # 0: the model's context length
+    gpu_memory_utilization: float = 0.9
+    block_size: int = 16
+    activation_reserve_gib: float = 2.0
+    cascade_attention: bool = True
+    # Blocks kept free when admitting a waiting request, so running ones can grow without being
+    # preempted. V1 has none (0.0): under KV pressure a just-admitted request is preempted and
+    # re-admitted over and over (vLLM PR #28018, issue #25538); V0 kept 1 %, PR #44594 proposes one.
+    kv_watermark: float = 0.0
+    mfu: float = 0.6
+    mbu: float = 0.85
+    host_overhead_ms: float = 0.2
+    gc_collections_per_request: float = 3.0
+
+    @property
+    def efficiency(self) -> Efficiency:
+        return Efficiency(self.mfu, self.mbu, self.host_overhead_ms / 1000.0)

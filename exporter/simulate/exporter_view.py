@@ -1,0 +1,63 @@
+"""The exporter reading a simulated node through its ordinary sources (for offline mode and `demo`).
+
+The sources are the ones `serve` builds from a configuration file: one vLLM engine source per
+replica URL, `gpu: dcgm-exporter=URL`, and `sysfs: DIR` for the RDMA tree. Each engine is named
+after the pod it runs in, and `gpu_attribution.engine_pods` ties it to the GPUs dcgm-exporter
+labels with that pod — the attribution a Kubernetes deployment gets from dcgm-exporter's pod
+labels. Nothing here knows how the sources work; it only hands them URLs and a directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from typing import Any
+
+from exporter.config import build
+from exporter.diagnosis import Diagnoser, annotate
+from exporter.loop import CollectionLoop, Snapshot
+from exporter.simulate.dcgm_text import POD_NAMESPACE, pod_name
+from exporter.simulate.node import SimulatedNode
+from exporter.simulate.server import SimulationServer
+from exporter.sources.registry import build_sources
+
+
+def exporter_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | None, interval: float) -> dict[str, Any]:
+    """Configuration-file data (the `--config` YAML) that points the exporter at a simulation."""
+    names = [pod_name(node, r.index) for r in node.replicas]
+    settings: dict[str, Any] = {
+        "engines": [{"name": name, "type": "vllm", "url": f"{base_url}/engine/{i}/metrics"} for i, name in enumerate(names)],
+        "gpu": f"dcgm-exporter={base_url}/gpu/metrics",
+        "interval_seconds": interval,
+        "window_seconds": max(60.0, 4 * interval),
+        # The simulated pods exist only in dcgm-exporter's labels: no processes, no kubelet to ask.
+        "gpu_attribution": {"engine_pods": {name: f"{POD_NAMESPACE}/{name}" for name in names},
+                            "processes": False, "pod_resources_socket": ""},
+    }
+    if sysfs_dir:
+        settings["sysfs"] = sysfs_dir
+    return settings
+
+
+class ExporterView:
+    """Serves `node` on loopback (not real time) and collects it with the exporter's sources; each
+    snapshot carries the diagnosis gauges, as `serve` publishes them."""
+
+    def __init__(self, node: SimulatedNode, interval: float = 5.0) -> None:
+        self.node = node
+        self._sysfs_dir = tempfile.mkdtemp(prefix="llm-sim-sysfs-")
+        self.server = SimulationServer(node, "127.0.0.1", 0, self._sysfs_dir, realtime=False,
+                                       gpu_window_seconds=interval).start()
+        self.server.write_sysfs()
+        config = build(exporter_settings(node, self.server.url, self._sysfs_dir, interval))
+        self.loop = CollectionLoop(build_sources(config), interval, clock=lambda: node.now)
+        self.diagnoser = Diagnoser(config.thresholds)
+
+    def collect(self) -> Snapshot:
+        self.server.write_sysfs()
+        return annotate(self.diagnoser, self.loop.collect_once(), self.node.now)
+
+    def close(self) -> None:
+        self.loop.stop()
+        self.server.stop()
+        shutil.rmtree(self._sysfs_dir, ignore_errors=True)

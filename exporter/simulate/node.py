@@ -1,0 +1,142 @@
+"""One simulated node: its GPUs and RDMA NICs, the engine replicas on them, the router, the phases.
+
+Time is simulated seconds from the scenario's start. `advance(t)` moves everything to `t` in
+short chunks: arrivals up to the chunk's end are routed first, then each replica runs its steps,
+then the NICs carry their background traffic and the GPUs record a sample every second (the
+windows that DCGM-style ratios are averaged over).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import deque
+from dataclasses import dataclass
+
+from exporter.simulate.engine import EngineReplica
+from exporter.simulate.gpu import HISTORY_SECONDS, GpuDevice
+from exporter.simulate.network import NetworkCondition, RdmaPort
+from exporter.simulate.roofline import LinkState, Parallelism
+from exporter.simulate.scenario import Phase, Scenario
+from exporter.simulate.workload import ArrivalProcess, Request, WorkloadSpec
+
+CHUNK_SECONDS = 0.25
+SAMPLE_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class ReplicaPlacement:
+    index: int
+    group: int  # index into scenario.replicas
+    gpus: tuple[int, ...]
+
+
+class SimulatedNode:
+    def __init__(self, scenario: Scenario, seed: int | None = None, record_requests: bool = False) -> None:
+        self.scenario = scenario
+        self.seed = scenario.seed if seed is None else seed
+        rng = random.Random(self.seed)
+        node = scenario.node
+        self.gpus = [GpuDevice(i, node.gpu, rng) for i in range(node.gpus)]
+        self.ports = [RdmaPort(f"{node.nic_device_prefix}{i}", node.nic) for i in range(node.nics)]
+        self.now = 0.0
+        self.phase = scenario.phases[0]
+        self.placements: list[ReplicaPlacement] = []
+        self.replicas: list[EngineReplica] = []
+        next_gpu = 0
+        for group_index, group in enumerate(scenario.replicas):
+            parallel = Parallelism(group.tensor_parallel, group.nodes)
+            for _ in range(group.count):
+                gpus = tuple(range(next_gpu, next_gpu + parallel.gpus_per_node))
+                next_gpu += parallel.gpus_per_node
+                index = len(self.replicas)
+                replica = EngineReplica(
+                    index, group.model, node.gpu, parallel, group.engine,
+                    [self.gpus[g] for g in gpus],
+                    [self.ports[g % len(self.ports)] for g in gpus] if parallel.cross_node and self.ports else [],
+                    self._link_state, record=record_requests,
+                )
+                self.placements.append(ReplicaPlacement(index, group_index, gpus))
+                self.replicas.append(replica)
+        self._arrivals = ArrivalProcess(self._workload_at, tuple(p.start_seconds for p in scenario.phases[1:]),
+                                        random.Random(rng.getrandbits(64)))
+        self._router_rng = random.Random(rng.getrandbits(64))
+        self._round_robin = itertools.cycle(range(len(self.replicas)))
+        self.nic_history: list[deque[tuple[float, float]]] = [deque() for _ in self.ports]
+        self._next_sample = 0.0
+        self._apply_phase(self.phase)
+        self._sample()
+
+    # --------------------------------------------------------------------------------- time
+    def advance(self, until: float) -> None:
+        while self.now < until:
+            end = min(until, self.now + CHUNK_SECONDS)
+            phase = self.scenario.phase_at(self.now)
+            if phase is not self.phase:
+                self._apply_phase(phase)
+            for request in self._arrivals.until(end):
+                self._route(request)
+            for replica in self.replicas:
+                replica.run_until(end)
+            for port in self.ports:
+                port.background(end - self.now, self.phase.network)
+            self.now = end
+            if self.now >= self._next_sample:
+                self._sample()
+
+    def drain(self, limit_seconds: float = 3600.0) -> None:
+        """Stop arrivals and run until every admitted request has left (or the limit passes)."""
+        self._arrivals.stopped = True
+        deadline = self.now + limit_seconds
+        while self.now < deadline and any(r.load for r in self.replicas):
+            self.advance(self.now + CHUNK_SECONDS)
+
+    def _sample(self) -> None:
+        for gpu in self.gpus:
+            gpu.sample(self.now)
+        for port, history in zip(self.ports, self.nic_history):
+            history.append((self.now, port.values["port_xmit_data"]))
+            while history and history[0][0] < self.now - HISTORY_SECONDS:
+                history.popleft()
+        self._next_sample = self.now + SAMPLE_SECONDS
+
+    # ------------------------------------------------------------------------------ phases
+    def _apply_phase(self, phase: Phase) -> None:
+        self.phase = phase
+        for placement, replica in zip(self.placements, self.replicas):
+            changes = phase.engine_changes.get(placement.group) or phase.engine_changes.get(-1)
+            if changes:
+                replica.reconfigure(**changes)
+
+    def _workload_at(self, t: float) -> WorkloadSpec:
+        return self.scenario.phase_at(t).workload
+
+    def _link_state(self) -> tuple[LinkState, NetworkCondition]:
+        condition = self.phase.network
+        nic = self.scenario.node.nic
+        link = LinkState(nic.rate_bytes_per_second, condition.available_fraction, nic.latency_seconds)
+        return link, condition
+
+    # ------------------------------------------------------------------------------ routing
+    def _route(self, request: Request) -> None:
+        routing = self.scenario.routing
+        if routing.policy == "least_loaded":
+            target = min(self.replicas, key=lambda r: (r.load, r.index))
+        elif routing.policy == "weighted":
+            target = self._router_rng.choices(self.replicas, weights=routing.weights)[0]
+        else:
+            target = self.replicas[next(self._round_robin)]
+        target.submit(request)
+
+    # ------------------------------------------------------------------------------ queries
+    def finished_requests(self) -> list[Request]:
+        return [r for replica in self.replicas for r in (replica.finished or [])]
+
+    def open_requests(self) -> list[Request]:
+        """Requests still queued or running (for censored latency percentiles)."""
+        result: list[Request] = []
+        for replica in self.replicas:
+            result.extend(replica.inbox)
+            result.extend(replica.waiting)
+            result.extend(replica.running)
+        return result

@@ -1,0 +1,163 @@
+"""The simulated node on the wire: vLLM, dcgm-exporter and sysfs, advancing in real time.
+
+Routes: `/engine/<i>/metrics` (replica i in vLLM V1 text), `/gpu/metrics` (dcgm-exporter text),
+`/` (a JSON index: scenario, current phase and its expected stage, the engine URLs), `/healthz`.
+The scenario is fast-forwarded by its `warmup_seconds` before the first request is answered, so
+queues and caches are already in their steady state; after that a ticker advances the model to
+the wall clock every 100 ms and rewrites the sysfs tree every second. With `realtime=False` the
+caller advances the node itself (offline mode serves the same routes to the exporter's sources).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from exporter.simulate.dcgm_text import pod_name, render_dcgm
+from exporter.simulate.node import SimulatedNode
+from exporter.simulate.sysfs import SysfsWriter
+from exporter.simulate.vllm_text import render_vllm
+
+log = logging.getLogger(__name__)
+TEXT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+TICK_SECONDS = 0.1
+SYSFS_SECONDS = 1.0
+_ENGINE_PATH = re.compile(r"^/engine/(\d+)/metrics$")
+
+
+class SimulationServer:
+    def __init__(self, node: SimulatedNode, host: str = "127.0.0.1", port: int = 0, sysfs_out: str | None = None,
+                 realtime: bool = True, gpu_window_seconds: float = 5.0) -> None:
+        self.node = node
+        self.realtime = realtime
+        self.gpu_window_seconds = gpu_window_seconds
+        self.lock = threading.Lock()
+        self.sysfs_out = sysfs_out
+        self._sysfs = SysfsWriter(sysfs_out) if sysfs_out else None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        server_class = type("_Server", (ThreadingHTTPServer,), {"address_family": family, "daemon_threads": True,
+                                                               "allow_reuse_address": True})
+        self._http = server_class((host, port), _handler(self))
+        self.host, self.port = host, self._http.server_address[1]
+        self.started_wall = time.time()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> "SimulationServer":
+        if self.realtime:
+            with self.lock:
+                self.node.advance(self.node.scenario.warmup_seconds)
+                self.write_sysfs()
+        # `_created` and process start times: as if the engines started when the simulation did.
+        self.started_wall = time.time() - self.node.now
+        self._spawn(self._http.serve_forever, "sim-http")
+        if self.realtime:
+            self._spawn(self._tick, "sim-clock")
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._http.shutdown()
+        self._http.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def write_sysfs(self) -> None:
+        if self._sysfs is not None:
+            self._sysfs.write(self.node.ports)
+
+    def _spawn(self, target: Any, name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _tick(self) -> None:
+        origin_wall, origin_sim = time.monotonic(), self.node.now
+        next_sysfs = 0.0
+        while not self._stop.wait(TICK_SECONDS):
+            target = origin_sim + (time.monotonic() - origin_wall)
+            try:
+                with self.lock:
+                    self.node.advance(target)
+                    if time.monotonic() >= next_sysfs:
+                        self.write_sysfs()
+                        next_sysfs = time.monotonic() + SYSFS_SECONDS
+            except Exception:  # keep serving the last state rather than die silently
+                log.exception("simulation step failed")
+
+    # ------------------------------------------------------------------------------ responses
+    def respond(self, path: str) -> tuple[int, str, bytes]:
+        match = _ENGINE_PATH.match(path)
+        with self.lock:
+            if match and int(match.group(1)) < len(self.node.replicas):
+                replica = self.node.replicas[int(match.group(1))]
+                return 200, TEXT_TYPE, render_vllm(replica, self.started_wall).encode()
+            if path == "/gpu/metrics":
+                return 200, TEXT_TYPE, render_dcgm(self.node, self.gpu_window_seconds).encode()
+            if path in ("/", "/index.json"):
+                return 200, "application/json", (json.dumps(self.index(), indent=2) + "\n").encode()
+        if path == "/healthz":
+            return 200, "text/plain; charset=utf-8", b"ok\n"
+        return 404, "text/plain; charset=utf-8", b"not found\n"
+
+    def index(self) -> dict[str, Any]:
+        node = self.node
+        scenario = node.scenario
+        phase = node.phase
+        return {
+            "scenario": scenario.name,
+            "description": " ".join(scenario.description.split()),
+            "seed": node.seed,
+            "simulated_seconds": round(node.now, 3),
+            "phase": _phase_json(phase),
+            "phases": [_phase_json(p) for p in scenario.phases],
+            "engines": [
+                {"index": r.index, "url": f"/engine/{r.index}/metrics", "engine_type": "vllm",
+                 "model": r.model.served_name, "pod": pod_name(node, r.index), "gpus": list(p.gpus),
+                 "tensor_parallel": r.parallel.tensor_parallel, "nodes": r.parallel.nodes}
+                for r, p in zip(node.replicas, node.placements)
+            ],
+            "gpu": {"url": "/gpu/metrics", "format": "dcgm-exporter", "model": scenario.node.gpu.model_name,
+                    "count": len(node.gpus)},
+            "sysfs": self.sysfs_out,
+            "rdma_devices": [port.device for port in node.ports],
+            "hostname": scenario.node.hostname,
+        }
+
+
+def _phase_json(phase: Any) -> dict[str, Any]:
+    return {"name": phase.name, "start_seconds": phase.start_seconds, "expected_stage": phase.expected_stage,
+            "secondary_stages": list(phase.secondary_stages), "note": phase.note}
+
+
+def _handler(owner: SimulationServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "llm-bottleneck-simulator"
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server API
+            status, content_type, body = owner.respond(self.path.split("?", 1)[0])
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Handler
