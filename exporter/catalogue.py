@@ -12,8 +12,13 @@ from typing import Literal
 MetricType = Literal["gauge", "counter", "summary"]
 
 ENGINE_LABELS = ("engine", "engine_type", "model")
-GPU_LABELS = ("gpu", "uuid", "gpu_model", "engine")
+# Series of an engine found through Kubernetes discovery also carry its pod's labels.
+ENGINE_SERIES_LABELS = ENGINE_LABELS + ("pod", "namespace", "container")
+# `engine` when the GPU is attributed to one; `pod`/`namespace`/`container` when known (kubelet
+# pod-resources or dcgm-exporter); `gpu_i_id`/`gpu_i_profile` on MIG instances (dcgm-exporter ingest).
+GPU_LABELS = ("gpu", "uuid", "gpu_model", "engine", "pod", "namespace", "container", "gpu_i_id", "gpu_i_profile")
 RDMA_LABELS = ("device", "port")
+HOST_CPU_LABELS = ("cpu",)
 SOURCE_LABELS = ("source", "target")
 STAGES = (
     "queueing",
@@ -44,18 +49,18 @@ CATALOGUE: dict[str, MetricSpec] = {
     spec.name: spec
     for spec in (
         # Engines
-        _spec("llm_engine_up", "gauge", "1 if the last scrape of the engine succeeded and parsed, else 0.", ENGINE_LABELS),
-        _spec("llm_engine_requests_running", "gauge", "Requests in the running batch, summed over data-parallel ranks.", ENGINE_LABELS),
-        _spec("llm_engine_requests_waiting", "gauge", "Requests waiting for admission, summed over data-parallel ranks.", ENGINE_LABELS),
-        _spec("llm_engine_kv_cache_usage_ratio", "gauge", "KV-cache usage 0-1; the maximum over data-parallel ranks, since the fullest rank is the one that preempts.", ENGINE_LABELS),
-        _spec("llm_engine_preemptions_total", "counter", "Requests preempted (vLLM) or retracted (SGLang) because KV-cache blocks ran out.", ENGINE_LABELS),
-        _spec("llm_engine_prompt_tokens_total", "counter", "Prompt tokens processed.", ENGINE_LABELS),
-        _spec("llm_engine_generation_tokens_total", "counter", "Tokens generated.", ENGINE_LABELS),
-        _spec("llm_engine_prefix_cache_hit_ratio", "gauge", "Prefix-cache hit ratio 0-1 over the exporter's window (hit tokens / queried tokens).", ENGINE_LABELS),
-        _spec("llm_engine_time_to_first_token_seconds", "summary", f"Time to first token; {_WINDOW_NOTE}.", ENGINE_LABELS),
-        _spec("llm_engine_inter_token_latency_seconds", "summary", f"Inter-token latency (time per output token where the engine only has that); {_WINDOW_NOTE}.", ENGINE_LABELS),
-        _spec("llm_engine_e2e_request_latency_seconds", "summary", f"End-to-end request latency; {_WINDOW_NOTE}.", ENGINE_LABELS),
-        _spec("llm_engine_queue_time_seconds", "summary", f"Time requests waited in the engine queue; {_WINDOW_NOTE}.", ENGINE_LABELS),
+        _spec("llm_engine_up", "gauge", "1 if the last scrape of the engine succeeded and parsed, else 0.", ENGINE_SERIES_LABELS),
+        _spec("llm_engine_requests_running", "gauge", "Requests in the running batch, summed over data-parallel ranks.", ENGINE_SERIES_LABELS),
+        _spec("llm_engine_requests_waiting", "gauge", "Requests waiting for admission, summed over data-parallel ranks.", ENGINE_SERIES_LABELS),
+        _spec("llm_engine_kv_cache_usage_ratio", "gauge", "KV-cache usage 0-1; the maximum over data-parallel ranks, since the fullest rank is the one that preempts.", ENGINE_SERIES_LABELS),
+        _spec("llm_engine_preemptions_total", "counter", "Requests preempted (vLLM) or retracted (SGLang) because KV-cache blocks ran out.", ENGINE_SERIES_LABELS),
+        _spec("llm_engine_prompt_tokens_total", "counter", "Prompt tokens processed.", ENGINE_SERIES_LABELS),
+        _spec("llm_engine_generation_tokens_total", "counter", "Tokens generated.", ENGINE_SERIES_LABELS),
+        _spec("llm_engine_prefix_cache_hit_ratio", "gauge", "Prefix-cache hit ratio 0-1 over the exporter's window (hit tokens / queried tokens).", ENGINE_SERIES_LABELS),
+        _spec("llm_engine_time_to_first_token_seconds", "summary", f"Time to first token; {_WINDOW_NOTE}.", ENGINE_SERIES_LABELS),
+        _spec("llm_engine_inter_token_latency_seconds", "summary", f"Inter-token latency (time per output token where the engine only has that); {_WINDOW_NOTE}.", ENGINE_SERIES_LABELS),
+        _spec("llm_engine_e2e_request_latency_seconds", "summary", f"End-to-end request latency; {_WINDOW_NOTE}.", ENGINE_SERIES_LABELS),
+        _spec("llm_engine_queue_time_seconds", "summary", f"Time requests waited in the engine queue; {_WINDOW_NOTE}.", ENGINE_SERIES_LABELS),
         # GPUs
         _spec("llm_gpu_up", "gauge", "1 if the GPU answered its last query, else 0.", GPU_LABELS),
         _spec("llm_gpu_utilization_ratio", "gauge", "NVML utilization: fraction of time any kernel ran (not how busy the SMs were).", GPU_LABELS),
@@ -73,6 +78,11 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec("llm_gpu_nvlink_transmit_bytes_total", "counter", "Bytes sent over NVLink.", GPU_LABELS),
         _spec("llm_gpu_nvlink_receive_bytes_total", "counter", "Bytes received over NVLink.", GPU_LABELS),
         _spec("llm_gpu_xid_errors_total", "counter", "XID errors reported by the driver, by XID code.", GPU_LABELS + ("xid",)),
+        _spec("llm_gpu_pcie_transmit_bytes_per_second", "gauge", "PCIe transmit rate averaged over the sample window, headers included (DCGM 1009 / GPM).", GPU_LABELS),
+        _spec("llm_gpu_pcie_receive_bytes_per_second", "gauge", "PCIe receive rate averaged over the sample window, headers included (DCGM 1010 / GPM).", GPU_LABELS),
+        _spec("llm_gpu_nvlink_transmit_bytes_per_second", "gauge", "NVLink transmit rate over all links, averaged over the sample window (DCGM 1011 / GPM).", GPU_LABELS),
+        _spec("llm_gpu_nvlink_receive_bytes_per_second", "gauge", "NVLink receive rate over all links, averaged over the sample window (DCGM 1012 / GPM).", GPU_LABELS),
+        _spec("llm_gpu_throttle_reason_active", "gauge", "1 while the driver reports this clock-event (throttle) reason, else 0 (NVML clocks-event reasons / DCGM 112).", GPU_LABELS + ("reason",)),
         # RDMA ports
         _spec("llm_rdma_port_up", "gauge", "1 if the port state is ACTIVE, else 0.", RDMA_LABELS),
         _spec("llm_rdma_port_link_rate_bytes_per_second", "gauge", "Negotiated link rate.", RDMA_LABELS),
@@ -86,6 +96,17 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec("llm_rdma_port_ecn_marked_packets_total", "counter", "ECN-marked RoCE packets received (np_ecn_marked_roce_packets).", RDMA_LABELS),
         _spec("llm_rdma_port_retransmissions_total", "counter", "Retransmission events (timeouts, sequence errors, RNR retries).", RDMA_LABELS),
         _spec("llm_rdma_port_errors_total", "counter", "Port error counters by kind.", RDMA_LABELS + ("kind",)),
+        _spec("llm_rdma_port_info", "gauge", "Always 1; labels carry the port's link layer (InfiniBand, Ethernet for RoCE) and its network interface where the kernel names one.", RDMA_LABELS + ("link_layer", "netdev")),
+        _spec("llm_rdma_port_transmit_packets_total", "counter", "Packets sent (port_xmit_packets; rxe sent_pkts).", RDMA_LABELS),
+        _spec("llm_rdma_port_receive_packets_total", "counter", "Packets received (port_rcv_packets; rxe rcvd_pkts).", RDMA_LABELS),
+        _spec("llm_rdma_port_counter_saturated", "gauge", "1 while a PMA counter is stuck at its maximum (PMA counters clamp, they do not wrap): its rate reads 0 and must not be trusted. Present only for saturated counters.", RDMA_LABELS + ("counter",)),
+        # Host
+        _spec("llm_host_cpu_utilization_ratio", "gauge", "Busy fraction of one logical CPU over the exporter's window (everything but idle and iowait).", HOST_CPU_LABELS),
+        _spec("llm_host_cpu_overall_utilization_ratio", "gauge", "Busy fraction of all logical CPUs together over the exporter's window.", ()),
+        _spec("llm_host_memory_used_bytes", "gauge", "Memory in use: total minus available (what cannot be reclaimed without swapping).", ()),
+        _spec("llm_host_memory_total_bytes", "gauge", "Physical memory.", ()),
+        _spec("llm_engine_process_cpu_seconds_total", "counter", "CPU seconds (user + system) of the engine's process tree, found from the port the engine listens on; exited children keep counting.", ENGINE_LABELS),
+        _spec("llm_engine_process_threads", "gauge", "Threads in the engine's process tree.", ENGINE_LABELS),
         # Diagnosis
         _spec("llm_bottleneck_score", "gauge", "How strongly the evidence points at this stage as the bottleneck, 0-1.", ENGINE_LABELS + ("stage",)),
         _spec("llm_bottleneck_active", "gauge", "1 while the stage's score is past its threshold (with hysteresis).", ENGINE_LABELS + ("stage",)),

@@ -21,7 +21,8 @@ from exporter.diagnosis import Diagnoser, annotate
 from exporter.exposition import RenderedSnapshot, render_text
 from exporter.loop import CollectionLoop
 from exporter.server import ExporterHTTPServer, health_check
-from exporter.sources.registry import build_sources
+from exporter.sources.registry import build_source_groups, build_sources
+from exporter.webconfig import WebGuard
 
 PROG = "llm-bottleneck-exporter"
 EXIT_USAGE = 2
@@ -55,12 +56,23 @@ def make_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     serve = commands.add_parser("serve", help="collect in the background and serve /metrics")
     _add_source_options(serve)
+    serve.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
+                       help="TLS and basic auth, in the Prometheus exporter-toolkit web config format")
     once = commands.add_parser("once", help="collect once and print the exposition to stdout")
     _add_source_options(once)
     once.add_argument("--format", choices=("text", "json"), default="text",
                       help="text: Prometheus exposition; json: the /diagnosis document")
     check = commands.add_parser("check-config", help="validate a configuration file (exit 2 when invalid)")
     check.add_argument("file", metavar="FILE")
+    generate = commands.add_parser("generate", help="write the generated alert rules and manifests; "
+                                   "--check exits 1 when a committed file is stale")
+    generate.add_argument("--out", metavar="DIR", default=".", help="repository root to write under (default .)")
+    generate.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale file")
+    generate.add_argument("--config", metavar="FILE", help="YAML overrides of the monitoring configuration")
+    from exporter.simulate.cli import add_demo_parser, add_simulate_parser
+
+    add_simulate_parser(commands)
+    add_demo_parser(commands)
     return parser
 
 
@@ -80,6 +92,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
             flags[key] = (value, flag)
     if args.engine:
         flags["engines"] = ([parse_engine_flag(text) for text in args.engine], "--engine")
+    if getattr(args, "web_config_file", None):
+        flags["web_config_file"] = (args.web_config_file, "--web.config.file")
     return build(file_data, flags)
 
 
@@ -93,7 +107,7 @@ def _setup_logging(level: str) -> None:
 
 def run_once(config: Config, output_format: str = "text") -> int:
     sources = build_sources(config, lifetime_baseline=True)
-    loop = CollectionLoop(sources, config.interval_seconds)
+    loop = CollectionLoop(sources, config.interval_seconds, groups=build_source_groups(config, lifetime_baseline=True))
     diagnoser = Diagnoser(config.thresholds)
     try:
         snapshot = annotate(diagnoser, loop.collect_once(), time.monotonic())
@@ -108,20 +122,31 @@ def run_once(config: Config, output_format: str = "text") -> int:
 
 
 def run_serve(config: Config) -> int:
-    sources = build_sources(config)
     rendered = RenderedSnapshot()
     diagnoser = Diagnoser(config.thresholds)
+    # Bind before building the sources, whose start-up logs would otherwise precede the one
+    # error line of a port in use. Nothing is served before serve_forever, so the health check
+    # can be set once the loop exists.
+    web = WebGuard(config.web_config_file) if config.web_config_file else None
+    try:
+        server = ExporterHTTPServer((config.listen_host, config.listen_port), rendered,
+                                    lambda: (False, "starting"), diagnoser.report, web)
+    except OSError as exc:
+        raise ConfigError("--listen", f"cannot listen on {config.listen}: {exc.strerror or exc}") from exc
+    try:
+        sources = build_sources(config)
+        groups = build_source_groups(config)
+    except BaseException:
+        server.server_close()
+        raise
     loop = CollectionLoop(
         sources, config.interval_seconds,
         on_snapshot=lambda snapshot: rendered.publish(annotate(diagnoser, snapshot, time.monotonic())),
+        groups=groups,
     )
-    max_timeout = max((s.timeout_seconds for s in sources), default=0.0)
-    healthy = health_check(loop.is_alive, lambda: loop.last_completed_monotonic,
-                           max_age=3 * config.interval_seconds + max_timeout + 5)
-    try:
-        server = ExporterHTTPServer((config.listen_host, config.listen_port), rendered, healthy, diagnoser.report)
-    except OSError as exc:
-        raise ConfigError("--listen", f"cannot listen on {config.listen}: {exc.strerror or exc}") from exc
+    max_timeout = max((s.timeout_seconds for s in loop.current_sources()), default=0.0)
+    server.healthy = health_check(loop.is_alive, lambda: loop.last_completed_monotonic,
+                                  max_age=3 * config.interval_seconds + max_timeout + 5)
     stop = threading.Event()
 
     def _shutdown(signum: int, _frame: object) -> None:
@@ -148,6 +173,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = build(load_file(args.file))
             print(f"{args.file}: ok ({len(config.engines)} engine target(s))")
             return 0
+        if args.command in ("simulate", "demo"):
+            from exporter.simulate.cli import run_command
+
+            return run_command(args)
+        if args.command == "generate":
+            from exporter.generate import run_generate
+
+            return run_generate(args.out, args.check, args.config)
         config = config_from_args(args)
         _setup_logging(config.log_level)
         if args.command == "once":

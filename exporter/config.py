@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from exporter.diagnosis.thresholds import Thresholds
+from exporter.discovery import KubernetesSettings
 from exporter.sources.engine import EngineTarget
 from exporter.sources.engines import ENGINE_TYPES
 
@@ -37,8 +38,15 @@ TOP_LEVEL_DEFAULTS: dict[str, Any] = {
     "engine_defaults": {},
     "engines": [],
     "diagnosis": {},
+    "dcgm_address": "localhost:5555",
+    "gpu_attribution": {},
+    "kubernetes": {},
+    "web_config_file": None,
 }
+KUBERNETES_KEYS = ("enabled", "node_name", "api_url", "token_file", "ca_file", "resync_seconds", "max_engines")
 ENGINE_KEYS = ("url", "type", "name", "model", *ENGINE_DEFAULTS)
+DEFAULT_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+GPU_ATTRIBUTION_KEYS = ("static", "processes", "pod_resources_socket", "engine_pods", "refresh_seconds")
 
 
 class ConfigError(Exception):
@@ -47,6 +55,19 @@ class ConfigError(Exception):
     def __init__(self, where: str, problem: str) -> None:
         super().__init__(f"{where}: {problem}")
         self.where = where
+
+
+@dataclass(frozen=True)
+class GpuAttribution:
+    """How GPUs are tied to engines (docs/gpu.md, "Attribution")."""
+
+    # engine name -> GPU indexes ("0") or UUIDs ("GPU-…", "MIG-…") it uses
+    static: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    processes: bool = True
+    pod_resources_socket: str = DEFAULT_POD_RESOURCES_SOCKET  # "" turns pod-resources off
+    # engine name -> (namespace, pod), for engines whose pod cannot be found from their process
+    engine_pods: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    refresh_seconds: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +82,10 @@ class Config:
     log_level: str = "info"
     engines: tuple[EngineTarget, ...] = field(default_factory=tuple)
     thresholds: Thresholds = field(default_factory=Thresholds)
+    dcgm_address: str = "localhost:5555"  # DCGM host engine; "embedded" starts one in-process
+    gpu_attribution: GpuAttribution = field(default_factory=GpuAttribution)
+    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)  # engine discovery
+    web_config_file: str | None = None  # TLS and basic auth (exporter-toolkit format)
 
     @property
     def listen(self) -> str:
@@ -107,7 +132,44 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
     defaults = _engine_defaults(values["engine_defaults"], where["engine_defaults"])
     engines = _engines(values["engines"], where["engines"], defaults)
     thresholds = _thresholds(values["diagnosis"], where["diagnosis"])
-    return Config(host, port, interval, window, gpu, gpu_url, sysfs, log_level, engines, thresholds)
+    dcgm_address = _string(values["dcgm_address"], where["dcgm_address"])
+    attribution = _gpu_attribution(values["gpu_attribution"], where["gpu_attribution"], [e.name for e in engines])
+    return Config(host, port, interval, window, gpu, gpu_url, sysfs, log_level, engines, thresholds,
+                  dcgm_address=dcgm_address, gpu_attribution=attribution,
+                  kubernetes=_kubernetes(values["kubernetes"], where["kubernetes"], defaults),
+                  web_config_file=_optional_string(values["web_config_file"], where["web_config_file"]))
+
+
+def _kubernetes(value: Any, where: str, engine_defaults: Mapping[str, Any]) -> KubernetesSettings:
+    if not isinstance(value, dict):
+        raise ConfigError(where, f"must be a mapping, not {_type_name(value)}")
+    for key in value:
+        if key not in KUBERNETES_KEYS:
+            raise ConfigError(f"{where}.{key}", f"unknown key (known: {', '.join(KUBERNETES_KEYS)})")
+    enabled = value.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"{where}.enabled", f"must be true or false, not {enabled!r}")
+    api_url = value.get("api_url")
+    if api_url is not None:
+        api_url = _url(api_url, f"{where}.api_url")
+    defaults = KubernetesSettings()
+    paths = {}
+    for key in ("token_file", "ca_file"):  # "" turns the token off (an API behind `kubectl proxy`)
+        paths[key] = value.get(key, getattr(defaults, key))
+        if not isinstance(paths[key], str):
+            raise ConfigError(f"{where}.{key}", f"must be a path, not {_type_name(paths[key])}")
+    return KubernetesSettings(
+        enabled=enabled,
+        node_name=_optional_string(value.get("node_name"), f"{where}.node_name"),
+        api_url=api_url,
+        token_file=paths["token_file"],
+        ca_file=paths["ca_file"],
+        resync_seconds=_positive_number(value.get("resync_seconds", defaults.resync_seconds), f"{where}.resync_seconds"),
+        max_engines=_positive_int(value.get("max_engines", defaults.max_engines), f"{where}.max_engines"),
+        timeout_seconds=_positive_number(engine_defaults["timeout_seconds"], "engine_defaults.timeout_seconds"),
+        max_response_bytes=_positive_int(engine_defaults["max_response_bytes"], "engine_defaults.max_response_bytes"),
+        max_series=_positive_int(engine_defaults["max_series"], "engine_defaults.max_series"),
+    )
 
 
 def _thresholds(value: Any, where: str) -> Thresholds:
@@ -125,6 +187,57 @@ def _thresholds(value: Any, where: str) -> Thresholds:
     if thresholds.exit_score > thresholds.enter_score:
         raise ConfigError(f"{where}.exit_score", "must not exceed enter_score (hysteresis)")
     return thresholds
+
+
+def _gpu_attribution(value: Any, where: str, engine_names: Sequence[str]) -> GpuAttribution:
+    if not isinstance(value, dict):
+        raise ConfigError(where, f"must be a mapping, not {_type_name(value)}")
+    for key in value:
+        if key not in GPU_ATTRIBUTION_KEYS:
+            raise ConfigError(f"{where}.{key}", f"unknown key (known: {', '.join(GPU_ATTRIBUTION_KEYS)})")
+    known = ", ".join(engine_names) or "none configured"
+
+    def engine_key(key: Any, at: str) -> str:
+        if not isinstance(key, str) or key not in engine_names:
+            raise ConfigError(f"{at}.{key}", f"no engine named {key!r} (engines: {known})")
+        return key
+
+    static_value = value.get("static", {})
+    if not isinstance(static_value, dict):
+        raise ConfigError(f"{where}.static", f"must be a mapping of engine name to GPUs, not {_type_name(static_value)}")
+    static: dict[str, tuple[str, ...]] = {}
+    for key, gpus in static_value.items():
+        at = f"{where}.static.{engine_key(key, f'{where}.static')}"
+        items = gpus if isinstance(gpus, list) else [gpus]
+        selectors = []
+        for item in items:
+            if isinstance(item, int) and not isinstance(item, bool) and item >= 0:
+                selectors.append(str(item))
+            elif isinstance(item, str) and (item.isdigit() or item.startswith(("GPU-", "MIG-"))):
+                selectors.append(item)
+            else:
+                raise ConfigError(at, f"expected GPU indexes or UUIDs (GPU-…/MIG-…), not {item!r}")
+        static[key] = tuple(selectors)
+    processes = value.get("processes", True)
+    if not isinstance(processes, bool):
+        raise ConfigError(f"{where}.processes", f"must be true or false, not {processes!r}")
+    socket_path = value.get("pod_resources_socket", DEFAULT_POD_RESOURCES_SOCKET)
+    if socket_path is None:
+        socket_path = ""
+    if not isinstance(socket_path, str):
+        raise ConfigError(f"{where}.pod_resources_socket", f"must be a path or empty, not {_type_name(socket_path)}")
+    pods_value = value.get("engine_pods", {})
+    if not isinstance(pods_value, dict):
+        raise ConfigError(f"{where}.engine_pods", f"must be a mapping of engine name to NAMESPACE/POD, not {_type_name(pods_value)}")
+    engine_pods: dict[str, tuple[str, str]] = {}
+    for key, text in pods_value.items():
+        at = f"{where}.engine_pods.{engine_key(key, f'{where}.engine_pods')}"
+        namespace, sep, pod = _string(text, at).partition("/")
+        if not sep or not namespace or not pod or "/" in pod:
+            raise ConfigError(at, f"expected NAMESPACE/POD, not {text!r}")
+        engine_pods[key] = (namespace, pod)
+    refresh = _positive_number(value.get("refresh_seconds", 30.0), f"{where}.refresh_seconds")
+    return GpuAttribution(static, processes, socket_path, engine_pods, refresh)
 
 
 def parse_listen(value: Any, where: str) -> tuple[str, int]:
@@ -228,7 +341,10 @@ def engine_names(urls: Sequence[str], names: Sequence[str | None]) -> list[str]:
 
 def _url(value: Any, where: str) -> str:
     text = _string(value, where)
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+        raise ConfigError(where, f"not a valid URL: {text!r} ({exc})") from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(where, f"not an http(s) URL: {text!r}")
     try:

@@ -13,7 +13,7 @@ import threading
 from typing import Iterable, Iterator
 
 from prometheus_client.core import Metric as PromMetric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_CONTENT_TYPE
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -22,6 +22,10 @@ from exporter import __version__
 from exporter.catalogue import CATALOGUE
 from exporter.loop import Snapshot
 from exporter.model import Metric, QuantileSummary, Sample
+
+# The text body is format 0.0.4 (DESIGN.md's contract); prometheus_client >= 0.22 names its
+# CONTENT_TYPE_LATEST "version=1.0.0" (the UTF-8 names format) for the same bytes.
+TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def _family_name(name: str, type_: str) -> str:
@@ -89,7 +93,7 @@ class RenderedSnapshot:
             self._cache = {(False, False): text}
 
     def body(self, openmetrics: bool, gzipped: bool) -> tuple[bytes, str]:
-        content_type = OPENMETRICS_CONTENT_TYPE if openmetrics else CONTENT_TYPE_LATEST
+        content_type = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
         with self._lock:
             cached = self._cache.get((openmetrics, gzipped))
             if cached is None:

@@ -3,6 +3,9 @@
 Scrapes of /metrics read the last published Snapshot and never wait for a collection, so a slow
 engine costs its own series at most, never the scrape. A source still running from an earlier
 round is not started twice; it is reported down ("timeout") until it returns.
+
+Sources found at run time (engines discovered from the Kubernetes API) come from SourceGroups,
+which the loop asks for their current members at the start of every round.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 from exporter.model import Metric
 from exporter.sources.base import Source, SourceError
@@ -49,6 +52,20 @@ class Snapshot:
 class _Running:
     future: Future
     started: float
+    source: Source
+
+
+class SourceGroup(Protocol):
+    """Sources whose membership changes at run time; the group owns (and closes) its members."""
+
+    #: the most members the group will hold at once, to size the worker pool
+    max_sources: int
+
+    def sources(self) -> Sequence[Source]:
+        """The current members; the loop calls this once per round."""
+
+    def close(self) -> None:
+        """Stop finding members and close every member."""
 
 
 class CollectionLoop:
@@ -58,12 +75,16 @@ class CollectionLoop:
         interval_seconds: float,
         on_snapshot: Callable[[Snapshot], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        groups: Sequence[SourceGroup] = (),
     ) -> None:
         self.sources = list(sources)
+        self.groups = list(groups)
         self.interval_seconds = interval_seconds
         self._on_snapshot = on_snapshot
         self._clock = clock
-        self._executor = ThreadPoolExecutor(max_workers=max(4, 2 * len(self.sources)), thread_name_prefix="source")
+        workers = max(4, 2 * len(self.sources)) + sum(2 * group.max_sources for group in self.groups)
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="source")
+        # Keyed by id(source); `_Running.source` guards against an id reused by a new source.
         self._in_flight: dict[int, _Running] = {}
         self._error_counts: dict[tuple[str, str, str], int] = {}
         self._sequence = 0
@@ -72,18 +93,31 @@ class CollectionLoop:
         self.snapshot: Snapshot | None = None
         self.last_completed_monotonic: float | None = None
 
+    def current_sources(self) -> list[Source]:
+        """The fixed sources plus each group's members as of now."""
+        return self.sources + [source for group in self.groups for source in group.sources()]
+
     def collect_once(self) -> Snapshot:
         """Run every source (in parallel) and publish the resulting snapshot."""
         now = self._clock()
-        started = {}
-        for index, source in enumerate(self.sources):
-            if index in self._in_flight:
+        sources = self.current_sources()
+        current = {id(source) for source in sources}
+        # A source its group dropped (a deleted pod) is forgotten even if still running.
+        for key in [k for k, running in self._in_flight.items() if k not in current]:
+            del self._in_flight[key]
+        # ...and so are its error counts, or every pod that ever failed would stay a series.
+        live = {(source.name, source.target) for source in sources}
+        for key in [k for k in self._error_counts if (k[0], k[1]) not in live]:
+            del self._error_counts[key]
+        for source in sources:
+            running = self._in_flight.get(id(source))
+            if running is not None and running.source is source:
                 continue
-            started[index] = _Running(self._executor.submit(self._run_source, source, now), now)
-            self._in_flight[index] = started[index]
+            self._in_flight[id(source)] = _Running(self._executor.submit(self._run_source, source, now), now, source)
         metrics: list[Metric] = []
         statuses: list[SourceStatus] = []
-        for index, source in enumerate(self.sources):
+        for source in sources:
+            index = id(source)
             running = self._in_flight[index]
             deadline = running.started + source.timeout_seconds + TIMEOUT_GRACE_SECONDS
             try:
@@ -162,3 +196,8 @@ class CollectionLoop:
                 source.close()
             except Exception:
                 log.exception("closing source %s %s", source.name, source.target)
+        for group in self.groups:
+            try:
+                group.close()
+            except Exception:
+                log.exception("closing source group %r", group)

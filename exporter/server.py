@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from exporter import __version__
 from exporter.exposition import RenderedSnapshot
+from exporter.webconfig import WebGuard
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         rendered: RenderedSnapshot,
         healthy: Callable[[], tuple[bool, str]],
         diagnosis: Callable[[], dict[str, Any]] | None = None,
+        web: WebGuard | None = None,
     ) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
@@ -45,16 +47,38 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         self.rendered = rendered
         self.healthy = healthy
         self.diagnosis = diagnosis
+        self.web = web  # --web.config.file: TLS, basic auth, headers, rate limit
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        # The TLS handshake runs here, in the connection's own thread, so a client that never
+        # completes it cannot hold up accept() for everyone else.
+        if self.web is None or not self.web.tls_enabled:
+            super().finish_request(request, client_address)
+            return
+        wrapped = self.web.wrap(request)
+        if wrapped is None:
+            return
+        try:
+            super().finish_request(wrapped, client_address)
+        finally:
+            self.shutdown_request(wrapped)
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: ExporterHTTPServer
     server_version = "llm-bottleneck-exporter/" + __version__
     protocol_version = "HTTP/1.1"
+    # Headers and body go out as two writes; with Nagle on, the body's last segment waits for the
+    # client's delayed ACK of the headers, ~40 ms on every keep-alive scrape (Linux).
+    disable_nagle_algorithm = True
 
     def do_GET(self) -> None:  # noqa: N802 - the http.server API
         path = self.path.split("?", 1)[0]
-        if path == "/metrics":
+        refusal = self.server.web.refusal(self.headers.get("Authorization")) if self.server.web else None
+        if refusal is not None:
+            status, headers, body = refusal
+            self._send(status, "text/plain; charset=utf-8", body, headers)
+        elif path == "/metrics":
             accept = self.headers.get("Accept", "")
             gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
             body, content_type = self.server.rendered.body("application/openmetrics-text" in accept, gzipped)
@@ -74,7 +98,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
-        for key, value in (extra or {}).items():
+        web_headers = self.server.web.headers() if self.server.web else {}
+        for key, value in {**web_headers, **(extra or {})}.items():
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(body)

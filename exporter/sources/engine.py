@@ -54,6 +54,17 @@ class EngineTarget:
     timeout_seconds: float = 2.0
     max_response_bytes: int = 16 * 1024 * 1024
     max_series: int = 10_000
+    #: labels added to every series of this engine (`pod`, `namespace`, `container` when discovered)
+    labels: tuple[tuple[str, str], ...] = ()
+    #: discovered targets never follow a redirect: it could point anywhere, not at the pod
+    follow_redirects: bool = True
+
+
+class _NoRedirectSession(requests.Session):
+    """A session that returns a 3xx as it is (the scrape then fails with its status)."""
+
+    def get_redirect_target(self, resp: requests.Response) -> None:
+        return None
 
 
 class EngineSource(Source):
@@ -67,7 +78,7 @@ class EngineSource(Source):
         # `once` has no earlier scrape to diff against: count the engine's lifetime instead.
         self._lifetime_baseline = lifetime_baseline
         self._mapping: DeclarativeMapping | None = MAPPINGS[target.type] if target.type else None
-        self._session = requests.Session()
+        self._session = requests.Session() if target.follow_redirects else _NoRedirectSession()
         self._windows: dict[tuple[str, str], DeltaWindow] = {}
         self._info_model: str | None = None
         self._known_models: tuple[str, ...] = ()
@@ -115,7 +126,7 @@ class EngineSource(Source):
         self._session.close()
 
     def _labels(self, model: str) -> dict[str, str]:
-        return {"engine": self.target, "engine_type": self.engine_type, "model": model}
+        return {"engine": self.target, "engine_type": self.engine_type, "model": model, **dict(self.config.labels)}
 
     def _render(self, now: float, reading: EngineReading) -> Iterator[Metric]:
         labels = self._labels(reading.model)

@@ -3,13 +3,20 @@
 `requests`' read timeout applies to each socket read, so a server that trickles a byte a second
 would never time out, and a 100 MB body would be held in memory whole; both are stopped here.
 Decompressed bytes are counted, so a gzip bomb hits the same cap.
+
+The body is read with `read1` (returns whatever one socket read gave) and the socket timeout is
+cut to the time left before each read: `iter_content` blocks until a whole chunk has arrived, so
+a trickle only met the deadline once 64 KiB had come in, holding the source's thread (and the
+process's exit, which joins it) for as long as the server cared to trickle.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 
 import requests
+import urllib3.exceptions
 
 from exporter.sources.base import SourceError
 
@@ -45,22 +52,36 @@ def fetch_text(
             raise SourceError("too_large", f"{url}: body of {declared} bytes exceeds the {max_bytes}-byte cap")
         chunks: list[bytes] = []
         size = 0
+        sock = _socket_of(response)
         try:
-            for chunk in response.iter_content(chunk_size=65536):
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise SourceError("timeout", f"{url}: body not complete within {timeout_seconds:g}s")
+                if sock is not None:
+                    sock.settimeout(remaining)
+                chunk = response.raw.read1(65536, decode_content=True)
+                if not chunk:
+                    break
                 size += len(chunk)
                 if size > max_bytes:
                     raise SourceError("too_large", f"{url}: body exceeds the {max_bytes}-byte cap")
-                if time.monotonic() > deadline:
-                    raise SourceError("timeout", f"{url}: body not complete within {timeout_seconds:g}s")
                 chunks.append(chunk)
-        except requests.exceptions.ConnectionError as exc:
-            # requests wraps a socket read timeout during streaming as ConnectionError.
-            reason = "timeout" if "timed out" in str(exc).lower() else "connection"
-            raise SourceError(reason, f"{url}: {_short(exc)}") from exc
-        except requests.RequestException as exc:
+        except (urllib3.exceptions.ReadTimeoutError, socket.timeout) as exc:
+            raise SourceError("timeout", f"{url}: body not complete within {timeout_seconds:g}s") from exc
+        except urllib3.exceptions.DecodeError as exc:
+            raise SourceError("parse", f"{url}: body does not decode as its Content-Encoding says") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise SourceError("connection", f"{url}: {_short(exc)}") from exc
         content_type = response.headers.get("Content-Type", "")
     return b"".join(chunks).decode("utf-8", errors="replace"), content_type
+
+
+def _socket_of(response: requests.Response) -> socket.socket | None:
+    """The connection's socket, to bound each read by the overall deadline (None if hidden)."""
+    connection = getattr(response.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
 
 
 def _short(exc: BaseException) -> str:
