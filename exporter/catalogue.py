@@ -105,7 +105,7 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec("llm_host_cpu_overall_utilization_ratio", "gauge", "Busy fraction of all logical CPUs together over the exporter's window.", ()),
         _spec("llm_host_memory_used_bytes", "gauge", "Memory in use: total minus available (what cannot be reclaimed without swapping).", ()),
         _spec("llm_host_memory_total_bytes", "gauge", "Physical memory.", ()),
-        _spec("llm_engine_process_cpu_seconds_total", "counter", "CPU seconds (user + system) of the engine's process tree, found from the port the engine listens on; exited children keep counting.", ENGINE_LABELS),
+        _spec("llm_engine_process_cpu_seconds_total", "counter", "CPU seconds (user + system) of the engine's serving process: its own process_cpu_seconds_total where it exports one, else its process tree found from the port it listens on (exited children keep counting).", ENGINE_LABELS),
         _spec("llm_engine_process_threads", "gauge", "Threads in the engine's process tree.", ENGINE_LABELS),
         # Diagnosis
         _spec("llm_bottleneck_score", "gauge", "How strongly the evidence points at this stage as the bottleneck, 0-1.", ENGINE_LABELS + ("stage",)),

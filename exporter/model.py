@@ -71,6 +71,9 @@ class EngineReading:
     preemptions_total: float | None = None
     prompt_tokens_total: float | None = None
     generation_tokens_total: float | None = None
+    # CPU seconds of the serving process, where the engine exports prometheus_client's process
+    # metrics (the API server's process; vLLM V1's engine core runs in a child process).
+    process_cpu_seconds_total: float | None = None
     # Prefix cache: counters whose window delta gives the hit ratio, or a ready ratio gauge from
     # engines that only expose one.
     prefix_cache_hits_total: float | None = None

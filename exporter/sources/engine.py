@@ -36,7 +36,9 @@ _GAUGES = {
     "requests_waiting": "llm_engine_requests_waiting",
     "kv_cache_usage_ratio": "llm_engine_kv_cache_usage_ratio",
 }
+_PROCESS_CPU = "process_cpu_seconds_total"
 _COUNTERS = {
+    "process_cpu_seconds_total": "llm_engine_process_cpu_seconds_total",
     "preemptions_total": "llm_engine_preemptions_total",
     "prompt_tokens_total": "llm_engine_prompt_tokens_total",
     "generation_tokens_total": "llm_engine_generation_tokens_total",
@@ -82,6 +84,8 @@ class EngineSource(Source):
         self._windows: dict[tuple[str, str], DeltaWindow] = {}
         self._info_model: str | None = None
         self._known_models: tuple[str, ...] = ()
+        #: the engine exports its own process CPU, so the host source need not look it up
+        self.reports_process_cpu = False
 
     @property
     def engine_type(self) -> str:
@@ -98,7 +102,7 @@ class EngineSource(Source):
         if mapping is None:
             raise SourceError("parse", f"{self.config.url}: no known engine metrics in the response")
         try:
-            parsed = parse_wanted(text, mapping.wanted(), self.config.max_series)
+            parsed = parse_wanted(text, mapping.wanted() | {_PROCESS_CPU}, self.config.max_series)
         except TooManySeries as exc:
             raise SourceError("cardinality", f"{self.config.url}: {exc}") from exc
         if not any(parsed.values()) and not mapping.matches(sample_names(text)):
@@ -114,6 +118,12 @@ class EngineSource(Source):
             model = self._model_without_label()
             for reading in readings:
                 reading.model = reading.model or model
+        # prometheus_client's process collector (vLLM, SGLang, trtllm-serve) labels nothing: the
+        # serving process's CPU belongs to every model it serves.
+        process_cpu = parsed[_PROCESS_CPU].get(())
+        self.reports_process_cpu = process_cpu is not None
+        for reading in readings:
+            reading.process_cpu_seconds_total = process_cpu
         self._known_models = tuple(r.model for r in readings)
         self._forget_windows({r.model for r in readings})
         return [metric for reading in readings for metric in self._render(now, reading)]

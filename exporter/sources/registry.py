@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import os
 
-from exporter.config import Config, ConfigError
+from exporter.config import Config
 from exporter.loop import SourceGroup
 from exporter.sources.base import Source
-from exporter.sources.engine import EngineSource
+from exporter.sources.engine import EngineSource, EngineTarget
 from exporter.sources.gpu import build_gpu_source
 from exporter.sources.host import HostSource
 from exporter.sources.rdma import RdmaSource
@@ -29,11 +29,14 @@ def build_sources(config: Config, lifetime_baseline: bool = False) -> list[Sourc
     else:
         log.info("rdma: no %s/class/infiniband; RDMA families are absent", config.sysfs)
     # Process samples carry the label sets the engine source gives its own series, so they join.
+    # An engine that exports its own process CPU is not measured twice (one series per engine).
     engine_by_name = {source.target: source for source in sources if isinstance(source, EngineSource)}
-    sources.append(HostSource(
-        config.engines, config.window_seconds, lifetime_baseline,
-        labels_for=lambda target: [dict(m.labels) for m in engine_by_name[target.name].down_metrics()],
-    ))
+
+    def labels_for(target: EngineTarget) -> list[dict[str, str]]:
+        engine = engine_by_name[target.name]
+        return [] if engine.reports_process_cpu else [dict(m.labels) for m in engine.down_metrics()]
+
+    sources.append(HostSource(config.engines, config.window_seconds, lifetime_baseline, labels_for=labels_for))
     return sources
 
 
