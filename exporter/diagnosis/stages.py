@@ -56,7 +56,12 @@ def kv_cache_capacity(h: History, t: Thresholds) -> StageResult:
     pressure = ramp(kv, t.kv_usage_warning, t.kv_usage_critical)
     starving = ramp(waiting, 0.0, 1.0)
     preempting = ramp(preempt, 0.0, t.preemptions_per_second)
-    result.score = max(pressure * (0.5 + 0.5 * starving), preempting * ramp(kv, t.kv_usage_warning - 0.2, t.kv_usage_warning))
+    score = max(pressure * (0.5 + 0.5 * starving), preempting * ramp(kv, t.kv_usage_warning - 0.2, t.kv_usage_warning))
+    # With HBM saturated and tokens slowing, long contexts fill the cache *because* decode is slow
+    # (the seed case): KV stays active but decode-bandwidth ranks first.
+    _, slowdown = _itl_slowdown(h, t)
+    bandwidth_bound = ramp(h.mean("dram_active", t.level_seconds), t.dram_active_busy, t.dram_active_saturated)
+    result.score = score * (1.0 - 0.25 * bandwidth_bound * ramp(slowdown, 1.0, t.itl_slowdown_ratio))
     result.evidence.append(f"KV-cache usage up to {kv:.2f} (warning {t.kv_usage_warning:g}) with {waiting:.1f} requests waiting")
     if preempt is not None:
         result.evidence.append(f"preemptions {preempt:.2f}/s over {t.level_seconds:g}s")
@@ -75,8 +80,11 @@ def queueing(h: History, t: Thresholds) -> StageResult:
     score = ramp(waiting, 0.5, t.waiting_requests)
     if growth is not None and growth > 0:
         score = max(score, ramp(waiting, 0.0, 1.0) * ramp(growth, 0.0, t.waiting_requests))
-    # Waiting caused by a full KV cache is the KV stage's; plain queueing has KV headroom.
+    # Waiting caused by a full KV cache is the KV stage's; plain queueing has KV headroom and
+    # tokens flowing at their usual pace.
     score *= 1.0 - 0.6 * ramp(kv, t.kv_usage_warning, t.kv_usage_critical)
+    _, slowdown = _itl_slowdown(h, t)
+    score *= 1.0 - 0.5 * ramp(slowdown, 1.0 + (t.itl_slowdown_ratio - 1.0) * 0.3, t.itl_slowdown_ratio)
     result.score = score
     line = f"{waiting:.1f} requests waiting on average (threshold {t.waiting_requests:g})"
     if growth is not None:
@@ -88,6 +96,12 @@ def queueing(h: History, t: Thresholds) -> StageResult:
 
 
 def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
+    """HBM-bound decode: DRAM near its practical peak *and* tokens slowing down.
+
+    A decoding GPU streams HBM whenever it steps, so busy DRAM alone is a healthy engine at work;
+    the bottleneck shows when inter-token latency rises over its own recent best (the batch and
+    its context grew) while the tensor pipes stay light.
+    """
     result = StageResult()
     running = h.mean("running", t.level_seconds) or 0.0
     dram = h.mean("dram_active", t.level_seconds)
@@ -95,9 +109,10 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
     tensor = h.mean("tensor_active", t.level_seconds)
     itl, slowdown = _itl_slowdown(h, t)
     decoding = ramp(running, 0.0, 1.0)
+    slowing = ramp(slowdown, 1.0 + (t.itl_slowdown_ratio - 1.0) * 0.3, t.itl_slowdown_ratio)
     if dram is not None:
         compute_light = 1.0 - ramp(tensor, t.tensor_active_high, t.tensor_active_high + 0.3)
-        result.score = decoding * ramp(dram, t.dram_active_busy, t.dram_active_saturated) * compute_light
+        result.score = decoding * ramp(dram, t.dram_active_busy, t.dram_active_saturated) * compute_light * slowing
         line = f"DRAM active {dram:.2f} on {_gpus(h)}"
         if sm is not None:
             line += f" while SM active {sm:.2f}"
@@ -106,13 +121,15 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
         result.evidence.append(line + f" (practical DRAM peak ~{t.dram_active_saturated:g})")
     else:
         result.evidence.append("no GPU DRAM activity for this engine: scored from inter-token latency alone")
-        result.score = decoding * max(ramp(slowdown, 1.0, t.itl_slowdown_ratio * 1.5) * 0.8,
-                                      ramp(itl, t.itl_p95_seconds * 0.5, t.itl_p95_seconds) * 0.8)
+        result.score = decoding * max(slowing, ramp(itl, t.itl_p95_seconds * 0.5, t.itl_p95_seconds)) * 0.8
     if itl is not None:
         line = f"ITL p95 {itl * 1000:.1f} ms"
         if slowdown is not None and slowdown > 1.05:
             line += f", {slowdown:.1f}x its best over {t.baseline_seconds / 60:g} min"
         result.evidence.append(line)
+    waiting_trend = h.trend("waiting", t.level_seconds * 2)
+    if waiting_trend is not None and waiting_trend > 0:
+        result.evidence.append(f"waiting requests rising ({waiting_trend:+.0f} over {2 * t.level_seconds:g}s)")
     return result
 
 
@@ -126,10 +143,12 @@ def prefill_compute(h: History, t: Thresholds) -> StageResult:
     share = None
     if prompt_rate is not None and gen_rate is not None and prompt_rate + gen_rate > 0:
         share = prompt_rate / (prompt_rate + gen_rate)
-    prefill_heavy = ramp(share, 0.5, 0.9)
+    prefill_heavy = ramp(share, 0.6, 0.9)
     own_ttft = None if ttft is None else max(0.0, ttft - queue)
+    # Prefill recomputed after preemptions is the KV stage's doing, not long prompts.
+    kv_churn = ramp(h.rate("preemptions_total", t.level_seconds), 0.0, t.preemptions_per_second)
     if tensor is not None:
-        result.score = ramp(tensor, t.tensor_active_high, t.tensor_active_high + 0.3) * max(prefill_heavy, 0.5)
+        result.score = ramp(tensor, t.tensor_active_high - 0.2, t.tensor_active_high) * prefill_heavy * (1.0 - 0.5 * kv_churn)
         result.evidence.append(f"tensor active {tensor:.2f} on {_gpus(h)}")
     else:
         result.evidence.append("no GPU tensor activity for this engine: scored from TTFT beyond queueing")

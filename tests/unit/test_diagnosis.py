@@ -87,9 +87,17 @@ def test_growing_queue_with_kv_headroom_is_queueing() -> None:
     assert d.scores["kv_cache_capacity"] < 0.3
 
 
-def test_high_dram_with_moderate_sm_is_decode_bandwidth_not_idle() -> None:
-    # The seed case: SM active 0.45, DRAM active 0.95.
-    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(running=18, waiting=3, kv=0.7) + gpu_metrics(0.45, 0.95, 0.15))
+def test_busy_dram_with_steady_tokens_is_a_healthy_decoder() -> None:
+    # A decoding GPU streams HBM whenever it steps: DRAM 0.93 alone is not a bottleneck.
+    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(running=5, itl_p95=0.0096) + gpu_metrics(0.38, 0.93, 0.04))
+    assert d.primary == "none"
+    assert d.scores["decode_memory_bandwidth"] == 0.0
+
+
+def test_high_dram_with_moderate_sm_and_slowing_tokens_is_decode_bandwidth_not_idle() -> None:
+    # The seed case: SM active 0.45, DRAM active 0.95, and inter-token latency up 2.5x.
+    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(running=18, waiting=3 + i, kv=0.7, itl_p95=0.02 if i < 6 else 0.05)
+               + gpu_metrics(0.45, 0.95, 0.15))
     assert d.primary == "decode_memory_bandwidth"
     assert d.scores["host_overhead"] < 0.2, "low SM activity with busy DRAM is not host overhead"
     assert any("DRAM active 0.95 on GPUs 0, 1 while SM active 0.45" in line for line in d.evidence)
@@ -170,3 +178,22 @@ def test_engine_going_down_drops_its_history() -> None:
 def test_odd_values_never_crash(value: float) -> None:
     d, gauges = run(Diagnoser(), 5, lambda i: engine_metrics(waiting=value, kv=value, itl_p95=value) + gpu_metrics(value, value, value))
     assert all(0.0 <= m.value <= 1.0 or math.isnan(m.value) for m in gauges if m.name == "llm_bottleneck_score")
+
+
+def test_seed_case_full_cache_behind_saturated_hbm_ranks_decode_first_with_kv_active() -> None:
+    # DESIGN.md's worked case after the prompt change: DRAM 0.9, KV full, waiting growing, ITL 2x.
+    d, _ = run(Diagnoser(), 30, lambda i: engine_metrics(running=20, waiting=0 if i < 10 else 10 * (i - 9),
+                                                         kv=0.6 if i < 10 else 0.97, preemptions=0.2 * i,
+                                                         itl_p95=0.025 if i < 10 else 0.05)
+               + gpu_metrics(0.52, 0.9 if i >= 10 else 0.96, 0.15))
+    assert d.primary == "decode_memory_bandwidth"
+    assert d.active["kv_cache_capacity"], "the full cache is still reported"
+    assert any("waiting requests rising" in line for line in d.evidence)
+
+
+def test_prefill_recomputed_after_preemptions_is_not_long_prompts() -> None:
+    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(running=17, waiting=40, kv=0.98, preemptions=2.0 * 5 * i,
+                                                         prompt_tokens=9000 * i, generation_tokens=1000 * i)
+               + gpu_metrics(0.9, 0.3, 0.55))
+    assert d.primary == "kv_cache_capacity"
+    assert d.scores["prefill_compute"] < d.scores["kv_cache_capacity"]
