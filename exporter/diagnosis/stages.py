@@ -195,7 +195,9 @@ def host_overhead(h: History, t: Thresholds) -> StageResult:
     if cpu is None and busy_gpu is None:
         result.evidence.append("no engine process CPU or GPU activity: host overhead not assessed")
         return result
-    starved = 1.0 - ramp(busy_gpu, t.sm_active_ineffective - 0.2, t.sm_active_ineffective) if busy_gpu is not None else 0.6
+    # Without GPU data a busy engine core is only half the evidence: it cannot reach `enter_score`
+    # alone (a CPU engine, or a fast GPU engine, legitimately keeps its scheduler core busy).
+    starved = 1.0 - ramp(busy_gpu, t.sm_active_ineffective - 0.2, t.sm_active_ineffective) if busy_gpu is not None else 0.5
     cpu_bound = ramp(cpu, t.engine_cpu_cores_busy - 0.3, t.engine_cpu_cores_busy) if cpu is not None else 0.5
     dram = h.mean("dram_active", t.level_seconds)
     not_memory_bound = 1.0 - ramp(dram, t.dram_active_busy - 0.2, t.dram_active_busy)

@@ -40,7 +40,9 @@ DEFAULT_ENGINE_ARGS: Mapping[str, object] = {
     "dtype": "float32",
     "block-size": 32,  # the CPU backend needs a multiple of 32
     "num-gpu-blocks-override": 48,  # 1,536-token KV cache: saturates with a couple dozen requests
-    "max-model-len": 1024,
+    # The overload scenario's largest request (700-token prompt + BOS + 400 output tokens) must
+    # fit, or vLLM shrinks max_tokens below min_tokens and answers 400; at most 1,504 (47 blocks).
+    "max-model-len": 1152,
     "max-num-seqs": 32,
 }
 DEFAULT_ENV: Mapping[str, str] = {

@@ -197,3 +197,9 @@ def test_prefill_recomputed_after_preemptions_is_not_long_prompts() -> None:
                + gpu_metrics(0.9, 0.3, 0.55))
     assert d.primary == "kv_cache_capacity"
     assert d.scores["prefill_compute"] < d.scores["kv_cache_capacity"]
+
+
+def test_a_busy_engine_core_without_gpu_data_is_not_host_overhead_alone() -> None:
+    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(running=2, cpu_seconds=1.0 * 5 * i))
+    assert d.primary == "none"
+    assert 0.0 < d.scores["host_overhead"] < 0.6

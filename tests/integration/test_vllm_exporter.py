@@ -1,0 +1,829 @@
+"""The exporter's own `serve` process scraping a real vLLM engine on CPU under real load.
+
+One engine (the session's `vllm_server`) and one exporter serve the whole module, in this order:
+light load, overload, recovery to no bottleneck, prefix caching (shared prefix, then random
+prompts), and last the engine killed mid-load and restarted, the only test that restarts it.
+Every wait is a bounded poll; the assertions read what the exporter published, and the client's
+own timings are the reference for its latency summaries.
+
+The exporter collects every INTERVAL_S and keeps WINDOW_S of counter increments, so a quantile or
+ratio read at time T covers the engine's observations in about (T - WINDOW_S, T]. Each phase is
+either long enough that its window holds nothing of the phase before, or is compared with client
+requests selected from that same window.
+
+The values seen in each phase are written to .cache/test-reports/vllm-exporter-phases.{json,md}
+and printed in the terminal summary, so they can be quoted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+import signal
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.loadgen import LoadResult, LoadSpec, run_load
+from tests.integration.vllm_env import CACHE_DIR, VLLM_VERSION
+from tests.integration.vllm_server import VllmServer
+from tests.support import ExporterProcess
+
+pytestmark = pytest.mark.vllm
+
+INTERVAL_S = 1.0
+WINDOW_S = 20.0
+TTFT = "llm_engine_time_to_first_token_seconds"
+QUANTILES = (0.5, 0.95, 0.99)
+REPORT_DIR = CACHE_DIR / "test-reports"
+REPORT_JSON = REPORT_DIR / "vllm-exporter-phases.json"
+REPORT_MD = REPORT_DIR / "vllm-exporter-phases.md"
+
+LIGHT = LoadSpec(
+    concurrency=2, prompt_tokens=(16, 48), output_tokens=(16, 32), duration_s=12.0, request_timeout_s=60.0, seed=11
+)
+# DESIGN.md's overload: the 1,536-token KV cache holds two or three of these requests at once.
+OVERLOAD = LoadSpec(
+    concurrency=24,
+    prompt_tokens=(300, 700),
+    output_tokens=(200, 400),
+    duration_s=35.0,
+    request_timeout_s=300.0,
+    seed=12,
+)
+SUSTAINED_S = 30.0
+# Phases long enough that the exporter's window, read when they end, holds only their requests.
+SHARED_PREFIX = LoadSpec(
+    concurrency=2,
+    prompt_tokens=(300, 400),
+    output_tokens=(4, 8),
+    shared_prefix_ratio=1.0,
+    shared_prefix_tokens=256,  # 8 full blocks of 32: at most 256 of the 301-401 prompt tokens hit
+    duration_s=WINDOW_S + 4.0,
+    request_timeout_s=60.0,
+    seed=13,
+)
+RANDOM_PROMPTS = dataclasses.replace(SHARED_PREFIX, shared_prefix_ratio=0.0, seed=14)
+# A few requests a second. A closed loop on this CPU engine keeps its process tree near one busy
+# core, which the host-overhead stage reads (rightly, for a CPU engine) as CPU-bound.
+RECOVERY_CHUNK = dataclasses.replace(LIGHT, duration_s=5.0, max_requests=2, seed=15)
+RECOVERY_PAUSE_S = 1.0
+KILL_LOAD = LoadSpec(
+    concurrency=4,
+    prompt_tokens=(32, 64),
+    output_tokens=(64, 128),
+    duration_s=15.0,
+    max_requests=150,  # after the kill each attempt fails at once: bound the spinning
+    request_timeout_s=30.0,
+    seed=16,
+)
+AFTER_RESTART = dataclasses.replace(LIGHT, duration_s=WINDOW_S, seed=17)
+
+RECOVERY_TIMEOUT_S = 180.0  # level window (30 s) + hysteresis + the drain, with room for a busy machine
+POLL_S = 0.2
+
+PHASES: dict[str, dict[str, Any]] = {}
+
+
+# --- reading the exporter ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """One scrape of the exporter's /metrics: when it was read (time.time()) and its samples."""
+
+    at: float
+    samples: tuple[tuple[str, dict[str, str], float], ...]
+
+    @classmethod
+    def parse(cls, text: str, at: float) -> View:
+        samples = tuple(
+            (s.name, dict(s.labels), float(s.value))
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        )
+        return cls(at, samples)
+
+    def value(self, name: str, **labels: str) -> float | None:
+        for sample_name, sample_labels, value in self.samples:
+            if sample_name == name and all(sample_labels.get(k) == v for k, v in labels.items()):
+                return value
+        return None
+
+    def engine(self, name: str, **labels: str) -> float | None:
+        return self.value(name, engine_type="vllm", **labels)
+
+    @property
+    def up(self) -> float | None:
+        return self.engine("llm_engine_up")
+
+    @property
+    def running(self) -> float | None:
+        return self.engine("llm_engine_requests_running")
+
+    @property
+    def waiting(self) -> float | None:
+        return self.engine("llm_engine_requests_waiting")
+
+    @property
+    def kv(self) -> float | None:
+        return self.engine("llm_engine_kv_cache_usage_ratio")
+
+    @property
+    def preemptions(self) -> float | None:
+        return self.engine("llm_engine_preemptions_total")
+
+    @property
+    def prompt_tokens(self) -> float | None:
+        return self.engine("llm_engine_prompt_tokens_total")
+
+    @property
+    def generation_tokens(self) -> float | None:
+        return self.engine("llm_engine_generation_tokens_total")
+
+    @property
+    def prefix_ratio(self) -> float | None:
+        return self.engine("llm_engine_prefix_cache_hit_ratio")
+
+    def ttft(self, q: float) -> float | None:
+        return self.engine(TTFT, quantile=repr(q))
+
+    def ttft_count(self) -> float | None:
+        return self.engine(f"{TTFT}_count")
+
+    def summary(self) -> str:
+        return (
+            f"up={self.up} running={self.running} waiting={self.waiting} kv={self.kv} "
+            f"preemptions={self.preemptions} ttft_p50={self.ttft(0.5)} prefix_ratio={self.prefix_ratio} "
+            f"engine_collect_s={self.value('llm_exporter_collect_duration_seconds', source='engine')}"
+        )
+
+
+def history(views: list[View], last: int = 40) -> str:
+    """The last views, one line each, for failure messages."""
+    return "\n".join(f"{time.strftime('%H:%M:%S', time.localtime(v.at))}{f'{v.at % 1:.2f}'[1:]} {v.summary()}"
+                     for v in views[-last:])
+
+
+def scrape(exporter: ExporterProcess) -> View:
+    return View.parse(exporter.metrics(), time.time())
+
+
+def wait_view(exporter: ExporterProcess, predicate: Callable[[View], bool], timeout_s: float, what: str) -> View:
+    """Poll /metrics until `predicate` holds; fail with the last view and the exporter log."""
+    deadline = time.monotonic() + timeout_s
+    views: list[View] = []
+    failures: list[str] = []
+    while True:
+        try:
+            views.append(scrape(exporter))
+            if predicate(views[-1]):
+                return views[-1]
+        except requests.RequestException as error:
+            failures.append(f"{time.strftime('%H:%M:%S')} {type(error).__name__}: {error}")
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f"{what}: not within {timeout_s:.0f}s; views:\n{history(views) or '<no scrape>'}\n"
+                f"failed scrapes ({len(failures)}): {failures[-3:]}\n{exporter.log()}"
+            )
+        time.sleep(POLL_S)
+
+
+def diagnosis(exporter: ExporterProcess) -> tuple[str, dict[str, Any] | None]:
+    """(generated_at, the vLLM engine's /diagnosis entry or None when the engine is not listed)."""
+    document = requests.get(exporter.base_url + "/diagnosis", timeout=5).json()
+    entries = [e for e in document["engines"] if e["engine_type"] == "vllm"]
+    return document["generated_at"], entries[0] if entries else None
+
+
+def wait_collections(exporter: ExporterProcess, count: int, timeout_s: float = 30.0) -> None:
+    """Wait until the exporter published `count` more snapshots (each diagnosis is stamped)."""
+    seen = {diagnosis(exporter)[0]}
+    deadline = time.monotonic() + timeout_s
+    while len(seen) <= count:
+        assert time.monotonic() < deadline, f"exporter published no new snapshot within {timeout_s:.0f}s"
+        time.sleep(POLL_S)
+        seen.add(diagnosis(exporter)[0])
+
+
+class Sampler:
+    """Scrapes the exporter in the background while a load runs, keeping every view."""
+
+    def __init__(self, exporter: ExporterProcess, period_s: float = 0.5) -> None:
+        self.exporter = exporter
+        self.period_s = period_s
+        self.views: list[View] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="exporter-sampler", daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.views.append(scrape(self.exporter))
+            except requests.RequestException as error:
+                self.errors.append(f"{time.time():.1f}: {error}")
+            self._stop.wait(self.period_s)
+
+    def between(self, start: float, end: float) -> list[View]:
+        return [v for v in self.views if start <= v.at <= end]
+
+
+class BackgroundLoad:
+    """run_load in a thread; `started`/`ended` are time.time()."""
+
+    def __init__(self, base_url: str, spec: LoadSpec) -> None:
+        self.spec = spec
+        self.result: LoadResult | None = None
+        self.started = time.time()
+        self.ended: float | None = None
+        self._thread = threading.Thread(target=self._run, args=(base_url,), name="load", daemon=True)
+        self._thread.start()
+
+    def _run(self, base_url: str) -> None:
+        try:
+            self.result = run_load(base_url, self.spec)
+        finally:
+            self.ended = time.time()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self) -> LoadResult:
+        # run_load is bounded: no request starts after duration_s and each ends within its timeout.
+        self._thread.join(timeout=self.spec.duration_s + self.spec.request_timeout_s + 60)
+        assert not self._thread.is_alive(), "load generator did not finish"
+        assert self.result is not None, "load generator failed"
+        return self.result
+
+
+class RepeatingLoad:
+    """Short closed-loop runs, `pause_s` apart, until stopped (for waits of unknown length)."""
+
+    def __init__(self, base_url: str, chunk: LoadSpec, pause_s: float = 0.0) -> None:
+        self.base_url = base_url
+        self.chunk = chunk
+        self.pause_s = pause_s
+        self.results: list[LoadResult] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="repeating-load", daemon=True)
+
+    def __enter__(self) -> RepeatingLoad:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.chunk.duration_s + self.chunk.request_timeout_s + 30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.results.append(run_load(self.base_url, self.chunk))
+            self._stop.wait(self.pause_s)
+
+    @property
+    def errors(self) -> int:
+        return sum(r.error_count for r in self.results)
+
+
+def client_ttfts(result: LoadResult, start: float, end: float) -> list[float]:
+    """Client TTFTs of the requests whose first token arrived in (start, end] (wall clock)."""
+    return [r.ttft_s for r in result.ok_records if r.ttft_s is not None and start < r.started + r.ttft_s <= end]
+
+
+def nearest_rank(values: list[float], q: float) -> float:
+    data = sorted(values)
+    if not data:
+        return math.nan
+    return data[min(len(data) - 1, max(0, math.ceil(q * len(data)) - 1))]
+
+
+def engine_ttft_buckets(text: str) -> dict[float, float]:
+    """The engine's own cumulative TTFT buckets {le: count}, read with prometheus_client."""
+    buckets: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "vllm:time_to_first_token_seconds_bucket":
+                le = float(sample.labels["le"])
+                buckets[le] = buckets.get(le, 0.0) + sample.value
+    return buckets
+
+
+def median_bucket(before: dict[float, float], after: dict[float, float]) -> tuple[float, float, float]:
+    """(lower bound, upper bound, count) of the bucket that holds the median of the increase."""
+    bounds = sorted(after)
+    increase = [after[b] - before.get(b, 0.0) for b in bounds]
+    total = increase[-1]
+    lower = 0.0
+    for bound, count in zip(bounds, increase):
+        if count >= total / 2:
+            return lower, bound, total
+        lower = bound
+    return lower, math.inf, total
+
+
+def present(views: list[View], attr: str) -> list[float]:
+    return [v for view in views if (v := getattr(view, attr)) is not None]
+
+
+def errors_of(result: LoadResult) -> list[str]:
+    return sorted({r.error or "" for r in result.records if r.error})[:5]
+
+
+def ttft_entry(view: View, client: list[float]) -> dict[str, Any]:
+    return {
+        "exporter_ttft_p50_s": view.ttft(0.5),
+        "exporter_ttft_p99_s": view.ttft(0.99),
+        "client_ttft_p50_s": statistics.median(client) if client else None,
+        "client_ttft_p99_s": nearest_rank(client, 0.99) if client else None,
+        "client_requests_in_window": len(client),
+    }
+
+
+# --- fixtures and the report ---------------------------------------------------------------------
+
+
+class _ReadyExporter(ExporterProcess):
+    """ExporterProcess that stops its process if it never becomes ready (a busy machine is slow)."""
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        try:
+            super().wait_ready(timeout)
+        except BaseException:
+            self.close()
+            raise
+
+
+@pytest.fixture(scope="module")
+def exporter(vllm_server: VllmServer) -> Iterator[ExporterProcess]:
+    process = _ReadyExporter(
+        "--engine", f"vllm={vllm_server.metrics_url}", "--window", f"{WINDOW_S:g}", interval=INTERVAL_S
+    )
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+class _ReportPrinter:
+    """Prints the phase report at the end of the run (visible with or without -s)."""
+
+    def __init__(self, markdown: list[str]) -> None:
+        self.markdown = markdown
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.markdown:
+            terminalreporter.section("vLLM exporter: observed values per phase")
+            for line in self.markdown:
+                terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def phase_report(request: pytest.FixtureRequest) -> Iterator[dict[str, dict[str, Any]]]:
+    PHASES.clear()
+    markdown: list[str] = []
+    request.config.pluginmanager.register(_ReportPrinter(markdown), "vllm-exporter-phase-report")
+    started = time.monotonic()
+    yield PHASES
+    if not PHASES:
+        return
+    document = {
+        "vllm": VLLM_VERSION,
+        "exporter_interval_s": INTERVAL_S,
+        "exporter_window_s": WINDOW_S,
+        "module_seconds": round(time.monotonic() - started, 1),
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "phases": PHASES,
+    }
+    markdown.extend(render_markdown(document))
+    REPORT_DIR.mkdir(parents=True, exist_ok=True)
+    REPORT_JSON.write_text(json.dumps(document, indent=2, default=_json_default) + "\n")
+    REPORT_MD.write_text("\n".join(markdown) + "\n")
+    markdown.append(f"(written to {REPORT_JSON.relative_to(CACHE_DIR.parent)} and {REPORT_MD.name})")
+
+
+def _json_default(value: object) -> object:
+    return str(value)
+
+
+def _fmt(value: object, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return "NaN" if math.isnan(value) else f"{value:.{digits}g}"
+    return str(value)
+
+
+def render_markdown(document: dict[str, Any]) -> list[str]:
+    lines = [
+        f"vLLM {document['vllm']} on CPU, exporter --interval {document['exporter_interval_s']:g} "
+        f"--window {document['exporter_window_s']:g} ({document['module_seconds']} s for the module)",
+        "",
+        "| phase | waiting (max) | KV usage (max) | preemptions (start -> end) | TTFT p50 exporter / client (s) "
+        "| TTFT p99 exporter / client (s) | requests (errors) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, p in document["phases"].items():
+        if "waiting_max" not in p and "exporter_ttft_p50_s" not in p:
+            continue
+        lines.append(
+            f"| {name} | {_fmt(p.get('waiting_max'))} | {_fmt(p.get('kv_usage_max'))} "
+            f"| {_fmt(p.get('preemptions_start'))} -> {_fmt(p.get('preemptions_end'))} "
+            f"| {_fmt(p.get('exporter_ttft_p50_s'))} / {_fmt(p.get('client_ttft_p50_s'))} "
+            f"| {_fmt(p.get('exporter_ttft_p99_s'))} / {_fmt(p.get('client_ttft_p99_s'))} "
+            f"| {_fmt(p.get('requests'))} ({_fmt(p.get('errors'))}) |"
+        )
+    lines.append("")
+    for name, p in document["phases"].items():
+        extras = {k: v for k, v in p.items() if k in _NOTE_KEYS}
+        if extras:
+            lines.append(f"- {name}: " + ", ".join(f"{k} {_fmt(v, 4)}" for k, v in extras.items()))
+    return lines
+
+
+_NOTE_KEYS = (
+    "primary",
+    "evidence",
+    "primary_sequence",
+    "seconds_until_none",
+    "prefix_cache_hit_ratio",
+    "engine_hits_over_queries",
+    "seconds_until_up_0",
+    "metrics_served_while_down",
+    "restart_seconds",
+    "seconds_until_quantiles",
+    "negative_values",
+    "sustained_seconds",
+    "client_over_exporter_p50",
+    "engine_median_bucket_s",
+    "preemptions_before_kill",
+)
+
+
+# --- the scenario, in order ----------------------------------------------------------------------
+
+
+def test_light_load_no_queue_no_preemption_and_ttft_matches_the_client(
+    vllm_server: VllmServer, exporter: ExporterProcess
+) -> None:
+    wait_view(exporter, lambda v: v.up == 1.0, 60, "llm_engine_up 1")
+    wait_collections(exporter, 2)  # the windows have a baseline scrape before the load
+    start = scrape(exporter)
+    engine_before = engine_ttft_buckets(vllm_server.metrics_text())
+
+    with Sampler(exporter) as sampler:
+        result = run_load(vllm_server.base_url, LIGHT)
+    engine_after = engine_ttft_buckets(vllm_server.metrics_text())
+    engine_count = engine_after[math.inf]
+    view = wait_view(exporter, lambda v: (v.ttft_count() or 0.0) >= engine_count, 30, "TTFT count caught up")
+    views = [start, *sampler.views, view]
+    client = client_ttfts(result, view.at - WINDOW_S, view.at)
+    low, high, engine_requests = median_bucket(engine_before, engine_after)
+    waiting, kv, preemptions = present(views, "waiting"), present(views, "kv"), present(views, "preemptions")
+    PHASES["light"] = {
+        "spec": dataclasses.asdict(LIGHT),
+        "requests": len(result.records),
+        "errors": result.error_count,
+        "waiting_max": max(waiting, default=None),
+        "kv_usage_max": max(kv, default=None),
+        "preemptions_start": start.preemptions,
+        "preemptions_end": view.preemptions,
+        **ttft_entry(view, client),
+        "exporter_ttft_quantiles_s": {repr(q): view.ttft(q) for q in QUANTILES},
+        "engine_median_bucket_s": [low, high],
+        "client_over_exporter_p50": _ratio(statistics.median(client) if client else None, view.ttft(0.5)),
+    }
+
+    assert result.error_count == 0, errors_of(result)
+    assert len(result.records) >= 20, f"too few requests to compare medians: {len(result.records)}"
+    assert waiting and max(waiting) == 0.0, waiting
+    assert kv and max(kv) < 0.5, kv
+    assert preemptions and set(preemptions) == {start.preemptions}, preemptions
+    for q in QUANTILES:
+        value = view.ttft(q)
+        assert value is not None and math.isfinite(value) and value > 0, (q, value, view.summary())
+    assert len(client) >= 20, f"{len(client)} client requests in the exporter's window"
+    exporter_p50, client_p50 = view.ttft(0.5), statistics.median(client)
+    assert exporter_p50 is not None
+    # The exporter's median lies in the bucket that holds the median of the engine's own histogram
+    # over this phase: its window holds these requests and nothing older.
+    assert engine_requests == len(result.records), (engine_requests, len(result.records))
+    assert low <= exporter_p50 <= high, (exporter_p50, low, high)
+    # vLLM times TTFT from the request's arrival in its frontend, after HTTP parsing and
+    # tokenization, to the first token's output, before detokenizing and streaming it. Each
+    # request's engine TTFT is therefore part of its client TTFT. With short prompts on this tiny
+    # CPU model the part outside the engine dominates (client/exporter median 2.2-7.5x seen), so
+    # the factor-2 comparison is made in the overload phase, where the engine's share dominates.
+    assert exporter_p50 <= max(client_p50, high), (exporter_p50, client_p50)
+
+
+def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
+    vllm_server: VllmServer, exporter: ExporterProcess
+) -> None:
+    start = wait_view(exporter, lambda v: v.up == 1.0, 30, "llm_engine_up 1")
+    diagnoses: list[tuple[float, dict[str, Any]]] = []
+    with Sampler(exporter) as sampler:
+        load = BackgroundLoad(vllm_server.base_url, OVERLOAD)
+        while load.running:
+            _, entry = diagnosis(exporter)
+            if entry is not None:
+                diagnoses.append((time.time(), entry))
+            time.sleep(INTERVAL_S)
+        result = load.join()
+    drained = scrape(exporter)
+
+    # While the load runs: new requests are sent until duration_s, then the backlog drains.
+    sending = sampler.between(load.started, load.started + OVERLOAD.duration_s)
+    waiting, kv, preemptions = present(sending, "waiting"), present(sending, "kv"), present(sending, "preemptions")
+    third = OVERLOAD.duration_s / 3
+    early = [v.waiting for v in sampler.between(load.started, load.started + third) if v.waiting]
+    late = [
+        v.waiting for v in sampler.between(load.started + 2 * third, load.started + OVERLOAD.duration_s) if v.waiting
+    ]
+    rises = sum(b > a for a, b in zip(preemptions, preemptions[1:]))
+    at_end = sending[-1] if sending else drained
+    client = client_ttfts(result, at_end.at - WINDOW_S, at_end.at)
+    matching = [(t, e) for t, e in diagnoses if e["primary"] in ("kv_cache_capacity", "queueing")]
+    chosen = matching[-1][1] if matching else (diagnoses[-1][1] if diagnoses else {})
+    evidence = " | ".join(chosen.get("evidence", []))
+    PHASES["overload"] = {
+        "spec": dataclasses.asdict(OVERLOAD),
+        "requests": len(result.records),
+        "errors": result.error_count,
+        "sustained_seconds": round(result.wall_s, 1),
+        "waiting_max": max(waiting, default=None),
+        "kv_usage_max": max(kv, default=None),
+        "preemptions_start": start.preemptions,
+        "preemptions_end": drained.preemptions,
+        "preemption_rises_seen": rises,
+        **ttft_entry(at_end, client),
+        "client_over_exporter_p50": _ratio(statistics.median(client) if client else None, at_end.ttft(0.5)),
+        "primary": chosen.get("primary"),
+        "evidence": evidence,
+        "primary_sequence": _dedupe(e["primary"] for _, e in diagnoses),
+    }
+
+    assert result.error_count == 0, errors_of(result)
+    assert result.wall_s >= SUSTAINED_S
+    exporter_p50 = at_end.ttft(0.5)
+    assert len(client) >= 10 and exporter_p50 is not None, (len(client), at_end.summary())
+    client_p50 = statistics.median(client)
+    assert client_p50 / 2 <= exporter_p50 <= client_p50 * 2, (exporter_p50, client_p50)
+    assert early and late, f"waiting > 0 not sustained: early {early}, late {late}"
+    assert kv and max(kv) >= 0.7, kv
+    assert start.preemptions is not None and preemptions
+    assert preemptions[-1] > preemptions[0] >= start.preemptions and rises >= 3, (preemptions, rises)
+    assert matching, f"primary never kv_cache_capacity or queueing: {PHASES['overload']['primary_sequence']}"
+    waiting_quoted = [float(x) for x in re.findall(r"([\d.]+) requests waiting", evidence)]
+    kv_quoted = [float(x) for x in re.findall(r"KV-cache usage up to ([\d.]+)", evidence)]
+    assert waiting_quoted and max(waiting_quoted) > 0, evidence
+    assert kv_quoted and max(kv_quoted) >= 0.7, evidence
+
+
+def test_primary_returns_to_none_under_light_load_after_the_overload(
+    vllm_server: VllmServer, exporter: ExporterProcess
+) -> None:
+    started = time.monotonic()
+    primaries: list[str] = []
+    entry: dict[str, Any] | None = None
+    with RepeatingLoad(vllm_server.base_url, RECOVERY_CHUNK, RECOVERY_PAUSE_S) as load:
+        while time.monotonic() - started < RECOVERY_TIMEOUT_S:
+            _, entry = diagnosis(exporter)
+            if entry is not None:
+                primaries.append(entry["primary"])
+                if entry["primary"] == "none":
+                    break
+            time.sleep(INTERVAL_S)
+    elapsed = time.monotonic() - started
+    PHASES["recovery"] = {
+        "seconds_until_none": round(elapsed, 1),
+        "primary_sequence": _dedupe(primaries),
+        "requests": sum(len(r.records) for r in load.results),
+        "errors": load.errors,
+        "scores": entry.get("scores") if entry else None,
+    }
+
+    assert primaries and primaries[-1] == "none", (
+        f"primary still {primaries[-1:] or '?'} after {elapsed:.0f}s of light load: {entry}"
+    )
+    assert load.errors == 0
+
+
+def load_state(start: View, views: list[View], end: View) -> dict[str, Any]:
+    """What the exporter showed of the engine's load over a phase."""
+    return {
+        "waiting_max": max(present(views, "waiting"), default=None),
+        "kv_usage_max": max(present(views, "kv"), default=None),
+        "preemptions_start": start.preemptions,
+        "preemptions_end": end.preemptions,
+    }
+
+
+def _prefix_phase(
+    vllm_server: VllmServer, exporter: ExporterProcess, spec: LoadSpec
+) -> tuple[View, LoadResult, float, dict[str, Any]]:
+    hits_before = vllm_server.metric("vllm:prefix_cache_hits_total") or 0.0
+    queries_before = vllm_server.metric("vllm:prefix_cache_queries_total") or 0.0
+    start = scrape(exporter)
+    with Sampler(exporter) as sampler:
+        result = run_load(vllm_server.base_url, spec)
+    engine_prompt = vllm_server.metric("vllm:prompt_tokens_total") or 0.0
+    hits = (vllm_server.metric("vllm:prefix_cache_hits_total") or 0.0) - hits_before
+    queries = (vllm_server.metric("vllm:prefix_cache_queries_total") or 0.0) - queries_before
+    view = wait_view(
+        exporter,
+        lambda v: (v.prompt_tokens or 0.0) >= engine_prompt and v.prefix_ratio is not None,
+        30,
+        "exporter caught up with the prefix phase",
+    )
+    return view, result, hits / queries if queries else math.nan, load_state(start, sampler.views, view)
+
+
+def test_prefix_cache_hit_ratio_high_with_a_shared_prefix(vllm_server: VllmServer, exporter: ExporterProcess) -> None:
+    # vLLM V1 turns prefix caching on by default and the fixture keeps the default: check it held.
+    info = [line for line in vllm_server.metrics_text().splitlines() if line.startswith("vllm:cache_config_info{")]
+    assert info and 'enable_prefix_caching="True"' in info[0], info
+    view, result, engine_ratio, state = _prefix_phase(vllm_server, exporter, SHARED_PREFIX)
+    PHASES["prefix-shared"] = {
+        "spec": dataclasses.asdict(SHARED_PREFIX),
+        "requests": len(result.records),
+        "errors": result.error_count,
+        **state,
+        "prefix_cache_hit_ratio": view.prefix_ratio,
+        "engine_hits_over_queries": engine_ratio,
+        **ttft_entry(view, client_ttfts(result, view.at - WINDOW_S, view.at)),
+    }
+
+    assert result.error_count == 0, errors_of(result)
+    assert view.prefix_ratio is not None and view.prefix_ratio > 0.3, view.summary()
+
+
+def test_prefix_cache_hit_ratio_low_with_random_prompts(vllm_server: VllmServer, exporter: ExporterProcess) -> None:
+    view, result, engine_ratio, state = _prefix_phase(vllm_server, exporter, RANDOM_PROMPTS)
+    PHASES["prefix-random"] = {
+        "spec": dataclasses.asdict(RANDOM_PROMPTS),
+        "requests": len(result.records),
+        "errors": result.error_count,
+        **state,
+        "prefix_cache_hit_ratio": view.prefix_ratio,
+        "engine_hits_over_queries": engine_ratio,
+        **ttft_entry(view, client_ttfts(result, view.at - WINDOW_S, view.at)),
+    }
+
+    assert result.error_count == 0, errors_of(result)
+    assert view.prefix_ratio is not None and view.prefix_ratio < 0.1, view.summary()
+
+
+def test_engine_killed_mid_load_then_restarted(vllm_server: VllmServer, exporter: ExporterProcess) -> None:
+    with Sampler(exporter, period_s=0.25) as sampler:
+        load = BackgroundLoad(vllm_server.base_url, KILL_LOAD)
+        deadline = time.monotonic() + 30
+        while (vllm_server.metric("vllm:num_requests_running") or 0.0) == 0:
+            assert load.running and time.monotonic() < deadline, "the engine never ran the load"
+            time.sleep(POLL_S)
+        alive = wait_view(exporter, lambda v: v.up == 1.0 and (v.running or 0.0) > 0, 10, "exporter sees the load")
+        assert vllm_server.pid is not None
+        shared_memory = _shared_memory_of_group(vllm_server.pid)
+        os.killpg(vllm_server.pid, signal.SIGKILL)  # the server and its engine core: a crash
+        killed = time.monotonic()
+        down = wait_view(exporter, lambda v: v.up == 0.0, 30, "llm_engine_up 0 after the kill")
+        seconds_down = time.monotonic() - killed
+        served = _keeps_serving(exporter, 3.0)
+        load.join()
+        vllm_server.stop()  # reap what the kill left and wait until the port is free
+        _unlink(shared_memory)  # what vLLM's own shutdown would have removed
+        restart_started = time.monotonic()
+        vllm_server.start()
+        restart_seconds = time.monotonic() - restart_started
+        back = wait_view(exporter, lambda v: v.up == 1.0, 30, "llm_engine_up 1 after the restart")
+        traffic = BackgroundLoad(vllm_server.base_url, AFTER_RESTART)
+        recovered = wait_view(
+            exporter,
+            lambda v: all((x := v.ttft(q)) is not None and math.isfinite(x) and x > 0 for q in QUANTILES),
+            WINDOW_S + 10 * INTERVAL_S,
+            "TTFT quantiles after the restart",
+        )
+        seconds_to_quantiles = recovered.at - traffic.started
+        after = traffic.join()
+        final = scrape(exporter)
+        _, entry = diagnosis(exporter)
+    views = [*sampler.views, alive, down, back, recovered, final]
+    negative = _negative_values(views)
+    client = client_ttfts(after, final.at - WINDOW_S, final.at)
+    PHASES["restart"] = {
+        **load_state(back, [v for v in views if v.at >= back.at], final),
+        "seconds_until_up_0": round(seconds_down, 2),
+        "metrics_served_while_down": served,
+        "restart_seconds": round(restart_seconds, 1),
+        "seconds_until_quantiles": round(seconds_to_quantiles, 1),
+        "preemptions_before_kill": alive.preemptions,
+        "generation_tokens_before_kill": alive.generation_tokens,
+        "generation_tokens_after_restart": back.generation_tokens,
+        "negative_values": negative,
+        "requests": len(after.records),
+        "errors": after.error_count,
+        **ttft_entry(final, client),
+    }
+
+    assert seconds_down <= 2 * INTERVAL_S + POLL_S, f"llm_engine_up 0 only after {seconds_down:.1f}s"
+    assert served >= 5
+    assert down.value("llm_exporter_source_up", source="engine") == 0.0
+    # The restarted engine counts from zero: a reset the exporter passes through, not a drop to hide.
+    assert (back.generation_tokens or 0.0) < (alive.generation_tokens or 0.0), (alive.summary(), back.summary())
+    assert seconds_to_quantiles <= WINDOW_S + 2 * INTERVAL_S
+    assert after.error_count == 0, errors_of(after)
+    assert not negative, negative
+    assert entry is not None and not re.search(r"-\d", " ".join(entry["evidence"])), entry
+
+
+def _keeps_serving(exporter: ExporterProcess, seconds: float) -> int:
+    """Scrape /metrics for `seconds` while the engine is down; every answer must be complete."""
+    deadline = time.monotonic() + seconds
+    served = 0
+    while time.monotonic() < deadline:
+        response = requests.get(exporter.base_url + "/metrics", timeout=5)
+        assert response.status_code == 200
+        view = View.parse(response.text, time.time())
+        assert view.value("llm_exporter_build_info") == 1.0
+        assert view.up == 0.0, view.summary()
+        served += 1
+        time.sleep(POLL_S)
+    return served
+
+
+def _shared_memory_of_group(pgid: int) -> set[Path]:
+    """Files under /dev/shm that the processes of one process group have mapped."""
+    paths: set[Path] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != pgid:
+                continue
+            maps = (entry / "maps").read_text()
+        except (OSError, ValueError):
+            continue  # gone, or not ours to read
+        for line in maps.splitlines():
+            fields = line.split(maxsplit=5)  # address perms offset dev inode [pathname]
+            if len(fields) == 6 and fields[5].startswith("/dev/shm/") and not fields[5].endswith("(deleted)"):
+                paths.add(Path(fields[5]))
+    return paths
+
+
+def _unlink(paths: set[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
+def _negative_values(views: list[View]) -> list[str]:
+    """Exported engine and diagnosis values that are negative, or NaN where only quantiles may be."""
+    bad = []
+    for view in views:
+        for name, labels, value in view.samples:
+            if not name.startswith(("llm_engine_", "llm_bottleneck_")):
+                continue
+            if math.isnan(value):
+                if "quantile" not in labels:
+                    bad.append(f"{name}{labels} NaN")
+            elif value < 0 or (name == "llm_engine_prefix_cache_hit_ratio" and value > 1):
+                bad.append(f"{name}{labels} {value}")
+    return sorted(set(bad))[:20]
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator or math.isnan(denominator):
+        return None
+    return round(numerator / denominator, 2)
+
+
+def _dedupe(values: Iterator[str] | list[str]) -> list[str]:
+    """Consecutive duplicates removed: the sequence of distinct states."""
+    out: list[str] = []
+    for value in values:
+        if not out or out[-1] != value:
+            out.append(value)
+    return out
