@@ -27,6 +27,7 @@ import requests
 import yaml
 
 from exporter.config import ConfigError, parse_listen
+from exporter.simulate.companions import start_monitoring
 from exporter.simulate.exporter_view import exporter_settings
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.scenario import load_scenario
@@ -52,10 +53,11 @@ class Companion(Protocol):
     def stop(self) -> None: ...
 
 
-# Extension point: companion processes started after the exporter and stopped before it. The
-# alerts work adds Prometheus (scraping the exporter, with the generated rules) and Alertmanager
-# here, each only when its binary is installed. Until then the demo has none.
-COMPANIONS: list[Callable[[DemoContext], Companion | None]] = []
+# Companion processes started after the exporter and stopped before it: Prometheus with the
+# generated rules and Alertmanager, each only where its binary is installed (companions.py).
+COMPANIONS: list[Callable[[DemoContext], list[Companion]]] = [
+    lambda context: list(start_monitoring(context.exporter_url, context.workdir)),
+]
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -79,9 +81,10 @@ def run_demo(args: argparse.Namespace) -> int:
             sys.stderr.write(f"exporter did not start; its log:\n{log_path.read_text(errors='replace')[-4000:]}")
             return 1
         for factory in COMPANIONS:
-            companion = factory(DemoContext(exporter_url, workdir))
-            if companion is not None:
-                companions.append(companion)
+            companions.extend(factory(DemoContext(exporter_url, workdir)))
+        if not companions:
+            print("Prometheus/Alertmanager not installed: the demo runs without rules and pages "
+                  "(Debian: apt-get install prometheus prometheus-alertmanager)", file=sys.stderr)
         _show(node, server, exporter_url, companions, args, stop)
         return 0
     finally:
@@ -149,7 +152,9 @@ def _show(node: SimulatedNode, server: SimulationServer, exporter_url: str, comp
         header = (f"llm-bottleneck-exporter demo - scenario {node.scenario.name}, simulated t={now:.0f}s, phase "
                   f"{phase.name} (expected stage: {phase.expected_stage})\nexporter: {exporter_url}/metrics  "
                   f"simulator: {server.url}/{extra}   Ctrl-C stops")
-        sys.stdout.write(clear + render_view(parse_exporter_metrics(text), header) + ("" if clear else "\n"))
+        status = [line for c in companions for line in getattr(c, "status_lines", lambda: [])()]
+        body = render_view(parse_exporter_metrics(text), header) + ("\n\n" + "\n".join(status) if status else "")
+        sys.stdout.write(clear + body + ("" if clear else "\n"))
         sys.stdout.flush()
         wait = args.refresh
         if deadline is not None:
