@@ -13,11 +13,13 @@ from typing import Callable
 
 from exporter.alerts.config import MonitoringConfig, load_config
 from exporter.alerts.render import alert_files
+from exporter.dashboards.render import dashboard_files
 
 Generator = Callable[[MonitoringConfig], dict[str, str]]
 
 GENERATORS: list[Generator] = [
     alert_files,
+    dashboard_files,
 ]
 
 

@@ -209,7 +209,10 @@ def test_generate_check_passes_on_the_committed_tree(capsys):
 
 
 def test_generate_check_fails_naming_each_stale_or_missing_file(tmp_path, capsys):
-    for path in (RULES_PATH, PROMETHEUS_RULE_PATH):
+    from exporter.alerts.config import MonitoringConfig
+    from exporter.generate import generated_files
+
+    for path in generated_files(MonitoringConfig()):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / path, tmp_path / path)
     assert main(["generate", "--check", "--out", str(tmp_path)]) == 0

@@ -1,0 +1,119 @@
+"""Selectors of a dashboard and the PromQL shared by several dashboards.
+
+`Scope` splices the exporter selector (`selectors.exporter`) and the dashboard's variables into a
+family's selector, each variable only where the family carries that label (the catalogue says
+which): RDMA ports have no `model`, bottleneck gauges no `namespace`. Recorded series (the alerts'
+recording rules) carry only the cluster label and `model`, and no exporter selector.
+"""
+
+from __future__ import annotations
+
+from exporter.alerts.config import MonitoringConfig
+from exporter.alerts.promql import series
+from exporter.alerts.records import RecordNames
+from exporter.catalogue import CATALOGUE, STAGES
+
+# A GPU shared by several engines names them all in one label (`engine="a,b"`).
+_GPU_ENGINE = 'engine=~"(.*,)?($engine)(,.*)?"'
+_SUMMARY_SUFFIXES = ("_count", "_sum")
+
+# Primary-stage codes of the state timelines, in the framework's order; 0 is "none".
+STAGE_CODES = {stage: index for index, stage in enumerate(STAGES, start=1)}
+STAGE_TITLES = {
+    "queueing": "queueing",
+    "prefill_compute": "prefill compute",
+    "decode_memory_bandwidth": "decode memory bandwidth",
+    "kv_cache_capacity": "KV-cache capacity",
+    "cross_node_communication": "cross-node communication",
+    "host_overhead": "host overhead",
+}
+STAGE_COLORS = {
+    "queueing": "yellow",
+    "prefill_compute": "purple",
+    "decode_memory_bandwidth": "red",
+    "kv_cache_capacity": "orange",
+    "cross_node_communication": "blue",
+    "host_overhead": "dark-red",
+}
+
+
+def _q(value: str) -> str:
+    return f'"{value}"'
+
+
+def _stage(stage: str) -> str:
+    return f"stage={_q(stage)}"
+
+
+def _family(name: str) -> str:
+    if name in CATALOGUE:
+        return name
+    for suffix in _SUMMARY_SUFFIXES:
+        base = name.removesuffix(suffix)
+        if base != name and base in CATALOGUE and CATALOGUE[base].type == "summary":
+            return base
+    raise KeyError(f"{name} is not in the catalogue")
+
+
+class Scope:
+    def __init__(self, config: MonitoringConfig, variables: tuple[str, ...]) -> None:
+        self.config = config
+        self.variables = variables
+        self.records = RecordNames(config)
+        self.w = config.rate_interval
+        self.cluster = config.labels.cluster
+        self.node = config.labels.node
+
+    def __call__(self, name: str, *extra: str, engine: bool = True) -> str:
+        """`name{exporter selector, variables, extra}`; `engine=False` leaves the engine variable out."""
+        labels = CATALOGUE[_family(name)].labels
+        matchers = [self.config.selectors.exporter]
+        if "cluster" in self.variables:
+            matchers.append(f'{self.cluster}=~"$cluster"')
+        if "node" in self.variables:
+            matchers.append(f'{self.node}=~"$node"')
+        if "namespace" in self.variables and "namespace" in labels:
+            matchers.append('namespace=~"$namespace"')
+        if "model" in self.variables and "model" in labels:
+            matchers.append('model=~"$model"')
+        if engine and "engine" in self.variables and "engine" in labels:
+            matchers.append(_GPU_ENGINE if name.startswith("llm_gpu_") else 'engine=~"$engine"')
+        return series(name, *matchers, *extra)
+
+    def record(self, name: str, *extra: str) -> str:
+        matchers = []
+        if "cluster" in self.variables:
+            matchers.append(f'{self.cluster}=~"$cluster"')
+        if "model" in self.variables and name.startswith("model"):
+            matchers.append('model=~"$model"')
+        return series(name, *matchers, *extra)
+
+    def rate(self, name: str, *extra: str, engine: bool = True) -> str:
+        return f"rate({self(name, *extra, engine=engine)}[{self.w}])"
+
+    def by_node(self, *labels: str) -> str:
+        """`by (cluster, node, ...)`: aggregations keep where a series comes from."""
+        return "by (" + ", ".join((self.cluster, self.node, *labels)) + ")"
+
+    def stage_score(self, stage: str) -> str:
+        return self("llm_bottleneck_score", _stage(stage))
+
+    def quantile(self, family: str, quantile: str, by: str) -> str:
+        """The worst replica's windowed quantile of an exporter summary, per `by` clause."""
+        return f"max {by} ({self(family, f'quantile={_q(quantile)}')})"
+
+    def primary_stage_code(self) -> str:
+        """Per engine, the code (STAGE_CODES; 0 for none) of its primary stage."""
+        parts = [f"{self('llm_bottleneck_primary', _stage(stage))} * {code}" for stage, code in STAGE_CODES.items()]
+        joined = "\n  or\n  ".join(parts)
+        return f"sum {self.by_node('engine')} (\n  {joined}\n)"
+
+    def active_bottlenecks(self) -> str:
+        """The score of every active stage: one row per engine and stage."""
+        return f"{self('llm_bottleneck_score')}\nand\n{self('llm_bottleneck_active')} == 1"
+
+
+def stage_mappings() -> dict[int, tuple[str, str]]:
+    states = {0: ("none", "green")}
+    states.update({code: (STAGE_TITLES[stage], STAGE_COLORS[stage]) for stage, code in STAGE_CODES.items()})
+    return states

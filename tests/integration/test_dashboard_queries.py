@@ -1,0 +1,291 @@
+"""Every dashboard panel's queries return data from a real Prometheus that scraped `serve`.
+
+Three nodes run side by side, each read by its own exporter and labelled with its own `cluster`
+(so a dashboard's `$cluster` picks one): the simulated `healthy` and `kv-cache-saturation` nodes
+(engines named after their pods, GPUs attributed through dcgm-exporter's pod labels, as the
+simulator's own exporter view does), and an `injected` node for the rare conditions — GPUs from
+the NVML stand-in with an XID error and clock-throttle reasons, and an engine target that refuses
+connections. Prometheus scrapes them and one engine per simulated node every 2 s and evaluates
+the committed recording rules.
+
+Each query runs with the dashboard's variables set as an operator would: `$cluster` to the
+node's cluster, `$node` and `$model` to its real values (a matcher on a label the family lacks
+would then come back empty), `$engine` to one engine on *Engine detail*, "All" (`.*`) elsewhere.
+A query must return data for `healthy` or for `kv-cache-saturation`; a panel marked rare (its
+`rare=` says what fills it) must return data for `injected` instead.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from exporter.alerts.config import MonitoringConfig
+from exporter.alerts.render import RULES_PATH
+from exporter.dashboards import boards
+from exporter.dashboards.board import PlacedPanel, variables
+from exporter.simulate.dcgm_text import POD_NAMESPACE
+from tests import nvml_stub
+from tests.integration.gpu_helpers import stub_dir
+from tests.integration.monitoring_stack import LOCAL, ManagedProcess, Prometheus, require_binary
+from tests.support import REPO, ExporterProcess, free_port
+
+pytestmark = pytest.mark.integration
+
+HEALTHY, BOTTLENECK, INJECTED = "healthy", "kv-cache-saturation", "injected"
+INTERVAL_SECONDS = 2
+# Generous: five processes share a loaded two-core machine, and the bottleneck must first turn
+# active (the diagnosis' level window and hysteresis) before its panels have rows.
+DATA_WITHIN_SECONDS = 240
+EXPORTER_CONFIG = {"engine_defaults": {"timeout_seconds": 5}}
+CONFIG = MonitoringConfig()
+
+
+@dataclass(frozen=True)
+class PanelQuery:
+    dashboard: str
+    panel: PlacedPanel
+    ref: str
+    expr: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.dashboard} / {self.panel.definition.title} [{self.ref}]"
+
+
+def _panel_queries() -> list[PanelQuery]:
+    found = []
+    for name, board in boards(CONFIG).items():
+        for panel in board.panels():
+            for ref, query in zip("ABCDEFGHIJ", panel.definition.queries):
+                found.append(PanelQuery(board.uid, panel, ref, query.expr))
+    return found
+
+
+@dataclass
+class Node:
+    cluster: str
+    exporter: ExporterProcess
+    simulator: ManagedProcess | None = None
+    engine_urls: list[str] = field(default_factory=list)
+
+    def close(self) -> None:
+        self.exporter.close()
+        if self.simulator is not None:
+            self.simulator.close()
+
+
+def _simulated_node(scenario: str, workdir: Path) -> Node:
+    """A simulated node and `serve` reading it; engines named after their pods, as in Kubernetes."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    sysfs = workdir / "sysfs"
+    simulator = ManagedProcess(f"simulate-{scenario}", [
+        sys.executable, "-m", "exporter", "simulate", "--scenario", scenario, "--listen", f"127.0.0.1:{port}",
+        "--sysfs-out", str(sysfs), "--seed", "7",
+    ], workdir, f"{base}/healthz")
+    try:
+        index = requests.get(f"{base}/", timeout=5).json()
+        engines = [{"name": e["pod"], "type": "vllm", "url": base + e["url"]} for e in index["engines"]]
+        config = {
+            **EXPORTER_CONFIG,
+            "engines": engines,
+            # The simulated pods exist only in dcgm-exporter's labels: no processes, no kubelet.
+            "gpu_attribution": {"engine_pods": {e["name"]: f"{POD_NAMESPACE}/{e['name']}" for e in engines},
+                                "processes": False, "pod_resources_socket": ""},
+        }
+        config_path = workdir / "exporter.yaml"
+        config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        exporter = ExporterProcess("--config", str(config_path), "--gpu", f"dcgm-exporter={base}{index['gpu']['url']}",
+                                   "--sysfs", str(sysfs), interval=INTERVAL_SECONDS)
+    except BaseException:
+        simulator.close()
+        raise
+    return Node(scenario, exporter, simulator, [e["url"] for e in engines])
+
+
+def _injected_node(workdir: Path) -> Node:
+    """GPUs from the NVML stand-in (an XID on GPU 5, clock-event reasons on all) and an engine
+    target nothing listens on (source errors)."""
+    state = workdir / "nvml-state"
+    node = nvml_stub.eight_gpu_node()
+    node["xid_events"] = [(5, 79)]
+    nvml_stub.write_state(state, node)
+    config = {**EXPORTER_CONFIG, "engines": [{"name": "refused", "type": "vllm",
+                                              "url": f"http://127.0.0.1:{free_port()}/metrics"}],
+              "gpu_attribution": {"processes": False, "pod_resources_socket": ""}}
+    config_path = workdir / "exporter.yaml"
+    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    (workdir / "sysfs").mkdir()
+    exporter = ExporterProcess("--config", str(config_path), "--gpu", "nvml", "--sysfs", str(workdir / "sysfs"),
+                               interval=INTERVAL_SECONDS, env=nvml_stub.child_env(stub_dir(), state))
+    return Node(INJECTED, exporter)
+
+
+def _prometheus_config(nodes: list[Node]) -> dict:
+    """deploy/local/prometheus.yml with these targets, the committed rules and short intervals."""
+    config = yaml.safe_load((LOCAL / "prometheus.yml").read_text(encoding="utf-8"))
+    config["global"]["scrape_interval"] = f"{INTERVAL_SECONDS}s"
+    config["global"]["evaluation_interval"] = f"{INTERVAL_SECONDS}s"
+    config["rule_files"] = [str(REPO / RULES_PATH)]
+    config.pop("alerting", None)
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    jobs["llm-bottleneck-exporter"]["static_configs"] = [
+        {"targets": [f"127.0.0.1:{node.exporter.port}"], "labels": {CONFIG.labels.cluster: node.cluster}}
+        for node in nodes
+    ]
+    # One replica per simulated node feeds the engine-histogram records (latency heatmaps, quantiles).
+    jobs["llm-engines"]["static_configs"] = [
+        {"targets": [url.split("/")[2]],
+         "labels": {CONFIG.labels.cluster: node.cluster, "__metrics_path__": "/" + url.split("/", 3)[3]}}
+        for node in nodes for url in node.engine_urls[:1]
+    ]
+    return config
+
+
+def _regex(value: str) -> str:
+    """`value` as a regex inside a PromQL string, escaped as Grafana escapes variable values."""
+    return re.sub(r"([.+*?^$()\[\]{}|\\])", r"\\\\\1", value)
+
+
+@dataclass
+class Stack:
+    prometheus: Prometheus
+    nodes: dict[str, Node]
+    started: float
+    _values: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def query(self, expr: str) -> list[dict]:
+        return self.prometheus.query(expr)
+
+    def values(self, cluster: str) -> dict[str, str]:
+        """Variable values for `cluster`: its node, model and first engine, once they exist."""
+        if cluster not in self._values:
+            up = self.query(f'llm_engine_up{{{CONFIG.labels.cluster}="{cluster}"}}')
+            if not up:
+                return {}
+            first = min(up, key=lambda s: s["metric"]["engine"])["metric"]
+            self._values[cluster] = {"cluster": cluster, "node": first[CONFIG.labels.node],
+                                     "model": first.get("model", ""), "engine": first["engine"]}
+        return self._values[cluster]
+
+    def substitute(self, query: PanelQuery, cluster: str) -> str | None:
+        values = self.values(cluster)
+        if not values:
+            return None
+        single_engine = query.dashboard == "llm-engine-detail"
+        replacements = {
+            "cluster": cluster, "namespace": ".*", "node": _regex(values["node"]),
+            "model": _regex(values["model"]), "engine": _regex(values["engine"]) if single_engine else ".*",
+        }
+        return re.sub(r"\$(\w+)", lambda m: replacements[m.group(1)], query.expr)
+
+    def has_data(self, query: PanelQuery, cluster: str) -> bool:
+        expr = self.substitute(query, cluster)
+        return bool(expr and self.query(expr))
+
+    def wait_for_data(self, queries: list[PanelQuery], clusters: tuple[str, ...]) -> list[PanelQuery]:
+        """Poll until each query returns data for one of `clusters`; return those that never did."""
+        waiting = list(queries)
+        deadline = self.started + DATA_WITHIN_SECONDS
+        while waiting:
+            waiting = [q for q in waiting if not any(self.has_data(q, c) for c in clusters)]
+            if not waiting or time.monotonic() > deadline:
+                break
+            time.sleep(INTERVAL_SECONDS * 2)
+        return waiting
+
+    def diagnostics(self) -> str:
+        lines = []
+        for node in self.nodes.values():
+            lines.append(f"{node.cluster}: variable values {self.values(node.cluster)}; exporter log:\n"
+                         f"{node.exporter.log()[-1500:]}")
+        return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    require_binary("prometheus")
+    workdir = tmp_path_factory.mktemp("dashboard-queries")
+    nodes: dict[str, Node] = {}
+    prometheus = None
+    try:
+        for scenario in (HEALTHY, BOTTLENECK):
+            (workdir / scenario).mkdir()
+            nodes[scenario] = _simulated_node(scenario, workdir / scenario)
+        (workdir / INJECTED).mkdir()
+        nodes[INJECTED] = _injected_node(workdir / INJECTED)
+        started = time.monotonic()
+        prometheus = Prometheus(_prometheus_config(list(nodes.values())), workdir)
+        yield Stack(prometheus, nodes, started)
+    finally:
+        for closeable in (prometheus, *nodes.values()):
+            if closeable is not None:
+                closeable.close()
+
+
+QUERIES = _panel_queries()
+COMMON = [q for q in QUERIES if not q.panel.definition.rare]
+RARE = [q for q in QUERIES if q.panel.definition.rare]
+
+
+def test_the_dashboards_have_panels_of_both_kinds():
+    assert len(COMMON) > 100
+    assert {q.panel.definition.title for q in RARE} == {"XID errors", "Clock throttle reasons", "Source errors"}
+
+
+def test_every_panel_query_is_valid_promql_for_prometheus(stack: Stack):
+    invalid = {}
+    for query in QUERIES:
+        expr = re.sub(r"\$(\w+)", ".*", query.expr)
+        response = requests.get(f"{stack.prometheus.url}/api/v1/query", params={"query": expr}, timeout=10)
+        if response.status_code != 200:
+            invalid[query.name] = response.json().get("error")
+    assert not invalid, invalid
+
+
+def test_every_panel_query_returns_data_for_healthy_or_the_bottleneck(stack: Stack):
+    empty = stack.wait_for_data(COMMON, (HEALTHY, BOTTLENECK))
+    assert not empty, (f"{len(empty)} panel queries returned no data for {HEALTHY} or {BOTTLENECK} within "
+                       f"{DATA_WITHIN_SECONDS}s:\n" + "\n".join(f"{q.name}: {q.expr}" for q in empty)
+                       + "\n" + stack.diagnostics())
+
+
+def test_rare_condition_panels_return_data_once_the_condition_is_injected(stack: Stack):
+    empty = stack.wait_for_data(RARE, (INJECTED,))
+    assert not empty, "\n".join(f"{q.name}: {q.expr}" for q in empty) + "\n" + stack.diagnostics()
+
+
+def test_the_active_bottlenecks_table_names_the_scenarios_stage(stack: Stack):
+    stack.wait_for_data([q for q in COMMON if q.panel.key == "active-bottlenecks"], (BOTTLENECK,))
+    table = next(q for q in COMMON if q.panel.key == "active-bottlenecks")
+    stages = {row["metric"]["stage"] for row in stack.query(stack.substitute(table, BOTTLENECK))}
+    assert "kv_cache_capacity" in stages, stack.diagnostics()
+    healthy = {row["metric"]["stage"] for row in stack.query(stack.substitute(table, HEALTHY))}
+    assert "kv_cache_capacity" not in healthy, stack.diagnostics()
+
+
+def test_template_variables_list_the_values_the_panels_were_queried_with(stack: Stack):
+    stack.wait_for_data([q for q in COMMON if q.panel.key == "running"], (HEALTHY, BOTTLENECK))
+    for template in variables(CONFIG, ("datasource", "cluster", "namespace", "node", "model", "engine")):
+        match = re.fullmatch(r"label_values\((.*), (\w+)\)", template.query)
+        if template.type == "datasource" or match is None:
+            continue
+        selector, label = match.groups()
+        for cluster in (HEALTHY, BOTTLENECK):
+            values = stack.values(cluster)
+            expr = re.sub(r"\$(\w+)", lambda m: {"cluster": cluster}.get(m.group(1), ".*"), selector)
+            found = {row["metric"].get(label) for row in stack.query(f"count by ({label}) ({expr})")}
+            if template.name == "namespace":
+                # Engines configured by URL carry no namespace (discovered ones do): "All" only.
+                assert found == {None}
+            else:
+                assert values[template.name] in found, (template.name, cluster, found)
