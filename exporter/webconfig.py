@@ -32,9 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import bcrypt
-import yaml
 
-from exporter.config import ConfigError
+from exporter.config import ConfigError, load_file
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +93,7 @@ class WebConfig:
 
 
 def load_web_config(path: str) -> WebConfig:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as exc:
-        raise ConfigError(path, exc.strerror or str(exc)) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(path, f"not valid YAML ({getattr(exc, 'problem', None) or exc})") from exc
-    return parse_web_config(data or {}, os.path.dirname(os.path.abspath(path)), path)
+    return parse_web_config(load_file(path), os.path.dirname(os.path.abspath(path)), path)
 
 
 def parse_web_config(data: Any, base_dir: str, where: str) -> WebConfig:

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
-import yaml
 
-from exporter.config import ConfigError
+from exporter.config import ConfigError, load_file
 from exporter.diagnosis.thresholds import Thresholds
 
 SEVERITIES = ("critical", "warning", "info")
@@ -147,14 +146,7 @@ def load_config(path: str | None) -> MonitoringConfig:
     """The defaults, overridden by the YAML file at `path` when one is given."""
     if path is None:
         return MonitoringConfig()
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as exc:
-        raise ConfigError(path, exc.strerror or str(exc)) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(path, f"not valid YAML ({getattr(exc, 'problem', None) or exc})") from exc
-    return from_mapping(data or {})
+    return from_mapping(load_file(path))
 
 
 def from_mapping(data: Any) -> MonitoringConfig:
