@@ -40,14 +40,7 @@ class ManagedBinary:
     process: subprocess.Popen[bytes]
 
     def stop(self) -> None:
-        if self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        terminate_group(self.process)
 
     def status_lines(self) -> list[str]:
         """For Alertmanager: the alerts firing now, one line each."""
@@ -63,6 +56,18 @@ class ManagedBinary:
             for a in alerts if a.get("status", {}).get("state") == "active"
         ]
         return ["alerts firing (Alertmanager):", *(sorted(lines) or ["  none"])]
+
+
+def terminate_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop a child started in its own session, and everything it started: TERM, then KILL."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def _free_port() -> int:

@@ -27,7 +27,7 @@ import requests
 import yaml
 
 from exporter.config import ConfigError, parse_listen
-from exporter.simulate.companions import start_monitoring
+from exporter.simulate.companions import start_monitoring, terminate_group
 from exporter.simulate.exporter_view import exporter_settings
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.scenario import load_scenario
@@ -91,7 +91,7 @@ def run_demo(args: argparse.Namespace) -> int:
         for companion in reversed(companions):
             companion.stop()
         if exporter is not None:
-            _terminate(exporter)
+            terminate_group(exporter)
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
         for signum, handler in previous.items():
@@ -164,12 +164,3 @@ def _show(node: SimulatedNode, server: SimulationServer, exporter_url: str, comp
         stop.wait(wait)
 
 
-def _terminate(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
