@@ -65,9 +65,6 @@ class Phase:
     engine_changes: dict[int, dict[str, Any]] = field(default_factory=dict)  # -1: every replica group
     secondary_stages: tuple[str, ...] = ()
     note: str = ""
-    # Seconds after the start during which the expected stage does not hold yet (a backlog left by
-    # the previous phase draining); accuracy benchmarks skip them.
-    settle_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -211,7 +208,7 @@ def _phases(base_workload: dict[str, Any], items: list[Any], groups: int) -> tup
         where = f"phases[{index}]"
         data = _mapping(item, where)
         _keys(data, where, ("name", "start_seconds", "expected_stage", "secondary_stages", "note", "workload",
-                            "engine", "network", "settle_seconds"))
+                            "engine", "network"))
         start = _number(data.get("start_seconds", 0.0), f"{where}.start_seconds", minimum=0.0)
         if index == 0 and start != 0:
             raise ConfigError(f"{where}.start_seconds", "the first phase starts at 0")
@@ -231,7 +228,6 @@ def _phases(base_workload: dict[str, Any], items: list[Any], groups: int) -> tup
             secondary_stages=tuple(_choice(s, f"{where}.secondary_stages[{i}]", EXPECTED_STAGES)
                                    for i, s in enumerate(_list(data.get("secondary_stages", []), f"{where}.secondary_stages"))),
             note=_str(data.get("note", ""), f"{where}.note", allow_empty=True),
-            settle_seconds=_number(data.get("settle_seconds", 0.0), f"{where}.settle_seconds", minimum=0.0),
             workload=_workload(workload, f"{where}.workload" if data.get("workload") else "workload"),
             network=NetworkCondition(
                 _number(network.get("background_utilization", 0.0), f"{where}.network.background_utilization", minimum=0.0, maximum=0.95),

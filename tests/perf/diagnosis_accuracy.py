@@ -4,7 +4,8 @@ false-active rate on `healthy`.
 Every built-in scenario plus randomized variants (seed, load, GPU generation) is simulated offline
 and read by the exporter's own sources (`run_offline(..., exporter_view=True)`); the normalized
 snapshots are cached under .cache/diagnosis-accuracy/ so that re-scoring after a threshold change
-takes seconds. Each snapshot after the first `--settle` seconds of a run and of each phase is an
+takes seconds. Each snapshot after the first `--settle` seconds of a run and of each phase (and, in a phase
+that follows an overload, after the requests of the previous phase have left) is an
 evaluation window: it counts as correct when the engine's primary stage equals the phase's
 expected stage.
 
@@ -98,9 +99,17 @@ def simulate(run: Run) -> Path:
         (t, [m for m in snapshot.metrics if not m.name.startswith("llm_bottleneck_")])
         for t, snapshot in result.snapshots
     ]
+    # When every request that arrived before a phase began has left: until then the previous
+    # phase's backlog (still queued, still decoding long contexts) is what the signals show.
+    requests = result.requests
+    drained = {
+        phase.start_seconds: max((r.finished if r.finished >= 0 else scenario.duration_seconds
+                                  for r in requests if r.arrival < phase.start_seconds), default=phase.start_seconds)
+        for phase in scenario.phases[1:]
+    }
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(pickle.dumps({"snapshots": snapshots}))
+    tmp.write_bytes(pickle.dumps({"snapshots": snapshots, "drained": drained}))
     tmp.replace(path)
     return path
 
@@ -112,11 +121,17 @@ def parsed(text: str, name: str):  # noqa: ANN201 - a Scenario
     return parse_scenario(text, name)
 
 
-def evaluated_stage(run: Run, t: float, settle: float) -> str | None:
-    """The stage expected at `t`, or None while the run or its phase is still settling."""
+def evaluated_stage(run: Run, t: float, settle: float, drained: dict[float, float]) -> str | None:
+    """The stage expected at `t`, or None while the run or its phase is still settling: the first
+    `settle` seconds of the run and of a phase, and a phase's time until the previous phase's
+    requests have all left, plus `settle` for the diagnosis' level window to follow."""
     phase = parsed(run.text, run.scenario).phase_at(t)
-    if t < settle or t - phase.start_seconds < max(settle if phase.start_seconds > 0 else 0, phase.settle_seconds):
+    if t < settle:
         return None
+    if phase.start_seconds > 0:
+        ready = max(phase.start_seconds, drained.get(phase.start_seconds, phase.start_seconds)) + settle
+        if t < ready:
+            return None
     return phase.expected_stage
 
 
@@ -128,7 +143,7 @@ def score(run: Run, path: Path, thresholds: Thresholds, settle: float) -> tuple[
     active_windows = windows = 0
     for t, metrics in data["snapshots"]:
         diagnoser.update(metrics, t)
-        expected = evaluated_stage(run, t, settle)
+        expected = evaluated_stage(run, t, settle, data.get("drained", {}))
         if expected is None:
             continue
         for diagnosis in diagnoser.latest.values():
