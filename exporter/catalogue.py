@@ -115,6 +115,7 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec("llm_exporter_source_up", "gauge", "1 if the source's last collection succeeded within its timeout.", SOURCE_LABELS),
         _spec("llm_exporter_collect_duration_seconds", "gauge", "Wall time of the source's last collection.", SOURCE_LABELS),
         _spec("llm_exporter_source_errors_total", "counter", "Failed collections by reason (timeout, connection, http_status, too_large, parse, cardinality, exception).", SOURCE_LABELS + ("reason",)),
+        _spec("llm_exporter_config_reloads_total", "counter", "Configuration reloads on SIGHUP by result (success, failure); a failed reload keeps the running configuration.", ("result",)),
         _spec("llm_exporter_build_info", "gauge", "Always 1; labels carry the exporter version and Python version.", ("version", "python_version")),
     )
 }

@@ -7,19 +7,21 @@ and exit 2; tracebacks are for bugs only.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import signal
 import sys
 import threading
 import time
-from typing import Any, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from exporter import __version__
 from exporter.config import Config, ConfigError, build, load_file, parse_engine_flag
 from exporter.diagnosis import Diagnoser, annotate
 from exporter.exposition import RenderedSnapshot, render_text
-from exporter.loop import CollectionLoop
+from exporter.loop import CollectionLoop, Snapshot
+from exporter.model import Sample
 from exporter.server import ExporterHTTPServer, health_check
 from exporter.sources.registry import build_source_groups, build_sources
 from exporter.webconfig import WebGuard
@@ -121,7 +123,7 @@ def run_once(config: Config, output_format: str = "text") -> int:
     return 0
 
 
-def run_serve(config: Config) -> int:
+def run_serve(config: Config, reload_config: Callable[[], Config] | None = None) -> int:
     rendered = RenderedSnapshot()
     diagnoser = Diagnoser(config.thresholds)
     # Bind before building the sources, whose start-up logs would otherwise precede the one
@@ -139,31 +141,101 @@ def run_serve(config: Config) -> int:
     except BaseException:
         server.server_close()
         raise
-    loop = CollectionLoop(
-        sources, config.interval_seconds,
-        on_snapshot=lambda snapshot: rendered.publish(annotate(diagnoser, snapshot, time.monotonic())),
-        groups=groups,
-    )
-    max_timeout = max((s.timeout_seconds for s in loop.current_sources()), default=0.0)
-    server.healthy = health_check(loop.is_alive, lambda: loop.last_completed_monotonic,
-                                  max_age=3 * config.interval_seconds + max_timeout + 5)
+    reloads = {"success": 0, "failure": 0}
+
+    def _publish(snapshot: Snapshot) -> None:
+        counts = tuple(Sample("llm_exporter_config_reloads_total", {"result": result}, float(count))
+                       for result, count in reloads.items())
+        snapshot = dataclasses.replace(snapshot, metrics=snapshot.metrics + counts)
+        rendered.publish(annotate(diagnoser, snapshot, time.monotonic()))
+
+    def _make_loop(sources: list, groups: list, cfg: Config) -> CollectionLoop:
+        return CollectionLoop(sources, cfg.interval_seconds, on_snapshot=_publish, groups=groups)
+
+    def _start_loop(new_loop: CollectionLoop, cfg: Config) -> None:
+        max_timeout = max((s.timeout_seconds for s in new_loop.current_sources()), default=0.0)
+        server.healthy = health_check(new_loop.is_alive, lambda: new_loop.last_completed_monotonic,
+                                      max_age=3 * cfg.interval_seconds + max_timeout + 5)
+        new_loop.start()
+
+    loop = _make_loop(sources, groups, config)
     stop = threading.Event()
+    wake = threading.Event()
+    reload_requested = threading.Event()
 
     def _shutdown(signum: int, _frame: object) -> None:
         log.info("received %s, shutting down", signal.Signals(signum).name)
         stop.set()
+        wake.set()
+
+    def _hangup(_signum: int, _frame: object) -> None:
+        reload_requested.set()
+        wake.set()
 
     signal.signal(signal.SIGTERM, _shutdown)
     signal.signal(signal.SIGINT, _shutdown)
-    loop.start()
+    if reload_config is not None:
+        signal.signal(signal.SIGHUP, _hangup)
+    _start_loop(loop, config)
     server_thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     server_thread.start()
     log.info("listening on %s with %d source(s), interval %gs", config.listen, len(sources), config.interval_seconds)
-    stop.wait()
+    while not stop.is_set():
+        # A timed wait, not a blocking one: the kernel may deliver SIGTERM or SIGHUP to any
+        # thread, and Python runs the handler only when the main thread executes bytecode again.
+        # Blocked forever in a lock, it would never see the signal (SIGTERM then needs SIGKILL).
+        wake.wait(timeout=0.5)
+        wake.clear()
+        if reload_requested.is_set() and not stop.is_set() and reload_config is not None:
+            reload_requested.clear()
+            config, loop = _reload(config, loop, reload_config, reloads, diagnoser, _make_loop, _start_loop)
     server.shutdown()
     server.server_close()
     loop.stop()
     return 0
+
+
+def _reload(config: Config, loop: CollectionLoop, reload_config: Callable[[], Config],
+            reloads: dict[str, int], diagnoser: Diagnoser,
+            make_loop: Callable[[list, list, Config], CollectionLoop],
+            start_loop: Callable[[CollectionLoop, Config], None]) -> tuple[Config, CollectionLoop]:
+    """SIGHUP: re-read the configuration (flags still win) and rebuild the sources. A bad new
+    configuration keeps the running one and logs one line saying why. The listen address and the
+    web config file are bound at start-up: a change to them is reported and not applied."""
+    sources: list = []
+    try:
+        new = reload_config()
+        fixed = [key for key in ("listen_host", "listen_port", "web_config_file")
+                 if getattr(new, key) != getattr(config, key)]
+        if fixed:
+            log.warning("reload: %s cannot change without a restart; keeping %s",
+                        ", ".join(fixed), ", ".join(f"{k}={getattr(config, k)}" for k in fixed))
+            new = dataclasses.replace(new, **{k: getattr(config, k) for k in fixed})
+        sources = build_sources(new)
+        groups = build_source_groups(new)
+    except ConfigError as exc:
+        reloads["failure"] += 1
+        log.error("reload failed, keeping the running configuration: %s", exc)
+        return config, loop
+    except Exception as exc:  # e.g. a GPU library that fails to start: same promise
+        reloads["failure"] += 1
+        log.error("reload failed, keeping the running configuration: %r", exc)
+        for source in sources:  # built before a later step failed: release their sessions
+            try:
+                source.close()
+            except Exception:
+                log.exception("closing source %s %s", source.name, source.target)
+        return config, loop
+    reloads["success"] += 1
+    # Error counts carry over so llm_exporter_source_errors_total does not reset on a reload.
+    new_loop = make_loop(sources, groups, new)
+    new_loop.inherit_error_counts(loop)
+    loop.stop()
+    diagnoser.thresholds = new.thresholds
+    logging.getLogger().setLevel(getattr(logging, new.log_level.upper()))
+    start_loop(new_loop, new)
+    log.info("reloaded the configuration: %d source(s), interval %gs", len(sources), new.interval_seconds)
+    return new, new_loop
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _setup_logging(config.log_level)
         if args.command == "once":
             return run_once(config, args.format)
-        return run_serve(config)
+        return run_serve(config, lambda: config_from_args(args))
     except ConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -27,6 +27,7 @@ ENGINE_DEFAULTS: dict[str, Any] = {
     "timeout_seconds": 2.0,
     "max_response_bytes": 16 * 1024 * 1024,
     "max_series": 10_000,
+    "max_label_value_length": 1024,
 }
 TOP_LEVEL_DEFAULTS: dict[str, Any] = {
     "listen": DEFAULT_LISTEN,
@@ -169,6 +170,8 @@ def _kubernetes(value: Any, where: str, engine_defaults: Mapping[str, Any]) -> K
         timeout_seconds=_positive_number(engine_defaults["timeout_seconds"], "engine_defaults.timeout_seconds"),
         max_response_bytes=_positive_int(engine_defaults["max_response_bytes"], "engine_defaults.max_response_bytes"),
         max_series=_positive_int(engine_defaults["max_series"], "engine_defaults.max_series"),
+        max_label_value_length=_positive_int(engine_defaults["max_label_value_length"],
+                                             "engine_defaults.max_label_value_length"),
     )
 
 
@@ -307,6 +310,8 @@ def _engines(value: Any, where: str, defaults: Mapping[str, Any]) -> tuple[Engin
                 "timeout_seconds": _positive_number(entry["timeout_seconds"], f"{at}.timeout_seconds"),
                 "max_response_bytes": _positive_int(entry["max_response_bytes"], f"{at}.max_response_bytes"),
                 "max_series": _positive_int(entry["max_series"], f"{at}.max_series"),
+                "max_label_value_length": _positive_int(entry["max_label_value_length"],
+                                                        f"{at}.max_label_value_length"),
             }
         )
     names = engine_names([e["url"] for e in entries], [e["name"] for e in entries])
@@ -319,6 +324,7 @@ def _engines(value: Any, where: str, defaults: Mapping[str, Any]) -> tuple[Engin
         EngineTarget(
             url=e["url"], name=name, type=e["type"], model=e["model"], timeout_seconds=e["timeout_seconds"],
             max_response_bytes=e["max_response_bytes"], max_series=e["max_series"],
+            max_label_value_length=e["max_label_value_length"],
         )
         for e, name in zip(entries, names)
     )

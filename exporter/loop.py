@@ -155,6 +155,13 @@ class CollectionLoop:
             self._on_snapshot(snapshot)
         return snapshot
 
+    def inherit_error_counts(self, previous: "CollectionLoop") -> None:
+        """Continue the error counters of the loop this one replaces (a configuration reload), so
+        llm_exporter_source_errors_total does not reset; counts of sources gone are dropped at the
+        first round, as for any source that leaves."""
+        for key, count in previous._error_counts.items():
+            self._error_counts[key] = self._error_counts.get(key, 0) + count
+
     def _run_source(self, source: Source, now: float) -> list[Metric]:
         return list(source.collect(now))
 

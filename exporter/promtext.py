@@ -27,7 +27,19 @@ _ESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
 
 
 class TooManySeries(Exception):
-    """The payload carries more wanted series than the per-target cap allows."""
+    """The payload breaks a cardinality bound: more wanted series than the per-target cap allows
+    (or, as LabelValueTooLong, a wanted series with an over-long label value)."""
+
+
+class LabelValueTooLong(TooManySeries):
+    """A wanted series carries a label value longer than the cap.
+
+    Refused rather than truncated: two values sharing a long prefix would merge into one series
+    (a wrong number, silently), and a value that long is a bug or an attack, not a model name.
+    """
+
+
+DEFAULT_MAX_LABEL_VALUE_LENGTH = 1024
 
 
 def _unescape(value: str) -> str:
@@ -49,7 +61,8 @@ def parse_labels(body: str) -> LabelKey | None:
 
 
 def parse_wanted(
-    text: str, wanted: Iterable[str], max_series: int | None = None
+    text: str, wanted: Iterable[str], max_series: int | None = None,
+    max_label_value_length: int | None = DEFAULT_MAX_LABEL_VALUE_LENGTH,
 ) -> ParsedSamples:
     """Return {sample name: {sorted label pairs: value}} for the wanted sample names only.
 
@@ -81,6 +94,12 @@ def parse_wanted(
             labels = parse_labels(line[brace + 1 : close])
             if labels is None:
                 continue
+            if max_label_value_length is not None and close - brace > max_label_value_length:
+                for label, label_value in labels:
+                    if len(label_value) > max_label_value_length:
+                        raise LabelValueTooLong(
+                            f"{name} label {label} is {len(label_value)} characters long "
+                            f"(cap {max_label_value_length})")
             rest = line[close + 1 :].split()
         else:
             if space == -1:

@@ -31,3 +31,4 @@ class KubernetesSettings:
     timeout_seconds: float = 2.0
     max_response_bytes: int = 16 * 1024 * 1024
     max_series: int = 10_000
+    max_label_value_length: int = 1024

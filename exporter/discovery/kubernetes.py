@@ -96,6 +96,7 @@ def target_for_pod(pod: Mapping[str, Any], node_name: str, settings: KubernetesS
         timeout_seconds=settings.timeout_seconds,
         max_response_bytes=settings.max_response_bytes,
         max_series=settings.max_series,
+        max_label_value_length=settings.max_label_value_length,
         labels=(("pod", name), ("namespace", namespace), ("container", container)),
         follow_redirects=False,
     ), ""

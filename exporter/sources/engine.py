@@ -56,6 +56,7 @@ class EngineTarget:
     timeout_seconds: float = 2.0
     max_response_bytes: int = 16 * 1024 * 1024
     max_series: int = 10_000
+    max_label_value_length: int = 1024
     #: labels added to every series of this engine (`pod`, `namespace`, `container` when discovered)
     labels: tuple[tuple[str, str], ...] = ()
     #: discovered targets never follow a redirect: it could point anywhere, not at the pod
@@ -102,7 +103,8 @@ class EngineSource(Source):
         if mapping is None:
             raise SourceError("parse", f"{self.config.url}: no known engine metrics in the response")
         try:
-            parsed = parse_wanted(text, mapping.wanted() | {_PROCESS_CPU}, self.config.max_series)
+            parsed = parse_wanted(text, mapping.wanted() | {_PROCESS_CPU}, self.config.max_series,
+                                  self.config.max_label_value_length)
         except TooManySeries as exc:
             raise SourceError("cardinality", f"{self.config.url}: {exc}") from exc
         if not any(parsed.values()) and not mapping.matches(sample_names(text)):
