@@ -11,7 +11,9 @@ open file descriptors and threads, the longest collection duration it reports an
 samples against the first third, against the budget:
 
 * RSS growth < 5 %, no growth in file descriptors or threads (largest sample of each third);
-* /metrics p99 drift < 20 % (or under 1 ms, below what a loaded machine's timer noise allows).
+* /metrics p99 drift < 20 % (or under 1 ms, below what a loaded machine's timer noise allows),
+  judged when each third holds at least 5 samples (runs of 15 minutes and more); shorter runs,
+  like the 3-minute one in .ci/run, report it and judge the leak figures only.
 
 The first sample is taken after a warm-up (the exporter's window filling), not at start. Exit
 status 1 when a figure misses its budget, 2 when a process died.
@@ -47,6 +49,10 @@ ENGINES = 8
 RSS_BUDGET = 0.05
 P99_BUDGET = 0.20
 P99_FLOOR_SECONDS = 0.001
+# A p99 over one sample period is nearly the slowest scrape of ~150-600; the median of fewer than
+# five of them per third is noise (a 3-minute run swung 2.9-6.7 ms with no trend). Shorter runs
+# report the latency drift and judge only the leak figures (RSS, fds, threads, failed scrapes).
+P99_MIN_SAMPLES = 5
 
 
 class Simulator:
@@ -253,7 +259,8 @@ def report(samples: list[dict[str, float]], failures: int) -> int:
         ("open fds", f"{fds[0]} -> {fds[1]}", fds[1] <= fds[0], "no growth"),
         ("threads", f"{threads[0]} -> {threads[1]}", threads[1] <= threads[0], "no growth"),
         ("/metrics p99", f"{p99s[0] * 1000:.2f} -> {p99s[1] * 1000:.2f} ms ({p99_drift:+.1%})",
-         p99_drift < P99_BUDGET or p99s[1] - p99s[0] < P99_FLOOR_SECONDS, "< 20 % (or < 1 ms)"),
+         p99_drift < P99_BUDGET or p99s[1] - p99s[0] < P99_FLOOR_SECONDS or third < P99_MIN_SAMPLES,
+         "< 20 % (or < 1 ms)" if third >= P99_MIN_SAMPLES else f"judged from {P99_MIN_SAMPLES}+ samples a third"),
         ("collection duration", f"{collect[0]:.4f} -> {collect[1]:.4f} s", True, "reported"),
         ("failed scrapes", str(failures), failures == 0, "none"),
     ]
