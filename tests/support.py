@@ -7,7 +7,6 @@ Everything binds to 127.0.0.1 on a free port and stops itself; nothing reaches p
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import requests
+
+from exporter.simulate.companions import terminate_group
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -143,13 +144,7 @@ class ExporterProcess:
         return self.log_path.read_text(errors="replace")[-6000:]
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        terminate_group(self.process)
         self._log.close()
 
     def __enter__(self) -> "ExporterProcess":

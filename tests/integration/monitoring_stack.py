@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -20,8 +19,10 @@ from typing import Any, Callable
 
 import pytest
 import requests
+
 import yaml
 
+from exporter.simulate.companions import terminate_group
 from tests.support import REPO, free_port
 
 LOCAL = REPO / "deploy" / "local"
@@ -123,13 +124,7 @@ class ManagedProcess:
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        terminate_group(self.process)
         self._log.close()
 
 

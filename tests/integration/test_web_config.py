@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
-import signal
 import socket
 import ssl
 import subprocess
@@ -23,12 +21,14 @@ from typing import Iterator
 import bcrypt
 import pytest
 import requests
+
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from exporter.config import ConfigError
+from exporter.simulate.companions import terminate_group
 from exporter.webconfig import load_web_config
 from tests.support import REPO, free_port
 
@@ -130,13 +130,7 @@ class TlsExporter:
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        terminate_group(self.process)
         self._log.close()
 
 
