@@ -45,6 +45,14 @@ def _itl_slowdown(h: History, t: Thresholds) -> tuple[float | None, float | None
     return now, now / best
 
 
+def _slowing(slowdown: float | None, t: Thresholds) -> float:
+    """How clearly tokens slowed: 0 up to 30 % of the way to `itl_slowdown_ratio`, 1 at it.
+
+    Decode-bandwidth needs it and queueing is damped by it, so both read the same line.
+    """
+    return ramp(slowdown, 1.0 + (t.itl_slowdown_ratio - 1.0) * 0.3, t.itl_slowdown_ratio)
+
+
 def kv_cache_capacity(h: History, t: Thresholds) -> StageResult:
     result = StageResult()
     kv = h.maximum("kv_usage", t.level_seconds)
@@ -84,7 +92,7 @@ def queueing(h: History, t: Thresholds) -> StageResult:
     # tokens flowing at their usual pace.
     score *= 1.0 - 0.6 * ramp(kv, t.kv_usage_warning, t.kv_usage_critical)
     _, slowdown = _itl_slowdown(h, t)
-    score *= 1.0 - 0.5 * ramp(slowdown, 1.0 + (t.itl_slowdown_ratio - 1.0) * 0.3, t.itl_slowdown_ratio)
+    score *= 1.0 - 0.5 * _slowing(slowdown, t)
     result.score = score
     line = f"{waiting:.1f} requests waiting on average (threshold {t.waiting_requests:g})"
     if growth is not None:
@@ -109,7 +117,7 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
     tensor = h.mean("tensor_active", t.level_seconds)
     itl, slowdown = _itl_slowdown(h, t)
     decoding = ramp(running, 0.0, 1.0)
-    slowing = ramp(slowdown, 1.0 + (t.itl_slowdown_ratio - 1.0) * 0.3, t.itl_slowdown_ratio)
+    slowing = _slowing(slowdown, t)
     if dram is not None:
         compute_light = 1.0 - ramp(tensor, t.tensor_active_high, t.tensor_active_high + 0.3)
         result.score = decoding * ramp(dram, t.dram_active_busy, t.dram_active_saturated) * compute_light * slowing
