@@ -307,18 +307,26 @@ static nvmlReturn_t read_ull(nvmlDevice_t device, const char *function, const ch
     return result;
 }
 
-nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
-    unsigned long long total, used, free_, reserved = 0;
-    nvmlReturn_t result = read_ull(device, "memory", "memory_total", &total);
+/* Both memory calls answer from the same keys; `call` names which one the state may fail. */
+static nvmlReturn_t read_memory(nvmlDevice_t device, const char *call, unsigned long long *total,
+                                unsigned long long *used, unsigned long long *free_, unsigned long long *reserved) {
+    nvmlReturn_t result = read_ull(device, call, "memory_total", total);
     if (result != NVML_SUCCESS) {
         return result;
     }
+    *reserved = 0;
     pthread_mutex_lock(&lock);
-    int ok = gpu_ull(device->index, "memory_used", &used) && gpu_ull(device->index, "memory_free", &free_);
-    gpu_ull(device->index, "memory_reserved", &reserved);
+    int ok = gpu_ull(device->index, "memory_used", used) && gpu_ull(device->index, "memory_free", free_);
+    gpu_ull(device->index, "memory_reserved", reserved);
     pthread_mutex_unlock(&lock);
-    if (!ok) {
-        return NVML_ERROR_NOT_SUPPORTED;
+    return ok ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
+    unsigned long long total, used, free_, reserved;
+    nvmlReturn_t result = read_memory(device, "memory", &total, &used, &free_, &reserved);
+    if (result != NVML_SUCCESS) {
+        return result;
     }
     memory->total = total;
     memory->free = free_;
@@ -330,17 +338,10 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     if (memory == NULL || memory->version != nvmlMemory_v2) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
-    unsigned long long total, used, free_, reserved = 0;
-    nvmlReturn_t result = read_ull(device, "memory_v2", "memory_total", &total);
+    unsigned long long total, used, free_, reserved;
+    nvmlReturn_t result = read_memory(device, "memory_v2", &total, &used, &free_, &reserved);
     if (result != NVML_SUCCESS) {
         return result;
-    }
-    pthread_mutex_lock(&lock);
-    int ok = gpu_ull(device->index, "memory_used", &used) && gpu_ull(device->index, "memory_free", &free_);
-    gpu_ull(device->index, "memory_reserved", &reserved);
-    pthread_mutex_unlock(&lock);
-    if (!ok) {
-        return NVML_ERROR_NOT_SUPPORTED;
     }
     memory->total = total;
     memory->reserved = reserved;
