@@ -101,6 +101,8 @@ def load_file(path: str) -> dict[str, Any]:
             data = yaml.safe_load(handle)
     except OSError as exc:
         raise ConfigError(path, exc.strerror or str(exc)) from exc
+    except UnicodeDecodeError as exc:  # found by tests/fuzz/config_fuzzer.py: was a traceback, exit 1
+        raise ConfigError(path, f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r})") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else path

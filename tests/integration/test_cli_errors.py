@@ -86,6 +86,14 @@ def test_invalid_yaml_is_named_with_its_line(tmp_path: Path) -> None:
     assert f"{path}:" in line  # file:line points at the problem
 
 
+
+def test_config_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    """A Latin-1 file (found by tests/fuzz/config_fuzzer.py): was a UnicodeDecodeError traceback."""
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("engines:\n  - url: http://127.0.0.1:8000/metrics\n    model: caf\u00e9\n".encode("latin-1"))
+    assert_one_line_error(serve_with_config(path), str(path), "not UTF-8")
+    assert_one_line_error(run_cli("check-config", str(path)), str(path), "not UTF-8")
+
 # --- flags ------------------------------------------------------------------------------------
 
 

@@ -271,6 +271,14 @@ def test_invalid_web_config_names_the_key(tmp_path, text, key):
     assert str(raised.value).startswith(f"{path}: {key}: ")
 
 
+def test_web_config_that_is_not_utf8_is_a_config_error(tmp_path):
+    """Found by tests/fuzz/config_fuzzer.py: a Latin-1 file raised UnicodeDecodeError."""
+    path = tmp_path / "web.yml"
+    path.write_bytes(b"basic_auth_users:\n  caf\xe9: x\n")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_web_config(str(path))
+
+
 def test_serve_with_a_bad_web_config_exits_2_with_one_line(tmp_path):
     path = write_web_config(tmp_path, f"tls_server_config:\n  cert_file: {tmp_path}/missing.crt\n  key_file: {tmp_path}/missing.key\n")
     result = subprocess.run([sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{free_port()}",

@@ -104,6 +104,14 @@ def test_load_file_reports_yaml_errors_with_a_line(tmp_path: Path) -> None:
     assert error.value.where.startswith(str(path) + ":")
 
 
+
+def test_load_file_rejects_text_that_is_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"listen: \xe9\n")
+    with pytest.raises(ConfigError, match="not UTF-8 text") as error:
+        load_file(str(path))
+    assert error.value.where == str(path)
+
 def test_load_file_rejects_a_list_at_the_top(tmp_path: Path) -> None:
     path = tmp_path / "list.yaml"
     path.write_text("- a\n- b\n")
