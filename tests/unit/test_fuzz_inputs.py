@@ -1,11 +1,9 @@
 """Hypothesis fuzzing of every parser of outside input (issue 11), through the source that uses it.
 
-Properties, for each input kind:
-* a source's `collect` raises nothing but SourceError (the loop would count anything else as a
-  bug, reason="exception");
-* what it returns renders (exporter.exposition.render_text) to exposition text that
-  prometheus_client parses back, every sample intact;
-* the configuration and web config loaders raise nothing but ConfigError.
+Properties (tests/fuzz/properties.py, shared with the coverage-guided atheris harnesses in
+tests/fuzz/): a source's `collect` raises nothing but SourceError, and what it returns renders to
+exposition text that prometheus_client parses back, every sample intact; the configuration and
+web config loaders raise nothing but ConfigError.
 
 Inputs are built from real captures (engine and dcgm-exporter payloads, upstream sysfs trees) and
 then mutated, so the examples reach deep into the parsers rather than failing at the first byte.
@@ -15,7 +13,6 @@ Example counts are modest: the whole file runs in seconds on a loaded 2-core mac
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import tempfile
@@ -25,18 +22,16 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.config import ConfigError, build
 from exporter.config import load_file as load_config_file
-from exporter.exposition import render_text
-from exporter.loop import Snapshot, SourceStatus
-from exporter.model import QuantileSummary
-from exporter.sources.base import Source, SourceError
+from exporter.loop import SourceStatus
+from exporter.sources.base import Source
 from exporter.sources.dcgm_exporter import DcgmExporterSource
 from exporter.sources.engine import EngineSource, EngineTarget
 from exporter.sources.rdma import RdmaSource
 from exporter.webconfig import load_web_config
+from tests.fuzz.properties import assert_renders_and_parses_back, collect
 from tests.support import ENGINE_FIXTURES, FIXTURES
 from tests.sysfs_trees import build_fixture_tree, roce_mlx5_tree
 
@@ -91,30 +86,7 @@ def mutated_capture(draw: st.DrawFn, captures: list[Path]) -> str:
 
 
 def _collect(source: Source, now: float = 0.0) -> tuple[list, SourceStatus]:
-    """Collect once; only SourceError may escape (anything else fails the test as a bug)."""
-    try:
-        metrics = list(source.collect(now))
-        event(f"{source.name}: up")
-        return metrics, SourceStatus(source.name, source.target, True, 0.001)
-    except SourceError as exc:
-        event(f"{source.name}: down ({exc.reason})")
-        return list(source.down_metrics()), SourceStatus(source.name, source.target, False, 0.001, exc.reason)
-
-
-def _assert_renders_and_parses_back(metrics: list, statuses: list[SourceStatus]) -> None:
-    errors = {(s.source, s.target, s.error): 1 for s in statuses if not s.up}
-    snapshot = Snapshot(metrics=tuple(metrics), statuses=tuple(statuses), error_counts=errors, generated_at=0.0)
-    text = render_text(snapshot).decode("utf-8")
-    parsed = {(s.name, tuple(sorted(s.labels.items()))): s.value
-              for family in text_string_to_metric_families(text) for s in family.samples}
-    for metric in metrics:
-        labels = tuple(sorted(metric.labels.items()))
-        if isinstance(metric, QuantileSummary):
-            name, value = metric.name + "_count", metric.count
-        else:
-            name, value = metric.name, metric.value
-        got = parsed[(name, labels)]
-        assert got == value or (math.isnan(got) and math.isnan(value)), (name, labels, got, value)
+    return collect(source, now, note=event)
 
 
 # --- engines and dcgm-exporter: the Prometheus text parser through its sources ----------------
@@ -131,7 +103,7 @@ def test_engine_source_on_mutated_payloads(payload: str, engine_type: str | None
         for now in (0.0, 5.0):  # the second round exercises the windows (deltas, resets)
             metrics, status = _collect(source, now)
         statuses.append(status)
-    _assert_renders_and_parses_back(metrics, statuses)
+    assert_renders_and_parses_back(metrics, statuses)
 
 
 @FUZZ
@@ -141,7 +113,7 @@ def test_engine_source_on_arbitrary_bytes(data: bytes) -> None:
     text = data.decode("utf-8", errors="replace")
     with mock.patch("exporter.sources.engine.fetch_text", return_value=(text, "text/plain")):
         metrics, status = _collect(source)
-    _assert_renders_and_parses_back(metrics, [status])
+    assert_renders_and_parses_back(metrics, [status])
 
 
 @FUZZ
@@ -150,7 +122,7 @@ def test_dcgm_exporter_source_on_mutated_payloads(payload: str) -> None:
     source = DcgmExporterSource("http://127.0.0.1:9/metrics")
     with mock.patch("exporter.sources.dcgm_exporter.fetch_text", return_value=(payload, "text/plain")):
         metrics, status = _collect(source)
-    _assert_renders_and_parses_back(metrics, [status])
+    assert_renders_and_parses_back(metrics, [status])
 
 
 # --- sysfs: arbitrary file contents in a real tree --------------------------------------------
@@ -200,7 +172,7 @@ def test_rdma_source_on_arbitrary_file_contents(sysfs_templates: list[Path], dat
                     path.mkdir()
             metrics, status = _collect(source, now)
             statuses = [status]
-        _assert_renders_and_parses_back(metrics, statuses)
+        assert_renders_and_parses_back(metrics, statuses)
     finally:
         shutil.rmtree(root)
 

@@ -1,0 +1,67 @@
+"""Coverage-guided fuzzing (atheris/libFuzzer) of every parser of outside input, a few seconds each.
+
+The harnesses live in tests/fuzz/ and check the same properties as the hypothesis tests
+(tests/fuzz/properties.py); here each runs as its own process for FUZZ_SECONDS with a fixed seed,
+starting from real inputs. A crash fails the test with libFuzzer's report and the saved input,
+which reproduces it: `.venv/bin/python tests/fuzz/<harness>.py <crash file>`. Longer runs are for
+people, not CI (see tests/fuzz/harness.py). The first such run found a defect: a configuration or
+web configuration file that is not UTF-8 escaped as UnicodeDecodeError instead of ConfigError.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import ENGINE_FIXTURES, FIXTURES, REPO
+
+FUZZ_SECONDS = 12
+MIN_RUNS = 200  # far below what even a loaded machine does in FUZZ_SECONDS: proof that it fuzzed
+WEB_CONFIG_SEED = b"""basic_auth_users:
+  alice: $2y$10$Zbb4gBCsnKpiS9rBsRpbSezWK9lJ3ElLeG9dMCCY0tC5Rkp0Rv/tS
+http_server_config:
+  headers:
+    X-Frame-Options: deny
+rate_limit:
+  interval: 1s
+  burst: 10
+"""
+
+
+def _seeds(harness: str, directory: Path) -> list[Path]:
+    """Real inputs to start from; the first byte of each is the harness' selector."""
+    if harness == "exposition":
+        return [ENGINE_FIXTURES, FIXTURES / "dcgm-exporter"]
+    if harness == "config":
+        directory.mkdir()
+        (directory / "config").write_bytes(b"\x00" + (REPO / "docs" / "example-config.yaml").read_bytes())
+        (directory / "web-config").write_bytes(b"\x01" + WEB_CONFIG_SEED)
+        return [directory]
+    return []  # sysfs: the harness mutates real trees it builds itself
+
+
+@pytest.mark.parametrize("harness", ["exposition", "sysfs", "config"])
+def test_atheris_finds_no_crash(harness: str, tmp_path: Path) -> None:
+    corpus, artifacts = tmp_path / "corpus", tmp_path / "artifacts"
+    corpus.mkdir()
+    artifacts.mkdir()
+    command = [sys.executable, str(REPO / "tests" / "fuzz" / f"{harness}_fuzzer.py"),
+               f"-max_total_time={FUZZ_SECONDS}", "-seed=1", "-max_len=65536", "-rss_limit_mb=1024",
+               f"-artifact_prefix={artifacts}/", str(corpus), *map(str, _seeds(harness, tmp_path / "seeds"))]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=FUZZ_SECONDS + 120, cwd=REPO)
+    output = result.stdout + result.stderr
+    crashes = sorted(artifacts.iterdir())
+    kept = []
+    for crash in crashes:  # keep the reproducer beyond tmp_path's cleanup
+        keep = REPO / ".cache" / "fuzz-crashes" / f"{harness}-{crash.name}"
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(crash, keep)
+        kept.append(str(keep))
+    assert result.returncode == 0 and not crashes, f"exit {result.returncode}, inputs kept: {kept}\n{output[-6000:]}"
+    done = re.search(r"Done (\d+) runs", output)
+    assert done and int(done.group(1)) >= MIN_RUNS, output[-3000:]
