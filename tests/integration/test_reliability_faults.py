@@ -10,6 +10,7 @@ engine failure modes already covered by test_serve_engines.py (refused, stalls, 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -17,6 +18,7 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Iterator
 
@@ -149,6 +151,12 @@ def _missing(before: dict[Key, float], text: str, affected) -> list[Key]:
 @pytest.fixture
 def node(engines, tmp_path: Path):
     """serve with two engines, eight stub GPUs over NVML and two RoCE devices in a live sysfs tree."""
+    with _serve_node(engines, tmp_path) as started:
+        yield started
+
+
+@contextlib.contextmanager
+def _serve_node(engines, tmp_path: Path, env: dict[str, str] | None = None):
     first, second = engines
     state = tmp_path / "nvml-state"
     write_state(state, eight_gpu_node())
@@ -159,7 +167,7 @@ def node(engines, tmp_path: Path):
     _write(config, {"engines": [{"url": first.url("/metrics"), "name": "a", "type": "vllm"},
                                 {"url": second.url("/metrics"), "name": "b", "type": "vllm"}]})
     with ExporterProcess("--config", str(config), "--gpu", "nvml", "--sysfs", str(sysfs), interval=INTERVAL,
-                         env=child_env(stub_dir(), state)) as exporter:
+                         env={**child_env(stub_dir(), state), **(env or {})}) as exporter:
         exporter.wait_for(lambda t: _up(t, "a") == 1.0 and _up(t, "b") == 1.0 and 'device="mlx5_1"' in t
                           and 'llm_gpu_up{gpu="7"' in t and "llm_rdma_port_transmit_utilization_ratio" in t,
                           timeout=30)
@@ -285,3 +293,90 @@ def test_hundred_parallel_scrapers_do_not_block_collection(node, engines) -> Non
     rounds = first.requests_seen - seen
     assert rounds >= max(1, int(elapsed / INTERVAL / 2)), (rounds, elapsed)
     assert _up(exporter.metrics(), "a") == 1.0
+
+
+# --- the clock: stepped wall clock, and a paused process (its monotonic clock leaps) ---------
+
+UTILIZATION = "llm_rdma_port_transmit_utilization_ratio"
+LINK_BYTES_PER_SECOND = 25e9  # write_port's default "200 Gb/sec (4X HDR)"
+DEFAULT_WINDOW_S = 60.0  # serve's --window default: rates span at most this
+FAKETIME_LIBRARIES = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
+
+
+def _diagnosis_time(exporter: ExporterProcess) -> float:
+    document = requests.get(exporter.base_url + "/diagnosis", timeout=5).json()
+    return datetime.fromisoformat(document["generated_at"]).timestamp()
+
+
+def _assert_sane(text: str, before: dict[Key, float]) -> None:
+    """Nothing missing, nothing negative, no ratio above 1, every source up."""
+    assert not _missing(before, text, lambda labels: False), _missing(before, text, lambda labels: False)
+    for (name, labels), value in _series(text).items():
+        if name.startswith(("llm_engine_", "llm_gpu_", "llm_rdma_", "llm_exporter_")) and not math.isnan(value):
+            assert value >= 0, (name, dict(labels), value)
+        if name.endswith("_ratio") and not math.isnan(value):
+            assert value <= 1.0 + 1e-9, (name, dict(labels), value)
+        if name == "llm_exporter_source_up":
+            assert value == 1.0, dict(labels)
+
+
+def test_wall_clock_stepped_back_and_forward_changes_nothing_but_timestamps(engines, tmp_path: Path) -> None:
+    """NTP stepping the clock an hour back, then a day forward (libfaketime under the real serve).
+    Pacing, windows and rates run on the monotonic clock, so collection keeps its pace, nothing
+    goes missing or negative, and traffic written after each step shows as a plausible rate; only
+    /diagnosis' wall-clock `generated_at` moves."""
+    assert FAKETIME_LIBRARIES, "libfaketime is missing: apt-get install faketime (scripts/test installs it)"
+    offset = tmp_path / "faketime-offset"
+    offset.write_text("+0\n")
+    env = {"LD_PRELOAD": str(FAKETIME_LIBRARIES[0]), "FAKETIME_TIMESTAMP_FILE": str(offset),
+           "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    first, _ = engines
+    with _serve_node(engines, tmp_path, env) as (exporter, _, tree):
+        before = _series(exporter.metrics())
+        for shift in (-3600, 86400):
+            offset.write_text(f"{shift:+d}\n")
+            deadline = time.monotonic() + RECOVERY
+            while abs(_diagnosis_time(exporter) - time.time() - shift) > 60:
+                assert time.monotonic() < deadline, "the exporter never saw the clock step"
+                time.sleep(INTERVAL / 2)
+            seen, stepped = first.requests_seen, time.monotonic()
+            # Half the link for one interval: over any span the 60 s window allows, a visible rate.
+            tree.add("mlx5_0", "counters/port_xmit_data", int(LINK_BYTES_PER_SECOND * INTERVAL / 2 / 4))
+            text = exporter.wait_for(lambda t: (series_value(t, UTILIZATION, device="mlx5_0") or 0) > 0,
+                                     timeout=RECOVERY)
+            utilization = series_value(text, UTILIZATION, device="mlx5_0")
+            assert INTERVAL / 2 / DEFAULT_WINDOW_S <= utilization <= 0.5, (shift, utilization)
+            time.sleep(3 * INTERVAL)
+            _assert_sane(exporter.metrics(), before)
+            elapsed = time.monotonic() - stepped
+            assert first.requests_seen - seen >= elapsed / INTERVAL / 2, (shift, first.requests_seen - seen, elapsed)
+            # Let the traffic leave the window's newest rounds before the next step adds more.
+            exporter.wait_for(lambda t: series_value(t, UTILIZATION, device="mlx5_0") < utilization, timeout=RECOVERY)
+
+
+def test_paused_process_resumes_without_a_burst_and_rates_span_the_pause(node, engines) -> None:
+    """SIGSTOP then SIGCONT, as a VM pause or a cgroup freeze does: the monotonic clock leaps by
+    the pause. The loop must skip the missed ticks (one round at once, then its pace; not a burst
+    of catch-up rounds), and traffic sent during the pause must be spread over the pause, not
+    over one interval (which would read as 4x the link)."""
+    exporter, _, tree = node
+    first, _ = engines
+    before = _series(exporter.metrics())
+    pause_s = 6.0
+    os.kill(exporter.process.pid, signal.SIGSTOP)
+    try:
+        seen = first.requests_seen
+        tree.add("mlx5_0", "counters/port_xmit_data", int(LINK_BYTES_PER_SECOND * INTERVAL * 4 / 4))
+        time.sleep(pause_s)
+        assert first.requests_seen - seen <= 1, "the exporter kept collecting: it was not paused"
+    finally:
+        os.kill(exporter.process.pid, signal.SIGCONT)
+    resumed = time.monotonic()
+    text = exporter.wait_for(lambda t: (series_value(t, UTILIZATION, device="mlx5_0") or 0) > 0, timeout=RECOVERY)
+    utilization = series_value(text, UTILIZATION, device="mlx5_0")
+    # 4 intervals' worth of line rate over at least the pause (6 s = 12 intervals): at most 1/3.
+    assert 0 < utilization <= INTERVAL * 4 / pause_s, utilization
+    time.sleep(4 * INTERVAL)
+    rounds, elapsed = first.requests_seen - seen, time.monotonic() - resumed
+    assert rounds <= elapsed / INTERVAL + 3, f"{rounds} rounds in {elapsed:.1f}s after the pause: a catch-up burst"
+    _assert_sane(exporter.metrics(), before)
