@@ -337,7 +337,7 @@ def test_wall_clock_stepped_back_and_forward_changes_nothing_but_timestamps(engi
             offset.write_text(f"{shift:+d}\n")
             deadline = time.monotonic() + RECOVERY
             while abs(_diagnosis_time(exporter) - time.time() - shift) > 60:
-                assert time.monotonic() < deadline, "the exporter never saw the clock step"
+                assert time.monotonic() < deadline, "no round published after the step (collection stalled?)"
                 time.sleep(INTERVAL / 2)
             seen, stepped = first.requests_seen, time.monotonic()
             # Half the link for one interval: over any span the 60 s window allows, a visible rate.
