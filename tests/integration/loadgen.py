@@ -65,7 +65,8 @@ class RequestRecord:
     prompt_words: int
     max_tokens: int
     shared_prefix: bool
-    ttft_s: float | None = None
+    ttft_s: float | None = None  # the first chunk carrying a generated token
+    first_text_s: float | None = None  # the first chunk whose text is not empty (never earlier)
     e2e_s: float | None = None
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
@@ -162,7 +163,7 @@ def _stream_completion(
 ) -> None:
     """Send one streamed completion and fill timing/usage into ``record``.
 
-    TTFT is the arrival of the first chunk carrying text; the whole request is
+    TTFT is the arrival of the first chunk carrying a token (see _apply_chunk); the whole request is
     bounded by ``timeout_s`` even if the server keeps trickling chunks.
     """
     t0 = time.monotonic()
@@ -186,8 +187,15 @@ def _stream_completion(
 
 
 def _apply_chunk(chunk: dict[str, Any], record: RequestRecord, elapsed_s: float) -> None:
-    if record.ttft_s is None and any(c.get("text") for c in chunk.get("choices") or []):
+    choices = chunk.get("choices") or []
+    # vLLM streams a choice only for new tokens (or the finish); a token that decodes to no text
+    # yet (a byte of a multi-byte character, a skipped special token) comes with text "". The
+    # engine's TTFT counts that token, so the client's must too: the first text can come one
+    # token later, and under overload that token may wait out a preemption.
+    if record.ttft_s is None and choices:
         record.ttft_s = elapsed_s
+    if record.first_text_s is None and any(c.get("text") for c in choices):
+        record.first_text_s = elapsed_s
     usage = chunk.get("usage")
     if usage:
         record.completion_tokens = usage.get("completion_tokens")

@@ -479,6 +479,7 @@ _NOTE_KEYS = (
     "negative_values",
     "sustained_seconds",
     "client_over_exporter_p50",
+    "ttft_compared_at_s",
     "engine_median_bucket_s",
     "preemptions_before_kill",
 )
@@ -565,7 +566,12 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
         v.waiting for v in sampler.between(load.started + 2 * third, load.started + OVERLOAD.duration_s) if v.waiting
     ]
     rises = sum(b > a for a, b in zip(preemptions, preemptions[1:]))
-    at_end = sending[-1] if sending else drained
+    # The TTFT comparison needs a view whose window holds only this load's requests: the client's
+    # list has nothing else, while a window reaching back before the load would hold the previous
+    # phase's ~10 ms TTFTs and the ramp-up's few fast ones (a view 0.75 s vs client 4.57 s once).
+    # The window lags the view by up to two intervals (collection, then publication).
+    settled = sampler.between(load.started + WINDOW_S + 2 * INTERVAL_S, load.started + OVERLOAD.duration_s)
+    at_end = settled[-1] if settled else drained
     client = client_ttfts(result, at_end.at - WINDOW_S, at_end.at)
     matching = [(t, e) for t, e in diagnoses if e["primary"] in ("kv_cache_capacity", "queueing")]
     chosen = matching[-1][1] if matching else (diagnoses[-1][1] if diagnoses else {})
@@ -581,6 +587,7 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
         "preemptions_end": drained.preemptions,
         "preemption_rises_seen": rises,
         **ttft_entry(at_end, client),
+        "ttft_compared_at_s": round(at_end.at - load.started, 1),
         "client_over_exporter_p50": _ratio(statistics.median(client) if client else None, at_end.ttft(0.5)),
         "primary": chosen.get("primary"),
         "evidence": evidence,
@@ -589,6 +596,8 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
 
     assert result.error_count == 0, errors_of(result)
     assert result.wall_s >= SUSTAINED_S
+    assert settled, f"no exporter view between {WINDOW_S + 2 * INTERVAL_S:g}s and {OVERLOAD.duration_s:g}s " \
+                    f"into the load: {[round(v.at - load.started, 1) for v in sampler.views]}"
     exporter_p50 = at_end.ttft(0.5)
     assert len(client) >= 10 and exporter_p50 is not None, (len(client), at_end.summary())
     client_p50 = statistics.median(client)
