@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -47,3 +48,21 @@ def assert_renders_and_parses_back(metrics: list[Metric], statuses: list[SourceS
             name, value = metric.name, metric.value
         got = parsed[(name, labels)]
         assert got == value or (math.isnan(got) and math.isnan(value)), (name, labels, got, value)
+
+
+FILE_FATES = ("write", "remove", "unreadable")
+
+
+def change_file(path: Path, fate: str, content: bytes = b"") -> None:
+    """Give a sysfs file a fate, as a kernel (or a failing driver) would: new `content`, gone, or
+    unreadable for root too (a directory where the file was: reading fails with EISDIR, the way a
+    driver's show() failing with EIO does). A file already made a directory is a file again first."""
+    if path.is_dir():
+        path.rmdir()
+    if fate == "write" or not path.exists():
+        path.write_bytes(content)
+    elif fate == "remove":
+        path.unlink()
+    else:
+        path.unlink()
+        path.mkdir()

@@ -22,7 +22,7 @@ with atheris.instrument_imports(include=["exporter"]):
     from exporter.sources.rdma import RdmaSource
 
 from tests.fuzz.harness import run  # noqa: E402
-from tests.fuzz.properties import assert_renders_and_parses_back, collect  # noqa: E402
+from tests.fuzz.properties import FILE_FATES, assert_renders_and_parses_back, change_file, collect  # noqa: E402
 from tests.sysfs_trees import build_fixture_tree, roce_mlx5_tree  # noqa: E402
 
 _BASE = Path(tempfile.mkdtemp(prefix="sysfs-fuzzer-"))
@@ -50,16 +50,8 @@ def test_one_input(data: bytes) -> None:
             for _ in range(fdp.ConsumeIntInRange(0, 8)):
                 path = files[fdp.ConsumeIntInRange(0, len(files) - 1)]
                 touched.add(path)
-                if path.is_dir():
-                    path.rmdir()
-                action = fdp.ConsumeIntInRange(0, 3)
-                if action <= 1 or not path.exists():
-                    path.write_bytes(fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 64)))
-                elif action == 2:
-                    path.unlink()
-                else:  # unreadable for root too: a directory where the file was
-                    path.unlink()
-                    path.mkdir()
+                fate = FILE_FATES[fdp.ConsumeIntInRange(0, len(FILE_FATES) - 1)]
+                change_file(path, fate, fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 64)))
             metrics, status = collect(source, now)
             statuses = [status]
         assert_renders_and_parses_back(metrics, statuses)

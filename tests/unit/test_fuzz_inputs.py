@@ -31,7 +31,7 @@ from exporter.sources.dcgm_exporter import DcgmExporterSource
 from exporter.sources.engine import EngineSource, EngineTarget
 from exporter.sources.rdma import RdmaSource
 from exporter.webconfig import load_web_config
-from tests.fuzz.properties import assert_renders_and_parses_back, collect
+from tests.fuzz.properties import FILE_FATES, assert_renders_and_parses_back, change_file, collect
 from tests.support import ENGINE_FIXTURES, FIXTURES
 from tests.sysfs_trees import build_fixture_tree, roce_mlx5_tree
 
@@ -161,15 +161,7 @@ def test_rdma_source_on_arbitrary_file_contents(sysfs_templates: list[Path], dat
         statuses, metrics = [], []
         for now in (0.0, 5.0):  # the second round computes rates from the first one's counters
             for path in data.draw(st.lists(st.sampled_from(files), max_size=8, unique=True)):
-                if path.is_dir():
-                    path.rmdir()
-                if data.draw(st.booleans()) or not path.exists():
-                    path.write_bytes(data.draw(_FILE_CONTENT))
-                elif data.draw(st.booleans()):
-                    path.unlink()
-                else:  # unreadable for root too: a directory where a file was
-                    path.unlink()
-                    path.mkdir()
+                change_file(path, data.draw(st.sampled_from(FILE_FATES)), data.draw(_FILE_CONTENT))
             metrics, status = _collect(source, now)
             statuses = [status]
         assert_renders_and_parses_back(metrics, statuses)
