@@ -18,24 +18,38 @@ and printed in the terminal summary, so they can be quoted.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import re
 import signal
 import statistics
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import pytest
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.integration.exporter_view import (
+    POLL_S,
+    BackgroundLoad,
+    RepeatingLoad,
+    Sampler,
+    View,
+    client_ttfts,
+    diagnosis,
+    engine_ttft_buckets,
+    errors_of,
+    median_bucket,
+    present,
+    scrape,
+    ttft_entry,
+    wait_collections,
+    wait_view,
+)
 from tests.integration.loadgen import LoadResult, LoadSpec, run_load
+from tests.integration.phase_report import ReportPrinter, write_report
 from tests.integration.vllm_env import CACHE_DIR, VLLM_VERSION
 from tests.integration.vllm_server import VllmServer
 from tests.support import ExporterProcess
@@ -44,7 +58,6 @@ pytestmark = pytest.mark.vllm
 
 INTERVAL_S = 1.0
 WINDOW_S = 20.0
-TTFT = "llm_engine_time_to_first_token_seconds"
 QUANTILES = (0.5, 0.95, 0.99)
 REPORT_DIR = CACHE_DIR / "test-reports"
 REPORT_JSON = REPORT_DIR / "vllm-exporter-phases.json"
@@ -91,277 +104,8 @@ KILL_LOAD = LoadSpec(
 AFTER_RESTART = dataclasses.replace(LIGHT, duration_s=WINDOW_S, seed=17)
 
 RECOVERY_TIMEOUT_S = 180.0  # level window (30 s) + hysteresis + the drain, with room for a busy machine
-POLL_S = 0.2
 
 PHASES: dict[str, dict[str, Any]] = {}
-
-
-# --- reading the exporter ----------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class View:
-    """One scrape of the exporter's /metrics: when it was read (time.time()) and its samples."""
-
-    at: float
-    samples: tuple[tuple[str, dict[str, str], float], ...]
-
-    @classmethod
-    def parse(cls, text: str, at: float) -> View:
-        samples = tuple(
-            (s.name, dict(s.labels), float(s.value))
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        )
-        return cls(at, samples)
-
-    def value(self, name: str, **labels: str) -> float | None:
-        for sample_name, sample_labels, value in self.samples:
-            if sample_name == name and all(sample_labels.get(k) == v for k, v in labels.items()):
-                return value
-        return None
-
-    def engine(self, name: str, **labels: str) -> float | None:
-        return self.value(name, engine_type="vllm", **labels)
-
-    @property
-    def up(self) -> float | None:
-        return self.engine("llm_engine_up")
-
-    @property
-    def running(self) -> float | None:
-        return self.engine("llm_engine_requests_running")
-
-    @property
-    def waiting(self) -> float | None:
-        return self.engine("llm_engine_requests_waiting")
-
-    @property
-    def kv(self) -> float | None:
-        return self.engine("llm_engine_kv_cache_usage_ratio")
-
-    @property
-    def preemptions(self) -> float | None:
-        return self.engine("llm_engine_preemptions_total")
-
-    @property
-    def prompt_tokens(self) -> float | None:
-        return self.engine("llm_engine_prompt_tokens_total")
-
-    @property
-    def generation_tokens(self) -> float | None:
-        return self.engine("llm_engine_generation_tokens_total")
-
-    @property
-    def prefix_ratio(self) -> float | None:
-        return self.engine("llm_engine_prefix_cache_hit_ratio")
-
-    def ttft(self, q: float) -> float | None:
-        return self.engine(TTFT, quantile=repr(q))
-
-    def ttft_count(self) -> float | None:
-        return self.engine(f"{TTFT}_count")
-
-    def summary(self) -> str:
-        return (
-            f"up={self.up} running={self.running} waiting={self.waiting} kv={self.kv} "
-            f"preemptions={self.preemptions} ttft_p50={self.ttft(0.5)} prefix_ratio={self.prefix_ratio} "
-            f"engine_collect_s={self.value('llm_exporter_collect_duration_seconds', source='engine')}"
-        )
-
-
-def history(views: list[View], last: int = 40) -> str:
-    """The last views, one line each, for failure messages."""
-    return "\n".join(f"{time.strftime('%H:%M:%S', time.localtime(v.at))}{f'{v.at % 1:.2f}'[1:]} {v.summary()}"
-                     for v in views[-last:])
-
-
-def scrape(exporter: ExporterProcess) -> View:
-    return View.parse(exporter.metrics(), time.time())
-
-
-def wait_view(exporter: ExporterProcess, predicate: Callable[[View], bool], timeout_s: float, what: str) -> View:
-    """Poll /metrics until `predicate` holds; fail with the last view and the exporter log."""
-    deadline = time.monotonic() + timeout_s
-    views: list[View] = []
-    failures: list[str] = []
-    while True:
-        try:
-            views.append(scrape(exporter))
-            if predicate(views[-1]):
-                return views[-1]
-        except requests.RequestException as error:
-            failures.append(f"{time.strftime('%H:%M:%S')} {type(error).__name__}: {error}")
-        if time.monotonic() >= deadline:
-            raise AssertionError(
-                f"{what}: not within {timeout_s:.0f}s; views:\n{history(views) or '<no scrape>'}\n"
-                f"failed scrapes ({len(failures)}): {failures[-3:]}\n{exporter.log()}"
-            )
-        time.sleep(POLL_S)
-
-
-def diagnosis(exporter: ExporterProcess) -> tuple[str, dict[str, Any] | None]:
-    """(generated_at, the vLLM engine's /diagnosis entry or None when the engine is not listed)."""
-    document = requests.get(exporter.base_url + "/diagnosis", timeout=5).json()
-    entries = [e for e in document["engines"] if e["engine_type"] == "vllm"]
-    return document["generated_at"], entries[0] if entries else None
-
-
-def wait_collections(exporter: ExporterProcess, count: int, timeout_s: float = 30.0) -> None:
-    """Wait until the exporter published `count` more snapshots (each diagnosis is stamped)."""
-    seen = {diagnosis(exporter)[0]}
-    deadline = time.monotonic() + timeout_s
-    while len(seen) <= count:
-        assert time.monotonic() < deadline, f"exporter published no new snapshot within {timeout_s:.0f}s"
-        time.sleep(POLL_S)
-        seen.add(diagnosis(exporter)[0])
-
-
-class Sampler:
-    """Scrapes the exporter in the background while a load runs, keeping every view."""
-
-    def __init__(self, exporter: ExporterProcess, period_s: float = 0.5) -> None:
-        self.exporter = exporter
-        self.period_s = period_s
-        self.views: list[View] = []
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="exporter-sampler", daemon=True)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.views.append(scrape(self.exporter))
-            except requests.RequestException as error:
-                self.errors.append(f"{time.time():.1f}: {error}")
-            self._stop.wait(self.period_s)
-
-    def between(self, start: float, end: float) -> list[View]:
-        return [v for v in self.views if start <= v.at <= end]
-
-
-class BackgroundLoad:
-    """run_load in a thread; `started`/`ended` are time.time()."""
-
-    def __init__(self, base_url: str, spec: LoadSpec) -> None:
-        self.spec = spec
-        self.result: LoadResult | None = None
-        self.started = time.time()
-        self.ended: float | None = None
-        self._thread = threading.Thread(target=self._run, args=(base_url,), name="load", daemon=True)
-        self._thread.start()
-
-    def _run(self, base_url: str) -> None:
-        try:
-            self.result = run_load(base_url, self.spec)
-        finally:
-            self.ended = time.time()
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def join(self) -> LoadResult:
-        # run_load is bounded: no request starts after duration_s and each ends within its timeout.
-        self._thread.join(timeout=self.spec.duration_s + self.spec.request_timeout_s + 60)
-        assert not self._thread.is_alive(), "load generator did not finish"
-        assert self.result is not None, "load generator failed"
-        return self.result
-
-
-class RepeatingLoad:
-    """Short closed-loop runs, `pause_s` apart, until stopped (for waits of unknown length)."""
-
-    def __init__(self, base_url: str, chunk: LoadSpec, pause_s: float = 0.0) -> None:
-        self.base_url = base_url
-        self.chunk = chunk
-        self.pause_s = pause_s
-        self.results: list[LoadResult] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="repeating-load", daemon=True)
-
-    def __enter__(self) -> RepeatingLoad:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.chunk.duration_s + self.chunk.request_timeout_s + 30)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.results.append(run_load(self.base_url, self.chunk))
-            self._stop.wait(self.pause_s)
-
-    @property
-    def errors(self) -> int:
-        return sum(r.error_count for r in self.results)
-
-
-def client_ttfts(result: LoadResult, start: float, end: float) -> list[float]:
-    """Client TTFTs of the requests whose first token arrived in (start, end] (wall clock)."""
-    return [r.ttft_s for r in result.ok_records if r.ttft_s is not None and start < r.started + r.ttft_s <= end]
-
-
-def nearest_rank(values: list[float], q: float) -> float:
-    data = sorted(values)
-    if not data:
-        return math.nan
-    return data[min(len(data) - 1, max(0, math.ceil(q * len(data)) - 1))]
-
-
-def engine_ttft_buckets(text: str) -> dict[float, float]:
-    """The engine's own cumulative TTFT buckets {le: count}, read with prometheus_client."""
-    buckets: dict[float, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "vllm:time_to_first_token_seconds_bucket":
-                le = float(sample.labels["le"])
-                buckets[le] = buckets.get(le, 0.0) + sample.value
-    return buckets
-
-
-def median_bucket(before: dict[float, float], after: dict[float, float]) -> tuple[float, float, float]:
-    """(lower bound, upper bound, count) of the bucket that holds the median of the increase."""
-    bounds = sorted(after)
-    increase = [after[b] - before.get(b, 0.0) for b in bounds]
-    total = increase[-1]
-    lower = 0.0
-    for bound, count in zip(bounds, increase):
-        if count >= total / 2:
-            return lower, bound, total
-        lower = bound
-    return lower, math.inf, total
-
-
-def present(views: list[View], attr: str) -> list[float]:
-    return [v for view in views if (v := getattr(view, attr)) is not None]
-
-
-def errors_of(result: LoadResult) -> list[str]:
-    return sorted({r.error or "" for r in result.records if r.error})[:5]
-
-
-def ttft_entry(view: View, client: list[float]) -> dict[str, Any]:
-    return {
-        "exporter_ttft_p50_s": view.ttft(0.5),
-        "exporter_ttft_p99_s": view.ttft(0.99),
-        "client_ttft_p50_s": statistics.median(client) if client else None,
-        "client_ttft_p99_s": nearest_rank(client, 0.99) if client else None,
-        "client_requests_in_window": len(client),
-    }
 
 
 # --- fixtures and the report ---------------------------------------------------------------------
@@ -389,24 +133,11 @@ def exporter(vllm_server: VllmServer) -> Iterator[ExporterProcess]:
         process.close()
 
 
-class _ReportPrinter:
-    """Prints the phase report at the end of the run (visible with or without -s)."""
-
-    def __init__(self, markdown: list[str]) -> None:
-        self.markdown = markdown
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.markdown:
-            terminalreporter.section("vLLM exporter: observed values per phase")
-            for line in self.markdown:
-                terminalreporter.write_line(line)
-
-
 @pytest.fixture(scope="module", autouse=True)
 def phase_report(request: pytest.FixtureRequest) -> Iterator[dict[str, dict[str, Any]]]:
     PHASES.clear()
     markdown: list[str] = []
-    request.config.pluginmanager.register(_ReportPrinter(markdown), "vllm-exporter-phase-report")
+    request.config.pluginmanager.register(ReportPrinter(markdown), "vllm-exporter-phase-report")
     started = time.monotonic()
     yield PHASES
     if not PHASES:
@@ -419,70 +150,8 @@ def phase_report(request: pytest.FixtureRequest) -> Iterator[dict[str, dict[str,
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "phases": PHASES,
     }
-    markdown.extend(render_markdown(document))
-    REPORT_DIR.mkdir(parents=True, exist_ok=True)
-    REPORT_JSON.write_text(json.dumps(document, indent=2, default=_json_default) + "\n")
-    REPORT_MD.write_text("\n".join(markdown) + "\n")
+    markdown.extend(write_report(document, REPORT_JSON, REPORT_MD))
     markdown.append(f"(written to {REPORT_JSON.relative_to(CACHE_DIR.parent)} and {REPORT_MD.name})")
-
-
-def _json_default(value: object) -> object:
-    return str(value)
-
-
-def _fmt(value: object, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return "NaN" if math.isnan(value) else f"{value:.{digits}g}"
-    return str(value)
-
-
-def render_markdown(document: dict[str, Any]) -> list[str]:
-    lines = [
-        f"vLLM {document['vllm']} on CPU, exporter --interval {document['exporter_interval_s']:g} "
-        f"--window {document['exporter_window_s']:g} ({document['module_seconds']} s for the module)",
-        "",
-        "| phase | waiting (max) | KV usage (max) | preemptions (start -> end) | TTFT p50 exporter / client (s) "
-        "| TTFT p99 exporter / client (s) | requests (errors) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, p in document["phases"].items():
-        if "waiting_max" not in p and "exporter_ttft_p50_s" not in p:
-            continue
-        lines.append(
-            f"| {name} | {_fmt(p.get('waiting_max'))} | {_fmt(p.get('kv_usage_max'))} "
-            f"| {_fmt(p.get('preemptions_start'))} -> {_fmt(p.get('preemptions_end'))} "
-            f"| {_fmt(p.get('exporter_ttft_p50_s'))} / {_fmt(p.get('client_ttft_p50_s'))} "
-            f"| {_fmt(p.get('exporter_ttft_p99_s'))} / {_fmt(p.get('client_ttft_p99_s'))} "
-            f"| {_fmt(p.get('requests'))} ({_fmt(p.get('errors'))}) |"
-        )
-    lines.append("")
-    for name, p in document["phases"].items():
-        extras = {k: v for k, v in p.items() if k in _NOTE_KEYS}
-        if extras:
-            lines.append(f"- {name}: " + ", ".join(f"{k} {_fmt(v, 4)}" for k, v in extras.items()))
-    return lines
-
-
-_NOTE_KEYS = (
-    "primary",
-    "evidence",
-    "primary_sequence",
-    "seconds_until_none",
-    "prefix_cache_hit_ratio",
-    "engine_hits_over_queries",
-    "seconds_until_up_0",
-    "metrics_served_while_down",
-    "restart_seconds",
-    "seconds_until_quantiles",
-    "negative_values",
-    "sustained_seconds",
-    "client_over_exporter_p50",
-    "ttft_compared_at_s",
-    "engine_median_bucket_s",
-    "preemptions_before_kill",
-)
 
 
 # --- the scenario, in order ----------------------------------------------------------------------
