@@ -274,6 +274,101 @@ def median_bucket(before: dict[float, float], after: dict[float, float]) -> tupl
     return lower, math.inf, total
 
 
+@dataclasses.dataclass(frozen=True)
+class EngineSnapshot:
+    """The engine's own TTFT histogram, read directly between `before` and `after` (time.time())."""
+
+    before: float
+    after: float
+    buckets: dict[float, float]
+
+
+class EngineSampler:
+    """Reads the engine's /metrics in the background while a load runs: the reference that the
+    exporter's windowed quantiles are checked against (see window_median_bounds)."""
+
+    def __init__(self, read_metrics: Callable[[], str], period_s: float = 0.5) -> None:
+        self.read_metrics = read_metrics
+        self.period_s = period_s
+        self.snapshots: list[EngineSnapshot] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="engine-sampler", daemon=True)
+
+    def __enter__(self) -> EngineSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            before = time.time()
+            try:
+                text = self.read_metrics()
+            except requests.RequestException:
+                pass
+            else:
+                self.snapshots.append(EngineSnapshot(before, time.time(), engine_ttft_buckets(text)))
+            self._stop.wait(self.period_s)
+
+    def last_read_by(self, moment: float) -> EngineSnapshot | None:
+        """The latest snapshot read entirely before `moment`."""
+        done = [s for s in self.snapshots if s.after <= moment]
+        return done[-1] if done else None
+
+    def first_read_from(self, moment: float) -> EngineSnapshot | None:
+        """The earliest snapshot read entirely after `moment`."""
+        return next((s for s in self.snapshots if s.before >= moment), None)
+
+
+def _increase(start: EngineSnapshot, end: EngineSnapshot) -> dict[float, float]:
+    return {b: end.buckets[b] - start.buckets.get(b, 0.0) for b in end.buckets}
+
+
+def window_median_bounds(
+    engine: EngineSampler, view: View, window_s: float, lag_s: float, spacing_s: float, read_s: float
+) -> tuple[float, float, dict[str, Any]]:
+    """Bounds (low, high) on the median the exporter may publish for its window at `view`, from the
+    engine's own histogram.
+
+    The exporter's window holds what the engine observed between two of its reads: the last
+    collection c_k, read in [view.at - lag_s, view.at], and the collection c_j it expired last,
+    stamped in [c_k - window_s - spacing_s, c_k - window_s] and read up to read_s later. The
+    engine's increase from a snapshot after c_j to one before c_k ("inner") is then bucket by bucket
+    at most the window's, and the increase from one before c_j to one after c_k ("outer") at least.
+    So the window's median rank lies between half the inner and half the outer total, and its
+    bucket between the first whose outer count reaches the former and the first whose inner count
+    reaches the latter: whatever the engine did, however the client saw it. The caller checks the
+    lag assumption: the view's count (the engine's at c_k) lies between the two end snapshots'.
+    """
+    inner_start = engine.first_read_from(view.at - window_s + read_s)
+    inner_end = engine.last_read_by(view.at - lag_s)
+    outer_start = engine.last_read_by(view.at - lag_s - window_s - spacing_s)
+    outer_end = engine.first_read_from(view.at)
+    if None in (inner_start, inner_end, outer_start, outer_end):
+        raise AssertionError(f"no engine snapshots around {view.at:.1f}: "
+                             f"{[(round(s.before, 1), round(s.after, 1)) for s in engine.snapshots]}")
+    inner, outer = _increase(inner_start, inner_end), _increase(outer_start, outer_end)
+    bounds = sorted(outer)
+    least_rank, most_rank = inner[math.inf] / 2, outer[math.inf] / 2
+    low_bucket = next(i for i, b in enumerate(bounds) if outer[b] >= least_rank)
+    high_bucket = next((i for i, b in enumerate(bounds) if inner.get(b, 0.0) >= most_rank), len(bounds) - 1)
+    low = bounds[low_bucket - 1] if low_bucket > 0 else 0.0
+    evidence = {"bounds": tuple(bounds), "inner_requests": inner[math.inf], "outer_requests": outer[math.inf],
+                "engine_count_inner_end": inner_end.buckets[math.inf],
+                "engine_count_outer_end": outer_end.buckets[math.inf]}
+    return low, bounds[high_bucket], evidence
+
+
+def bucket_upper_bound(bounds: list[float], value: float) -> float:
+    """The upper bound of the histogram bucket that holds `value`."""
+    return next(b for b in sorted(bounds) if value <= b)
+
+
 def present(views: list[View], attr: str) -> list[float]:
     return [v for view in views if (v := getattr(view, attr)) is not None]
 

@@ -34,9 +34,11 @@ import requests
 from tests.integration.exporter_view import (
     POLL_S,
     BackgroundLoad,
+    EngineSampler,
     RepeatingLoad,
     Sampler,
     View,
+    bucket_upper_bound,
     client_ttfts,
     diagnosis,
     engine_ttft_buckets,
@@ -47,6 +49,7 @@ from tests.integration.exporter_view import (
     ttft_entry,
     wait_collections,
     wait_view,
+    window_median_bounds,
 )
 from tests.integration.loadgen import LoadResult, LoadSpec, run_load
 from tests.integration.phase_report import ReportPrinter, write_report
@@ -76,6 +79,10 @@ OVERLOAD = LoadSpec(
     seed=12,
 )
 SUSTAINED_S = 30.0
+# How far the exporter's window may sit from a view (see exporter_view.window_median_bounds): its
+# last collection at most lag_s before the view is read, collections at most spacing_s late, and a
+# read of the engine at most read_s long.
+WINDOW_TIMING = {"lag_s": 2.0 * INTERVAL_S + 1.0, "spacing_s": 2.0 * INTERVAL_S, "read_s": 1.0}
 # Phases long enough that the exporter's window, read when they end, holds only their requests.
 SHARED_PREFIX = LoadSpec(
     concurrency=2,
@@ -206,8 +213,8 @@ def test_light_load_no_queue_no_preemption_and_ttft_matches_the_client(
     # vLLM times TTFT from the request's arrival in its frontend, after HTTP parsing and
     # tokenization, to the first token's output, before detokenizing and streaming it. Each
     # request's engine TTFT is therefore part of its client TTFT. With short prompts on this tiny
-    # CPU model the part outside the engine dominates (client/exporter median 2.2-7.5x seen), so
-    # the factor-2 comparison is made in the overload phase, where the engine's share dominates.
+    # CPU model the part outside the engine dominates (client/exporter median 2.2-11x seen): the
+    # exporter's median is not above the client's (or the top of the engine's median bucket).
     assert exporter_p50 <= max(client_p50, high), (exporter_p50, client_p50)
 
 
@@ -216,7 +223,7 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
 ) -> None:
     start = wait_view(exporter, lambda v: v.up == 1.0, 30, "llm_engine_up 1")
     diagnoses: list[tuple[float, dict[str, Any]]] = []
-    with Sampler(exporter) as sampler:
+    with Sampler(exporter) as sampler, EngineSampler(vllm_server.metrics_text) as engine:
         load = BackgroundLoad(vllm_server.base_url, OVERLOAD)
         while load.running:
             _, entry = diagnosis(exporter)
@@ -238,9 +245,16 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     # The TTFT comparison needs a view whose window holds only this load's requests: the client's
     # list has nothing else, while a window reaching back before the load would hold the previous
     # phase's ~10 ms TTFTs and the ramp-up's few fast ones (a view 0.75 s vs client 4.57 s once).
-    # The window lags the view by up to two intervals (collection, then publication).
-    settled = sampler.between(load.started + WINDOW_S + 2 * INTERVAL_S, load.started + OVERLOAD.duration_s)
-    at_end = settled[-1] if settled else drained
+    # The window lags the view by up to two intervals (collection, then publication). A view of a
+    # round whose scrape of the engine timed out (vLLM's /metrics took up to 2.9 s at full load
+    # here) has no quantiles: the one before it does.
+    settled = [v for v in sampler.between(load.started + WINDOW_S + 2 * INTERVAL_S,
+                                          load.started + OVERLOAD.duration_s) if v.ttft(0.5) is not None]
+    # ...and whose last collection the engine's own reads bracket (see WINDOW_TIMING).
+    references = [(v, *window_median_bounds(engine, v, WINDOW_S, **WINDOW_TIMING)) for v in settled]
+    timely = [(v, low, high, evidence) for v, low, high, evidence in references
+              if evidence["engine_count_inner_end"] <= (v.ttft_count() or 0) <= evidence["engine_count_outer_end"]]
+    at_end, low, high, engine_evidence = timely[-1] if timely else (drained, math.nan, math.nan, {"bounds": ()})
     client = client_ttfts(result, at_end.at - WINDOW_S, at_end.at)
     matching = [(t, e) for t, e in diagnoses if e["primary"] in ("kv_cache_capacity", "queueing")]
     chosen = matching[-1][1] if matching else (diagnoses[-1][1] if diagnoses else {})
@@ -257,6 +271,10 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
         "preemption_rises_seen": rises,
         **ttft_entry(at_end, client),
         "ttft_compared_at_s": round(at_end.at - load.started, 1),
+        "engine_median_bounds_s": [low, high],
+        "engine_reference": {**{k: v for k, v in engine_evidence.items() if k != "bounds"},
+                             "snapshots": len(engine.snapshots),
+                             "longest_read_s": round(max((e.after - e.before for e in engine.snapshots), default=0), 2)},
         "client_over_exporter_p50": _ratio(statistics.median(client) if client else None, at_end.ttft(0.5)),
         "primary": chosen.get("primary"),
         "evidence": evidence,
@@ -267,10 +285,19 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     assert result.wall_s >= SUSTAINED_S
     assert settled, f"no exporter view between {WINDOW_S + 2 * INTERVAL_S:g}s and {OVERLOAD.duration_s:g}s " \
                     f"into the load: {[round(v.at - load.started, 1) for v in sampler.views]}"
+    assert timely, f"no settled view collected within {WINDOW_TIMING['lag_s']}s of being read: " \
+                   f"{[(round(v.at - load.started, 1), v.ttft_count(), e) for v, _, _, e in references]}"
     exporter_p50 = at_end.ttft(0.5)
     assert len(client) >= 10 and exporter_p50 is not None, (len(client), at_end.summary())
     client_p50 = statistics.median(client)
-    assert client_p50 / 2 <= exporter_p50 <= client_p50 * 2, (exporter_p50, client_p50)
+    # Against the engine's own histogram over the same window: the exporter's job, exactly.
+    assert low <= exporter_p50 <= high, (exporter_p50, low, high, engine_evidence)
+    # Against the client: each request's engine TTFT is part of its client TTFT, so the engine's
+    # median, and the exporter's estimate of it inside that bucket, is not above the client's
+    # bucket. Not a factor 2 both ways: vLLM's TTFT starts when the frontend hands the request to
+    # the engine, and on this 2-core machine at full load requests wait seconds before that (client
+    # over exporter median 0.9-1.2 here, 1.95 in a CI run; 6x in one with an unsettled window).
+    assert exporter_p50 <= bucket_upper_bound(list(engine_evidence["bounds"]), client_p50), (exporter_p50, client_p50)
     assert early and late, f"waiting > 0 not sustained: early {early}, late {late}"
     assert kv and max(kv) >= 0.7, kv
     assert start.preemptions is not None and preemptions
