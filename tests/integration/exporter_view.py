@@ -320,6 +320,13 @@ class EngineSampler:
         done = [s for s in self.snapshots if s.after <= moment]
         return done[-1] if done else None
 
+    def wait_first(self, timeout_s: float = 30.0) -> None:
+        """Block until one snapshot is in: references need a read from before what they judge."""
+        deadline = time.monotonic() + timeout_s
+        while not self.snapshots:
+            assert time.monotonic() < deadline, f"the engine's /metrics was not read within {timeout_s:g}s"
+            time.sleep(0.05)
+
     def first_read_from(self, moment: float) -> EngineSnapshot | None:
         """The earliest snapshot read entirely after `moment`."""
         return next((s for s in self.snapshots if s.before >= moment), None)
@@ -331,9 +338,9 @@ def _increase(start: EngineSnapshot, end: EngineSnapshot) -> dict[float, float]:
 
 def window_median_bounds(
     engine: EngineSampler, view: View, window_s: float, lag_s: float, spacing_s: float, read_s: float
-) -> tuple[float, float, dict[str, Any]]:
+) -> tuple[float, float, dict[str, Any]] | None:
     """Bounds (low, high) on the median the exporter may publish for its window at `view`, from the
-    engine's own histogram.
+    engine's own histogram; None when the engine's reads do not reach around the window.
 
     The exporter's window holds what the engine observed between two of its reads: the last
     collection c_k, read in [view.at - lag_s, view.at], and the collection c_j it expired last,
@@ -349,9 +356,8 @@ def window_median_bounds(
     inner_end = engine.last_read_by(view.at - lag_s)
     outer_start = engine.last_read_by(view.at - lag_s - window_s - spacing_s)
     outer_end = engine.first_read_from(view.at)
-    if None in (inner_start, inner_end, outer_start, outer_end):
-        raise AssertionError(f"no engine snapshots around {view.at:.1f}: "
-                             f"{[(round(s.before, 1), round(s.after, 1)) for s in engine.snapshots]}")
+    if inner_start is None or inner_end is None or outer_start is None or outer_end is None:
+        return None  # the engine was not read early or late enough around this view
     inner, outer = _increase(inner_start, inner_end), _increase(outer_start, outer_end)
     bounds = sorted(outer)
     least_rank, most_rank = inner[math.inf] / 2, outer[math.inf] / 2

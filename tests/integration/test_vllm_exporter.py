@@ -224,6 +224,7 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     start = wait_view(exporter, lambda v: v.up == 1.0, 30, "llm_engine_up 1")
     diagnoses: list[tuple[float, dict[str, Any]]] = []
     with Sampler(exporter) as sampler, EngineSampler(vllm_server.metrics_text) as engine:
+        engine.wait_first()
         load = BackgroundLoad(vllm_server.base_url, OVERLOAD)
         while load.running:
             _, entry = diagnosis(exporter)
@@ -251,8 +252,8 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     settled = [v for v in sampler.between(load.started + WINDOW_S + 2 * INTERVAL_S,
                                           load.started + OVERLOAD.duration_s) if v.ttft(0.5) is not None]
     # ...and whose last collection the engine's own reads bracket (see WINDOW_TIMING).
-    references = [(v, *window_median_bounds(engine, v, WINDOW_S, **WINDOW_TIMING)) for v in settled]
-    timely = [(v, low, high, evidence) for v, low, high, evidence in references
+    references = [(v, bounds) for v in settled if (bounds := window_median_bounds(engine, v, WINDOW_S, **WINDOW_TIMING))]
+    timely = [(v, low, high, evidence) for v, (low, high, evidence) in references
               if evidence["engine_count_inner_end"] <= (v.ttft_count() or 0) <= evidence["engine_count_outer_end"]]
     at_end, low, high, engine_evidence = timely[-1] if timely else (drained, math.nan, math.nan, {"bounds": ()})
     client = client_ttfts(result, at_end.at - WINDOW_S, at_end.at)
@@ -286,7 +287,8 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     assert settled, f"no exporter view between {WINDOW_S + 2 * INTERVAL_S:g}s and {OVERLOAD.duration_s:g}s " \
                     f"into the load: {[round(v.at - load.started, 1) for v in sampler.views]}"
     assert timely, f"no settled view collected within {WINDOW_TIMING['lag_s']}s of being read: " \
-                   f"{[(round(v.at - load.started, 1), v.ttft_count(), e) for v, _, _, e in references]}"
+                   f"{[(round(v.at - load.started, 1), v.ttft_count(), b[2]) for v, b in references]}; " \
+                   f"engine read at {[(round(e.before - load.started, 1), round(e.after - e.before, 1)) for e in engine.snapshots]}"
     exporter_p50 = at_end.ttft(0.5)
     assert len(client) >= 10 and exporter_p50 is not None, (len(client), at_end.summary())
     client_p50 = statistics.median(client)

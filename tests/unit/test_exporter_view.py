@@ -51,7 +51,9 @@ def test_the_exporters_median_lies_within_the_engine_bounds(values, drift, jitte
     engine = EngineSampler(lambda: "")
     engine.snapshots = [EngineSnapshot(t, t + 0.1, _cumulative(observations, t)) for t in
                         (k * 0.5 for k in range(0, 120))]
-    low, high, _ = window_median_bounds(engine, View(read_at, ()), WINDOW_S, **TIMING)
+    bounds = window_median_bounds(engine, View(read_at, ()), WINDOW_S, **TIMING)
+    assert bounds is not None
+    low, high, _ = bounds
     assert low <= exporter_median <= high, (exporter_median, low, high)
 
 
@@ -59,6 +61,14 @@ def test_a_steady_load_gives_the_bucket_of_its_median() -> None:
     observations = [(t * 0.25, 6.0) for t in range(200)]
     engine = EngineSampler(lambda: "")
     engine.snapshots = [EngineSnapshot(t, t + 0.1, _cumulative(observations, t)) for t in (k * 0.5 for k in range(100))]
-    low, high, evidence = window_median_bounds(engine, View(45.0, ()), WINDOW_S, **TIMING)
+    bounds = window_median_bounds(engine, View(45.0, ()), WINDOW_S, **TIMING)
+    assert bounds is not None
+    low, high, evidence = bounds
     assert (low, high) == (5.0, 7.5)
     assert evidence["inner_requests"] < 4 * WINDOW_S < evidence["outer_requests"]
+
+
+def test_no_bounds_without_a_read_before_the_window() -> None:
+    engine = EngineSampler(lambda: "")
+    engine.snapshots = [EngineSnapshot(t, t + 0.1, _cumulative([], t)) for t in (k * 0.5 for k in range(40, 100))]
+    assert window_median_bounds(engine, View(45.0, ()), WINDOW_S, **TIMING) is None
