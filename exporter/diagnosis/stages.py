@@ -96,7 +96,8 @@ def queueing(h: History, t: Thresholds) -> StageResult:
     result.score = score
     line = f"{waiting:.1f} requests waiting on average (threshold {t.waiting_requests:g})"
     if growth is not None:
-        line += f", trend {growth:+.1f} over {2 * t.level_seconds:g}s"
+        # A trend is signed; rounding a tiny fall would print "-0.0", which reads as a defect.
+        line += f", trend {round(growth, 1) + 0.0:+.1f} over {2 * t.level_seconds:g}s"
     result.evidence.append(line)
     if queue_p95 is not None:
         result.evidence.append(f"queue time p95 {queue_p95:.2f}s")

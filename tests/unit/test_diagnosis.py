@@ -87,6 +87,18 @@ def test_growing_queue_with_kv_headroom_is_queueing() -> None:
     assert d.scores["kv_cache_capacity"] < 0.3
 
 
+
+def test_a_queue_that_faded_reads_as_a_signed_trend_never_minus_zero() -> None:
+    """One request waited for one round of 120 early in the minute, none since: the trend is a
+    hair below zero (-1/40). A quiet engine's evidence quotes it (queueing leads the list at score
+    0; a CPU engine, no GPU data) as "+0.0", not "-0.0"; a clearly falling queue keeps its sign."""
+    d, _ = run(Diagnoser(), 200, lambda i: engine_metrics(waiting=1 if i == 90 else 0), interval=0.5)
+    assert d.primary == "none"
+    assert any("trend +0.0 over" in line for line in d.evidence), d.evidence
+    assert not any("-0.0" in line for line in d.evidence), d.evidence
+    d, _ = run(Diagnoser(), 200, lambda i: engine_metrics(waiting=1 if i < 120 else 0), interval=0.5)
+    assert any("trend -" in line for line in d.evidence), d.evidence
+
 def test_busy_dram_with_steady_tokens_is_a_healthy_decoder() -> None:
     # A decoding GPU streams HBM whenever it steps: DRAM 0.93 alone is not a bottleneck.
     d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(running=5, itl_p95=0.0096) + gpu_metrics(0.38, 0.93, 0.04))
