@@ -27,6 +27,11 @@ TTFT = "llm_engine_time_to_first_token_seconds"
 POLL_S = 0.2
 
 
+def _engine_series(name: str) -> property:
+    """A View attribute: the vLLM engine's value of `name`, None when not exported."""
+    return property(lambda view: view.engine(name))
+
+
 @dataclasses.dataclass(frozen=True)
 class View:
     """One scrape of the exporter's /metrics: when it was read (time.time()) and its samples."""
@@ -52,37 +57,14 @@ class View:
     def engine(self, name: str, **labels: str) -> float | None:
         return self.value(name, engine_type="vllm", **labels)
 
-    @property
-    def up(self) -> float | None:
-        return self.engine("llm_engine_up")
-
-    @property
-    def running(self) -> float | None:
-        return self.engine("llm_engine_requests_running")
-
-    @property
-    def waiting(self) -> float | None:
-        return self.engine("llm_engine_requests_waiting")
-
-    @property
-    def kv(self) -> float | None:
-        return self.engine("llm_engine_kv_cache_usage_ratio")
-
-    @property
-    def preemptions(self) -> float | None:
-        return self.engine("llm_engine_preemptions_total")
-
-    @property
-    def prompt_tokens(self) -> float | None:
-        return self.engine("llm_engine_prompt_tokens_total")
-
-    @property
-    def generation_tokens(self) -> float | None:
-        return self.engine("llm_engine_generation_tokens_total")
-
-    @property
-    def prefix_ratio(self) -> float | None:
-        return self.engine("llm_engine_prefix_cache_hit_ratio")
+    up = _engine_series("llm_engine_up")
+    running = _engine_series("llm_engine_requests_running")
+    waiting = _engine_series("llm_engine_requests_waiting")
+    kv = _engine_series("llm_engine_kv_cache_usage_ratio")
+    preemptions = _engine_series("llm_engine_preemptions_total")
+    prompt_tokens = _engine_series("llm_engine_prompt_tokens_total")
+    generation_tokens = _engine_series("llm_engine_generation_tokens_total")
+    prefix_ratio = _engine_series("llm_engine_prefix_cache_hit_ratio")
 
     def ttft(self, q: float) -> float | None:
         return self.engine(TTFT, quantile=repr(q))
@@ -145,18 +127,19 @@ def wait_collections(exporter: ExporterProcess, count: int, timeout_s: float = 3
         seen.add(diagnosis(exporter)[0])
 
 
-class Sampler:
-    """Scrapes the exporter in the background while a load runs, keeping every view."""
+class _Periodic:
+    """`read_once` run over and over, `period_s` apart, in a background thread while the `with`
+    block runs."""
 
-    def __init__(self, exporter: ExporterProcess, period_s: float = 0.5) -> None:
-        self.exporter = exporter
+    thread_name = "periodic-reader"
+
+    def __init__(self, period_s: float, join_timeout_s: float = 30.0) -> None:
         self.period_s = period_s
-        self.views: list[View] = []
-        self.errors: list[str] = []
+        self.join_timeout_s = join_timeout_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="exporter-sampler", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
 
-    def __enter__(self) -> Sampler:
+    def __enter__(self):  # noqa: ANN204 - the subclass
         self._thread.start()
         return self
 
@@ -164,15 +147,33 @@ class Sampler:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._stop.set()
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=self.join_timeout_s)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                self.views.append(scrape(self.exporter))
-            except requests.RequestException as error:
-                self.errors.append(f"{time.time():.1f}: {error}")
+            self.read_once()
             self._stop.wait(self.period_s)
+
+    def read_once(self) -> None:
+        raise NotImplementedError
+
+
+class Sampler(_Periodic):
+    """Scrapes the exporter in the background while a load runs, keeping every view."""
+
+    thread_name = "exporter-sampler"
+
+    def __init__(self, exporter: ExporterProcess, period_s: float = 0.5) -> None:
+        self.exporter = exporter
+        self.views: list[View] = []
+        self.errors: list[str] = []
+        super().__init__(period_s)
+
+    def read_once(self) -> None:
+        try:
+            self.views.append(scrape(self.exporter))
+        except requests.RequestException as error:
+            self.errors.append(f"{time.time():.1f}: {error}")
 
     def between(self, start: float, end: float) -> list[View]:
         return [v for v in self.views if start <= v.at <= end]
@@ -207,31 +208,19 @@ class BackgroundLoad:
         return self.result
 
 
-class RepeatingLoad:
+class RepeatingLoad(_Periodic):
     """Short closed-loop runs, `pause_s` apart, until stopped (for waits of unknown length)."""
+
+    thread_name = "repeating-load"
 
     def __init__(self, base_url: str, chunk: LoadSpec, pause_s: float = 0.0) -> None:
         self.base_url = base_url
         self.chunk = chunk
-        self.pause_s = pause_s
         self.results: list[LoadResult] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="repeating-load", daemon=True)
+        super().__init__(pause_s, join_timeout_s=chunk.duration_s + chunk.request_timeout_s + 30)
 
-    def __enter__(self) -> RepeatingLoad:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.chunk.duration_s + self.chunk.request_timeout_s + 30)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.results.append(run_load(self.base_url, self.chunk))
-            self._stop.wait(self.pause_s)
+    def read_once(self) -> None:
+        self.results.append(run_load(self.base_url, self.chunk))
 
     @property
     def errors(self) -> int:
@@ -283,42 +272,24 @@ class EngineSnapshot:
     buckets: dict[float, float]
 
 
-class EngineSampler:
+class EngineSampler(_Periodic):
     """Reads the engine's /metrics in the background while a load runs: the reference that the
     exporter's windowed quantiles are checked against (see window_median_bounds)."""
 
+    thread_name = "engine-sampler"
+
     def __init__(self, read_metrics: Callable[[], str], period_s: float = 0.5) -> None:
         self.read_metrics = read_metrics
-        self.period_s = period_s
         self.snapshots: list[EngineSnapshot] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="engine-sampler", daemon=True)
+        super().__init__(period_s)
 
-    def __enter__(self) -> EngineSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            before = time.time()
-            try:
-                text = self.read_metrics()
-            except requests.RequestException:
-                pass
-            else:
-                self.snapshots.append(EngineSnapshot(before, time.time(), engine_ttft_buckets(text)))
-            self._stop.wait(self.period_s)
-
-    def last_read_by(self, moment: float) -> EngineSnapshot | None:
-        """The latest snapshot read entirely before `moment`."""
-        done = [s for s in self.snapshots if s.after <= moment]
-        return done[-1] if done else None
+    def read_once(self) -> None:
+        before = time.time()
+        try:
+            text = self.read_metrics()
+        except requests.RequestException:
+            return
+        self.snapshots.append(EngineSnapshot(before, time.time(), engine_ttft_buckets(text)))
 
     def wait_first(self, timeout_s: float = 30.0) -> None:
         """Block until one snapshot is in: references need a read from before what they judge."""
@@ -326,6 +297,11 @@ class EngineSampler:
         while not self.snapshots:
             assert time.monotonic() < deadline, f"the engine's /metrics was not read within {timeout_s:g}s"
             time.sleep(0.05)
+
+    def last_read_by(self, moment: float) -> EngineSnapshot | None:
+        """The latest snapshot read entirely before `moment`."""
+        done = [s for s in self.snapshots if s.after <= moment]
+        return done[-1] if done else None
 
     def first_read_from(self, moment: float) -> EngineSnapshot | None:
         """The earliest snapshot read entirely after `moment`."""

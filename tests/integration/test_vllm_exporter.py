@@ -99,10 +99,13 @@ RANDOM_PROMPTS = dataclasses.replace(SHARED_PREFIX, shared_prefix_ratio=0.0, see
 # core, which the host-overhead stage reads (rightly, for a CPU engine) as CPU-bound.
 RECOVERY_CHUNK = dataclasses.replace(LIGHT, duration_s=5.0, max_requests=2, seed=15)
 RECOVERY_PAUSE_S = 1.0
+# Requests long enough (about a second each here) that the load still runs when the test kills
+# the engine: with 64-128 output tokens an idle machine finished all 150 in under 10 s, before the
+# exporter had sampled one running request. 4 x (64 + 256) tokens fit the 1,536-token KV cache.
 KILL_LOAD = LoadSpec(
     concurrency=4,
     prompt_tokens=(32, 64),
-    output_tokens=(64, 128),
+    output_tokens=(192, 256),
     duration_s=15.0,
     max_requests=150,  # after the kill each attempt fails at once: bound the spinning
     request_timeout_s=30.0,
