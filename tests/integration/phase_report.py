@@ -77,6 +77,8 @@ _NOTE_KEYS = (
     "sustained_seconds",
     "client_over_exporter_p50",
     "ttft_compared_at_s",
+    "waiting_seen_s",
+    "views_while_sending",
     "engine_median_bounds_s",
     "engine_reference",
     "engine_median_bucket_s",

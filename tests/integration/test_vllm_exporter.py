@@ -240,11 +240,10 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     # While the load runs: new requests are sent until duration_s, then the backlog drains.
     sending = sampler.between(load.started, load.started + OVERLOAD.duration_s)
     waiting, kv, preemptions = present(sending, "waiting"), present(sending, "kv"), present(sending, "preemptions")
-    third = OVERLOAD.duration_s / 3
-    early = [v.waiting for v in sampler.between(load.started, load.started + third) if v.waiting]
-    late = [
-        v.waiting for v in sampler.between(load.started + 2 * third, load.started + OVERLOAD.duration_s) if v.waiting
-    ]
+    # Waiting > 0 held for a third of the load or more, not a blip. (Not necessarily from the
+    # start: when vLLM's frontend is CPU-starved it hands requests over late, and the engine's
+    # queue builds later; and this process, starved too, samples unevenly.)
+    queued = [v.at - load.started for v in sending if v.waiting]
     rises = sum(b > a for a, b in zip(preemptions, preemptions[1:]))
     # The TTFT comparison needs a view whose window holds only this load's requests: the client's
     # list has nothing else, while a window reaching back before the load would hold the previous
@@ -273,6 +272,8 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
         "preemptions_start": start.preemptions,
         "preemptions_end": drained.preemptions,
         "preemption_rises_seen": rises,
+        "waiting_seen_s": [round(queued[0], 1), round(queued[-1], 1)] if queued else None,
+        "views_while_sending": len(sending),
         **ttft_entry(at_end, client),
         "ttft_compared_at_s": round(at_end.at - load.started, 1),
         "engine_median_bounds_s": [low, high],
@@ -303,7 +304,8 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     # the engine, and on this 2-core machine at full load requests wait seconds before that (client
     # over exporter median 0.9-1.2 here, 1.95 in a CI run; 6x in one with an unsettled window).
     assert exporter_p50 <= bucket_upper_bound(list(engine_evidence["bounds"]), client_p50), (exporter_p50, client_p50)
-    assert early and late, f"waiting > 0 not sustained: early {early}, late {late}"
+    assert len(queued) >= 3 and queued[-1] - queued[0] >= OVERLOAD.duration_s / 3, \
+        f"waiting > 0 not sustained: seen at {[round(t, 1) for t in queued]} s into the load"
     assert kv and max(kv) >= 0.7, kv
     assert start.preemptions is not None and preemptions
     assert preemptions[-1] > preemptions[0] >= start.preemptions and rises >= 3, (preemptions, rises)
