@@ -417,7 +417,14 @@ def test_engine_killed_mid_load_then_restarted(vllm_server: VllmServer, exporter
         while (vllm_server.metric("vllm:num_requests_running") or 0.0) == 0:
             assert load.running and time.monotonic() < deadline, "the engine never ran the load"
             time.sleep(POLL_S)
-        alive = wait_view(exporter, lambda v: v.up == 1.0 and (v.running or 0.0) > 0, 10, "exporter sees the load")
+        try:
+            alive = wait_view(exporter, lambda v: v.up == 1.0 and (v.running or 0.0) > 0, 10, "exporter sees the load")
+        except AssertionError as failure:  # seen twice, cause open (#3): say what the load and vLLM did
+            raw = [line for line in vllm_server.metrics_text().splitlines()
+                   if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting"))]
+            done = load.result.records if load.result else []
+            raise AssertionError(f"{failure}\nload still running: {load.running}, finished requests {len(done)} "
+                                 f"(errors: {errors_of(load.result)[:3] if load.result else []}); vLLM now: {raw}") from None
         assert vllm_server.pid is not None
         shared_memory = _shared_memory_of_group(vllm_server.pid)
         os.killpg(vllm_server.pid, signal.SIGKILL)  # the server and its engine core: a crash
