@@ -13,9 +13,8 @@ from exporter.alerts.promql import metric_names, template_queries
 from exporter.alerts.records import recording_rules
 from exporter.alerts.render import PROMETHEUS_RULE_PATH, RULES_PATH, alert_files
 from exporter.alerts.rules import alert_rules
-from exporter.catalogue import CATALOGUE
 from exporter.cli import main
-from exporter.sources.engines import MAPPINGS
+from exporter.dashboards.lint import known_names
 from tests.support import REPO
 
 TESTS_DIR = REPO / "alerts" / "tests"
@@ -32,8 +31,6 @@ REQUIRED_ALERTS = {
 }
 # Alerts whose firing state is the whole story (a thing is down): their value is 0 and not quoted.
 STATE_ALERTS = {"LLMGPUDown", "LLMRDMAPortDown", "LLMEngineDown", "LLMExporterSourceDown", "LLMExporterAbsent"}
-# Prometheus' own synthetic series, not a family of ours.
-PROMETHEUS_SERIES = {"up"}
 
 
 def _committed_rules() -> dict:
@@ -54,18 +51,6 @@ def _promtool_cases() -> dict[str, dict[str, int]]:
                 slot = counts.setdefault(case["alertname"], {"firing": 0, "silent": 0})
                 slot["firing" if case.get("exp_alerts") else "silent"] += 1
     return counts
-
-
-def _known_names() -> set[str]:
-    names = set(PROMETHEUS_SERIES)
-    for spec in CATALOGUE.values():
-        names.add(spec.name)
-        if spec.type == "summary":
-            names.update((spec.name + "_count", spec.name + "_sum"))
-    for mapping in MAPPINGS.values():
-        names.update(mapping.wanted())
-    names.update(rule.record for rule in recording_rules(MonitoringConfig()))
-    return names
 
 
 def test_every_required_alert_is_defined_with_a_camel_case_llm_name():
@@ -136,7 +121,7 @@ def test_promtool_tests_read_the_committed_rule_file():
 
 
 def test_every_metric_the_rules_read_is_known():
-    known = _known_names()
+    known = known_names(MonitoringConfig())
     groups = _committed_rules()["groups"]
     unknown = {}
     for group in groups:
