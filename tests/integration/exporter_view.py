@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -20,7 +22,7 @@ from typing import Any
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.loadgen import LoadResult, LoadSpec, run_load
+from tests.integration.loadgen import LoadResult, LoadSpec, RequestRecord, run_load
 from tests.support import ExporterProcess
 
 TTFT = "llm_engine_time_to_first_token_seconds"
@@ -185,6 +187,7 @@ class BackgroundLoad:
     def __init__(self, base_url: str, spec: LoadSpec) -> None:
         self.spec = spec
         self.result: LoadResult | None = None
+        self.finished: list[RequestRecord] = []  # grows while the load runs (list.append is atomic)
         self.started = time.time()
         self.ended: float | None = None
         self._thread = threading.Thread(target=self._run, args=(base_url,), name="load", daemon=True)
@@ -192,9 +195,24 @@ class BackgroundLoad:
 
     def _run(self, base_url: str) -> None:
         try:
-            self.result = run_load(base_url, self.spec)
+            self.result = run_load(base_url, self.spec, on_record=self.finished.append)
         finally:
             self.ended = time.time()
+
+    def describe(self) -> str:
+        """Where the load stands, for a failure message: its finished requests and its workers' stacks."""
+        done = list(self.finished)
+        lines = [
+            f"load {'running' if self.running else 'ended'} {time.time() - self.started:.1f}s after its start, "
+            f"{len(done)} request(s) finished, {sum(not r.ok for r in done)} failed"
+        ]
+        lines += [f"  {dataclasses.asdict(r)}" for r in done[-5:]]
+        frames = sys._current_frames()
+        for thread in threading.enumerate():
+            if thread.name.startswith("load-worker-") and thread.ident in frames:
+                stack = traceback.format_stack(frames[thread.ident])[-3:]
+                lines.append(f"  {thread.name}:\n" + "".join(stack).rstrip())
+        return "\n".join(lines)
 
     @property
     def running(self) -> bool:

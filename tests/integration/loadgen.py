@@ -227,11 +227,14 @@ def _worker(base_url: str, spec: LoadSpec, index: int, budget: _Budget, sink: Ca
             sink(record)
 
 
-def run_load(base_url: str, spec: LoadSpec) -> LoadResult:
+def run_load(
+    base_url: str, spec: LoadSpec, on_record: Callable[[RequestRecord], None] | None = None
+) -> LoadResult:
     """Run the closed loop and return every request's record.
 
     Bounded: no request starts after ``duration_s`` (or once ``max_requests``
     were started) and each request ends within ``request_timeout_s``.
+    ``on_record`` sees each record as its request ends, for callers that watch a run in progress.
     """
     _check_loopback(base_url)
     result = LoadResult(spec=spec)
@@ -240,11 +243,15 @@ def run_load(base_url: str, spec: LoadSpec) -> LoadResult:
     def sink(record: RequestRecord) -> None:
         with lock:
             result.records.append(record)
+        if on_record is not None:
+            on_record(record)
 
     started = time.monotonic()
     budget = _Budget(started + spec.duration_s, spec.max_requests)
     threads = [
-        threading.Thread(target=_worker, args=(base_url.rstrip("/"), spec, i, budget, sink), daemon=True)
+        threading.Thread(
+            target=_worker, args=(base_url.rstrip("/"), spec, i, budget, sink), name=f"load-worker-{i}", daemon=True
+        )
         for i in range(spec.concurrency)
     ]
     for thread in threads:

@@ -414,17 +414,19 @@ def test_engine_killed_mid_load_then_restarted(vllm_server: VllmServer, exporter
     with Sampler(exporter, period_s=0.25) as sampler:
         load = BackgroundLoad(vllm_server.base_url, KILL_LOAD)
         deadline = time.monotonic() + 30
-        while (vllm_server.metric("vllm:num_requests_running") or 0.0) == 0:
+        while (engine_running := vllm_server.metric("vllm:num_requests_running") or 0.0) == 0:
             assert load.running and time.monotonic() < deadline, "the engine never ran the load"
             time.sleep(POLL_S)
+        seen_running_at = time.strftime("%H:%M:%S")
         try:
             alive = wait_view(exporter, lambda v: v.up == 1.0 and (v.running or 0.0) > 0, 10, "exporter sees the load")
         except AssertionError as failure:  # seen twice, cause open (#3): say what the load and vLLM did
             raw = [line for line in vllm_server.metrics_text().splitlines()
-                   if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting"))]
-            done = load.result.records if load.result else []
-            raise AssertionError(f"{failure}\nload still running: {load.running}, finished requests {len(done)} "
-                                 f"(errors: {errors_of(load.result)[:3] if load.result else []}); vLLM now: {raw}") from None
+                   if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage"))]
+            raise AssertionError(
+                f"{failure}\nvLLM reported {engine_running} running at {seen_running_at}; now: {raw}\n"
+                f"{load.describe()}\nvLLM log:\n{vllm_server.log_tail(30)}"
+            ) from None
         assert vllm_server.pid is not None
         shared_memory = _shared_memory_of_group(vllm_server.pid)
         os.killpg(vllm_server.pid, signal.SIGKILL)  # the server and its engine core: a crash

@@ -50,4 +50,6 @@ def test_a_token_without_text_is_the_first_token_and_text_comes_later() -> None:
         server.close()
     assert record.error is None and record.completion_tokens == 3
     assert record.ttft_s is not None and record.first_text_s is not None
-    assert record.ttft_s < 0.3 <= record.first_text_s <= record.e2e_s
+    # Strictly earlier: had TTFT waited for text, both would be the same reading. No bound in
+    # seconds: on a busy machine the client may read both chunks late and close together.
+    assert record.ttft_s < record.first_text_s <= record.e2e_s
