@@ -31,6 +31,9 @@ class EngineInputs:
     preemptions_total: float | None = None
     prompt_tokens_total: float | None = None
     generation_tokens_total: float | None = None
+    #: cumulative seconds of finished requests (the e2e summary's `_sum`): its rate is the mean
+    #: number of requests in the engine by Little's law, a count no sampling can miss
+    e2e_seconds_total: float | None = None
     process_cpu_seconds_total: float | None = None
     gpus: list[str] = field(default_factory=list)
     sm_active: float | None = None
@@ -58,6 +61,7 @@ _ENGINE_QUANTILES = {
     ("llm_engine_queue_time_seconds", 0.95): "queue_p95",
     ("llm_engine_e2e_request_latency_seconds", 0.99): "e2e_p99",
 }
+_E2E_SUMMARY = "llm_engine_e2e_request_latency_seconds"
 _GPU_RATIOS = {
     "llm_gpu_sm_active_ratio": "sm_active",
     "llm_gpu_dram_active_ratio": "dram_active",
@@ -92,6 +96,8 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
                     value = dict(metric.quantiles).get(q)
                     if value is not None and not math.isnan(value):
                         setattr(engines.setdefault(_key(labels), EngineInputs()), attr, value)
+            if name == _E2E_SUMMARY and not math.isnan(metric.sum):
+                engines.setdefault(_key(labels), EngineInputs()).e2e_seconds_total = metric.sum
             continue
         assert isinstance(metric, Sample)
         if name == "llm_engine_up":

@@ -53,6 +53,21 @@ def _slowing(slowdown: float | None, t: Thresholds) -> float:
     return ramp(slowdown, 1.0 + (t.itl_slowdown_ratio - 1.0) * 0.3, t.itl_slowdown_ratio)
 
 
+def _requests_in_engine(h: History, t: Thresholds) -> float:
+    """Mean requests in the engine over the level window: the running gauge's mean, or the rate of
+    finished request-seconds (Little's law: the e2e latency sum's rate), whichever is higher.
+
+    Why not the gauge alone: it is sampled when the engine answers /metrics, and a CPU-starved
+    frontend (vLLM's API server on a busy host) answers between bursts of streaming, when nothing
+    runs. A 2-core CPU vLLM read running 0 in 11 reads of 11 while four clients kept it busy,
+    so the host-bound engine would have scored as idle. The e2e sum is a counter and misses no
+    request; it counts each only once finished (and queued time too), so the gauge still covers
+    a load that just started.
+    """
+    running = h.mean("running", t.level_seconds) or 0.0
+    return max(running, h.rate("e2e_seconds_total", t.level_seconds) or 0.0)
+
+
 def kv_cache_capacity(h: History, t: Thresholds) -> StageResult:
     result = StageResult()
     kv = h.maximum("kv_usage", t.level_seconds)
@@ -112,12 +127,12 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
     its context grew) while the tensor pipes stay light.
     """
     result = StageResult()
-    running = h.mean("running", t.level_seconds) or 0.0
+    in_engine = _requests_in_engine(h, t)
     dram = h.mean("dram_active", t.level_seconds)
     sm = h.mean("sm_active", t.level_seconds)
     tensor = h.mean("tensor_active", t.level_seconds)
     itl, slowdown = _itl_slowdown(h, t)
-    decoding = ramp(running, 0.0, 1.0)
+    decoding = ramp(in_engine, 0.0, 1.0)
     slowing = _slowing(slowdown, t)
     if dram is not None:
         compute_light = 1.0 - ramp(tensor, t.tensor_active_high, t.tensor_active_high + 0.3)
@@ -183,7 +198,7 @@ def cross_node_communication(h: History, t: Thresholds) -> StageResult:
     # Congestion alone on a node whose engine is not slowed is the network's problem, not this
     # engine's bottleneck: weight by the step slowdown where it is known.
     symptom = 1.0 if slowdown is None else max(0.5, ramp(slowdown, 1.0, t.itl_slowdown_ratio))
-    result.score = max(saturation, congestion) * symptom * ramp(h.mean("running", t.level_seconds), 0.0, 1.0)
+    result.score = max(saturation, congestion) * symptom * ramp(_requests_in_engine(h, t), 0.0, 1.0)
     parts = []
     if util is not None:
         parts.append(f"RDMA link utilization {util:.2f}")
@@ -197,7 +212,7 @@ def cross_node_communication(h: History, t: Thresholds) -> StageResult:
 
 def host_overhead(h: History, t: Thresholds) -> StageResult:
     result = StageResult()
-    running = h.mean("running", t.level_seconds) or 0.0
+    in_engine = _requests_in_engine(h, t)
     cpu = h.rate("process_cpu_seconds_total", t.level_seconds)
     sm = h.mean("sm_active", t.level_seconds)
     busy_gpu = sm if sm is not None else h.mean("gpu_utilization", t.level_seconds)
@@ -210,10 +225,10 @@ def host_overhead(h: History, t: Thresholds) -> StageResult:
     cpu_bound = ramp(cpu, t.engine_cpu_cores_busy - 0.3, t.engine_cpu_cores_busy) if cpu is not None else 0.5
     dram = h.mean("dram_active", t.level_seconds)
     not_memory_bound = 1.0 - ramp(dram, t.dram_active_busy - 0.2, t.dram_active_busy)
-    result.score = ramp(running, 0.0, 1.0) * starved * cpu_bound * not_memory_bound
+    result.score = ramp(in_engine, 0.0, 1.0) * starved * cpu_bound * not_memory_bound
     parts = []
     if busy_gpu is not None:
-        parts.append(f"GPU busy {busy_gpu:.2f} while {running:.0f} requests run")
+        parts.append(f"GPU busy {busy_gpu:.2f} while {in_engine:.1f} requests are in the engine")
     if cpu is not None:
         parts.append(f"engine process at {cpu:.2f} CPU cores")
     result.evidence.append("; ".join(parts))

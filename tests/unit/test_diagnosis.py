@@ -128,6 +128,22 @@ def test_idle_gpu_and_a_saturated_core_is_host_overhead() -> None:
     assert any("0.99 CPU cores" in line for line in d.evidence)
 
 
+def test_a_host_bound_engine_whose_running_gauge_reads_zero_is_still_host_overhead() -> None:
+    """A CPU-starved frontend answers /metrics between bursts, when nothing runs (a 2-core vLLM
+    read running 0 in 11 reads of 11 under load): the e2e latency sum, a counter, still says how
+    many requests were in the engine (Little's law: request-seconds finished per second)."""
+    def make(i: int, in_engine: float) -> list[Metric]:
+        e2e = QuantileSummary("llm_engine_e2e_request_latency_seconds", ENGINE,
+                              ((0.5, 0.3), (0.95, 0.5), (0.99, 0.6)), 7.0 * i, in_engine * 5 * i)
+        return engine_metrics(running=0, cpu_seconds=0.99 * 5 * i) + gpu_metrics(0.2, 0.15, 0.05) + [e2e]
+
+    busy, _ = run(Diagnoser(), 20, lambda i: make(i, 2.0))
+    assert busy.primary == "host_overhead"
+    assert any("2.0 requests are in the engine" in line for line in busy.evidence), busy.evidence
+    idle, _ = run(Diagnoser(), 20, lambda i: make(i, 0.0))
+    assert idle.primary == "none" and idle.scores["host_overhead"] == 0.0
+
+
 def test_rdma_congestion_with_slowed_decode_is_cross_node() -> None:
     def make(i: int) -> list[Metric]:
         itl = 0.02 if i < 10 else 0.08
