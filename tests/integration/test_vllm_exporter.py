@@ -415,7 +415,7 @@ def test_prefix_cache_hit_ratio_low_with_random_prompts(vllm_server: VllmServer,
 
 def test_engine_killed_mid_load_then_restarted(vllm_server: VllmServer, exporter: ExporterProcess) -> None:
     with Sampler(exporter, period_s=0.25) as sampler:
-        before = scrape(exporter)
+        before = wait_view(exporter, lambda v: v.up == 1.0 and v.generation_tokens is not None, 30, "the engine up")
         load = BackgroundLoad(vllm_server.base_url, KILL_LOAD)
         # The proof that the exporter collected the engine serving this load is its token counter,
         # not `running > 0`: on a starved CPU vLLM's API server answers /metrics only between
