@@ -55,13 +55,13 @@ _ENGINE_GAUGES = {
     "llm_engine_generation_tokens_total": "generation_tokens_total",
     "llm_engine_process_cpu_seconds_total": "process_cpu_seconds_total",
 }
+_E2E_SUMMARY = "llm_engine_e2e_request_latency_seconds"
 _ENGINE_QUANTILES = {
     ("llm_engine_time_to_first_token_seconds", 0.95): "ttft_p95",
     ("llm_engine_inter_token_latency_seconds", 0.95): "itl_p95",
     ("llm_engine_queue_time_seconds", 0.95): "queue_p95",
-    ("llm_engine_e2e_request_latency_seconds", 0.99): "e2e_p99",
+    (_E2E_SUMMARY, 0.99): "e2e_p99",
 }
-_E2E_SUMMARY = "llm_engine_e2e_request_latency_seconds"
 _GPU_RATIOS = {
     "llm_gpu_sm_active_ratio": "sm_active",
     "llm_gpu_dram_active_ratio": "dram_active",

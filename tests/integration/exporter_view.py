@@ -22,7 +22,7 @@ from typing import Any
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.loadgen import LoadResult, LoadSpec, RequestRecord, run_load
+from tests.integration.loadgen import WORKER_THREAD_PREFIX, LoadResult, LoadSpec, RequestRecord, run_load
 from tests.support import ExporterProcess
 
 TTFT = "llm_engine_time_to_first_token_seconds"
@@ -209,7 +209,7 @@ class BackgroundLoad:
         lines += [f"  {dataclasses.asdict(r)}" for r in done[-5:]]
         frames = sys._current_frames()
         for thread in threading.enumerate():
-            if thread.name.startswith("load-worker-") and thread.ident in frames:
+            if thread.name.startswith(WORKER_THREAD_PREFIX) and thread.ident in frames:
                 stack = traceback.format_stack(frames[thread.ident])[-3:]
                 lines.append(f"  {thread.name}:\n" + "".join(stack).rstrip())
         return "\n".join(lines)

@@ -28,6 +28,7 @@ from tests.integration.tiny_model import pseudo_words
 from tests.integration.vllm_server import SERVED_MODEL_NAME
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+WORKER_THREAD_PREFIX = "load-worker-"  # run_load's threads, for stack dumps of a stuck load
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,7 @@ def run_load(
     budget = _Budget(started + spec.duration_s, spec.max_requests)
     threads = [
         threading.Thread(
-            target=_worker, args=(base_url.rstrip("/"), spec, i, budget, sink), name=f"load-worker-{i}", daemon=True
+            target=_worker, args=(base_url.rstrip("/"), spec, i, budget, sink), name=f"{WORKER_THREAD_PREFIX}{i}", daemon=True
         )
         for i in range(spec.concurrency)
     ]

@@ -87,7 +87,6 @@ def test_growing_queue_with_kv_headroom_is_queueing() -> None:
     assert d.scores["kv_cache_capacity"] < 0.3
 
 
-
 def test_a_queue_that_faded_reads_as_a_signed_trend_never_minus_zero() -> None:
     """One request waited for one round of 120 early in the minute, none since: the trend is a
     hair below zero (-1/40). A quiet engine's evidence quotes it (queueing leads the list at score
@@ -98,6 +97,7 @@ def test_a_queue_that_faded_reads_as_a_signed_trend_never_minus_zero() -> None:
     assert not any("-0.0" in line for line in d.evidence), d.evidence
     d, _ = run(Diagnoser(), 200, lambda i: engine_metrics(waiting=1 if i < 120 else 0), interval=0.5)
     assert any("trend -" in line for line in d.evidence), d.evidence
+
 
 def test_busy_dram_with_steady_tokens_is_a_healthy_decoder() -> None:
     # A decoding GPU streams HBM whenever it steps: DRAM 0.93 alone is not a bottleneck.
