@@ -14,7 +14,8 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, NoReturn, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from exporter import __version__
 from exporter.config import Config, ConfigError, build, load_file, parse_engine_flag
@@ -42,9 +43,13 @@ class _Parser(argparse.ArgumentParser):
 def _add_source_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="YAML configuration file")
     parser.add_argument("--listen", metavar="HOST:PORT", help="address to serve on (default 0.0.0.0:9477)")
-    parser.add_argument("--engine", action="append", metavar="[TYPE=]URL",
-                        help="engine metrics URL, repeatable; TYPE is vllm, sglang, tgi, trtllm or triton "
-                             "(detected from the metric names when omitted); replaces engines from the file")
+    parser.add_argument(
+        "--engine",
+        action="append",
+        metavar="[TYPE=]URL",
+        help="engine metrics URL, repeatable; TYPE is vllm, sglang, tgi, trtllm or triton "
+        "(detected from the metric names when omitted); replaces engines from the file",
+    )
     parser.add_argument("--gpu", metavar="MODE", help="auto, nvml, dcgm, dcgm-exporter=URL or none (default auto)")
     parser.add_argument("--sysfs", metavar="DIR", help="sysfs mount point (default /sys)")
     parser.add_argument("--interval", metavar="SECONDS", help="collection interval (default 5)")
@@ -58,16 +63,25 @@ def make_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     serve = commands.add_parser("serve", help="collect in the background and serve /metrics")
     _add_source_options(serve)
-    serve.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
-                       help="TLS and basic auth, in the Prometheus exporter-toolkit web config format")
+    serve.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="FILE",
+        help="TLS and basic auth, in the Prometheus exporter-toolkit web config format",
+    )
     once = commands.add_parser("once", help="collect once and print the exposition to stdout")
     _add_source_options(once)
-    once.add_argument("--format", choices=("text", "json"), default="text",
-                      help="text: Prometheus exposition; json: the /diagnosis document")
+    once.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: Prometheus exposition; json: the /diagnosis document",
+    )
     check = commands.add_parser("check-config", help="validate a configuration file (exit 2 when invalid)")
     check.add_argument("file", metavar="FILE")
-    generate = commands.add_parser("generate", help="write the generated alert rules and manifests; "
-                                   "--check exits 1 when a committed file is stale")
+    generate = commands.add_parser(
+        "generate", help="write the generated alert rules and manifests; --check exits 1 when a committed file is stale"
+    )
     generate.add_argument("--out", metavar="DIR", default=".", help="repository root to write under (default .)")
     generate.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale file")
     generate.add_argument("--config", metavar="FILE", help="YAML overrides of the monitoring configuration")
@@ -131,8 +145,9 @@ def run_serve(config: Config, reload_config: Callable[[], Config] | None = None)
     # can be set once the loop exists.
     web = WebGuard(config.web_config_file) if config.web_config_file else None
     try:
-        server = ExporterHTTPServer((config.listen_host, config.listen_port), rendered,
-                                    lambda: (False, "starting"), diagnoser.report, web)
+        server = ExporterHTTPServer(
+            (config.listen_host, config.listen_port), rendered, lambda: (False, "starting"), diagnoser.report, web
+        )
     except OSError as exc:
         raise ConfigError("--listen", f"cannot listen on {config.listen}: {exc.strerror or exc}") from exc
     try:
@@ -144,8 +159,10 @@ def run_serve(config: Config, reload_config: Callable[[], Config] | None = None)
     reloads = {"success": 0, "failure": 0}
 
     def _publish(snapshot: Snapshot) -> None:
-        counts = tuple(Sample("llm_exporter_config_reloads_total", {"result": result}, float(count))
-                       for result, count in reloads.items())
+        counts = tuple(
+            Sample("llm_exporter_config_reloads_total", {"result": result}, float(count))
+            for result, count in reloads.items()
+        )
         snapshot = dataclasses.replace(snapshot, metrics=snapshot.metrics + counts)
         rendered.publish(annotate(diagnoser, snapshot, time.monotonic()))
 
@@ -154,8 +171,11 @@ def run_serve(config: Config, reload_config: Callable[[], Config] | None = None)
 
     def _start_loop(new_loop: CollectionLoop, cfg: Config) -> None:
         max_timeout = max((s.timeout_seconds for s in new_loop.current_sources()), default=0.0)
-        server.healthy = health_check(new_loop.is_alive, lambda: new_loop.last_completed_monotonic,
-                                      max_age=3 * cfg.interval_seconds + max_timeout + 5)
+        server.healthy = health_check(
+            new_loop.is_alive,
+            lambda: new_loop.last_completed_monotonic,
+            max_age=3 * cfg.interval_seconds + max_timeout + 5,
+        )
         new_loop.start()
 
     loop = _make_loop(sources, groups, config)
@@ -195,21 +215,32 @@ def run_serve(config: Config, reload_config: Callable[[], Config] | None = None)
     return 0
 
 
-def _reload(config: Config, loop: CollectionLoop, reload_config: Callable[[], Config],
-            reloads: dict[str, int], diagnoser: Diagnoser,
-            make_loop: Callable[[list, list, Config], CollectionLoop],
-            start_loop: Callable[[CollectionLoop, Config], None]) -> tuple[Config, CollectionLoop]:
+def _reload(
+    config: Config,
+    loop: CollectionLoop,
+    reload_config: Callable[[], Config],
+    reloads: dict[str, int],
+    diagnoser: Diagnoser,
+    make_loop: Callable[[list, list, Config], CollectionLoop],
+    start_loop: Callable[[CollectionLoop, Config], None],
+) -> tuple[Config, CollectionLoop]:
     """SIGHUP: re-read the configuration (flags still win) and rebuild the sources. A bad new
     configuration keeps the running one and logs one line saying why. The listen address and the
     web config file are bound at start-up: a change to them is reported and not applied."""
     sources: list = []
     try:
         new = reload_config()
-        fixed = [key for key in ("listen_host", "listen_port", "web_config_file")
-                 if getattr(new, key) != getattr(config, key)]
+        fixed = [
+            key
+            for key in ("listen_host", "listen_port", "web_config_file")
+            if getattr(new, key) != getattr(config, key)
+        ]
         if fixed:
-            log.warning("reload: %s cannot change without a restart; keeping %s",
-                        ", ".join(fixed), ", ".join(f"{k}={getattr(config, k)}" for k in fixed))
+            log.warning(
+                "reload: %s cannot change without a restart; keeping %s",
+                ", ".join(fixed),
+                ", ".join(f"{k}={getattr(config, k)}" for k in fixed),
+            )
             new = dataclasses.replace(new, **{k: getattr(config, k) for k in fixed})
         sources = build_sources(new)
         groups = build_source_groups(new)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
@@ -102,7 +103,9 @@ def load_file(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(path, exc.strerror or str(exc)) from exc
     except UnicodeDecodeError as exc:  # found by tests/fuzz/config_fuzzer.py: was a traceback, exit 1
-        raise ConfigError(path, f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r})") from exc
+        raise ConfigError(
+            path, f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start : exc.start + 1]!r})"
+        ) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else path
@@ -137,10 +140,22 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
     thresholds = _thresholds(values["diagnosis"], where["diagnosis"])
     dcgm_address = _string(values["dcgm_address"], where["dcgm_address"])
     attribution = _gpu_attribution(values["gpu_attribution"], where["gpu_attribution"], [e.name for e in engines])
-    return Config(host, port, interval, window, gpu, gpu_url, sysfs, log_level, engines, thresholds,
-                  dcgm_address=dcgm_address, gpu_attribution=attribution,
-                  kubernetes=_kubernetes(values["kubernetes"], where["kubernetes"], defaults),
-                  web_config_file=_optional_string(values["web_config_file"], where["web_config_file"]))
+    return Config(
+        host,
+        port,
+        interval,
+        window,
+        gpu,
+        gpu_url,
+        sysfs,
+        log_level,
+        engines,
+        thresholds,
+        dcgm_address=dcgm_address,
+        gpu_attribution=attribution,
+        kubernetes=_kubernetes(values["kubernetes"], where["kubernetes"], defaults),
+        web_config_file=_optional_string(values["web_config_file"], where["web_config_file"]),
+    )
 
 
 def _kubernetes(value: Any, where: str, engine_defaults: Mapping[str, Any]) -> KubernetesSettings:
@@ -167,13 +182,16 @@ def _kubernetes(value: Any, where: str, engine_defaults: Mapping[str, Any]) -> K
         api_url=api_url,
         token_file=paths["token_file"],
         ca_file=paths["ca_file"],
-        resync_seconds=_positive_number(value.get("resync_seconds", defaults.resync_seconds), f"{where}.resync_seconds"),
+        resync_seconds=_positive_number(
+            value.get("resync_seconds", defaults.resync_seconds), f"{where}.resync_seconds"
+        ),
         max_engines=_positive_int(value.get("max_engines", defaults.max_engines), f"{where}.max_engines"),
         timeout_seconds=_positive_number(engine_defaults["timeout_seconds"], "engine_defaults.timeout_seconds"),
         max_response_bytes=_positive_int(engine_defaults["max_response_bytes"], "engine_defaults.max_response_bytes"),
         max_series=_positive_int(engine_defaults["max_series"], "engine_defaults.max_series"),
-        max_label_value_length=_positive_int(engine_defaults["max_label_value_length"],
-                                             "engine_defaults.max_label_value_length"),
+        max_label_value_length=_positive_int(
+            engine_defaults["max_label_value_length"], "engine_defaults.max_label_value_length"
+        ),
     )
 
 
@@ -209,7 +227,9 @@ def _gpu_attribution(value: Any, where: str, engine_names: Sequence[str]) -> Gpu
 
     static_value = value.get("static", {})
     if not isinstance(static_value, dict):
-        raise ConfigError(f"{where}.static", f"must be a mapping of engine name to GPUs, not {_type_name(static_value)}")
+        raise ConfigError(
+            f"{where}.static", f"must be a mapping of engine name to GPUs, not {_type_name(static_value)}"
+        )
     static: dict[str, tuple[str, ...]] = {}
     for key, gpus in static_value.items():
         at = f"{where}.static.{engine_key(key, f'{where}.static')}"
@@ -233,7 +253,9 @@ def _gpu_attribution(value: Any, where: str, engine_names: Sequence[str]) -> Gpu
         raise ConfigError(f"{where}.pod_resources_socket", f"must be a path or empty, not {_type_name(socket_path)}")
     pods_value = value.get("engine_pods", {})
     if not isinstance(pods_value, dict):
-        raise ConfigError(f"{where}.engine_pods", f"must be a mapping of engine name to NAMESPACE/POD, not {_type_name(pods_value)}")
+        raise ConfigError(
+            f"{where}.engine_pods", f"must be a mapping of engine name to NAMESPACE/POD, not {_type_name(pods_value)}"
+        )
     engine_pods: dict[str, tuple[str, str]] = {}
     for key, text in pods_value.items():
         at = f"{where}.engine_pods.{engine_key(key, f'{where}.engine_pods')}"
@@ -312,8 +334,9 @@ def _engines(value: Any, where: str, defaults: Mapping[str, Any]) -> tuple[Engin
                 "timeout_seconds": _positive_number(entry["timeout_seconds"], f"{at}.timeout_seconds"),
                 "max_response_bytes": _positive_int(entry["max_response_bytes"], f"{at}.max_response_bytes"),
                 "max_series": _positive_int(entry["max_series"], f"{at}.max_series"),
-                "max_label_value_length": _positive_int(entry["max_label_value_length"],
-                                                        f"{at}.max_label_value_length"),
+                "max_label_value_length": _positive_int(
+                    entry["max_label_value_length"], f"{at}.max_label_value_length"
+                ),
             }
         )
     names = engine_names([e["url"] for e in entries], [e["name"] for e in entries])
@@ -324,8 +347,13 @@ def _engines(value: Any, where: str, defaults: Mapping[str, Any]) -> tuple[Engin
         seen[name] = index
     return tuple(
         EngineTarget(
-            url=e["url"], name=name, type=e["type"], model=e["model"], timeout_seconds=e["timeout_seconds"],
-            max_response_bytes=e["max_response_bytes"], max_series=e["max_series"],
+            url=e["url"],
+            name=name,
+            type=e["type"],
+            model=e["model"],
+            timeout_seconds=e["timeout_seconds"],
+            max_response_bytes=e["max_response_bytes"],
+            max_series=e["max_series"],
             max_label_value_length=e["max_label_value_length"],
         )
         for e, name in zip(entries, names)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import platform
 import threading
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import Metric as PromMetric
 from prometheus_client.exposition import generate_latest
@@ -41,8 +41,14 @@ def snapshot_metrics(snapshot: Snapshot) -> list[Metric]:
         metrics.append(Sample("llm_exporter_source_up", labels, 1.0 if status.up else 0.0))
         metrics.append(Sample("llm_exporter_collect_duration_seconds", labels, status.duration_seconds))
     for (source, target, reason), count in sorted(snapshot.error_counts.items()):
-        metrics.append(Sample("llm_exporter_source_errors_total", {"source": source, "target": target, "reason": reason}, float(count)))
-    metrics.append(Sample("llm_exporter_build_info", {"version": __version__, "python_version": platform.python_version()}, 1.0))
+        metrics.append(
+            Sample(
+                "llm_exporter_source_errors_total", {"source": source, "target": target, "reason": reason}, float(count)
+            )
+        )
+    metrics.append(
+        Sample("llm_exporter_build_info", {"version": __version__, "python_version": platform.python_version()}, 1.0)
+    )
     return metrics
 
 

@@ -8,8 +8,8 @@ and `generate --check` cover its files.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from exporter.alerts.config import MonitoringConfig, load_config
 from exporter.alerts.render import alert_files

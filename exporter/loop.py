@@ -13,10 +13,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 from exporter.model import Metric
 from exporter.sources.base import Source, SourceError
@@ -155,7 +156,7 @@ class CollectionLoop:
             self._on_snapshot(snapshot)
         return snapshot
 
-    def inherit_error_counts(self, previous: "CollectionLoop") -> None:
+    def inherit_error_counts(self, previous: CollectionLoop) -> None:
         """Continue the error counters of the loop this one replaces (a configuration reload), so
         llm_exporter_source_errors_total does not reset; counts of sources gone are dropped at the
         first round, as for any source that leaves."""

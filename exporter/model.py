@@ -7,8 +7,9 @@ objects; exposition and diagnosis never see an engine's own metric names.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Union
+from typing import Union
 
 Labels = Mapping[str, str]
 

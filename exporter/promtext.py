@@ -11,7 +11,7 @@ values and duplicate series (the last one wins, as a later write would in a TSDB
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 LabelKey = tuple[tuple[str, str], ...]
 ParsedSamples = dict[str, dict[LabelKey, float]]
@@ -61,7 +61,9 @@ def parse_labels(body: str) -> LabelKey | None:
 
 
 def parse_wanted(
-    text: str, wanted: Iterable[str], max_series: int | None = None,
+    text: str,
+    wanted: Iterable[str],
+    max_series: int | None = None,
     max_label_value_length: int | None = DEFAULT_MAX_LABEL_VALUE_LENGTH,
 ) -> ParsedSamples:
     """Return {sample name: {sorted label pairs: value}} for the wanted sample names only.
@@ -98,8 +100,8 @@ def parse_wanted(
                 for label, label_value in labels:
                     if len(label_value) > max_label_value_length:
                         raise LabelValueTooLong(
-                            f"{name} label {label} is {len(label_value)} characters long "
-                            f"(cap {max_label_value_length})")
+                            f"{name} label {label} is {len(label_value)} characters long (cap {max_label_value_length})"
+                        )
             rest = line[close + 1 :].split()
         else:
             if space == -1:

@@ -10,8 +10,9 @@ import json
 import logging
 import socket
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 from exporter import __version__
 from exporter.exposition import RenderedSnapshot
@@ -108,7 +109,9 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
 
-def health_check(loop_alive: Callable[[], bool], last_completed: Callable[[], float | None], max_age: float) -> Callable[[], tuple[bool, str]]:
+def health_check(
+    loop_alive: Callable[[], bool], last_completed: Callable[[], float | None], max_age: float
+) -> Callable[[], tuple[bool, str]]:
     """Healthy while the loop thread runs and has completed a round within `max_age` seconds."""
 
     def check() -> tuple[bool, str]:

@@ -28,8 +28,9 @@ import ssl
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import bcrypt
 
@@ -37,28 +38,52 @@ from exporter.config import ConfigError, load_file
 
 log = logging.getLogger(__name__)
 
-TLS_VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
-                "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
-CLIENT_AUTH_TYPES = {"NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
-                     "RequireAndVerifyClientCert": ssl.CERT_REQUIRED}
+TLS_VERSIONS = {
+    "TLS10": ssl.TLSVersion.TLSv1,
+    "TLS11": ssl.TLSVersion.TLSv1_1,
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
+}
+CLIENT_AUTH_TYPES = {
+    "NoClientCert": ssl.CERT_NONE,
+    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+}
 # Go accepts these without verifying the certificate; Python's ssl cannot, and they are not
 # authentication anyway (exporter-toolkit's docs call every type but the last insecure).
 UNVERIFIED_CLIENT_AUTH_TYPES = ("RequestClientCert", "RequireAnyClientCert", "RequireClientCert")
 TOP_KEYS = ("tls_server_config", "http_server_config", "basic_auth_users", "rate_limit")
-TLS_KEYS = ("cert", "key", "client_ca", "cert_file", "key_file", "client_auth_type", "client_ca_file",
-            "client_allowed_sans", "min_version", "max_version", "cipher_suites", "prefer_server_cipher_suites",
-            "curve_preferences")
+TLS_KEYS = (
+    "cert",
+    "key",
+    "client_ca",
+    "cert_file",
+    "key_file",
+    "client_auth_type",
+    "client_ca_file",
+    "client_allowed_sans",
+    "min_version",
+    "max_version",
+    "cipher_suites",
+    "prefer_server_cipher_suites",
+    "curve_preferences",
+)
 HTTP_KEYS = ("http2", "headers")
 HEADER_VALUES: dict[str, tuple[str, ...] | None] = {  # None: any value
-    "Content-Security-Policy": None, "X-Frame-Options": ("deny", "sameorigin"),
-    "X-Content-Type-Options": ("nosniff",), "X-XSS-Protection": None, "Strict-Transport-Security": None,
+    "Content-Security-Policy": None,
+    "X-Frame-Options": ("deny", "sameorigin"),
+    "X-Content-Type-Options": ("nosniff",),
+    "X-XSS-Protection": None,
+    "Strict-Transport-Security": None,
 }
 HANDSHAKE_TIMEOUT_SECONDS = 10.0
 RELOAD_CHECK_SECONDS = 1.0
 AUTH_CACHE_SIZE = 1024
 # What Go's net/http answers to plain HTTP on a TLS port; the connection is then closed.
-PLAIN_HTTP_REFUSAL = (b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
-                      b"\r\nClient sent an HTTP request to an HTTPS server.\n")
+PLAIN_HTTP_REFUSAL = (
+    b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
+    b"\r\nClient sent an HTTP request to an HTTPS server.\n"
+)
 _BCRYPT_HASH = re.compile(r"\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -113,17 +138,24 @@ def parse_web_config(data: Any, base_dir: str, where: str) -> WebConfig:
     for name, value in headers.items():
         allowed = HEADER_VALUES[name]
         if not isinstance(value, str) or (allowed and value.lower() not in allowed):
-            raise fail(f"http_server_config.headers.{name}", f"{value!r} is not allowed" +
-                       (f" (one of {', '.join(allowed)})" if allowed else ""))
+            raise fail(
+                f"http_server_config.headers.{name}",
+                f"{value!r} is not allowed" + (f" (one of {', '.join(allowed)})" if allowed else ""),
+            )
     users_value = data.get("basic_auth_users") or {}
     _mapping(users_value, "basic_auth_users", None, fail, "basic_auth_users.")
     users = {}
     for user, hashed in users_value.items():
         if not isinstance(hashed, str) or not _BCRYPT_HASH.fullmatch(hashed):
-            raise fail(f"basic_auth_users.{user}", "not a bcrypt hash ($2a$/$2b$/$2y$, 60 characters); "
-                       "make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`")
+            raise fail(
+                f"basic_auth_users.{user}",
+                "not a bcrypt hash ($2a$/$2b$/$2y$, 60 characters); "
+                "make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`",
+            )
         users[str(user)] = hashed.encode()
-    return WebConfig(tls, users, {str(k): str(v) for k, v in headers.items()}, _rate_limit(data.get("rate_limit"), fail))
+    return WebConfig(
+        tls, users, {str(k): str(v) for k, v in headers.items()}, _rate_limit(data.get("rate_limit"), fail)
+    )
 
 
 def _mapping(value: Any, name: str, known: tuple[str, ...] | None, fail: Any, prefix: str) -> None:
@@ -159,16 +191,21 @@ def _tls(value: Any, base_dir: str, fail: Any) -> TlsSettings:
         raise fail(key + "key_file", "missing (a private key is required for TLS)")
     auth_type = value.get("client_auth_type") or "NoClientCert"
     if auth_type in UNVERIFIED_CLIENT_AUTH_TYPES:
-        raise fail(key + "client_auth_type", f"{auth_type} accepts certificates it does not verify and is not "
-                   "supported; use RequireAndVerifyClientCert (or VerifyClientCertIfGiven)")
+        raise fail(
+            key + "client_auth_type",
+            f"{auth_type} accepts certificates it does not verify and is not "
+            "supported; use RequireAndVerifyClientCert (or VerifyClientCertIfGiven)",
+        )
     if auth_type not in CLIENT_AUTH_TYPES:
         raise fail(key + "client_auth_type", f"{auth_type!r} is not one of {', '.join(CLIENT_AUTH_TYPES)}")
     verify_mode = CLIENT_AUTH_TYPES[auth_type]
     if verify_mode != ssl.CERT_NONE and not (ca_file or ca_pem):
         raise fail(key + "client_ca_file", f"required by client_auth_type {auth_type}")
     if verify_mode == ssl.CERT_NONE and (ca_file or ca_pem):
-        raise fail(key + "client_auth_type", "client CAs are configured without a client auth policy "
-                   "(set RequireAndVerifyClientCert)")
+        raise fail(
+            key + "client_auth_type",
+            "client CAs are configured without a client auth policy (set RequireAndVerifyClientCert)",
+        )
     sans = value.get("client_allowed_sans") or []
     if not isinstance(sans, list) or not all(isinstance(s, str) and s for s in sans):
         raise fail(key + "client_allowed_sans", "must be a list of strings")
@@ -183,13 +220,26 @@ def _tls(value: Any, base_dir: str, fail: Any) -> TlsSettings:
         raise fail(key + "min_version", "is above max_version")
     for name in ("cipher_suites", "curve_preferences"):
         if value.get(name):
-            raise fail(key + name, "Go names with no OpenSSL equivalent here; not supported (remove it to use "
-                       "OpenSSL's defaults)")
+            raise fail(
+                key + name,
+                "Go names with no OpenSSL equivalent here; not supported (remove it to use OpenSSL's defaults)",
+            )
     prefer = value.get("prefer_server_cipher_suites", True)
     if not isinstance(prefer, bool):
         raise fail(key + "prefer_server_cipher_suites", "must be true or false")
-    return TlsSettings(cert_file, key_file, cert_pem, key_pem, ca_file, ca_pem, verify_mode, tuple(sans),
-                       TLS_VERSIONS[versions["min_version"]], TLS_VERSIONS[versions["max_version"]], prefer)
+    return TlsSettings(
+        cert_file,
+        key_file,
+        cert_pem,
+        key_pem,
+        ca_file,
+        ca_pem,
+        verify_mode,
+        tuple(sans),
+        TLS_VERSIONS[versions["min_version"]],
+        TLS_VERSIONS[versions["max_version"]],
+        prefer,
+    )
 
 
 def _rate_limit(value: Any, fail: Any) -> tuple[float, int] | None:
@@ -224,12 +274,16 @@ def build_ssl_context(tls: TlsSettings, where: str) -> ssl.SSLContext:
         else:
             context.load_cert_chain(tls.cert_file, tls.key_file)  # type: ignore[arg-type]
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"{where}: tls_server_config.cert_file", f"cannot load the certificate and key: {exc}") from exc
+        raise ConfigError(
+            f"{where}: tls_server_config.cert_file", f"cannot load the certificate and key: {exc}"
+        ) from exc
     if tls.verify_mode != ssl.CERT_NONE:
         try:
             context.load_verify_locations(cafile=tls.client_ca_file, cadata=tls.client_ca_pem)
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"{where}: tls_server_config.client_ca_file", f"cannot load the client CA: {exc}") from exc
+            raise ConfigError(
+                f"{where}: tls_server_config.client_ca_file", f"cannot load the client CA: {exc}"
+            ) from exc
         context.verify_mode = tls.verify_mode
     return context
 
@@ -300,8 +354,11 @@ class WebGuard:
                 log.error("web config: keeping the previous configuration: %s", exc)
                 return
             if (config.tls is not None) != self.tls_enabled:
-                log.error("web config: %s turns TLS %s; restart to change that, keeping the previous configuration",
-                          self.path, "on" if config.tls else "off")
+                log.error(
+                    "web config: %s turns TLS %s; restart to change that, keeping the previous configuration",
+                    self.path,
+                    "on" if config.tls else "off",
+                )
                 return
             log.info("web config: reloaded %s", self.path)
             self._config, self._context = config, context

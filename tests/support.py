@@ -12,10 +12,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Iterator
 
 import requests
 
@@ -106,13 +106,26 @@ class ExporterProcess:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"exporter-{self.port}.log"
         command = [
-            sys.executable, "-m", "exporter", "serve",
-            "--listen", f"127.0.0.1:{self.port}", "--interval", str(interval), "--gpu", "none", *args,
+            sys.executable,
+            "-m",
+            "exporter",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--interval",
+            str(interval),
+            "--gpu",
+            "none",
+            *args,
         ]
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
-            command, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO,
-            env={**os.environ, **(env or {})}, start_new_session=True,
+            command,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
         )
         self.wait_ready()
 
@@ -122,7 +135,10 @@ class ExporterProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"exporter exited with {self.process.returncode}:\n{self.log()}")
             try:
-                if requests.get(self.base_url + "/healthz", timeout=1).status_code == 200 and "llm_exporter_build_info" in self.metrics():
+                if (
+                    requests.get(self.base_url + "/healthz", timeout=1).status_code == 200
+                    and "llm_exporter_build_info" in self.metrics()
+                ):
                     return
             except requests.RequestException:
                 pass
@@ -151,7 +167,7 @@ class ExporterProcess:
         terminate_group(self.process)
         self._log.close()
 
-    def __enter__(self) -> "ExporterProcess":
+    def __enter__(self) -> ExporterProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -9,8 +9,8 @@ collections). Each builder returns the sysfs root to pass as `--sysfs` / `--path
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_FILE = REPO / "tests" / "fixtures" / "sysfs" / "infiniband-fixture.txt"
@@ -42,7 +42,7 @@ def fixture_files(source: str) -> dict[str, str]:
             continue
         path, _, content = line.partition("\t")
         if path.startswith(prefix):
-            files[path[len(prefix):]] = _unescape(content)
+            files[path[len(prefix) :]] = _unescape(content)
     return files
 
 
@@ -61,23 +61,60 @@ def build_fixture_tree(root: Path, source: str) -> Path:
 
 # Every counters/ file a modern mlx5 port has (PortCountersExtended group).
 PMA_COUNTER_NAMES = (
-    "VL15_dropped", "excessive_buffer_overrun_errors", "link_downed", "link_error_recovery",
-    "local_link_integrity_errors", "multicast_rcv_packets", "multicast_xmit_packets",
-    "port_rcv_constraint_errors", "port_rcv_data", "port_rcv_errors", "port_rcv_packets",
-    "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_constraint_errors",
-    "port_xmit_data", "port_xmit_discards", "port_xmit_packets", "port_xmit_wait", "symbol_error",
-    "unicast_rcv_packets", "unicast_xmit_packets",
+    "VL15_dropped",
+    "excessive_buffer_overrun_errors",
+    "link_downed",
+    "link_error_recovery",
+    "local_link_integrity_errors",
+    "multicast_rcv_packets",
+    "multicast_xmit_packets",
+    "port_rcv_constraint_errors",
+    "port_rcv_data",
+    "port_rcv_errors",
+    "port_rcv_packets",
+    "port_rcv_remote_physical_errors",
+    "port_rcv_switch_relay_errors",
+    "port_xmit_constraint_errors",
+    "port_xmit_data",
+    "port_xmit_discards",
+    "port_xmit_packets",
+    "port_xmit_wait",
+    "symbol_error",
+    "unicast_rcv_packets",
+    "unicast_xmit_packets",
 )
 # Every port hw_counters/ file of an mlx5 RoCE port with all capability groups (counters.c).
 MLX5_HW_COUNTER_NAMES = (
-    "duplicate_request", "implied_nak_seq_err", "local_ack_timeout_err", "np_cnp_sent",
-    "np_ecn_marked_roce_packets", "out_of_buffer", "out_of_sequence", "packet_seq_err",
-    "req_cqe_error", "req_cqe_flush_error", "req_remote_access_errors", "req_remote_invalid_request",
-    "req_rnr_retries_exceeded", "req_transport_retries_exceeded", "resp_cqe_error",
-    "resp_cqe_flush_error", "resp_local_length_error", "resp_remote_access_errors",
-    "rnr_nak_retry_err", "roce_adp_retrans", "roce_adp_retrans_to", "roce_slow_restart",
-    "roce_slow_restart_cnps", "roce_slow_restart_trans", "rp_cnp_handled", "rp_cnp_ignored",
-    "rx_atomic_requests", "rx_dct_connect", "rx_icrc_encapsulated", "rx_read_requests",
+    "duplicate_request",
+    "implied_nak_seq_err",
+    "local_ack_timeout_err",
+    "np_cnp_sent",
+    "np_ecn_marked_roce_packets",
+    "out_of_buffer",
+    "out_of_sequence",
+    "packet_seq_err",
+    "req_cqe_error",
+    "req_cqe_flush_error",
+    "req_remote_access_errors",
+    "req_remote_invalid_request",
+    "req_rnr_retries_exceeded",
+    "req_transport_retries_exceeded",
+    "resp_cqe_error",
+    "resp_cqe_flush_error",
+    "resp_local_length_error",
+    "resp_remote_access_errors",
+    "rnr_nak_retry_err",
+    "roce_adp_retrans",
+    "roce_adp_retrans_to",
+    "roce_slow_restart",
+    "roce_slow_restart_cnps",
+    "roce_slow_restart_trans",
+    "rp_cnp_handled",
+    "rp_cnp_ignored",
+    "rx_atomic_requests",
+    "rx_dct_connect",
+    "rx_icrc_encapsulated",
+    "rx_read_requests",
     "rx_write_requests",
 )
 
@@ -103,12 +140,14 @@ def write_port(
         f"{device_dir}/board_id": "MT_0000000838\n",
     }
     port_dir = f"{device_dir}/ports/{port}"
-    files.update({
-        f"{port_dir}/state": f"{state}\n",
-        f"{port_dir}/phys_state": f"{phys_state}\n",
-        f"{port_dir}/rate": f"{rate}\n",
-        f"{port_dir}/link_layer": f"{link_layer}\n",
-    })
+    files.update(
+        {
+            f"{port_dir}/state": f"{state}\n",
+            f"{port_dir}/phys_state": f"{phys_state}\n",
+            f"{port_dir}/rate": f"{rate}\n",
+            f"{port_dir}/link_layer": f"{link_layer}\n",
+        }
+    )
     for name, value in (counters or {}).items():
         files[f"{port_dir}/counters/{name}"] = f"{value}\n"
     if hw_counters is not None:
@@ -164,8 +203,9 @@ def roce_mlx5_tree(root: Path) -> Path:
 def bench_tree(root: Path, devices: int = 8) -> Path:
     """`devices` mlx5 RoCE devices x 1 port, each with every counters/ and hw_counters/ file."""
     for index in range(devices):
-        write_port(root, f"mlx5_{index}", counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS,
-                   netdev=f"ens{index + 1}f0np0")
+        write_port(
+            root, f"mlx5_{index}", counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS, netdev=f"ens{index + 1}f0np0"
+        )
     return root
 
 

@@ -12,10 +12,10 @@ names the key of any mistake (`alerts.LLMKVCacheSaturated.for: ...`) as a Config
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, Mapping
-
+from typing import Any
 
 from exporter.config import ConfigError, load_file
 from exporter.diagnosis.thresholds import Thresholds
@@ -80,33 +80,37 @@ class AlertPolicy:
     for_: str  # the rule's `for:` (YAML key `for`)
 
 
-DEFAULT_POLICIES: Mapping[str, AlertPolicy] = MappingProxyType({
-    # The two saturation pages of DESIGN.md.
-    "LLMDecodeMemoryBandwidthSaturated": AlertPolicy("critical", "5m"),
-    "LLMKVCacheSaturated": AlertPolicy("critical", "5m"),
-    "LLMSchedulingQueueBacklog": AlertPolicy("warning", "10m"),
-    "LLMPrefillComputeBound": AlertPolicy("warning", "10m"),
-    "LLMCrossNodeCommunicationBottleneck": AlertPolicy("warning", "10m"),
-    "LLMHostOverhead": AlertPolicy("warning", "15m"),
-    "LLMTimeToFirstTokenP99High": AlertPolicy("warning", "10m"),
-    "LLMLoadImbalance": AlertPolicy("warning", "30m"),
-    "LLMGPUMemoryNearlyFull": AlertPolicy("warning", "15m"),
-    "LLMGPUXidErrors": AlertPolicy("warning", "0s"),
-    # Serving capacity is gone: page.
-    "LLMGPUDown": AlertPolicy("critical", "5m"),
-    "LLMRDMAPortDown": AlertPolicy("warning", "5m"),
-    "LLMRDMAPortErrors": AlertPolicy("warning", "15m"),
-    "LLMEngineDown": AlertPolicy("critical", "5m"),
-    "LLMExporterSourceDown": AlertPolicy("warning", "15m"),
-    "LLMExporterAbsent": AlertPolicy("warning", "10m"),
-})
+DEFAULT_POLICIES: Mapping[str, AlertPolicy] = MappingProxyType(
+    {
+        # The two saturation pages of DESIGN.md.
+        "LLMDecodeMemoryBandwidthSaturated": AlertPolicy("critical", "5m"),
+        "LLMKVCacheSaturated": AlertPolicy("critical", "5m"),
+        "LLMSchedulingQueueBacklog": AlertPolicy("warning", "10m"),
+        "LLMPrefillComputeBound": AlertPolicy("warning", "10m"),
+        "LLMCrossNodeCommunicationBottleneck": AlertPolicy("warning", "10m"),
+        "LLMHostOverhead": AlertPolicy("warning", "15m"),
+        "LLMTimeToFirstTokenP99High": AlertPolicy("warning", "10m"),
+        "LLMLoadImbalance": AlertPolicy("warning", "30m"),
+        "LLMGPUMemoryNearlyFull": AlertPolicy("warning", "15m"),
+        "LLMGPUXidErrors": AlertPolicy("warning", "0s"),
+        # Serving capacity is gone: page.
+        "LLMGPUDown": AlertPolicy("critical", "5m"),
+        "LLMRDMAPortDown": AlertPolicy("warning", "5m"),
+        "LLMRDMAPortErrors": AlertPolicy("warning", "15m"),
+        "LLMEngineDown": AlertPolicy("critical", "5m"),
+        "LLMExporterSourceDown": AlertPolicy("warning", "15m"),
+        "LLMExporterAbsent": AlertPolicy("warning", "10m"),
+    }
+)
 
-DEFAULT_RULE_LABELS: Mapping[str, str] = MappingProxyType({
-    "app.kubernetes.io/name": "llm-bottleneck-exporter",
-    "app.kubernetes.io/component": "alert-rules",
-    # kube-prometheus-stack selects PrometheusRules by its Helm release name.
-    "release": "kube-prometheus-stack",
-})
+DEFAULT_RULE_LABELS: Mapping[str, str] = MappingProxyType(
+    {
+        "app.kubernetes.io/name": "llm-bottleneck-exporter",
+        "app.kubernetes.io/component": "alert-rules",
+        # kube-prometheus-stack selects PrometheusRules by its Helm release name.
+        "release": "kube-prometheus-stack",
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,24 @@ from __future__ import annotations
 import re
 
 # Words that look like metric names in an expression but are operators or modifiers.
-_KEYWORDS = frozenset({
-    "and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
-    "bool", "offset", "inf", "nan", "atan2",
-})
+_KEYWORDS = frozenset(
+    {
+        "and",
+        "or",
+        "unless",
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "offset",
+        "inf",
+        "nan",
+        "atan2",
+    }
+)
 _STRING = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|`[^`]*`')
 _BRACES = re.compile(r"\{[^{}]*\}")
 _RANGE = re.compile(r"\[[^\[\]]*\]")

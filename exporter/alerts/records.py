@@ -15,8 +15,8 @@ in one place.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from exporter.alerts.config import MonitoringConfig
 from exporter.alerts.promql import series
@@ -97,10 +97,21 @@ def recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
         return f"{op} by ({cluster}, model) ({expr})"
 
     rules = [
-        RecordingRule(names.requests_rate, per_model("sum", f"rate({series('llm_engine_e2e_request_latency_seconds_count', exporter)}[{w}])")),
-        RecordingRule(names.prompt_tokens_rate, per_model("sum", f"rate({series('llm_engine_prompt_tokens_total', exporter)}[{w}])")),
-        RecordingRule(names.generation_tokens_rate, per_model("sum", f"rate({series('llm_engine_generation_tokens_total', exporter)}[{w}])")),
-        RecordingRule(names.preemptions_rate, per_model("sum", f"rate({series('llm_engine_preemptions_total', exporter)}[{w}])")),
+        RecordingRule(
+            names.requests_rate,
+            per_model("sum", f"rate({series('llm_engine_e2e_request_latency_seconds_count', exporter)}[{w}])"),
+        ),
+        RecordingRule(
+            names.prompt_tokens_rate,
+            per_model("sum", f"rate({series('llm_engine_prompt_tokens_total', exporter)}[{w}])"),
+        ),
+        RecordingRule(
+            names.generation_tokens_rate,
+            per_model("sum", f"rate({series('llm_engine_generation_tokens_total', exporter)}[{w}])"),
+        ),
+        RecordingRule(
+            names.preemptions_rate, per_model("sum", f"rate({series('llm_engine_preemptions_total', exporter)}[{w}])")
+        ),
         RecordingRule(names.running, per_model("sum", series("llm_engine_requests_running", exporter))),
         RecordingRule(names.waiting, per_model("sum", series("llm_engine_requests_waiting", exporter))),
         RecordingRule(names.kv_usage_max, per_model("max", series("llm_engine_kv_cache_usage_ratio", exporter))),
@@ -118,7 +129,9 @@ def recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
             rules.append(RecordingRule(names.latency_quantile(key), expr, {"quantile": str(q)}))
     running = series("llm_engine_requests_running", exporter)
     rules += [
-        RecordingRule(names.node_gpu_busy, f"avg by ({cluster}, {node}) ({series('llm_gpu_utilization_ratio', exporter)})"),
+        RecordingRule(
+            names.node_gpu_busy, f"avg by ({cluster}, {node}) ({series('llm_gpu_utilization_ratio', exporter)})"
+        ),
         RecordingRule(names.cluster_gpu_busy, f"avg by ({cluster}) ({names.node_gpu_busy})"),
         RecordingRule(
             names.gpu_busy_cv,
@@ -139,7 +152,7 @@ def _bucket_rates(config: MonitoringConfig, key: str) -> str:
     family under its new and its deprecated name), so each observation counts once.
     """
     parts = [
-        f'label_replace(rate({series(name + "_bucket", config.selectors.engines)}[{config.rate_interval}]), '
+        f"label_replace(rate({series(name + '_bucket', config.selectors.engines)}[{config.rate_interval}]), "
         f'"model", "$1", "{_ENGINE_MODEL_LABEL}", "(.+)")'
         for name in engine_histogram_names(key)
     ]

@@ -9,12 +9,12 @@ latency quantiles, preemption rate) are looked up by the annotation templates wh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from exporter.alerts.config import MonitoringConfig
 from exporter.alerts.promql import escape_printf, evidence, label_matchers, percent, series
-from exporter.alerts.records import RecordNames, RecordingRule, recording_rules
+from exporter.alerts.records import RecordingRule, RecordNames, recording_rules
 
 GROUP_PREFIX = "llm-bottleneck-exporter"
 
@@ -91,8 +91,10 @@ class _Builder:
         return self.lookup(template, (self.cluster, self.node), fmt)
 
     def engine_ident(self) -> str:
-        return (f"Engine {{{{ $labels.engine }}}} ({{{{ $labels.engine_type }}}}, model {{{{ $labels.model }}}}) "
-                f"on {{{{ $labels.{self.node} }}}}")
+        return (
+            f"Engine {{{{ $labels.engine }}}} ({{{{ $labels.engine_type }}}}, model {{{{ $labels.model }}}}) "
+            f"on {{{{ $labels.{self.node} }}}}"
+        )
 
     def stage_active(self, stage: str) -> str:
         return f"{self.s('llm_bottleneck_active', f'stage={_q(stage)}')} == 1"
@@ -235,8 +237,10 @@ def _serving_alerts(b: _Builder) -> list[AlertingRule]:
 
 def _gpu_alerts(b: _Builder) -> list[AlertingRule]:
     t, win = b.config.thresholds, b.config.windows
-    gpu = (f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.gpu_model }}}}, {{{{ $labels.uuid }}}}) on {{{{ $labels.{b.node} }}}}"
-           "{{ with $labels.engine }}, used by engine {{ . }}{{ end }}")
+    gpu = (
+        f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.gpu_model }}}}, {{{{ $labels.uuid }}}}) on {{{{ $labels.{b.node} }}}}"
+        "{{ with $labels.engine }}, used by engine {{ . }}{{ end }}"
+    )
     xid = b.s("llm_gpu_xid_errors_total")
     return [
         b.alert(

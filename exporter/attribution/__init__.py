@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 from exporter.attribution.podresources import PodContainer, PodResourcesClient, PodResourcesError
 from exporter.attribution.processes import EngineProcesses, pod_name_of
@@ -61,7 +61,7 @@ class Attributor:
         self._logged: dict[str, tuple[str, ...]] = {}
 
     @classmethod
-    def from_config(cls, config: Config) -> "Attributor":
+    def from_config(cls, config: Config) -> Attributor:
         return cls(config.gpu_attribution, config.engines)
 
     def attribute(self, gpus: Sequence[GpuRef]) -> list[dict[str, str]]:
@@ -102,7 +102,8 @@ class Attributor:
 
     def _static_engines(self, gpu: GpuRef) -> set[str]:
         return {
-            engine for engine, selectors in self.settings.static.items()
+            engine
+            for engine, selectors in self.settings.static.items()
             if gpu.index in selectors or (gpu.uuid and gpu.uuid in selectors)
         }
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 from urllib.parse import urlsplit
 
 import psutil
@@ -78,7 +78,10 @@ def listening_pids(connections: Iterable, port: int, engine_ips: set[str]) -> se
     return {
         conn.pid
         for conn in connections
-        if conn.status == psutil.CONN_LISTEN and conn.pid and conn.laddr and conn.laddr.port == port
+        if conn.status == psutil.CONN_LISTEN
+        and conn.pid
+        and conn.laddr
+        and conn.laddr.port == port
         and listener_matches(conn.laddr.ip, engine_ips)
     }
 
@@ -141,4 +144,3 @@ def _is_ip(host: str) -> bool:
         return True
     except ValueError:
         return False
-

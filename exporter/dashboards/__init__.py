@@ -10,7 +10,7 @@ grafanalib entry points over the same modules (for grafanalib's own `generate-da
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from exporter.alerts.config import MonitoringConfig
 from exporter.dashboards import bottleneck_diagnosis, cluster_overview, engine_detail, gpu_node, network

@@ -99,22 +99,41 @@ def variables(config: MonitoringConfig, names: tuple[str, ...], single_engine: b
     result: list[Template] = []
     for name in (n for n in VARIABLE_ORDER if n in names):
         if name == "datasource":
-            result.append(Variable(name="datasource", label="Data source", query="prometheus", type="datasource",
-                                   refresh=1, hide=0))
+            result.append(
+                Variable(
+                    name="datasource", label="Data source", query="prometheus", type="datasource", refresh=1, hide=0
+                )
+            )
             continue
         family, label, filters = sources[name]
         selector = series(family, x, *(matchers[f] for f in filters if f in names))
         single = name == "engine" and single_engine
-        result.append(Variable(
-            name=name, label=labels[name], query=f"label_values({selector}, {label})", dataSource=DATASOURCE,
-            refresh=2, sort=1, includeAll=not single, multi=not single, allValue=None if single else ".*",
-        ))
+        result.append(
+            Variable(
+                name=name,
+                label=labels[name],
+                query=f"label_values({selector}, {label})",
+                dataSource=DATASOURCE,
+                refresh=2,
+                sort=1,
+                includeAll=not single,
+                multi=not single,
+                allValue=None if single else ".*",
+            )
+        )
     return result
 
 
 class Board:
-    def __init__(self, config: MonitoringConfig, uid: str, title: str, description: str,
-                 variable_names: tuple[str, ...], single_engine: bool = False) -> None:
+    def __init__(
+        self,
+        config: MonitoringConfig,
+        uid: str,
+        title: str,
+        description: str,
+        variable_names: tuple[str, ...],
+        single_engine: bool = False,
+    ) -> None:
         self.config = config
         self.uid = uid
         self.title = title
@@ -182,8 +201,16 @@ class Board:
     def build(self) -> Dashboard:
         built, _ = self._layout()
         return Dashboard(
-            title=self.title, uid=self.uid, description=self.description, tags=list(TAGS), panels=built,
+            title=self.title,
+            uid=self.uid,
+            description=self.description,
+            tags=list(TAGS),
+            panels=built,
             templating=Templating(list=variables(self.config, self.variable_names, self.single_engine)),
-            time=Time("now-1h", "now"), refresh="30s", timezone="browser", schemaVersion=SCHEMA_VERSION,
-            graphTooltip=1, editable=True,
+            time=Time("now-1h", "now"),
+            refresh="30s",
+            timezone="browser",
+            schemaVersion=SCHEMA_VERSION,
+            graphTooltip=1,
+            editable=True,
         )

@@ -13,7 +13,17 @@ from typing import Any
 from exporter.alerts.config import MonitoringConfig
 from exporter.dashboards.board import Board, summary
 from exporter.dashboards.panels import (
-    COUNT, RATIO, REQUESTS_PER_SECOND, SECONDS, TOKENS_PER_SECOND, Line, PanelDef, Query, heatmap, stat, table,
+    COUNT,
+    RATIO,
+    REQUESTS_PER_SECOND,
+    SECONDS,
+    TOKENS_PER_SECOND,
+    Line,
+    PanelDef,
+    Query,
+    heatmap,
+    stat,
+    table,
     timeseries,
 )
 from exporter.dashboards.queries import Scope
@@ -26,15 +36,27 @@ VARIABLES = ("datasource", "cluster", "model")
 def active_bottlenecks_table(s: Scope, title: str, **options: Any) -> PanelDef:
     node = s.node
     return table(
-        title, Query(s.active_bottlenecks()), unit="none",
+        title,
+        Query(s.active_bottlenecks()),
+        unit="none",
         description="Every engine and stage the exporter's diagnosis holds active now, with its score (0-1). "
-                    "Empty while nothing is a bottleneck.",
-        extra={"transformations": [
-            {"id": "filterFieldsByName", "options": {"include": {"names": ["stage", "engine", node, "model", "Value"]}}},
-            {"id": "organize", "options": {"indexByName": {"stage": 0, "engine": 1, node: 2, "model": 3, "Value": 4},
-                                           "renameByName": {node: "node", "Value": "score"}}},
-            {"id": "sortBy", "options": {"sort": [{"field": "score", "desc": True}]}},
-        ]},
+        "Empty while nothing is a bottleneck.",
+        extra={
+            "transformations": [
+                {
+                    "id": "filterFieldsByName",
+                    "options": {"include": {"names": ["stage", "engine", node, "model", "Value"]}},
+                },
+                {
+                    "id": "organize",
+                    "options": {
+                        "indexByName": {"stage": 0, "engine": 1, node: 2, "model": 3, "Value": 4},
+                        "renameByName": {node: "node", "Value": "score"},
+                    },
+                },
+                {"id": "sortBy", "options": {"sort": [{"field": "score", "desc": True}]}},
+            ]
+        },
         **options,
     )
 
@@ -43,69 +65,126 @@ def board(config: MonitoringConfig) -> Board:
     s = Scope(config, VARIABLES)
     r, d, t = s.records, config.diagnosis, config.thresholds
     b = Board(config, UID, TITLE, summary(__doc__), VARIABLES)
-    kv_lines = (Line(d.kv_usage_warning, "orange", "diagnosis.kv_usage_warning"),
-                Line(d.kv_usage_critical, "red", "diagnosis.kv_usage_critical"))
+    kv_lines = (
+        Line(d.kv_usage_warning, "orange", "diagnosis.kv_usage_warning"),
+        Line(d.kv_usage_critical, "red", "diagnosis.kv_usage_critical"),
+    )
     per_replica = s.by_node("engine")
 
     b.top(
-        stat("Requests/s", f"sum({s.record(r.requests_rate)})", unit=REQUESTS_PER_SECOND,
-             description="Finished requests per second over the selected models."),
+        stat(
+            "Requests/s",
+            f"sum({s.record(r.requests_rate)})",
+            unit=REQUESTS_PER_SECOND,
+            description="Finished requests per second over the selected models.",
+        ),
         stat("Generated tokens/s", f"sum({s.record(r.generation_tokens_rate)})", unit=TOKENS_PER_SECOND),
         stat("Running", f"sum({s.record(r.running)})", unit=COUNT),
         stat("Waiting", f"sum({s.record(r.waiting)})", unit=COUNT),
         stat("KV cache, fullest replica", f"max({s.record(r.kv_usage_max)})", unit=RATIO, lines=kv_lines, min=0, max=1),
-        stat("Active bottlenecks", f"count({s.active_bottlenecks()}) or vector(0)", unit=COUNT,
-             lines=(Line(1, "red"),), key="stat-active-bottlenecks",
-             description="Engine stages the exporter holds active now."),
+        stat(
+            "Active bottlenecks",
+            f"count({s.active_bottlenecks()}) or vector(0)",
+            unit=COUNT,
+            lines=(Line(1, "red"),),
+            key="stat-active-bottlenecks",
+            description="Engine stages the exporter holds active now.",
+        ),
     )
     b.row(
         "Throughput",
-        timeseries("Request throughput per model", Query(s.record(r.requests_rate), "{{model}}"),
-                   unit=REQUESTS_PER_SECOND, width=12),
-        timeseries("Token throughput per model",
-                   Query(s.record(r.prompt_tokens_rate), "{{model}} prompt"),
-                   Query(s.record(r.generation_tokens_rate), "{{model}} generated"),
-                   unit=TOKENS_PER_SECOND, width=12),
+        timeseries(
+            "Request throughput per model",
+            Query(s.record(r.requests_rate), "{{model}}"),
+            unit=REQUESTS_PER_SECOND,
+            width=12,
+        ),
+        timeseries(
+            "Token throughput per model",
+            Query(s.record(r.prompt_tokens_rate), "{{model}} prompt"),
+            Query(s.record(r.generation_tokens_rate), "{{model}} generated"),
+            unit=TOKENS_PER_SECOND,
+            width=12,
+        ),
     )
     quantiles = 'quantile=~"0.5|0.95|0.99"'
     b.row(
         "Latency per model (P50 / P95 / P99)",
-        timeseries("Time to first token", Query(s.record(r.latency_quantile("time_to_first_token"), quantiles),
-                                                "{{model}} p{{quantile}}"),
-                   unit=SECONDS, lines=(Line(t.ttft_p99_seconds, "red", "thresholds.ttft_p99_seconds"),), width=6,
-                   description="Quantiles across each model's replicas; the line is the P99 objective that pages."),
-        timeseries("Inter-token latency", Query(s.record(r.latency_quantile("inter_token_latency"), quantiles),
-                                                "{{model}} p{{quantile}}"),
-                   unit=SECONDS, lines=(Line(d.itl_p95_seconds, "orange", "diagnosis.itl_p95_seconds"),), width=6),
-        timeseries("End-to-end latency", Query(s.record(r.latency_quantile("e2e_request_latency"), quantiles),
-                                               "{{model}} p{{quantile}}"), unit=SECONDS, width=6),
-        timeseries("Queue time", Query(s.record(r.latency_quantile("queue_time"), quantiles),
-                                       "{{model}} p{{quantile}}"), unit=SECONDS, width=6),
+        timeseries(
+            "Time to first token",
+            Query(s.record(r.latency_quantile("time_to_first_token"), quantiles), "{{model}} p{{quantile}}"),
+            unit=SECONDS,
+            lines=(Line(t.ttft_p99_seconds, "red", "thresholds.ttft_p99_seconds"),),
+            width=6,
+            description="Quantiles across each model's replicas; the line is the P99 objective that pages.",
+        ),
+        timeseries(
+            "Inter-token latency",
+            Query(s.record(r.latency_quantile("inter_token_latency"), quantiles), "{{model}} p{{quantile}}"),
+            unit=SECONDS,
+            lines=(Line(d.itl_p95_seconds, "orange", "diagnosis.itl_p95_seconds"),),
+            width=6,
+        ),
+        timeseries(
+            "End-to-end latency",
+            Query(s.record(r.latency_quantile("e2e_request_latency"), quantiles), "{{model}} p{{quantile}}"),
+            unit=SECONDS,
+            width=6,
+        ),
+        timeseries(
+            "Queue time",
+            Query(s.record(r.latency_quantile("queue_time"), quantiles), "{{model}} p{{quantile}}"),
+            unit=SECONDS,
+            width=6,
+        ),
     )
     b.row(
         "Queue and KV cache per replica",
-        timeseries("Waiting per replica", Query(f"sum {per_replica} ({s('llm_engine_requests_waiting')})", "{{engine}}"),
-                   unit=COUNT, lines=(Line(d.waiting_requests, "red", "diagnosis.waiting_requests"),)),
-        timeseries("Running per replica", Query(f"sum {per_replica} ({s('llm_engine_requests_running')})", "{{engine}}"),
-                   unit=COUNT),
-        timeseries("KV cache usage per replica",
-                   Query(f"max {per_replica} ({s('llm_engine_kv_cache_usage_ratio')})", "{{engine}}"),
-                   unit=RATIO, lines=kv_lines, min=0, max=1),
+        timeseries(
+            "Waiting per replica",
+            Query(f"sum {per_replica} ({s('llm_engine_requests_waiting')})", "{{engine}}"),
+            unit=COUNT,
+            lines=(Line(d.waiting_requests, "red", "diagnosis.waiting_requests"),),
+        ),
+        timeseries(
+            "Running per replica",
+            Query(f"sum {per_replica} ({s('llm_engine_requests_running')})", "{{engine}}"),
+            unit=COUNT,
+        ),
+        timeseries(
+            "KV cache usage per replica",
+            Query(f"max {per_replica} ({s('llm_engine_kv_cache_usage_ratio')})", "{{engine}}"),
+            unit=RATIO,
+            lines=kv_lines,
+            min=0,
+            max=1,
+        ),
     )
     per_node = s.by_node()
     b.row(
         "GPU activity per node",
-        heatmap("SM active per node", Query(f"avg {per_node} ({s('llm_gpu_sm_active_ratio')})", f"{{{{{s.node}}}}}"),
-                unit=RATIO, description="Mean SM activity of each node's GPUs, one row per node."),
-        heatmap("DRAM active per node", Query(f"avg {per_node} ({s('llm_gpu_dram_active_ratio')})", f"{{{{{s.node}}}}}"),
-                unit=RATIO, description="Mean DRAM (HBM) activity of each node's GPUs; near "
-                f"{d.dram_active_saturated:g} decode is memory-bandwidth-bound."),
-        timeseries("Load imbalance",
-                   Query(s.record(r.gpu_busy_cv), "GPU busy across nodes"),
-                   Query(s.record(r.running_cv), "running across {{model}} replicas"),
-                   unit=RATIO, lines=(Line(t.load_imbalance_cv, "red", "thresholds.load_imbalance_cv"),),
-                   description="Coefficient of variation (stddev / mean) of GPU busy across nodes and of running "
-                               "requests across a model's replicas."),
+        heatmap(
+            "SM active per node",
+            Query(f"avg {per_node} ({s('llm_gpu_sm_active_ratio')})", f"{{{{{s.node}}}}}"),
+            unit=RATIO,
+            description="Mean SM activity of each node's GPUs, one row per node.",
+        ),
+        heatmap(
+            "DRAM active per node",
+            Query(f"avg {per_node} ({s('llm_gpu_dram_active_ratio')})", f"{{{{{s.node}}}}}"),
+            unit=RATIO,
+            description="Mean DRAM (HBM) activity of each node's GPUs; near "
+            f"{d.dram_active_saturated:g} decode is memory-bandwidth-bound.",
+        ),
+        timeseries(
+            "Load imbalance",
+            Query(s.record(r.gpu_busy_cv), "GPU busy across nodes"),
+            Query(s.record(r.running_cv), "running across {{model}} replicas"),
+            unit=RATIO,
+            lines=(Line(t.load_imbalance_cv, "red", "thresholds.load_imbalance_cv"),),
+            description="Coefficient of variation (stddev / mean) of GPU busy across nodes and of running "
+            "requests across a model's replicas.",
+        ),
     )
     b.row("Bottlenecks", active_bottlenecks_table(s, "Active bottlenecks", width=24, height=8))
     return b

@@ -48,8 +48,9 @@ def known_names(config: MonitoringConfig) -> frozenset[str]:
 
 def counter_names() -> frozenset[str]:
     names = {spec.name for spec in CATALOGUE.values() if spec.type == "counter"}
-    names.update(f"{spec.name}{suffix}" for spec in CATALOGUE.values() if spec.type == "summary"
-                 for suffix in ("_count", "_sum"))
+    names.update(
+        f"{spec.name}{suffix}" for spec in CATALOGUE.values() if spec.type == "summary" for suffix in ("_count", "_sum")
+    )
     for mapping in MAPPINGS.values():
         names.update(name for name in mapping.wanted() if name.endswith(_COUNTER_SUFFIXES))
     return frozenset(names)
@@ -57,6 +58,7 @@ def counter_names() -> frozenset[str]:
 
 def _mask(expr: str) -> str:
     """Same length as `expr`, with string literals and label-matcher contents blanked."""
+
     def blank(match: re.Match[str]) -> str:
         text = match.group(0)
         return text[0] + "_" * (len(text) - 2) + text[-1]
@@ -73,7 +75,7 @@ def _closing(masked: str, open_at: int) -> int:
             depth -= 1
             if depth == 0:
                 return i
-    raise ValueError(f"unbalanced parentheses: {masked[open_at:open_at + 60]!r}")
+    raise ValueError(f"unbalanced parentheses: {masked[open_at : open_at + 60]!r}")
 
 
 def _calls(masked: str, names: str) -> list[tuple[str, int, int]]:
@@ -106,7 +108,7 @@ def _grouping(masked: str, at: int) -> tuple[list[str], int]:
     if not match:
         return [], at
     close = _closing(masked, match.end() - 1)
-    return [label.strip() for label in masked[match.end():close].split(",")], close + 1
+    return [label.strip() for label in masked[match.end() : close].split(",")], close + 1
 
 
 def _quantile_source_problem(masked: str, known: frozenset[str]) -> str | None:
@@ -124,7 +126,7 @@ def _quantile_source_problem(masked: str, known: frozenset[str]) -> str | None:
         return "histogram_quantile: the sum must be its whole argument"
     if "le" not in labels:
         return "histogram_quantile over a sum that does not keep `le`"
-    inner = text[open_match.end():close].strip()
+    inner = text[open_match.end() : close].strip()
     rate = _RATE_OF_BUCKETS.fullmatch(inner)
     recorded = _RECORDED_BUCKETS.fullmatch(inner)
     if rate or (recorded and recorded.group(1) in known):
@@ -150,7 +152,7 @@ def _division_problems(expr: str, masked: str) -> list[str]:
         if number and float(number.group(0)) != 0:
             continue
         if rest.startswith("("):
-            inner = masked[at + 1:_closing(masked, at)]
+            inner = masked[at + 1 : _closing(masked, at)]
             # `(x > c)` with c >= 0 drops the series a zero would divide by.
             if re.search(r">\s*[0-9]*\.?[0-9]+\s*$", inner):
                 continue
@@ -158,10 +160,10 @@ def _division_problems(expr: str, masked: str) -> list[str]:
         if clamp:
             open_at = at + clamp.end() - 1
             args = _split_top(masked, open_at + 1, _closing(masked, open_at))
-            if len(args) == 2 and _NUMBER.fullmatch(masked[args[1][0]:args[1][1]].strip() or "x"):
-                if float(masked[args[1][0]:args[1][1]]) > 0:
+            if len(args) == 2 and _NUMBER.fullmatch(masked[args[1][0] : args[1][1]].strip() or "x"):
+                if float(masked[args[1][0] : args[1][1]]) > 0:
                     continue
-        problems.append(f"division not guarded against zero: `/ {expr[at:at + 60].strip()}`")
+        problems.append(f"division not guarded against zero: `/ {expr[at : at + 60].strip()}`")
     return problems
 
 
@@ -178,7 +180,7 @@ def lint(expr: str, known: frozenset[str], counters: frozenset[str]) -> list[str
         if len(args) != 2:
             problems.append("histogram_quantile takes two arguments")
             continue
-        problem = _quantile_source_problem(masked[args[1][0]:args[1][1]], known)
+        problem = _quantile_source_problem(masked[args[1][0] : args[1][1]], known)
         if problem:
             problems.append(problem)
     problems += _division_problems(expr, masked)

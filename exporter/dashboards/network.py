@@ -11,7 +11,15 @@ from exporter.alerts.config import MonitoringConfig
 from exporter.dashboards.board import Board, summary
 from exporter.dashboards.bottleneck_diagnosis import rdma_node_evidence
 from exporter.dashboards.panels import (
-    BYTES_PER_SECOND, PACKETS_PER_SECOND, PER_SECOND, RATIO, Line, Query, state_timeline, timeseries, value_mappings,
+    BYTES_PER_SECOND,
+    PACKETS_PER_SECOND,
+    PER_SECOND,
+    RATIO,
+    Line,
+    Query,
+    state_timeline,
+    timeseries,
+    value_mappings,
 )
 from exporter.dashboards.queries import Scope
 
@@ -33,35 +41,75 @@ def board(config: MonitoringConfig) -> Board:
     utilization_line = (Line(d.rdma_utilization_high, "red", "diagnosis.rdma_utilization_high"),)
     b.row(
         "Ports",
-        state_timeline("Port state", Query(s("llm_rdma_port_up"), port),
-                       mappings=value_mappings({0: ("down", "red"), 1: ("active", "green")}), width=12,
-                       description="1 while the port is ACTIVE; a port that was active and went down is LLMRDMAPortDown."),
-        timeseries("Link rate", Query(s("llm_rdma_port_link_rate_bytes_per_second"), port), unit=BYTES_PER_SECOND,
-                   width=12),
-        timeseries("Transmit utilization", Query(s("llm_rdma_port_transmit_utilization_ratio"), port), unit=RATIO,
-                   min=0, max=1, lines=utilization_line),
-        timeseries("Receive utilization", Query(s("llm_rdma_port_receive_utilization_ratio"), port), unit=RATIO,
-                   min=0, max=1, lines=utilization_line),
-        timeseries("Throughput", port_rate("llm_rdma_port_transmit_bytes_total", " transmit"),
-                   port_rate("llm_rdma_port_receive_bytes_total", " receive"), unit=BYTES_PER_SECOND),
-        timeseries("Packets", port_rate("llm_rdma_port_transmit_packets_total", " transmit"),
-                   port_rate("llm_rdma_port_receive_packets_total", " receive"), unit=PACKETS_PER_SECOND, width=24),
+        state_timeline(
+            "Port state",
+            Query(s("llm_rdma_port_up"), port),
+            mappings=value_mappings({0: ("down", "red"), 1: ("active", "green")}),
+            width=12,
+            description="1 while the port is ACTIVE; a port that was active and went down is LLMRDMAPortDown.",
+        ),
+        timeseries(
+            "Link rate", Query(s("llm_rdma_port_link_rate_bytes_per_second"), port), unit=BYTES_PER_SECOND, width=12
+        ),
+        timeseries(
+            "Transmit utilization",
+            Query(s("llm_rdma_port_transmit_utilization_ratio"), port),
+            unit=RATIO,
+            min=0,
+            max=1,
+            lines=utilization_line,
+        ),
+        timeseries(
+            "Receive utilization",
+            Query(s("llm_rdma_port_receive_utilization_ratio"), port),
+            unit=RATIO,
+            min=0,
+            max=1,
+            lines=utilization_line,
+        ),
+        timeseries(
+            "Throughput",
+            port_rate("llm_rdma_port_transmit_bytes_total", " transmit"),
+            port_rate("llm_rdma_port_receive_bytes_total", " receive"),
+            unit=BYTES_PER_SECOND,
+        ),
+        timeseries(
+            "Packets",
+            port_rate("llm_rdma_port_transmit_packets_total", " transmit"),
+            port_rate("llm_rdma_port_receive_packets_total", " receive"),
+            unit=PACKETS_PER_SECOND,
+            width=24,
+        ),
     )
     b.row(
         "Congestion and errors per port",
-        timeseries("Transmit wait (xmit_wait)", port_rate("llm_rdma_port_transmit_wait_total"), unit=PER_SECOND,
-                   description="Ticks per second the port had data to send but no flow-control credits."),
-        timeseries("CNP handled and sent", port_rate("llm_rdma_port_cnp_handled_total", " handled"),
-                   port_rate("llm_rdma_port_cnp_sent_total", " sent"), unit=PER_SECOND,
-                   description="DCQCN congestion notifications: handled by this port as reaction point, sent as "
-                               "notification point."),
+        timeseries(
+            "Transmit wait (xmit_wait)",
+            port_rate("llm_rdma_port_transmit_wait_total"),
+            unit=PER_SECOND,
+            description="Ticks per second the port had data to send but no flow-control credits.",
+        ),
+        timeseries(
+            "CNP handled and sent",
+            port_rate("llm_rdma_port_cnp_handled_total", " handled"),
+            port_rate("llm_rdma_port_cnp_sent_total", " sent"),
+            unit=PER_SECOND,
+            description="DCQCN congestion notifications: handled by this port as reaction point, sent as "
+            "notification point.",
+        ),
         timeseries("ECN-marked packets", port_rate("llm_rdma_port_ecn_marked_packets_total"), unit=PACKETS_PER_SECOND),
         timeseries("Retransmissions", port_rate("llm_rdma_port_retransmissions_total"), unit=PER_SECOND, width=12),
-        timeseries("Errors by kind", Query(f"sum {s.by_node('device', 'port', 'kind')} "
-                                           f"({s.rate('llm_rdma_port_errors_total')})", f"{port} {{{{kind}}}}"),
-                   unit=PER_SECOND, width=12,
-                   lines=(Line(t.rdma_port_errors_per_second, "red", "thresholds.rdma_port_errors_per_second"),),
-                   description="The line is LLMRDMAPortErrors' (per port and kind)."),
+        timeseries(
+            "Errors by kind",
+            Query(
+                f"sum {s.by_node('device', 'port', 'kind')} ({s.rate('llm_rdma_port_errors_total')})",
+                f"{port} {{{{kind}}}}",
+            ),
+            unit=PER_SECOND,
+            width=12,
+            lines=(Line(t.rdma_port_errors_per_second, "red", "thresholds.rdma_port_errors_per_second"),),
+            description="The line is LLMRDMAPortErrors' (per port and kind).",
+        ),
     )
     b.row("Per node, against the diagnosis lines", *rdma_node_evidence(s, config, width=6))
     return b

@@ -116,8 +116,10 @@ def text(title: str, content: str, **options: Any) -> PanelDef:
 
 def value_mappings(states: dict[int, tuple[str, str]]) -> tuple[dict[str, Any], ...]:
     """{0: ("none", "green"), ...} as one Grafana value mapping."""
-    options = {str(value): {"text": text_, "color": color, "index": index}
-               for index, (value, (text_, color)) in enumerate(sorted(states.items()))}
+    options = {
+        str(value): {"text": text_, "color": color, "index": index}
+        for index, (value, (text_, color)) in enumerate(sorted(states.items()))
+    }
     return ({"type": "value", "options": options},)
 
 
@@ -131,8 +133,15 @@ def _targets(panel: PanelDef, heatmap_buckets: bool = False) -> list[Target]:
     refs = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
     fmt = "heatmap" if heatmap_buckets else "table" if panel.kind == "table" else "time_series"
     return [
-        Target(expr=q.expr, legendFormat=q.legend, refId=refs[i], intervalFactor=1, datasource=DATASOURCE,
-               instant=panel.instant, format=fmt)
+        Target(
+            expr=q.expr,
+            legendFormat=q.legend,
+            refId=refs[i],
+            intervalFactor=1,
+            datasource=DATASOURCE,
+            instant=panel.instant,
+            format=fmt,
+        )
         for i, q in enumerate(panel.queries)
     ]
 
@@ -162,70 +171,129 @@ class HeatmapPanel(Panel):
     bucketData = attr.ib(default=True)
 
     def to_json_data(self) -> dict[str, Any]:
-        return self.panel_json({
-            "type": "heatmap",
-            "fieldConfig": {"defaults": {"unit": self.unit, "custom": {
-                "hideFrom": {"legend": False, "tooltip": False, "viz": False},
-                "scaleDistribution": {"type": "linear"},
-            }}, "overrides": []},
-            "options": {
-                "calculate": False,
-                "cellGap": 1,
-                "color": {"mode": "scheme", "scheme": "Oranges", "fill": "dark-orange", "scale": "exponential",
-                          "exponent": 0.5, "steps": 64, "reverse": False},
-                "exemplars": {"color": "rgba(255,0,255,0.7)"},
-                "filterValues": {"le": 1e-09},
-                "legend": {"show": True},
-                "rowsFrame": {"layout": "le" if self.bucketData else "unknown"},
-                "tooltip": {"mode": "single", "yHistogram": self.bucketData, "showColorScale": True},
-                "yAxis": {"axisPlacement": "left", "reverse": False, "unit": self.yAxisUnit},
-                "cellValues": {"unit": self.unit},
-            },
-        })
+        return self.panel_json(
+            {
+                "type": "heatmap",
+                "fieldConfig": {
+                    "defaults": {
+                        "unit": self.unit,
+                        "custom": {
+                            "hideFrom": {"legend": False, "tooltip": False, "viz": False},
+                            "scaleDistribution": {"type": "linear"},
+                        },
+                    },
+                    "overrides": [],
+                },
+                "options": {
+                    "calculate": False,
+                    "cellGap": 1,
+                    "color": {
+                        "mode": "scheme",
+                        "scheme": "Oranges",
+                        "fill": "dark-orange",
+                        "scale": "exponential",
+                        "exponent": 0.5,
+                        "steps": 64,
+                        "reverse": False,
+                    },
+                    "exemplars": {"color": "rgba(255,0,255,0.7)"},
+                    "filterValues": {"le": 1e-09},
+                    "legend": {"show": True},
+                    "rowsFrame": {"layout": "le" if self.bucketData else "unknown"},
+                    "tooltip": {"mode": "single", "yHistogram": self.bucketData, "showColorScale": True},
+                    "yAxis": {"axisPlacement": "left", "reverse": False, "unit": self.yAxisUnit},
+                    "cellValues": {"unit": self.unit},
+                },
+            }
+        )
 
 
 def render(panel: PanelDef, panel_id: int, grid: GridPos) -> Panel:
     """The grafanalib panel for a definition placed at `grid` with id `panel_id`."""
     common: dict[str, Any] = dict(
-        title=panel.title, id=panel_id, gridPos=grid, dataSource=DATASOURCE, description=_description(panel),
+        title=panel.title,
+        id=panel_id,
+        gridPos=grid,
+        dataSource=DATASOURCE,
+        description=_description(panel),
         maxDataPoints=None,
     )
     if panel.kind == "text":
-        return Text(title=panel.title, id=panel_id, gridPos=grid, content=panel.description, mode="markdown",
-                    maxDataPoints=None, dataSource=None, description="")
+        return Text(
+            title=panel.title,
+            id=panel_id,
+            gridPos=grid,
+            content=panel.description,
+            mode="markdown",
+            maxDataPoints=None,
+            dataSource=None,
+            description="",
+        )
     extra = dict(panel.extra)
     if panel.kind == "timeseries":
         defaults = {"unit": panel.unit, **_min_max(panel)}
         if panel.stack:
             defaults["custom"] = {"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 20}
         return TimeSeries(
-            targets=_targets(panel), unit=panel.unit, thresholds=_thresholds(panel.lines),
-            thresholdsStyleMode="dashed" if panel.lines else "off", tooltipMode="multi", tooltipSort="desc",
-            legendDisplayMode="table", legendPlacement="bottom", legendCalcs=["lastNotNull", "max"],
-            extraJson=_merge({"fieldConfig": {"defaults": defaults}}, extra), **common,
+            targets=_targets(panel),
+            unit=panel.unit,
+            thresholds=_thresholds(panel.lines),
+            thresholdsStyleMode="dashed" if panel.lines else "off",
+            tooltipMode="multi",
+            tooltipSort="desc",
+            legendDisplayMode="table",
+            legendPlacement="bottom",
+            legendCalcs=["lastNotNull", "max"],
+            extraJson=_merge({"fieldConfig": {"defaults": defaults}}, extra),
+            **common,
         )
     if panel.kind == "stat":
         return Stat(
-            targets=_targets(panel), format=panel.unit, reduceCalc="lastNotNull", thresholds=_thresholds(panel.lines),
-            mappings=list(panel.mappings), colorMode="value", graphMode="area", noValue="0" if panel.rare else "no data",
-            extraJson=_merge({"fieldConfig": {"defaults": {"color": {"mode": "thresholds"}, **_min_max(panel)}}}, extra),
+            targets=_targets(panel),
+            format=panel.unit,
+            reduceCalc="lastNotNull",
+            thresholds=_thresholds(panel.lines),
+            mappings=list(panel.mappings),
+            colorMode="value",
+            graphMode="area",
+            noValue="0" if panel.rare else "no data",
+            extraJson=_merge(
+                {"fieldConfig": {"defaults": {"color": {"mode": "thresholds"}, **_min_max(panel)}}}, extra
+            ),
             **common,
         )
     if panel.kind == "heatmap":
         buckets = any("le" in q.legend for q in panel.queries)
-        return HeatmapPanel(targets=_targets(panel, heatmap_buckets=buckets), unit=panel.unit,
-                            yAxisUnit=panel.unit if buckets else "", bucketData=buckets, extraJson=extra or None,
-                            **common)
+        return HeatmapPanel(
+            targets=_targets(panel, heatmap_buckets=buckets),
+            unit=panel.unit,
+            yAxisUnit=panel.unit if buckets else "",
+            bucketData=buckets,
+            extraJson=extra or None,
+            **common,
+        )
     if panel.kind == "table":
         return Table(
-            targets=_targets(panel), unit=panel.unit, thresholds=_thresholds(panel.lines),
-            extraJson=_merge({"fieldConfig": {"defaults": {"custom": {"cellOptions": {"type": "color-text"}},
-                                                           "color": {"mode": "thresholds"}}}}, extra),
+            targets=_targets(panel),
+            unit=panel.unit,
+            thresholds=_thresholds(panel.lines),
+            extraJson=_merge(
+                {
+                    "fieldConfig": {
+                        "defaults": {"custom": {"cellOptions": {"type": "color-text"}}, "color": {"mode": "thresholds"}}
+                    }
+                },
+                extra,
+            ),
             **common,
         )
     return StateTimeline(
-        targets=_targets(panel), mappings=list(panel.mappings), thresholds=_thresholds(panel.lines, base="red"),
-        showValue="never", mergeValues=True, rowHeight=0.8,
+        targets=_targets(panel),
+        mappings=list(panel.mappings),
+        thresholds=_thresholds(panel.lines, base="red"),
+        showValue="never",
+        mergeValues=True,
+        rowHeight=0.8,
         extraJson=_merge({"fieldConfig": {"defaults": {"unit": panel.unit, "color": {"mode": "thresholds"}}}}, extra),
         **common,
     )

@@ -8,9 +8,10 @@ engine with the evidence and the actions (actions.py).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Sequence
+from datetime import UTC, datetime, timezone
+from typing import TYPE_CHECKING, Any
 
 from exporter.catalogue import STAGES as STAGE_IDS
 from exporter.diagnosis.actions import ACTIONS
@@ -80,7 +81,7 @@ class Diagnoser:
         for d in self.latest.values():
             counts[d.primary] = counts.get(d.primary, 0) + 1
         return {
-            "generated_at": datetime.fromtimestamp(self.generated_at, timezone.utc).isoformat(),
+            "generated_at": datetime.fromtimestamp(self.generated_at, UTC).isoformat(),
             "engines": engines,
             "node": {"engines": len(engines), "primary_counts": counts},
             "thresholds": {k: getattr(self.thresholds, k) for k in Thresholds.keys()},

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Iterable
 
 from exporter.model import Metric, QuantileSummary, Sample
 
@@ -127,8 +127,11 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
                 setattr(inputs, attr, fmean(values))
         if rdma.get("utilization"):
             inputs.rdma_utilization = max(rdma["utilization"])
-        for attr, values in (("rdma_cnp_total", rdma.get("cnp")), ("rdma_retransmissions_total", rdma.get("retransmissions")),
-                             ("rdma_xmit_wait_total", rdma.get("xmit_wait"))):
+        for attr, values in (
+            ("rdma_cnp_total", rdma.get("cnp")),
+            ("rdma_retransmissions_total", rdma.get("retransmissions")),
+            ("rdma_xmit_wait_total", rdma.get("xmit_wait")),
+        ):
             if values:
                 setattr(inputs, attr, sum(values))
     return live

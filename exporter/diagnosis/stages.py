@@ -7,8 +7,8 @@ the strength of the evidence instead of flipping at one line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from exporter.diagnosis.signals import History
 from exporter.diagnosis.thresholds import Thresholds
@@ -85,7 +85,9 @@ def kv_cache_capacity(h: History, t: Thresholds) -> StageResult:
     _, slowdown = _itl_slowdown(h, t)
     bandwidth_bound = ramp(h.mean("dram_active", t.level_seconds), t.dram_active_busy, t.dram_active_saturated)
     result.score = score * (1.0 - 0.25 * bandwidth_bound * ramp(slowdown, 1.0, t.itl_slowdown_ratio))
-    result.evidence.append(f"KV-cache usage up to {kv:.2f} (warning {t.kv_usage_warning:g}) with {waiting:.1f} requests waiting")
+    result.evidence.append(
+        f"KV-cache usage up to {kv:.2f} (warning {t.kv_usage_warning:g}) with {waiting:.1f} requests waiting"
+    )
     if preempt is not None:
         result.evidence.append(f"preemptions {preempt:.2f}/s over {t.level_seconds:g}s")
     return result
@@ -172,7 +174,9 @@ def prefill_compute(h: History, t: Thresholds) -> StageResult:
     # Prefill recomputed after preemptions is the KV stage's doing, not long prompts.
     kv_churn = ramp(h.rate("preemptions_total", t.level_seconds), 0.0, t.preemptions_per_second)
     if tensor is not None:
-        result.score = ramp(tensor, t.tensor_active_high - 0.2, t.tensor_active_high) * prefill_heavy * (1.0 - 0.5 * kv_churn)
+        result.score = (
+            ramp(tensor, t.tensor_active_high - 0.2, t.tensor_active_high) * prefill_heavy * (1.0 - 0.5 * kv_churn)
+        )
         result.evidence.append(f"tensor active {tensor:.2f} on {_gpus(h)}")
     else:
         result.evidence.append("no GPU tensor activity for this engine: scored from TTFT beyond queueing")
@@ -221,7 +225,9 @@ def host_overhead(h: History, t: Thresholds) -> StageResult:
         return result
     # Without GPU data a busy engine core is only half the evidence: it cannot reach `enter_score`
     # alone (a CPU engine, or a fast GPU engine, legitimately keeps its scheduler core busy).
-    starved = 1.0 - ramp(busy_gpu, t.sm_active_ineffective - 0.2, t.sm_active_ineffective) if busy_gpu is not None else 0.5
+    starved = (
+        1.0 - ramp(busy_gpu, t.sm_active_ineffective - 0.2, t.sm_active_ineffective) if busy_gpu is not None else 0.5
+    )
     cpu_bound = ramp(cpu, t.engine_cpu_cores_busy - 0.3, t.engine_cpu_cores_busy) if cpu is not None else 0.5
     dram = h.mean("dram_active", t.level_seconds)
     not_memory_bound = 1.0 - ramp(dram, t.dram_active_busy - 0.2, t.dram_active_busy)

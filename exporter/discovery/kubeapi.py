@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import socket
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import requests
 
@@ -78,8 +79,13 @@ class KubernetesApi:
         if self._token_file:
             headers["Authorization"] = f"Bearer {_read_token(self._token_file)}"
         try:
-            response = self._session.get(f"{self.base_url}/api/v1/pods", params=params, headers=headers,
-                                         stream=stream, timeout=(CONNECT_TIMEOUT_SECONDS, read_timeout))
+            response = self._session.get(
+                f"{self.base_url}/api/v1/pods",
+                params=params,
+                headers=headers,
+                stream=stream,
+                timeout=(CONNECT_TIMEOUT_SECONDS, read_timeout),
+            )
         except requests.RequestException as exc:
             raise ApiError(f"{self.base_url}: {exc.__class__.__name__}: {exc}") from exc
         if response.status_code == 410:

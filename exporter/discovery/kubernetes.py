@@ -27,7 +27,8 @@ import os
 import re
 import threading
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from exporter.config import ConfigError
@@ -50,7 +51,9 @@ _PORT = re.compile(r"[0-9]{1,5}")
 MAX_BACKOFF_SECONDS = 30.0
 
 
-def target_for_pod(pod: Mapping[str, Any], node_name: str, settings: KubernetesSettings) -> tuple[EngineTarget | None, str]:
+def target_for_pod(
+    pod: Mapping[str, Any], node_name: str, settings: KubernetesSettings
+) -> tuple[EngineTarget | None, str]:
     """The engine target a pod asks for, or None and why not ("" when it did not ask)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -127,7 +130,7 @@ class DiscoveryStatus(Source):
     target = "pods"
     timeout_seconds = 1.0
 
-    def __init__(self, discovery: "KubernetesEngineDiscovery") -> None:
+    def __init__(self, discovery: KubernetesEngineDiscovery) -> None:
         self._discovery = discovery
 
     def collect(self, now: float) -> list:
@@ -140,8 +143,13 @@ class DiscoveryStatus(Source):
 class KubernetesEngineDiscovery:
     """A SourceGroup (exporter.loop): the discovery status plus one engine source per annotated pod."""
 
-    def __init__(self, settings: KubernetesSettings, window_seconds: float, lifetime_baseline: bool = False,
-                 environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        settings: KubernetesSettings,
+        window_seconds: float,
+        lifetime_baseline: bool = False,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         environ = os.environ if environ is None else environ
         self.settings = settings
         self.node_name = settings.node_name or environ.get("NODE_NAME", "")
@@ -149,8 +157,9 @@ class KubernetesEngineDiscovery:
             raise ConfigError("kubernetes.node_name", "not set, and NODE_NAME is empty (set it from spec.nodeName)")
         base_url, verify = in_cluster_api(settings, environ)
         if settings.token_file and not os.path.isfile(settings.token_file):
-            raise ConfigError("kubernetes.token_file", f"{settings.token_file} does not exist "
-                              "(is automountServiceAccountToken off?)")
+            raise ConfigError(
+                "kubernetes.token_file", f"{settings.token_file} does not exist (is automountServiceAccountToken off?)"
+            )
         self.max_sources = settings.max_engines + 1
         self.engines = DynamicEngineSources(window_seconds, lifetime_baseline, settings.max_engines)
         self._status = DiscoveryStatus(self)

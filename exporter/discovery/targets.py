@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 from exporter.sources.base import Source
 from exporter.sources.engine import EngineSource, EngineTarget
@@ -31,8 +31,12 @@ class DynamicEngineSources:
         wanted = sorted(set(targets), key=lambda t: t.name)
         if len(wanted) > self.max_sources:
             if not self._over_limit_logged:
-                log.warning("discovery found %d engines, more than max_engines=%d; scraping the first %d by name",
-                            len(wanted), self.max_sources, self.max_sources)
+                log.warning(
+                    "discovery found %d engines, more than max_engines=%d; scraping the first %d by name",
+                    len(wanted),
+                    self.max_sources,
+                    self.max_sources,
+                )
                 self._over_limit_logged = True
             wanted = wanted[: self.max_sources]
         with self._lock:

@@ -12,9 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "OfflineResult": "exporter.simulate.offline", "WindowSummary": "exporter.simulate.offline",
-    "run_offline": "exporter.simulate.offline", "Scenario": "exporter.simulate.scenario",
-    "builtin_names": "exporter.simulate.scenario", "load_scenario": "exporter.simulate.scenario",
+    "OfflineResult": "exporter.simulate.offline",
+    "WindowSummary": "exporter.simulate.offline",
+    "run_offline": "exporter.simulate.offline",
+    "Scenario": "exporter.simulate.scenario",
+    "builtin_names": "exporter.simulate.scenario",
+    "load_scenario": "exporter.simulate.scenario",
     "parse_scenario": "exporter.simulate.scenario",
 }
 __all__ = sorted(_EXPORTS)

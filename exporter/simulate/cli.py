@@ -1,8 +1,8 @@
 """`simulate` and `demo`: their arguments and what they run (exporter/cli.py only wires them in).
 
-    llm-bottleneck-exporter simulate --list
-    llm-bottleneck-exporter simulate --scenario NAME|FILE [--listen HOST:PORT] [--sysfs-out DIR] [--seed N]
-    llm-bottleneck-exporter demo [--scenario NAME|FILE] [--listen HOST:PORT] [--duration SECONDS]
+llm-bottleneck-exporter simulate --list
+llm-bottleneck-exporter simulate --scenario NAME|FILE [--listen HOST:PORT] [--sysfs-out DIR] [--seed N]
+llm-bottleneck-exporter demo [--scenario NAME|FILE] [--listen HOST:PORT] [--duration SECONDS]
 """
 
 from __future__ import annotations
@@ -22,13 +22,19 @@ log = logging.getLogger("exporter.simulate")
 
 def add_simulate_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "simulate", help="run a simulated inference node (vLLM, dcgm-exporter and RDMA sysfs signals)",
+        "simulate",
+        help="run a simulated inference node (vLLM, dcgm-exporter and RDMA sysfs signals)",
         description="Serve a simulated node: vLLM metrics at /engine/<i>/metrics, dcgm-exporter metrics at "
-                    "/gpu/metrics, a JSON index at /, and a live class/infiniband tree under --sysfs-out.")
+        "/gpu/metrics, a JSON index at /, and a live class/infiniband tree under --sysfs-out.",
+    )
     parser.add_argument("--scenario", metavar="NAME|FILE", help="built-in scenario name or YAML file")
     parser.add_argument("--list", action="store_true", help="list the built-in scenarios with their expected stages")
-    parser.add_argument("--listen", metavar="HOST:PORT", default=DEFAULT_SIMULATE_LISTEN,
-                        help=f"address to serve on (default {DEFAULT_SIMULATE_LISTEN})")
+    parser.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        default=DEFAULT_SIMULATE_LISTEN,
+        help=f"address to serve on (default {DEFAULT_SIMULATE_LISTEN})",
+    )
     parser.add_argument("--sysfs-out", metavar="DIR", help="keep a live class/infiniband tree under DIR")
     parser.add_argument("--seed", metavar="N", type=int, help="random seed (default: the scenario's)")
     parser.add_argument("--duration", metavar="SECONDS", type=float, help="stop after this many seconds")
@@ -36,21 +42,34 @@ def add_simulate_parser(commands: argparse._SubParsersAction) -> None:
 
 def add_demo_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "demo", help="a simulated node plus the exporter, with a live view of the key signals",
+        "demo",
+        help="a simulated node plus the exporter, with a live view of the key signals",
         description="Start a simulated node (prompt-growth by default) and the exporter reading it, and show "
-                    "the exporter's view of it every few seconds. Ctrl-C stops everything.")
-    parser.add_argument("--scenario", metavar="NAME|FILE", default="prompt-growth",
-                        help="built-in scenario name or YAML file (default prompt-growth)")
-    parser.add_argument("--listen", metavar="HOST:PORT", default="127.0.0.1:9477",
-                        help="where the exporter serves /metrics (default 127.0.0.1:9477)")
+        "the exporter's view of it every few seconds. Ctrl-C stops everything.",
+    )
+    parser.add_argument(
+        "--scenario",
+        metavar="NAME|FILE",
+        default="prompt-growth",
+        help="built-in scenario name or YAML file (default prompt-growth)",
+    )
+    parser.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        default="127.0.0.1:9477",
+        help="where the exporter serves /metrics (default 127.0.0.1:9477)",
+    )
     parser.add_argument("--seed", metavar="N", type=int, help="random seed (default: the scenario's)")
     parser.add_argument("--duration", metavar="SECONDS", type=float, help="stop after this many seconds")
     parser.add_argument("--refresh", metavar="SECONDS", type=float, default=3.0, help="view refresh (default 3)")
 
 
 def run_command(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="ts=%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)r")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="ts=%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)r",
+    )
     if args.duration is not None and args.duration <= 0:
         raise ConfigError("--duration", f"must be greater than 0, not {args.duration:g}")
     if args.command == "demo":
@@ -96,8 +115,11 @@ def run_simulate(args: argparse.Namespace) -> int:
             raise ConfigError("--sysfs-out", f"cannot write {args.sysfs_out}: {exc.strerror or exc}") from exc
     server.start()
     engines = ", ".join(f"{server.url}/engine/{i}/metrics" for i in range(len(node.replicas)))
-    print(f"simulating {scenario.name} ({scenario.stages_text}) on {server.url}/  engines: {engines}  "
-          f"gpus: {server.url}/gpu/metrics" + (f"  sysfs: {args.sysfs_out}" if args.sysfs_out else ""), flush=True)
+    print(
+        f"simulating {scenario.name} ({scenario.stages_text}) on {server.url}/  engines: {engines}  "
+        f"gpus: {server.url}/gpu/metrics" + (f"  sysfs: {args.sysfs_out}" if args.sysfs_out else ""),
+        flush=True,
+    )
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

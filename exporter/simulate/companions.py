@@ -53,7 +53,8 @@ class ManagedBinary:
         lines = [
             f"  {a['labels'].get('severity', '?'):<8} {a['labels'].get('alertname', '?'):<36} "
             f"{a['labels'].get('engine', a['labels'].get('instance', ''))}"
-            for a in alerts if a.get("status", {}).get("state") == "active"
+            for a in alerts
+            if a.get("status", {}).get("state") == "active"
         ]
         return ["alerts firing (Alertmanager):", *(sorted(lines) or ["  none"])]
 
@@ -100,16 +101,26 @@ def start_alertmanager(workdir: Path) -> ManagedBinary | None:
         return None
     port = _free_port()
     config = {
-        "route": {"receiver": "demo", "group_by": ["alertname", "engine"], "group_wait": "5s",
-                  "group_interval": "10s", "repeat_interval": "1h"},
+        "route": {
+            "receiver": "demo",
+            "group_by": ["alertname", "engine"],
+            "group_wait": "5s",
+            "group_interval": "10s",
+            "repeat_interval": "1h",
+        },
         "receivers": [{"name": "demo"}],
     }
     path = workdir / "alertmanager.yml"
     path.write_text(yaml.safe_dump(config))
     storage = workdir / "alertmanager-data"
     storage.mkdir(exist_ok=True)
-    command = [binary, f"--config.file={path}", f"--storage.path={storage}",
-               f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="]
+    command = [
+        binary,
+        f"--config.file={path}",
+        f"--storage.path={storage}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+    ]
     return _start("alertmanager", command, f"http://127.0.0.1:{port}", "/-/ready", workdir)
 
 
@@ -124,8 +135,9 @@ def start_prometheus(workdir: Path, exporter_url: str, alertmanager_url: str | N
     config: dict = {
         "global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
         "rule_files": [str(rules)],
-        "scrape_configs": [{"job_name": "llm-bottleneck-exporter",
-                            "static_configs": [{"targets": [urlsplit(exporter_url).netloc]}]}],
+        "scrape_configs": [
+            {"job_name": "llm-bottleneck-exporter", "static_configs": [{"targets": [urlsplit(exporter_url).netloc]}]}
+        ],
     }
     if alertmanager_url:
         config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [urlsplit(alertmanager_url).netloc]}]}]}
@@ -133,8 +145,12 @@ def start_prometheus(workdir: Path, exporter_url: str, alertmanager_url: str | N
     path.write_text(yaml.safe_dump(config))
     storage = workdir / "prometheus-data"
     storage.mkdir(exist_ok=True)
-    command = [binary, f"--config.file={path}", f"--storage.tsdb.path={storage}",
-               f"--web.listen-address=127.0.0.1:{port}"]
+    command = [
+        binary,
+        f"--config.file={path}",
+        f"--storage.tsdb.path={storage}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
     return _start("prometheus", command, f"http://127.0.0.1:{port}", "/-/ready", workdir)
 
 

@@ -37,23 +37,58 @@ FIELDS = (
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", "fb_free"),
     ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", "fb_used"),
     ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).", "fb_reserved"),
-    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "Total number of NVLink bandwidth counters for all lanes.", "nvlink_total"),
+    (
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "counter",
+        "Total number of NVLink bandwidth counters for all lanes.",
+        "nvlink_total",
+    ),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.", "gr_engine"),
     ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned.", "sm_active"),
     ("DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "The ratio of number of warps resident on an SM.", "sm_occupancy"),
     ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active.", "tensor"),
-    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active sending or receiving data.", "dram"),
-    ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", "pcie_tx"),
-    ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", "pcie_rx"),
-    ("DCGM_FI_PROF_NVLINK_TX_BYTES", "gauge", "The rate of data transmitted over NVLink in bytes per second.", "nvlink_rate"),
-    ("DCGM_FI_PROF_NVLINK_RX_BYTES", "gauge", "The rate of data received over NVLink in bytes per second.", "nvlink_rate"),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+        "dram",
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "gauge",
+        "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+        "pcie_tx",
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "gauge",
+        "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+        "pcie_rx",
+    ),
+    (
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "gauge",
+        "The rate of data transmitted over NVLink in bytes per second.",
+        "nvlink_rate",
+    ),
+    (
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        "gauge",
+        "The rate of data received over NVLink in bytes per second.",
+        "nvlink_rate",
+    ),
 )
 
 
 def _value(kind: str, gpu: GpuDevice, activity: GpuActivity) -> str:
     spec = gpu.spec
-    ratios = {"gr_engine": activity.utilization, "sm_active": activity.sm_active, "sm_occupancy": activity.sm_occupancy,
-              "tensor": activity.tensor_active, "dram": activity.dram_active}
+    ratios = {
+        "gr_engine": activity.utilization,
+        "sm_active": activity.sm_active,
+        "sm_occupancy": activity.sm_occupancy,
+        "tensor": activity.tensor_active,
+        "dram": activity.dram_active,
+    }
     if kind in ratios:
         return f"{ratios[kind]:f}"
     if kind == "power":
@@ -93,9 +128,15 @@ def render_dcgm(node: SimulatedNode, window_seconds: float = 5.0) -> str:
 
 
 def _labels(node: SimulatedNode, gpu: GpuDevice) -> str:
-    pairs = [("gpu", str(gpu.index)), ("UUID", gpu.uuid), ("pci_bus_id", gpu.pci_bus_id), ("device", f"nvidia{gpu.index}"),
-             ("modelName", gpu.spec.model_name), ("Hostname", node.scenario.node.hostname),
-             ("DCGM_FI_DRIVER_VERSION", node.scenario.node.driver_version)]
+    pairs = [
+        ("gpu", str(gpu.index)),
+        ("UUID", gpu.uuid),
+        ("pci_bus_id", gpu.pci_bus_id),
+        ("device", f"nvidia{gpu.index}"),
+        ("modelName", gpu.spec.model_name),
+        ("Hostname", node.scenario.node.hostname),
+        ("DCGM_FI_DRIVER_VERSION", node.scenario.node.driver_version),
+    ]
     if gpu.engine is not None:
         pairs += [("container", "vllm"), ("namespace", POD_NAMESPACE), ("pod", pod_name(node, gpu.engine))]
     return ",".join(f'{k}="{v}"' for k, v in pairs)

@@ -19,9 +19,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 import requests
 import yaml
@@ -83,8 +84,11 @@ def run_demo(args: argparse.Namespace) -> int:
         for factory in COMPANIONS:
             companions.extend(factory(DemoContext(exporter_url, workdir)))
         if not companions:
-            print("Prometheus/Alertmanager not installed: the demo runs without rules and pages "
-                  "(Debian: apt-get install prometheus prometheus-alertmanager)", file=sys.stderr)
+            print(
+                "Prometheus/Alertmanager not installed: the demo runs without rules and pages "
+                "(Debian: apt-get install prometheus prometheus-alertmanager)",
+                file=sys.stderr,
+            )
         _show(node, server, exporter_url, companions, args, stop)
         return 0
     finally:
@@ -107,8 +111,9 @@ def _check_free(host: str, port: int, text: str) -> None:
             raise ConfigError("--listen", f"cannot listen on {text}: {exc.strerror or exc}") from exc
 
 
-def _start_exporter(node: SimulatedNode, server: SimulationServer, workdir: Path,
-                    listen: str) -> tuple[subprocess.Popen[bytes], Path]:
+def _start_exporter(
+    node: SimulatedNode, server: SimulationServer, workdir: Path, listen: str
+) -> tuple[subprocess.Popen[bytes], Path]:
     config_path = workdir / "exporter.yaml"
     settings = exporter_settings(node, server.url, server.sysfs_out, EXPORTER_INTERVAL_SECONDS)
     config_path.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
@@ -116,7 +121,10 @@ def _start_exporter(node: SimulatedNode, server: SimulationServer, workdir: Path
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "exporter", "serve", "--config", str(config_path), "--listen", listen],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     return process, log_path
@@ -136,8 +144,14 @@ def _wait_ready(process: subprocess.Popen[bytes], url: str, stop: threading.Even
     return False
 
 
-def _show(node: SimulatedNode, server: SimulationServer, exporter_url: str, companions: list[Companion],
-          args: argparse.Namespace, stop: threading.Event) -> None:
+def _show(
+    node: SimulatedNode,
+    server: SimulationServer,
+    exporter_url: str,
+    companions: list[Companion],
+    args: argparse.Namespace,
+    stop: threading.Event,
+) -> None:
     deadline = None if args.duration is None else time.monotonic() + args.duration
     clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
     extra = "".join(f"  {c.name}: {c.url}" for c in companions)
@@ -149,9 +163,11 @@ def _show(node: SimulatedNode, server: SimulationServer, exporter_url: str, comp
             print(f"exporter not answering: {exc}", file=sys.stderr)
         with server.lock:
             phase, now = node.phase, node.now
-        header = (f"llm-bottleneck-exporter demo - scenario {node.scenario.name}, simulated t={now:.0f}s, phase "
-                  f"{phase.name} (expected stage: {phase.expected_stage})\nexporter: {exporter_url}/metrics  "
-                  f"simulator: {server.url}/{extra}   Ctrl-C stops")
+        header = (
+            f"llm-bottleneck-exporter demo - scenario {node.scenario.name}, simulated t={now:.0f}s, phase "
+            f"{phase.name} (expected stage: {phase.expected_stage})\nexporter: {exporter_url}/metrics  "
+            f"simulator: {server.url}/{extra}   Ctrl-C stops"
+        )
         status = [line for c in companions for line in getattr(c, "status_lines", lambda: [])()]
         body = render_view(parse_exporter_metrics(text), header) + ("\n\n" + "\n".join(status) if status else "")
         sys.stdout.write(clear + body + ("" if clear else "\n"))
@@ -162,5 +178,3 @@ def _show(node: SimulatedNode, server: SimulationServer, exporter_url: str, comp
             if wait <= 0:
                 return
         stop.wait(wait)
-
-

@@ -15,8 +15,8 @@ Long runs of pure decode are advanced many steps at a time (fastforward.py).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from exporter.simulate import ledger
 from exporter.simulate.engine_config import EngineConfig
@@ -42,8 +42,18 @@ Scheduled = list[tuple[Request, int, bool]]  # (request, tokens this step, is a 
 
 
 class EngineReplica(FastForward):
-    def __init__(self, index: int, model: ModelSpec, gpu: GpuSpec, parallel: Parallelism, config: EngineConfig,
-                 gpus: list[GpuDevice], ports: list[RdmaPort], link: LinkProvider, record: bool = False) -> None:
+    def __init__(
+        self,
+        index: int,
+        model: ModelSpec,
+        gpu: GpuSpec,
+        parallel: Parallelism,
+        config: EngineConfig,
+        gpus: list[GpuDevice],
+        ports: list[RdmaPort],
+        link: LinkProvider,
+        record: bool = False,
+    ) -> None:
         self.index = index
         self.model = model
         self.gpu = gpu
@@ -52,8 +62,9 @@ class EngineReplica(FastForward):
         self.gpus = gpus
         self.ports = ports
         self._link = link
-        pool = kv_pool_tokens(model, gpu, parallel.tensor_parallel, config.gpu_memory_utilization,
-                              config.activation_reserve_gib * GIB)
+        pool = kv_pool_tokens(
+            model, gpu, parallel.tensor_parallel, config.gpu_memory_utilization, config.activation_reserve_gib * GIB
+        )
         self.kv = KvCache(pool // config.block_size, config.block_size)
         self.stats = EngineStats(config.max_model_len)
         self.now = 0.0
@@ -105,7 +116,9 @@ class EngineReplica(FastForward):
         while self.inbox and self.inbox[0].arrival <= self.now:
             request = self.inbox.popleft()
             limit = self.config.max_model_len
-            if request.prompt_tokens >= limit or (request.max_tokens and request.prompt_tokens + request.max_tokens > limit):
+            if request.prompt_tokens >= limit or (
+                request.max_tokens and request.prompt_tokens + request.max_tokens > limit
+            ):
                 self._close(request, request.arrival, "rejected")  # vLLM's API server answers 400
                 continue
             room = limit - request.prompt_tokens
@@ -303,7 +316,9 @@ class EngineReplica(FastForward):
         for device in self.gpus:
             device.account(cost, steps, tokens)
         for port in self.ports:
-            port.carry(cost.network_bytes * steps, cost.network_bytes * steps, cost.comm_stall_seconds * steps, condition)
+            port.carry(
+                cost.network_bytes * steps, cost.network_bytes * steps, cost.comm_stall_seconds * steps, condition
+            )
         stats = self.stats
         stats.flops += cost.flops * steps
         stats.read_bytes += cost.hbm_bytes * steps
@@ -317,7 +332,11 @@ class EngineReplica(FastForward):
         if not self.config.enable_prefix_caching:
             return
         blocks = request.prefix_tokens // self.kv.block_size
-        if blocks and request.blocks >= blocks and self.kv.publish((request.prefix_group, request.prefix_tokens), blocks):
+        if (
+            blocks
+            and request.blocks >= blocks
+            and self.kv.publish((request.prefix_group, request.prefix_tokens), blocks)
+        ):
             request.blocks -= blocks
             request.prefix_blocks = blocks
 

@@ -6,9 +6,20 @@ from dataclasses import dataclass
 
 from exporter.simulate.roofline import Efficiency
 
-RUNTIME_KEYS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "enable_prefix_caching", "scheduling",
-                "max_model_len", "cascade_attention", "kv_watermark", "mfu", "mbu", "host_overhead_ms",
-                "gc_collections_per_request")
+RUNTIME_KEYS = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "chunked_prefill",
+    "enable_prefix_caching",
+    "scheduling",
+    "max_model_len",
+    "cascade_attention",
+    "kv_watermark",
+    "mfu",
+    "mbu",
+    "host_overhead_ms",
+    "gc_collections_per_request",
+)
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,18 @@ def exporter_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | None,
     """Configuration-file data (the `--config` YAML) that points the exporter at a simulation."""
     names = [pod_name(node, r.index) for r in node.replicas]
     settings: dict[str, Any] = {
-        "engines": [{"name": name, "type": "vllm", "url": f"{base_url}/engine/{i}/metrics"} for i, name in enumerate(names)],
+        "engines": [
+            {"name": name, "type": "vllm", "url": f"{base_url}/engine/{i}/metrics"} for i, name in enumerate(names)
+        ],
         "gpu": f"dcgm-exporter={base_url}/gpu/metrics",
         "interval_seconds": interval,
         "window_seconds": max(60.0, 4 * interval),
         # The simulated pods exist only in dcgm-exporter's labels: no processes, no kubelet to ask.
-        "gpu_attribution": {"engine_pods": {name: f"{POD_NAMESPACE}/{name}" for name in names},
-                            "processes": False, "pod_resources_socket": ""},
+        "gpu_attribution": {
+            "engine_pods": {name: f"{POD_NAMESPACE}/{name}" for name in names},
+            "processes": False,
+            "pod_resources_socket": "",
+        },
     }
     if sysfs_dir:
         settings["sysfs"] = sysfs_dir
@@ -46,8 +51,9 @@ class ExporterView:
     def __init__(self, node: SimulatedNode, interval: float = 5.0) -> None:
         self.node = node
         self._sysfs_dir = tempfile.mkdtemp(prefix="llm-sim-sysfs-")
-        self.server = SimulationServer(node, "127.0.0.1", 0, self._sysfs_dir, realtime=False,
-                                       gpu_window_seconds=interval).start()
+        self.server = SimulationServer(
+            node, "127.0.0.1", 0, self._sysfs_dir, realtime=False, gpu_window_seconds=interval
+        ).start()
         self.server.write_sysfs()
         config = build(exporter_settings(node, self.server.url, self._sysfs_dir, interval))
         self.loop = CollectionLoop(build_sources(config), interval, clock=lambda: node.now)

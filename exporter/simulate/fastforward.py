@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 class FastForward:
     """Mixed into EngineReplica; uses its state and its step helpers."""
 
-    def _macro_step(self: "EngineReplica", horizon: float) -> bool:
+    def _macro_step(self: EngineReplica, horizon: float) -> bool:
         """Advance k > 1 pure-decode steps at once when nothing can change in between."""
         running, cfg = self.running, self.config
         batch = len(running)
@@ -36,8 +36,11 @@ class FastForward:
             left = r.target_tokens - r.generated
             if left < k:
                 k = left
-        if self.waiting and batch < cfg.max_num_seqs and \
-                self._admission(self.waiting.peek(), cfg.max_num_batched_tokens - batch) is not None:
+        if (
+            self.waiting
+            and batch < cfg.max_num_seqs
+            and self._admission(self.waiting.peek(), cfg.max_num_batched_tokens - batch) is not None
+        ):
             return False  # the queue head may be admitted next step: take it one step at a time
         work = StepWork(batch, 0, context - self._cascade_savings(running), context + batch)
         estimate = self._cost(work).step_seconds
@@ -79,7 +82,7 @@ class FastForward:
         self.now = end
         return True
 
-    def _blocks_needed(self: "EngineReplica", k: int) -> int:
+    def _blocks_needed(self: EngineReplica, k: int) -> int:
         size = self.kv.block_size
         total = 0
         for r in self.running:
@@ -88,7 +91,7 @@ class FastForward:
                 total += want
         return total
 
-    def _steps_within_free_blocks(self: "EngineReplica", k: int) -> int:
+    def _steps_within_free_blocks(self: EngineReplica, k: int) -> int:
         free = self.kv.free_blocks
         low, high = 1, k  # a single step is left to _step, which preempts if it must
         while high - low > 1:

@@ -82,10 +82,10 @@ class GpuDevice:
         c.dram_seconds += steps * cost.memory_seconds
         c.tensor_seconds += steps * cost.flops / self.spec.bf16_flops_per_second
         memory_only = bound - cost.compute_seconds
-        c.sm_seconds += steps * (cost.compute_seconds + memory_only * MEMORY_BOUND_SM_ACTIVE
-                                 + cost.comm_seconds * COMM_SM_ACTIVE)
-        c.occupancy_seconds += steps * (cost.compute_seconds * COMPUTE_OCCUPANCY
-                                        + memory_only * MEMORY_BOUND_OCCUPANCY)
+        c.sm_seconds += steps * (
+            cost.compute_seconds + memory_only * MEMORY_BOUND_SM_ACTIVE + cost.comm_seconds * COMM_SM_ACTIVE
+        )
+        c.occupancy_seconds += steps * (cost.compute_seconds * COMPUTE_OCCUPANCY + memory_only * MEMORY_BOUND_OCCUPANCY)
         c.hbm_bytes += steps * cost.hbm_bytes
         c.flops += steps * cost.flops
         c.nvlink_bytes += steps * cost.nvlink_bytes

@@ -21,21 +21,61 @@ HOUSEKEEPING_UTILIZATION = 0.002  # monitoring, storage and control traffic on a
 RDMA_WRITE_BYTES = 512 * 1024  # NCCL's RDMA writes per chunk, for rx_write_requests
 
 PMA_COUNTERS = (
-    "VL15_dropped", "excessive_buffer_overrun_errors", "link_downed", "link_error_recovery",
-    "local_link_integrity_errors", "multicast_rcv_packets", "multicast_xmit_packets", "port_rcv_constraint_errors",
-    "port_rcv_data", "port_rcv_errors", "port_rcv_packets", "port_rcv_remote_physical_errors",
-    "port_rcv_switch_relay_errors", "port_xmit_constraint_errors", "port_xmit_data", "port_xmit_discards",
-    "port_xmit_packets", "port_xmit_wait", "symbol_error", "unicast_rcv_packets", "unicast_xmit_packets",
+    "VL15_dropped",
+    "excessive_buffer_overrun_errors",
+    "link_downed",
+    "link_error_recovery",
+    "local_link_integrity_errors",
+    "multicast_rcv_packets",
+    "multicast_xmit_packets",
+    "port_rcv_constraint_errors",
+    "port_rcv_data",
+    "port_rcv_errors",
+    "port_rcv_packets",
+    "port_rcv_remote_physical_errors",
+    "port_rcv_switch_relay_errors",
+    "port_xmit_constraint_errors",
+    "port_xmit_data",
+    "port_xmit_discards",
+    "port_xmit_packets",
+    "port_xmit_wait",
+    "symbol_error",
+    "unicast_rcv_packets",
+    "unicast_xmit_packets",
 )
 HW_COUNTERS = (
-    "duplicate_request", "implied_nak_seq_err", "local_ack_timeout_err", "out_of_buffer", "out_of_sequence",
-    "packet_seq_err", "req_cqe_error", "req_cqe_flush_error", "req_remote_access_errors", "req_remote_invalid_request",
-    "resp_cqe_error", "resp_cqe_flush_error", "resp_local_length_error", "resp_remote_access_errors",
-    "rnr_nak_retry_err", "roce_adp_retrans", "roce_adp_retrans_to", "roce_slow_restart", "roce_slow_restart_cnps",
-    "roce_slow_restart_trans", "rx_atomic_requests", "rx_dct_connect", "rx_read_requests", "rx_write_requests",
+    "duplicate_request",
+    "implied_nak_seq_err",
+    "local_ack_timeout_err",
+    "out_of_buffer",
+    "out_of_sequence",
+    "packet_seq_err",
+    "req_cqe_error",
+    "req_cqe_flush_error",
+    "req_remote_access_errors",
+    "req_remote_invalid_request",
+    "resp_cqe_error",
+    "resp_cqe_flush_error",
+    "resp_local_length_error",
+    "resp_remote_access_errors",
+    "rnr_nak_retry_err",
+    "roce_adp_retrans",
+    "roce_adp_retrans_to",
+    "roce_slow_restart",
+    "roce_slow_restart_cnps",
+    "roce_slow_restart_trans",
+    "rx_atomic_requests",
+    "rx_dct_connect",
+    "rx_read_requests",
+    "rx_write_requests",
 )
-ROCE_CONGESTION_COUNTERS = ("np_cnp_sent", "np_ecn_marked_roce_packets", "rp_cnp_handled", "rp_cnp_ignored",
-                            "rx_icrc_encapsulated")
+ROCE_CONGESTION_COUNTERS = (
+    "np_cnp_sent",
+    "np_ecn_marked_roce_packets",
+    "rp_cnp_handled",
+    "rp_cnp_ignored",
+    "rx_icrc_encapsulated",
+)
 
 
 @dataclass(frozen=True)
@@ -88,8 +128,12 @@ class RdmaPort:
         rcv_packets = received / self.spec.mtu_bytes
         v["port_xmit_data"] += sent / WORD_BYTES
         v["port_rcv_data"] += received / WORD_BYTES
-        for name, packets in (("port_xmit_packets", xmit_packets), ("unicast_xmit_packets", xmit_packets),
-                              ("port_rcv_packets", rcv_packets), ("unicast_rcv_packets", rcv_packets)):
+        for name, packets in (
+            ("port_xmit_packets", xmit_packets),
+            ("unicast_xmit_packets", xmit_packets),
+            ("port_rcv_packets", rcv_packets),
+            ("unicast_rcv_packets", rcv_packets),
+        ):
             v[name] += packets
         v["rx_write_requests"] += received / RDMA_WRITE_BYTES
         v["port_xmit_wait"] += stall_seconds * self.spec.rate_bytes_per_second / XMIT_WAIT_TICK_BYTES
@@ -101,12 +145,19 @@ class RdmaPort:
         moved = utilization * self.spec.rate_bytes_per_second * seconds
         packets = moved / self.spec.mtu_bytes
         v = self.values
-        for name, amount in (("port_xmit_data", moved / WORD_BYTES), ("port_rcv_data", moved / WORD_BYTES),
-                             ("port_xmit_packets", packets), ("port_rcv_packets", packets),
-                             ("unicast_xmit_packets", packets), ("unicast_rcv_packets", packets)):
+        for name, amount in (
+            ("port_xmit_data", moved / WORD_BYTES),
+            ("port_rcv_data", moved / WORD_BYTES),
+            ("port_xmit_packets", packets),
+            ("port_rcv_packets", packets),
+            ("unicast_xmit_packets", packets),
+            ("unicast_rcv_packets", packets),
+        ):
             v[name] += amount
         # Past about half the line rate, PFC/credit back-pressure starts to stall the port on its own.
-        v["port_xmit_wait"] += max(0.0, utilization - 0.5) * seconds * self.spec.rate_bytes_per_second / XMIT_WAIT_TICK_BYTES
+        v["port_xmit_wait"] += (
+            max(0.0, utilization - 0.5) * seconds * self.spec.rate_bytes_per_second / XMIT_WAIT_TICK_BYTES
+        )
         self._congestion(packets, packets, condition)
 
     def _congestion(self, xmit_packets: float, rcv_packets: float, condition: NetworkCondition) -> None:

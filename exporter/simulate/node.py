@@ -51,15 +51,21 @@ class SimulatedNode:
                 next_gpu += parallel.gpus_per_node
                 index = len(self.replicas)
                 replica = EngineReplica(
-                    index, group.model, node.gpu, parallel, group.engine,
+                    index,
+                    group.model,
+                    node.gpu,
+                    parallel,
+                    group.engine,
                     [self.gpus[g] for g in gpus],
                     [self.ports[g % len(self.ports)] for g in gpus] if parallel.cross_node and self.ports else [],
-                    self._link_state, record=record_requests,
+                    self._link_state,
+                    record=record_requests,
                 )
                 self.placements.append(ReplicaPlacement(index, group_index, gpus))
                 self.replicas.append(replica)
-        self._arrivals = ArrivalProcess(self._workload_at, tuple(p.start_seconds for p in scenario.phases[1:]),
-                                        random.Random(rng.getrandbits(64)))
+        self._arrivals = ArrivalProcess(
+            self._workload_at, tuple(p.start_seconds for p in scenario.phases[1:]), random.Random(rng.getrandbits(64))
+        )
         self._router_rng = random.Random(rng.getrandbits(64))
         self._round_robin = itertools.cycle(range(len(self.replicas)))
         self.nic_history: list[deque[tuple[float, float]]] = [deque() for _ in self.ports]

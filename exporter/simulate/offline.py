@@ -104,11 +104,18 @@ class OfflineResult:
         gpu_samples = [g for s in samples for g, d in zip(s.gpus, self.node.gpus) if d.engine is not None]
         carrying_ids = {id(port) for replica in self.node.replicas for port in replica.ports}
         carrying = [i for i, port in enumerate(self.node.ports) if id(port) in carrying_ids]
-        nic = [s.nic_transmit_utilization[i] for s in samples for i in (carrying or range(len(s.nic_transmit_utilization)))]
+        nic = [
+            s.nic_transmit_utilization[i] for s in samples for i in (carrying or range(len(s.nic_transmit_utilization)))
+        ]
         first, last = samples[0], samples[-1]
         return WindowSummary(
-            start=start, end=end, arrivals=len(arrived), completed=len(done),
-            e2e_p50=_quantile(e2e, 0.5), e2e_p99=_quantile(e2e, 0.99), ttft_p99=_quantile(ttft, 0.99),
+            start=start,
+            end=end,
+            arrivals=len(arrived),
+            completed=len(done),
+            e2e_p50=_quantile(e2e, 0.5),
+            e2e_p99=_quantile(e2e, 0.99),
+            ttft_p99=_quantile(ttft, 0.99),
             tpot_p50=_quantile(tpot, 0.5),
             requests_per_second=len(done) / span,
             output_tokens_per_second=sum(r.generated for r in done) / span,
@@ -116,10 +123,13 @@ class OfflineResult:
             waiting=_mean(r.waiting for r in replica_samples),
             waiting_last=_mean(r.waiting for r in last.replicas),
             kv_usage=_mean(r.kv_usage for r in replica_samples),
-            preemptions_per_second=(sum(r.preemptions for r in last.replicas) - sum(r.preemptions for r in first.replicas))
+            preemptions_per_second=(
+                sum(r.preemptions for r in last.replicas) - sum(r.preemptions for r in first.replicas)
+            )
             / max(last.t - first.t, 1e-9),
             engine_cpu_cores=(sum(r.cpu_seconds for r in last.replicas) - sum(r.cpu_seconds for r in first.replicas))
-            / max(last.t - first.t, 1e-9) / max(1, len(last.replicas)),
+            / max(last.t - first.t, 1e-9)
+            / max(1, len(last.replicas)),
             gpu_utilization=_mean(g.utilization for g in gpu_samples),
             sm_active=_mean(g.sm_active for g in gpu_samples),
             dram_active=_mean(g.dram_active for g in gpu_samples),
@@ -168,8 +178,10 @@ def truth_sample(node: SimulatedNode, window: float) -> TruthSample:
         t=node.now,
         phase=phase.name,
         expected_stage=phase.expected_stage,
-        replicas=tuple(ReplicaTruth(len(r.running), len(r.waiting), r.kv.usage, r.stats.preemptions, r.stats.cpu_seconds)
-                       for r in node.replicas),
+        replicas=tuple(
+            ReplicaTruth(len(r.running), len(r.waiting), r.kv.usage, r.stats.preemptions, r.stats.cpu_seconds)
+            for r in node.replicas
+        ),
         gpus=tuple(g.activity(node.now, window) for g in node.gpus),
         nic_transmit_utilization=tuple(_nic_utilization(node, i, window) for i in range(len(node.ports))),
     )

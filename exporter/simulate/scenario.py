@@ -102,8 +102,9 @@ def load_scenario(name_or_path: str) -> Scenario:
         return parse_scenario(text, f"built-in {name_or_path}")
     path = Path(name_or_path)
     if not path.is_file():
-        raise ConfigError("--scenario", f"{name_or_path!r} is neither a built-in scenario "
-                          f"({', '.join(builtin_names())}) nor a file")
+        raise ConfigError(
+            "--scenario", f"{name_or_path!r} is neither a built-in scenario ({', '.join(builtin_names())}) nor a file"
+        )
     return parse_scenario(path.read_text("utf-8"), str(path))
 
 
@@ -116,10 +117,26 @@ def parse_scenario(text: str, source: str) -> Scenario:
         raise ConfigError(where, f"not valid YAML ({getattr(exc, 'problem', None) or exc})") from exc
     if not isinstance(data, dict):
         raise ConfigError(source, "the top level must be a mapping")
-    _keys(data, "", ("name", "description", "seed", "duration_seconds", "warmup_seconds", "node", "replicas",
-                     "routing", "workload", "phases"))
+    _keys(
+        data,
+        "",
+        (
+            "name",
+            "description",
+            "seed",
+            "duration_seconds",
+            "warmup_seconds",
+            "node",
+            "replicas",
+            "routing",
+            "workload",
+            "phases",
+        ),
+    )
     node = _node(_mapping(data.get("node", {}), "node"))
-    groups = tuple(_replica_group(item, f"replicas[{i}]") for i, item in enumerate(_list(data.get("replicas"), "replicas")))
+    groups = tuple(
+        _replica_group(item, f"replicas[{i}]") for i, item in enumerate(_list(data.get("replicas"), "replicas"))
+    )
     used = sum(g.count * max(1, g.tensor_parallel // g.nodes) for g in groups)
     if used > node.gpus:
         raise ConfigError("replicas", f"need {used} GPUs on this node, the node has {node.gpus}")
@@ -128,7 +145,10 @@ def parse_scenario(text: str, source: str) -> Scenario:
     return Scenario(
         name=_str(data.get("name", Path(source).stem), "name"),
         description=_str(data.get("description", ""), "description", allow_empty=True),
-        node=node, replicas=groups, phases=phases, routing=routing,
+        node=node,
+        replicas=groups,
+        phases=phases,
+        routing=routing,
         seed=int(_number(data.get("seed", 1), "seed")),
         duration_seconds=_number(data.get("duration_seconds", 600.0), "duration_seconds", positive=True),
         warmup_seconds=_number(data.get("warmup_seconds", 60.0), "warmup_seconds", minimum=0.0),
@@ -147,9 +167,14 @@ def _node(data: dict[str, Any]) -> NodeSpec:
         latency_seconds=_number(nic_data.get("latency_us", 8.0), "node.nic.latency_us", positive=True) / 1e6,
     )
     gpus = int(_number(data.get("gpus", 8), "node.gpus", positive=True))
-    return NodeSpec(gpu=GPUS[gpu], gpus=gpus, hostname=_str(data.get("hostname", "sim-node-0"), "node.hostname"),
-                    driver_version=_str(data.get("driver_version", "550.90.07"), "node.driver_version"), nic=nic,
-                    nics=int(_number(data.get("nics", gpus), "node.nics", minimum=0)))
+    return NodeSpec(
+        gpu=GPUS[gpu],
+        gpus=gpus,
+        hostname=_str(data.get("hostname", "sim-node-0"), "node.hostname"),
+        driver_version=_str(data.get("driver_version", "550.90.07"), "node.driver_version"),
+        nic=nic,
+        nics=int(_number(data.get("nics", gpus), "node.nics", minimum=0)),
+    )
 
 
 def _replica_group(data: Any, where: str) -> ReplicaGroup:
@@ -160,10 +185,16 @@ def _replica_group(data: Any, where: str) -> ReplicaGroup:
     nodes = int(_number(data.get("nodes", 1), f"{where}.nodes", positive=True))
     if tp % nodes:
         raise ConfigError(f"{where}.nodes", f"tensor_parallel {tp} does not split evenly over {nodes} nodes")
-    engine = _engine(_mapping(data.get("engine", {}), f"{where}.engine"), f"{where}.engine", EngineConfig(), all_keys=True)
-    if not engine.chunked_prefill and engine.max_num_batched_tokens < (engine.max_model_len or model.max_position_embeddings):
-        raise ConfigError(f"{where}.engine.max_num_batched_tokens",
-                          "must be at least max_model_len when chunked_prefill is off (as vLLM requires)")
+    engine = _engine(
+        _mapping(data.get("engine", {}), f"{where}.engine"), f"{where}.engine", EngineConfig(), all_keys=True
+    )
+    if not engine.chunked_prefill and engine.max_num_batched_tokens < (
+        engine.max_model_len or model.max_position_embeddings
+    ):
+        raise ConfigError(
+            f"{where}.engine.max_num_batched_tokens",
+            "must be at least max_model_len when chunked_prefill is off (as vLLM requires)",
+        )
     return ReplicaGroup(model, engine, int(_number(data.get("count", 1), f"{where}.count", positive=True)), tp, nodes)
 
 
@@ -183,7 +214,9 @@ def _engine(data: dict[str, Any], where: str, base: EngineConfig, all_keys: bool
         elif isinstance(default, int):
             values[key] = int(_number(value, at, minimum=0 if key == "max_model_len" else 1))
         else:
-            values[key] = _number(value, at, minimum=0.0) if key == "kv_watermark" else _number(value, at, positive=True)
+            values[key] = (
+                _number(value, at, minimum=0.0) if key == "kv_watermark" else _number(value, at, positive=True)
+            )
     for key in ("gpu_memory_utilization", "mfu", "mbu", "kv_watermark"):
         if key in values and values[key] > 1:
             raise ConfigError(f"{where}.{key}", f"must be at most 1, not {values[key]!r}")
@@ -193,7 +226,10 @@ def _engine(data: dict[str, Any], where: str, base: EngineConfig, all_keys: bool
 def _routing(data: dict[str, Any], replicas: int) -> Routing:
     _keys(data, "routing", ("policy", "weights"))
     policy = _choice(data.get("policy", "round_robin"), "routing.policy", ROUTING_POLICIES)
-    weights = tuple(_number(w, f"routing.weights[{i}]", minimum=0.0) for i, w in enumerate(_list(data.get("weights", []), "routing.weights")))
+    weights = tuple(
+        _number(w, f"routing.weights[{i}]", minimum=0.0)
+        for i, w in enumerate(_list(data.get("weights", []), "routing.weights"))
+    )
     if policy == "weighted" and len(weights) != replicas:
         raise ConfigError("routing.weights", f"needs one weight per replica ({replicas}), got {len(weights)}")
     return Routing(policy, weights)
@@ -207,8 +243,11 @@ def _phases(base_workload: dict[str, Any], items: list[Any], groups: int) -> tup
     for index, item in enumerate(items):
         where = f"phases[{index}]"
         data = _mapping(item, where)
-        _keys(data, where, ("name", "start_seconds", "expected_stage", "secondary_stages", "note", "workload",
-                            "engine", "network"))
+        _keys(
+            data,
+            where,
+            ("name", "start_seconds", "expected_stage", "secondary_stages", "note", "workload", "engine", "network"),
+        )
         start = _number(data.get("start_seconds", 0.0), f"{where}.start_seconds", minimum=0.0)
         if index == 0 and start != 0:
             raise ConfigError(f"{where}.start_seconds", "the first phase starts at 0")
@@ -221,26 +260,53 @@ def _phases(base_workload: dict[str, Any], items: list[Any], groups: int) -> tup
         network_data = _mapping(data.get("network", {}), f"{where}.network")
         _keys(network_data, f"{where}.network", ("background_utilization", "ecn_mark_fraction"))
         network = {**network, **network_data}
-        phases.append(Phase(
-            name=_str(data.get("name", f"phase-{index}"), f"{where}.name"),
-            start_seconds=start,
-            expected_stage=_choice(data.get("expected_stage", "none"), f"{where}.expected_stage", EXPECTED_STAGES),
-            secondary_stages=tuple(_choice(s, f"{where}.secondary_stages[{i}]", EXPECTED_STAGES)
-                                   for i, s in enumerate(_list(data.get("secondary_stages", []), f"{where}.secondary_stages"))),
-            note=_str(data.get("note", ""), f"{where}.note", allow_empty=True),
-            workload=_workload(workload, f"{where}.workload" if data.get("workload") else "workload"),
-            network=NetworkCondition(
-                _number(network.get("background_utilization", 0.0), f"{where}.network.background_utilization", minimum=0.0, maximum=0.95),
-                _number(network.get("ecn_mark_fraction", 0.0), f"{where}.network.ecn_mark_fraction", minimum=0.0, maximum=1.0),
-            ),
-            engine_changes={-1: dict(engine)} if engine else {},
-        ))
+        phases.append(
+            Phase(
+                name=_str(data.get("name", f"phase-{index}"), f"{where}.name"),
+                start_seconds=start,
+                expected_stage=_choice(data.get("expected_stage", "none"), f"{where}.expected_stage", EXPECTED_STAGES),
+                secondary_stages=tuple(
+                    _choice(s, f"{where}.secondary_stages[{i}]", EXPECTED_STAGES)
+                    for i, s in enumerate(_list(data.get("secondary_stages", []), f"{where}.secondary_stages"))
+                ),
+                note=_str(data.get("note", ""), f"{where}.note", allow_empty=True),
+                workload=_workload(workload, f"{where}.workload" if data.get("workload") else "workload"),
+                network=NetworkCondition(
+                    _number(
+                        network.get("background_utilization", 0.0),
+                        f"{where}.network.background_utilization",
+                        minimum=0.0,
+                        maximum=0.95,
+                    ),
+                    _number(
+                        network.get("ecn_mark_fraction", 0.0),
+                        f"{where}.network.ecn_mark_fraction",
+                        minimum=0.0,
+                        maximum=1.0,
+                    ),
+                ),
+                engine_changes={-1: dict(engine)} if engine else {},
+            )
+        )
     return tuple(phases)
 
 
 def _workload(data: dict[str, Any], where: str) -> WorkloadSpec:
-    _keys(data, where, ("rate_per_second", "arrival", "burstiness_cv", "prompt_tokens", "output_tokens",
-                        "shared_prefix_ratio", "prefix_groups", "max_tokens", "client_timeout_seconds"))
+    _keys(
+        data,
+        where,
+        (
+            "rate_per_second",
+            "arrival",
+            "burstiness_cv",
+            "prompt_tokens",
+            "output_tokens",
+            "shared_prefix_ratio",
+            "prefix_groups",
+            "max_tokens",
+            "client_timeout_seconds",
+        ),
+    )
     max_tokens = data.get("max_tokens")
     timeout = data.get("client_timeout_seconds")
     return WorkloadSpec(
@@ -249,10 +315,14 @@ def _workload(data: dict[str, Any], where: str) -> WorkloadSpec:
         output_tokens=_length(data.get("output_tokens"), f"{where}.output_tokens"),
         arrival=_choice(data.get("arrival", "poisson"), f"{where}.arrival", ("poisson", "gamma")),
         burstiness_cv=_number(data.get("burstiness_cv", 1.0), f"{where}.burstiness_cv", positive=True),
-        shared_prefix_ratio=_number(data.get("shared_prefix_ratio", 0.0), f"{where}.shared_prefix_ratio", minimum=0.0, maximum=0.99),
+        shared_prefix_ratio=_number(
+            data.get("shared_prefix_ratio", 0.0), f"{where}.shared_prefix_ratio", minimum=0.0, maximum=0.99
+        ),
         prefix_groups=int(_number(data.get("prefix_groups", 1), f"{where}.prefix_groups", positive=True)),
         max_tokens=None if max_tokens is None else int(_number(max_tokens, f"{where}.max_tokens", positive=True)),
-        client_timeout_seconds=None if timeout is None else _number(timeout, f"{where}.client_timeout_seconds", positive=True),
+        client_timeout_seconds=None
+        if timeout is None
+        else _number(timeout, f"{where}.client_timeout_seconds", positive=True),
     )
 
 
@@ -316,8 +386,9 @@ def _choice(value: Any, where: str, choices: Any) -> str:
     return str(value)
 
 
-def _number(value: Any, where: str, positive: bool = False, minimum: float | None = None,
-            maximum: float | None = None) -> float:
+def _number(
+    value: Any, where: str, positive: bool = False, minimum: float | None = None, maximum: float | None = None
+) -> float:
     if value is None:
         raise ConfigError(where, "missing")
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -32,8 +32,15 @@ _ENGINE_PATH = re.compile(r"^/engine/(\d+)/metrics$")
 
 
 class SimulationServer:
-    def __init__(self, node: SimulatedNode, host: str = "127.0.0.1", port: int = 0, sysfs_out: str | None = None,
-                 realtime: bool = True, gpu_window_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        node: SimulatedNode,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        sysfs_out: str | None = None,
+        realtime: bool = True,
+        gpu_window_seconds: float = 5.0,
+    ) -> None:
         self.node = node
         self.realtime = realtime
         self.gpu_window_seconds = gpu_window_seconds
@@ -43,8 +50,11 @@ class SimulationServer:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        server_class = type("_Server", (ThreadingHTTPServer,), {"address_family": family, "daemon_threads": True,
-                                                               "allow_reuse_address": True})
+        server_class = type(
+            "_Server",
+            (ThreadingHTTPServer,),
+            {"address_family": family, "daemon_threads": True, "allow_reuse_address": True},
+        )
         self._http = server_class((host, port), _handler(self))
         self.host, self.port = host, self._http.server_address[1]
         self.started_wall = time.time()
@@ -54,7 +64,7 @@ class SimulationServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def start(self) -> "SimulationServer":
+    def start(self) -> SimulationServer:
         if self.realtime:
             with self.lock:
                 self.node.advance(self.node.scenario.warmup_seconds)
@@ -123,13 +133,24 @@ class SimulationServer:
             "phase": _phase_json(phase),
             "phases": [_phase_json(p) for p in scenario.phases],
             "engines": [
-                {"index": r.index, "url": f"/engine/{r.index}/metrics", "engine_type": "vllm",
-                 "model": r.model.served_name, "pod": pod_name(node, r.index), "gpus": list(p.gpus),
-                 "tensor_parallel": r.parallel.tensor_parallel, "nodes": r.parallel.nodes}
+                {
+                    "index": r.index,
+                    "url": f"/engine/{r.index}/metrics",
+                    "engine_type": "vllm",
+                    "model": r.model.served_name,
+                    "pod": pod_name(node, r.index),
+                    "gpus": list(p.gpus),
+                    "tensor_parallel": r.parallel.tensor_parallel,
+                    "nodes": r.parallel.nodes,
+                }
                 for r, p in zip(node.replicas, node.placements)
             ],
-            "gpu": {"url": "/gpu/metrics", "format": "dcgm-exporter", "model": scenario.node.gpu.model_name,
-                    "count": len(node.gpus)},
+            "gpu": {
+                "url": "/gpu/metrics",
+                "format": "dcgm-exporter",
+                "model": scenario.node.gpu.model_name,
+                "count": len(node.gpus),
+            },
             "sysfs": self.sysfs_out,
             "rdma_devices": [port.device for port in node.ports],
             "hostname": scenario.node.hostname,
@@ -137,8 +158,13 @@ class SimulationServer:
 
 
 def _phase_json(phase: Any) -> dict[str, Any]:
-    return {"name": phase.name, "start_seconds": phase.start_seconds, "expected_stage": phase.expected_stage,
-            "secondary_stages": list(phase.secondary_stages), "note": phase.note}
+    return {
+        "name": phase.name,
+        "start_seconds": phase.start_seconds,
+        "expected_stage": phase.expected_stage,
+        "secondary_stages": list(phase.secondary_stages),
+        "note": phase.note,
+    }
 
 
 def _handler(owner: SimulationServer) -> type[BaseHTTPRequestHandler]:

@@ -45,15 +45,29 @@ class SysfsWriter:
     def _static(self, device: Path, port_dir: Path, port: RdmaPort, index: int) -> None:
         (port_dir / "counters").mkdir(parents=True, exist_ok=True)
         (port_dir / "hw_counters").mkdir(parents=True, exist_ok=True)
-        guid = f"b83f:d203:00{index:02x}:{0x1a00 + index:04x}"
-        for name, text in (("node_type", "1: CA"), ("fw_ver", FIRMWARE), ("hca_type", HCA_TYPE), ("board_id", BOARD_ID),
-                           ("node_guid", guid), ("sys_image_guid", guid), ("node_desc", f"{port.device} HCA-{index + 1}")):
+        guid = f"b83f:d203:00{index:02x}:{0x1A00 + index:04x}"
+        for name, text in (
+            ("node_type", "1: CA"),
+            ("fw_ver", FIRMWARE),
+            ("hca_type", HCA_TYPE),
+            ("board_id", BOARD_ID),
+            ("node_guid", guid),
+            ("sys_image_guid", guid),
+            ("node_desc", f"{port.device} HCA-{index + 1}"),
+        ):
             self._put(device / name, text)
         roce = port.spec.link_layer == "Ethernet"
-        for name, text in (("state", "4: ACTIVE"), ("phys_state", "5: LinkUp"), ("rate", port.spec.rate_text),
-                           ("link_layer", port.spec.link_layer), ("lid", "0x0" if roce else f"0x{index + 1:x}"),
-                           ("sm_lid", "0x0" if roce else "0x1"), ("lid_mask_count", "0"), ("sm_sl", "0"),
-                           ("cap_mask", "0x00010000" if roce else "0x2651e848")):
+        for name, text in (
+            ("state", "4: ACTIVE"),
+            ("phys_state", "5: LinkUp"),
+            ("rate", port.spec.rate_text),
+            ("link_layer", port.spec.link_layer),
+            ("lid", "0x0" if roce else f"0x{index + 1:x}"),
+            ("sm_lid", "0x0" if roce else "0x1"),
+            ("lid_mask_count", "0"),
+            ("sm_sl", "0"),
+            ("cap_mask", "0x00010000" if roce else "0x2651e848"),
+        ):
             self._put(port_dir / name, text)
         self._put(port_dir / "hw_counters" / "lifespan", "10")
         if roce:

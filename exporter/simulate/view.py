@@ -66,16 +66,20 @@ def render_view(reading: ExporterReading, header: str) -> str:
     lines.append(f"{'engine':28} {'running':>7} {'waiting':>7} {'KV':>5} {'TTFT p95':>9} {'ITL p95':>8}  primary stage")
     for name in sorted(reading.engines, key=_natural):
         e = reading.engines[name]
-        lines.append(f"{name[:28]:28} {_num(e.get('running'), '.0f'):>7} {_num(e.get('waiting'), '.0f'):>7} "
-                     f"{_num(e.get('kv'), '.2f'):>5} {_num(e.get('ttft_p95'), '.3f'):>8}s {_num(e.get('itl_p95'), '.1f', 1000):>6}ms"
-                     f"  {e.get('primary', '-')}")
+        lines.append(
+            f"{name[:28]:28} {_num(e.get('running'), '.0f'):>7} {_num(e.get('waiting'), '.0f'):>7} "
+            f"{_num(e.get('kv'), '.2f'):>5} {_num(e.get('ttft_p95'), '.3f'):>8}s {_num(e.get('itl_p95'), '.1f', 1000):>6}ms"
+            f"  {e.get('primary', '-')}"
+        )
     if not reading.engines:
         lines.append("  (no engine samples yet)")
     lines.append("")
     lines.append(f"{'gpu':>4} {'SM active':>10} {'DRAM active':>12}  engine")
     for gpu in sorted(reading.gpus, key=_natural):
         g = reading.gpus[gpu]
-        lines.append(f"{gpu:>4} {_num(g.get('sm'), '.2f'):>10} {_num(g.get('dram'), '.2f'):>12}  {g.get('engine') or '-'}")
+        lines.append(
+            f"{gpu:>4} {_num(g.get('sm'), '.2f'):>10} {_num(g.get('dram'), '.2f'):>12}  {g.get('engine') or '-'}"
+        )
     if not reading.gpus:
         lines.append("  (no GPU samples)")
     lines.append("")
@@ -90,5 +94,5 @@ def render_view(reading: ExporterReading, header: str) -> str:
 
 def _natural(text: str) -> tuple:
     head = text.rstrip("0123456789/")
-    digits = "".join(ch for ch in text[len(head):] if ch.isdigit())
+    digits = "".join(ch for ch in text[len(head) :] if ch.isdigit())
     return (head, int(digits) if digits else -1, text)

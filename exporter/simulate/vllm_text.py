@@ -33,7 +33,9 @@ HISTOGRAM_HELP = {
     "request_num_preemptions": "Histogram of the number of times a request was preempted.",
     "request_prefill_kv_computed_tokens": "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
 }
-HTTP_SIZE_HELP = "Content length of {} by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. "
+HTTP_SIZE_HELP = (
+    "Content length of {} by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. "
+)
 Labels = dict[str, str]
 
 
@@ -89,52 +91,101 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
     base = {"engine": "0", "model_name": replica.model.served_name}
     _process_families(out, replica, created)
     for kind, total in (("flops", stats.flops), ("read_bytes", stats.read_bytes), ("write_bytes", stats.written_bytes)):
-        noun = {"flops": "floating point operations", "read_bytes": "bytes read from memory",
-                "write_bytes": "bytes written to memory"}[kind]
+        noun = {
+            "flops": "floating point operations",
+            "read_bytes": "bytes read from memory",
+            "write_bytes": "bytes written to memory",
+        }[kind]
         out.counter(f"vllm:estimated_{kind}_per_gpu", f"Estimated number of {noun} {ESTIMATE_HELP}", [(base, total)])
     waiting = len(replica.waiting)
-    out.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", [(base, len(replica.running))])
+    out.gauge(
+        "vllm:num_requests_running", "Number of requests in model execution batches.", [(base, len(replica.running))]
+    )
     out.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", [(base, waiting)])
-    out.gauge("vllm:num_requests_waiting_by_reason",
-              "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
-              "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
-              "Sum of all reasons equals vllm:num_requests_waiting.",
-              [({**base, "reason": "capacity"}, waiting), ({**base, "reason": "deferred"}, 0.0)])
-    out.gauge("vllm:engine_sleep_state",
-              "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
-              "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
-              [({**base, "sleep_state": s}, 1.0 if s == "awake" else 0.0) for s in ("awake", "weights_offloaded", "discard_all")])
+    out.gauge(
+        "vllm:num_requests_waiting_by_reason",
+        "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
+        "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
+        "Sum of all reasons equals vllm:num_requests_waiting.",
+        [({**base, "reason": "capacity"}, waiting), ({**base, "reason": "deferred"}, 0.0)],
+    )
+    out.gauge(
+        "vllm:engine_sleep_state",
+        "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
+        "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+        [
+            ({**base, "sleep_state": s}, 1.0 if s == "awake" else 0.0)
+            for s in ("awake", "weights_offloaded", "discard_all")
+        ],
+    )
     out.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", [(base, kv.usage)])
-    out.counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", [(base, stats.prefix_queries)])
-    out.counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", [(base, stats.prefix_hits)])
-    out.counter("vllm:external_prefix_cache_queries", "External prefix cache queries from KV connector cross-instance "
-                "cache sharing, in terms of number of queried tokens.", [(base, 0.0)])
-    out.counter("vllm:external_prefix_cache_hits", "External prefix cache hits from KV connector cross-instance cache "
-                "sharing, in terms of number of cached tokens.", [(base, 0.0)])
-    out.counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.", [(base, 0.0)])
+    out.counter(
+        "vllm:prefix_cache_queries",
+        "Prefix cache queries, in terms of number of queried tokens.",
+        [(base, stats.prefix_queries)],
+    )
+    out.counter(
+        "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", [(base, stats.prefix_hits)]
+    )
+    out.counter(
+        "vllm:external_prefix_cache_queries",
+        "External prefix cache queries from KV connector cross-instance "
+        "cache sharing, in terms of number of queried tokens.",
+        [(base, 0.0)],
+    )
+    out.counter(
+        "vllm:external_prefix_cache_hits",
+        "External prefix cache hits from KV connector cross-instance cache "
+        "sharing, in terms of number of cached tokens.",
+        [(base, 0.0)],
+    )
+    out.counter(
+        "vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.", [(base, 0.0)]
+    )
     out.counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.", [(base, 0.0)])
     out.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", [(base, stats.preemptions)])
     out.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", [(base, stats.prompt_tokens)])
-    out.counter("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", [
-        ({**base, "source": "local_compute"}, stats.prompt_tokens_computed),
-        ({**base, "source": "local_cache_hit"}, stats.prompt_tokens_cached),
-        ({**base, "source": "external_kv_transfer"}, 0.0)])
-    out.counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", [(base, stats.prompt_tokens_cached)])
-    out.counter("vllm:prompt_tokens_cached_by_source",
-                "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), host (offloaded to "
-                "DRAM), disk, p2p (transferred from another vLLM instance) or external_unspecified. Counted at "
-                "admission; sums to vllm:prefix_cache_hits + vllm:external_prefix_cache_hits.",
-                [({**base, "source": s}, stats.prefix_hits if s == "device" else 0.0)
-                 for s in ("device", "host", "p2p", "disk", "external_unspecified")])
+    out.counter(
+        "vllm:prompt_tokens_by_source",
+        "Number of prompt tokens by source.",
+        [
+            ({**base, "source": "local_compute"}, stats.prompt_tokens_computed),
+            ({**base, "source": "local_cache_hit"}, stats.prompt_tokens_cached),
+            ({**base, "source": "external_kv_transfer"}, 0.0),
+        ],
+    )
+    out.counter(
+        "vllm:prompt_tokens_cached",
+        "Number of cached prompt tokens (local + external).",
+        [(base, stats.prompt_tokens_cached)],
+    )
+    out.counter(
+        "vllm:prompt_tokens_cached_by_source",
+        "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), host (offloaded to "
+        "DRAM), disk, p2p (transferred from another vLLM instance) or external_unspecified. Counted at "
+        "admission; sums to vllm:prefix_cache_hits + vllm:external_prefix_cache_hits.",
+        [
+            ({**base, "source": s}, stats.prefix_hits if s == "device" else 0.0)
+            for s in ("device", "host", "p2p", "disk", "external_unspecified")
+        ],
+    )
     out.counter("vllm:generation_tokens", "Number of generation tokens processed.", [(base, stats.generation_tokens)])
-    out.counter("vllm:request_success", "Count of successfully processed requests.",
-                [({**base, "finished_reason": reason}, count) for reason, count in stats.finished.items()])
+    out.counter(
+        "vllm:request_success",
+        "Count of successfully processed requests.",
+        [({**base, "finished_reason": reason}, count) for reason, count in stats.finished.items()],
+    )
     model_only = {"model_name": replica.model.served_name}
-    out.counter("vllm:admission_rejections", "Number of admission attempts rejected by a queue limit, by reason.",
-                [({**model_only, "reason": r}, 0.0) for r in ("max_num_queued_reqs", "max_num_queued_tokens")])
+    out.counter(
+        "vllm:admission_rejections",
+        "Number of admission attempts rejected by a queue limit, by reason.",
+        [({**model_only, "reason": r}, 0.0) for r in ("max_num_queued_reqs", "max_num_queued_tokens")],
+    )
     for name, help_ in HISTOGRAM_HELP.items():
         out.histogram("vllm:" + name, help_, base, stats.histograms[name])
-    out.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", [(_cache_config_labels(replica), 1.0)])
+    out.gauge(
+        "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", [(_cache_config_labels(replica), 1.0)]
+    )
     _http_families(out, replica)
     return "\n".join(out.lines) + "\n"
 
@@ -151,11 +202,20 @@ def _process_families(out: _Writer, replica: EngineReplica, created: float) -> N
     out.family("python_gc_collections_total", "Number of times this generation was collected", "counter")
     for generation, share in (("0", 1.0), ("1", 0.1), ("2", 0.01)):
         out.sample("python_gc_collections_total", {"generation": generation}, round(gc * share))
-    out.gauge("python_info", "Python platform information",
-              [({"implementation": "CPython", "major": "3", "minor": "12", "patchlevel": "3", "version": "3.12.3"}, 1.0)])
+    out.gauge(
+        "python_info",
+        "Python platform information",
+        [({"implementation": "CPython", "major": "3", "minor": "12", "patchlevel": "3", "version": "3.12.3"}, 1.0)],
+    )
     out.gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", [({}, 5.1539607552e10)])
-    out.gauge("process_resident_memory_bytes", "Resident memory size in bytes.", [({}, 3.2e9 + 2e4 * len(replica.running))])
-    out.gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", [({}, round(created, 2))])
+    out.gauge(
+        "process_resident_memory_bytes", "Resident memory size in bytes.", [({}, 3.2e9 + 2e4 * len(replica.running))]
+    )
+    out.gauge(
+        "process_start_time_seconds",
+        "Start time of the process since unix epoch in seconds.",
+        [({}, round(created, 2))],
+    )
     out.family("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", "counter")
     out.sample("process_cpu_seconds_total", {}, round(stats.cpu_seconds, 2))
     out.gauge("process_open_fds", "Number of open file descriptors.", [({}, 96.0)])
@@ -166,20 +226,42 @@ def _cache_config_labels(replica: EngineReplica) -> Labels:
     cfg, kv, model = replica.config, replica.kv, replica.model
     tokens = kv.total_blocks * kv.block_size
     return {
-        "_block_size_resolved": "True", "block_size": str(cfg.block_size), "cache_dtype": "auto",
-        "cache_hit_alignment_tokens": "None", "effective_attention_block_size": str(cfg.block_size),
-        "enable_mamba_shared_prefix_checkpoint": "False", "enable_prefix_caching": str(cfg.enable_prefix_caching),
-        "engine": "0", "gpu_memory_utilization": str(cfg.gpu_memory_utilization), "hash_block_size": "None",
-        "is_attention_free": "False", "kv_cache_dtype_skip_layers": "[]", "kv_cache_layout": "None",
+        "_block_size_resolved": "True",
+        "block_size": str(cfg.block_size),
+        "cache_dtype": "auto",
+        "cache_hit_alignment_tokens": "None",
+        "effective_attention_block_size": str(cfg.block_size),
+        "enable_mamba_shared_prefix_checkpoint": "False",
+        "enable_prefix_caching": str(cfg.enable_prefix_caching),
+        "engine": "0",
+        "gpu_memory_utilization": str(cfg.gpu_memory_utilization),
+        "hash_block_size": "None",
+        "is_attention_free": "False",
+        "kv_cache_dtype_skip_layers": "[]",
+        "kv_cache_layout": "None",
         "kv_cache_max_concurrency": str(round(tokens / cfg.max_model_len, 2)),
         "kv_cache_memory_bytes": str(int(tokens * model.kv_bytes_per_token / replica.parallel.tensor_parallel)),
-        "kv_cache_size_tokens": str(tokens), "kv_offloading_backend": "native", "kv_offloading_size": "None",
-        "kv_sharing_fast_prefill": "False", "mamba_block_size": "None", "mamba_cache_dtype": "auto",
-        "mamba_cache_mode": "none", "mamba_page_size_padded": "None", "mamba_ssm_cache_dtype": "float32",
-        "num_cpu_blocks": "None", "num_gpu_blocks": str(kv.total_blocks), "num_gpu_blocks_override": "None",
-        "prefix_cache_retention_interval": "0", "prefix_caching_hash_algo": "sha256", "prefix_match_unit": "None",
-        "replayssm_buffer_len": "16", "skip_page_size_padded": "None", "sliding_window": "None",
-        "swa_bounded_replay": "True", "use_kda_recoverssm": "False", "use_replayssm": "False",
+        "kv_cache_size_tokens": str(tokens),
+        "kv_offloading_backend": "native",
+        "kv_offloading_size": "None",
+        "kv_sharing_fast_prefill": "False",
+        "mamba_block_size": "None",
+        "mamba_cache_dtype": "auto",
+        "mamba_cache_mode": "none",
+        "mamba_page_size_padded": "None",
+        "mamba_ssm_cache_dtype": "float32",
+        "num_cpu_blocks": "None",
+        "num_gpu_blocks": str(kv.total_blocks),
+        "num_gpu_blocks_override": "None",
+        "prefix_cache_retention_interval": "0",
+        "prefix_caching_hash_algo": "sha256",
+        "prefix_match_unit": "None",
+        "replayssm_buffer_len": "16",
+        "skip_page_size_padded": "None",
+        "sliding_window": "None",
+        "swa_bounded_replay": "True",
+        "use_kda_recoverssm": "False",
+        "use_replayssm": "False",
         "user_specified_block_size": "True",
     }
 
@@ -192,13 +274,29 @@ def _http_families(out: _Writer, replica: EngineReplica) -> None:
     out.counter("http_requests", "Total number of requests by method, status and handler.", series)
     handler = {"handler": HANDLER}
     requests = stats.http_responses + stats.rejected
-    out.summary("http_request_size_bytes", HTTP_SIZE_HELP.format("incoming requests"), handler, requests,
-                stats.http_request_bytes)
-    out.summary("http_response_size_bytes", HTTP_SIZE_HELP.format("outgoing responses"), handler, requests,
-                stats.http_response_bytes)
-    out.histogram("http_request_duration_highr_seconds", "Latency with many buckets but no API specific labels. "
-                  "Made for more accurate percentile calculations. ", {},
-                  stats.histograms["http_request_duration_highr_seconds"])
-    out.histogram("http_request_duration_seconds", "Latency with only few buckets by handler. Made to be only used "
-                  "if aggregation by handler is important. ", {"handler": HANDLER, "method": "POST"},
-                  stats.histograms["http_request_duration_seconds"])
+    out.summary(
+        "http_request_size_bytes",
+        HTTP_SIZE_HELP.format("incoming requests"),
+        handler,
+        requests,
+        stats.http_request_bytes,
+    )
+    out.summary(
+        "http_response_size_bytes",
+        HTTP_SIZE_HELP.format("outgoing responses"),
+        handler,
+        requests,
+        stats.http_response_bytes,
+    )
+    out.histogram(
+        "http_request_duration_highr_seconds",
+        "Latency with many buckets but no API specific labels. Made for more accurate percentile calculations. ",
+        {},
+        stats.histograms["http_request_duration_highr_seconds"],
+    )
+    out.histogram(
+        "http_request_duration_seconds",
+        "Latency with only few buckets by handler. Made to be only used if aggregation by handler is important. ",
+        {"handler": HANDLER, "method": "POST"},
+        stats.histograms["http_request_duration_seconds"],
+    )

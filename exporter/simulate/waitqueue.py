@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from exporter.simulate.workload import Request
 
@@ -62,7 +62,7 @@ class WaitQueue:
             heapq.heapify(self._heap)
         return removed
 
-    def with_policy(self, policy: str) -> "WaitQueue":
+    def with_policy(self, policy: str) -> WaitQueue:
         """The same requests under another policy (a reconfigured engine)."""
         queue = WaitQueue(policy)
         for request in sorted(self, key=lambda r: (r.arrival, r.id)):

@@ -18,9 +18,10 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Iterable
+from typing import Any
 
 from exporter.attribution import Attributor, GpuRef
 from exporter.model import Metric
@@ -71,10 +72,17 @@ STR_BLANK = "<<<NULL>>>"
 ST_NOT_SUPPORTED, ST_CONNECTION_NOT_VALID, ST_LIBRARY_NOT_FOUND = -6, -21, -25
 ST_REQUIRES_ROOT, ST_MODULE_NOT_LOADED, ST_IN_USE = -29, -33, -34
 ST_PROFILING_NOT_SUPPORTED, ST_PROFILING_LIBRARY_ERROR, ST_PROFILING_MULTI_PASS = -36, -37, -38
-PROFILING_UNAVAILABLE = frozenset({
-    ST_NOT_SUPPORTED, ST_REQUIRES_ROOT, ST_MODULE_NOT_LOADED, ST_IN_USE,
-    ST_PROFILING_NOT_SUPPORTED, ST_PROFILING_LIBRARY_ERROR, ST_PROFILING_MULTI_PASS,
-})
+PROFILING_UNAVAILABLE = frozenset(
+    {
+        ST_NOT_SUPPORTED,
+        ST_REQUIRES_ROOT,
+        ST_MODULE_NOT_LOADED,
+        ST_IN_USE,
+        ST_PROFILING_NOT_SUPPORTED,
+        ST_PROFILING_LIBRARY_ERROR,
+        ST_PROFILING_MULTI_PASS,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,7 @@ def host_engine_listening(address: str, timeout: float = 0.5) -> bool:
     if address == EMBEDDED:
         return False
     if address.startswith("unix://"):
-        return os.path.exists(address[len("unix://"):])
+        return os.path.exists(address[len("unix://") :])
     try:
         with socket.create_connection(host_and_port(address), timeout=timeout):
             return True
@@ -140,13 +148,13 @@ def host_engine_listening(address: str, timeout: float = 0.5) -> bool:
         return False
 
 
-def open_handle(modules: "DcgmModules", address: str) -> Any:
+def open_handle(modules: DcgmModules, address: str) -> Any:
     """A DcgmHandle: embedded host engine, Unix socket, or TCP (2 s connect timeout)."""
     mode = modules.structs.DCGM_OPERATION_MODE_AUTO
     if address == EMBEDDED:
         return modules.pydcgm.DcgmHandle(ipAddress=None, opMode=mode)
     if address.startswith("unix://"):
-        return modules.pydcgm.DcgmHandle(unixSocketPath=address[len("unix://"):], opMode=mode, timeoutMs=2000)
+        return modules.pydcgm.DcgmHandle(unixSocketPath=address[len("unix://") :], opMode=mode, timeoutMs=2000)
     return modules.pydcgm.DcgmHandle(ipAddress=address, opMode=mode, timeoutMs=2000)
 
 
@@ -215,8 +223,12 @@ class DcgmSource(Source):
         except structs.DCGMError as exc:
             self._disconnect()
             raise self._source_error(exc) from exc
-        log.info("dcgm: connected to %s, %d GPU(s), profiling %s", self.address, len(self._gpus),
-                 "watched" if self._prof_fields is not None else "unavailable")
+        log.info(
+            "dcgm: connected to %s, %d GPU(s), profiling %s",
+            self.address,
+            len(self._gpus),
+            "watched" if self._prof_fields is not None else "unavailable",
+        )
 
     def _watch_profiling(self, pydcgm: ModuleType, tag: str, update_us: int, keep_age: float) -> Any:
         structs = self._modules.structs

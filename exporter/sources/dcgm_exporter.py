@@ -11,7 +11,7 @@ empty `pod=""` meaning unassigned. MIG instances keep their `GPU_I_ID`/`GPU_I_PR
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import requests
 
@@ -81,7 +81,9 @@ def _first(labels: dict[str, str], names: Iterable[str]) -> str:
     return ""
 
 
-def readings_from_text(text: str, max_series: int | None = None) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
+def readings_from_text(
+    text: str, max_series: int | None = None
+) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
     """One reading per GPU (or MIG instance) in a dcgm-exporter payload, with its pods."""
     parsed = parse_wanted(text, WANTED, max_series)
     readings: dict[GpuKey, GpuReading] = {}

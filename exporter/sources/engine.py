@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -97,14 +97,18 @@ class EngineSource(Source):
             self._session, self.config.url, self.timeout_seconds, self.config.max_response_bytes
         )
         if "json" in content_type:
-            raise SourceError("parse", f"{self.config.url}: got JSON, not Prometheus text "
-                              "(trtllm-serve serves Prometheus text at /prometheus/metrics)")
+            raise SourceError(
+                "parse",
+                f"{self.config.url}: got JSON, not Prometheus text "
+                "(trtllm-serve serves Prometheus text at /prometheus/metrics)",
+            )
         mapping = self._mapping or detect(sample_names(text))
         if mapping is None:
             raise SourceError("parse", f"{self.config.url}: no known engine metrics in the response")
         try:
-            parsed = parse_wanted(text, mapping.wanted() | {_PROCESS_CPU}, self.config.max_series,
-                                  self.config.max_label_value_length)
+            parsed = parse_wanted(
+                text, mapping.wanted() | {_PROCESS_CPU}, self.config.max_series, self.config.max_label_value_length
+            )
         except TooManySeries as exc:
             raise SourceError("cardinality", f"{self.config.url}: {exc}") from exc
         if not any(parsed.values()) and not mapping.matches(sample_names(text)):

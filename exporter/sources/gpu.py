@@ -10,8 +10,8 @@ choice is logged once with the reason for each rejected option, and shows in `/m
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from types import ModuleType
-from typing import Callable
 
 from exporter.attribution import Attributor
 from exporter.config import Config

@@ -8,8 +8,8 @@ looks the same in `/metrics` whichever telemetry the node has.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 from exporter.model import Sample
 
@@ -21,6 +21,7 @@ Scale = float | str
 
 def scaled(value: float, scale: Scale) -> float:
     return value / 100.0 if scale == PERCENT else value * float(scale)
+
 
 # Clock-event ("throttle") reason bits: NVML nvmlClocksEventReason* and DCGM field 112 share them.
 # Label values follow dcgm-exporter's `clock_event` names so the two read alike.

@@ -13,8 +13,8 @@ import ipaddress
 import logging
 import socket
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 from urllib.parse import urlsplit
 
 import psutil
@@ -147,7 +147,7 @@ def _ratio(window: DeltaWindow) -> float | None:
 
 def _normal_ip(text: str) -> str:
     text = text.split("%", 1)[0]  # IPv6 zone index
-    return text[len("::ffff:"):] if text.startswith("::ffff:") and "." in text else text
+    return text[len("::ffff:") :] if text.startswith("::ffff:") and "." in text else text
 
 
 @dataclass
@@ -242,8 +242,11 @@ class HostSource(Source):
             addresses = resolve_local(host, local)
             if addresses is None:
                 if not engine.reported_remote:
-                    log.info("host: engine %s (%s) is not served from this network namespace; "
-                             "its process is not measured", engine.target.name, host)
+                    log.info(
+                        "host: engine %s (%s) is not served from this network namespace; its process is not measured",
+                        engine.target.name,
+                        host,
+                    )
                 engine.reported_remote = True
                 continue
             wanted[engine.target.name] = (addresses, port)

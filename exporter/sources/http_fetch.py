@@ -67,7 +67,7 @@ def fetch_text(
                 if size > max_bytes:
                     raise SourceError("too_large", f"{url}: body exceeds the {max_bytes}-byte cap")
                 chunks.append(chunk)
-        except (urllib3.exceptions.ReadTimeoutError, socket.timeout) as exc:
+        except (TimeoutError, urllib3.exceptions.ReadTimeoutError) as exc:
             raise SourceError("timeout", f"{url}: body not complete within {timeout_seconds:g}s") from exc
         except urllib3.exceptions.DecodeError as exc:
             raise SourceError("parse", f"{url}: body does not decode as its Content-Encoding says") from exc

@@ -16,9 +16,10 @@ from __future__ import annotations
 import ctypes
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from exporter.attribution import Attributor, GpuRef
 from exporter.model import Metric

@@ -26,7 +26,13 @@ from dataclasses import dataclass, field
 
 from exporter.model import Metric, Sample
 from exporter.sources.base import Source, SourceError
-from exporter.sysfs.infiniband import DATA_WORD_COUNTERS, DATA_WORD_OCTETS, InfiniBandPort, class_path, read_infiniband_class
+from exporter.sysfs.infiniband import (
+    DATA_WORD_COUNTERS,
+    DATA_WORD_OCTETS,
+    InfiniBandPort,
+    class_path,
+    read_infiniband_class,
+)
 from exporter.window import DeltaWindow
 
 log = logging.getLogger(__name__)
@@ -38,24 +44,57 @@ _U32 = 1 << 32
 #: drivers/infiniband/core/sysfs.c). Data and packet counters are 32-bit only on legacy PMAs
 #: (64-bit with PortCountersExtended), so for them only 2^32-1 itself means saturated.
 PMA_COUNTER_WIDTHS = {
-    "symbol_error": 16, "link_error_recovery": 8, "link_downed": 8, "port_rcv_errors": 16,
-    "port_rcv_remote_physical_errors": 16, "port_rcv_switch_relay_errors": 16, "port_xmit_discards": 16,
-    "port_xmit_constraint_errors": 8, "port_rcv_constraint_errors": 8, "local_link_integrity_errors": 4,
-    "excessive_buffer_overrun_errors": 4, "VL15_dropped": 16, "port_xmit_wait": 32,
-    "port_xmit_data": 32, "port_rcv_data": 32, "port_xmit_packets": 32, "port_rcv_packets": 32,
+    "symbol_error": 16,
+    "link_error_recovery": 8,
+    "link_downed": 8,
+    "port_rcv_errors": 16,
+    "port_rcv_remote_physical_errors": 16,
+    "port_rcv_switch_relay_errors": 16,
+    "port_xmit_discards": 16,
+    "port_xmit_constraint_errors": 8,
+    "port_rcv_constraint_errors": 8,
+    "local_link_integrity_errors": 4,
+    "excessive_buffer_overrun_errors": 4,
+    "VL15_dropped": 16,
+    "port_xmit_wait": 32,
+    "port_xmit_data": 32,
+    "port_rcv_data": 32,
+    "port_xmit_packets": 32,
+    "port_rcv_packets": 32,
 }
 
 #: mlx5 hw_counters read from 32-bit queue-counter fields (`mlx5_ib_query_q_counters`): they wrap.
 #: The congestion counters (np_*, rp_*) and rx_icrc_encapsulated are 64-bit and are not here.
-MLX5_WRAPPING_HW_COUNTERS = frozenset({
-    "rx_write_requests", "rx_read_requests", "rx_atomic_requests", "rx_dct_connect", "out_of_buffer",
-    "out_of_sequence", "duplicate_request", "rnr_nak_retry_err", "packet_seq_err", "implied_nak_seq_err",
-    "local_ack_timeout_err", "resp_local_length_error", "resp_cqe_error", "req_cqe_error",
-    "req_remote_invalid_request", "req_remote_access_errors", "resp_remote_access_errors",
-    "resp_cqe_flush_error", "req_cqe_flush_error", "req_transport_retries_exceeded",
-    "req_rnr_retries_exceeded", "roce_adp_retrans", "roce_adp_retrans_to", "roce_slow_restart",
-    "roce_slow_restart_cnps", "roce_slow_restart_trans",
-})
+MLX5_WRAPPING_HW_COUNTERS = frozenset(
+    {
+        "rx_write_requests",
+        "rx_read_requests",
+        "rx_atomic_requests",
+        "rx_dct_connect",
+        "out_of_buffer",
+        "out_of_sequence",
+        "duplicate_request",
+        "rnr_nak_retry_err",
+        "packet_seq_err",
+        "implied_nak_seq_err",
+        "local_ack_timeout_err",
+        "resp_local_length_error",
+        "resp_cqe_error",
+        "req_cqe_error",
+        "req_remote_invalid_request",
+        "req_remote_access_errors",
+        "resp_remote_access_errors",
+        "resp_cqe_flush_error",
+        "req_cqe_flush_error",
+        "req_transport_retries_exceeded",
+        "req_rnr_retries_exceeded",
+        "roce_adp_retrans",
+        "roce_adp_retrans_to",
+        "roce_slow_restart",
+        "roce_slow_restart_cnps",
+        "roce_slow_restart_trans",
+    }
+)
 
 #: Components of `llm_rdma_port_retransmissions_total`: times THIS port's requester sent packets
 #: again, whatever the driver. Only requester-side counters, so a loss between two monitored nodes
@@ -73,8 +112,12 @@ MLX5_WRAPPING_HW_COUNTERS = frozenset({
 #: responder-side `out_of_sequence` / `duplicate_request` — the peer's retransmissions, counted
 #: by the peer (they go to errors{kind="sequence"}).
 RETRANSMISSION_COUNTERS = (
-    "local_ack_timeout_err", "packet_seq_err", "implied_nak_seq_err", "rnr_nak_retry_err",
-    "completer_retry_err", "rcvd_rnr_err",
+    "local_ack_timeout_err",
+    "packet_seq_err",
+    "implied_nak_seq_err",
+    "rnr_nak_retry_err",
+    "completer_retry_err",
+    "rcvd_rnr_err",
 )
 
 #: `llm_rdma_port_errors_total{kind}`: (directory, file) components summed into each kind. Kinds
@@ -92,22 +135,56 @@ RETRANSMISSION_COUNTERS = (
 #: Traffic counters (rx_*_requests, sent_pkts, rdma_sends, ...) and congestion-control state
 #: (roce_slow_restart*, roce_adp_retrans_to) are not errors and are not exported in a kind.
 ERROR_KINDS: dict[str, tuple[tuple[str, str], ...]] = {
-    "link": (("counters", "symbol_error"), ("counters", "link_error_recovery"), ("counters", "link_downed"),
-             ("counters", "local_link_integrity_errors"), ("hw_counters", "link_downed")),
-    "receive": (("counters", "port_rcv_errors"), ("counters", "port_rcv_remote_physical_errors"),
-                ("counters", "port_rcv_switch_relay_errors"), ("counters", "port_rcv_constraint_errors"),
-                ("hw_counters", "rx_icrc_encapsulated")),
-    "discard": (("counters", "port_xmit_discards"), ("counters", "port_rcv_discards"),
-                ("counters", "port_xmit_constraint_errors"), ("counters", "VL15_dropped")),
+    "link": (
+        ("counters", "symbol_error"),
+        ("counters", "link_error_recovery"),
+        ("counters", "link_downed"),
+        ("counters", "local_link_integrity_errors"),
+        ("hw_counters", "link_downed"),
+    ),
+    "receive": (
+        ("counters", "port_rcv_errors"),
+        ("counters", "port_rcv_remote_physical_errors"),
+        ("counters", "port_rcv_switch_relay_errors"),
+        ("counters", "port_rcv_constraint_errors"),
+        ("hw_counters", "rx_icrc_encapsulated"),
+    ),
+    "discard": (
+        ("counters", "port_xmit_discards"),
+        ("counters", "port_rcv_discards"),
+        ("counters", "port_xmit_constraint_errors"),
+        ("counters", "VL15_dropped"),
+    ),
     "buffer_overrun": (("counters", "excessive_buffer_overrun_errors"),),
     "out_of_buffer": (("hw_counters", "out_of_buffer"), ("hw_counters", "send_rnr_err")),
-    "sequence": (("hw_counters", "out_of_sequence"), ("hw_counters", "duplicate_request"),
-                 ("hw_counters", "out_of_seq_request")),
-    "completion": tuple(("hw_counters", name) for name in (
-        "req_cqe_error", "resp_cqe_error", "req_cqe_flush_error", "resp_cqe_flush_error", "resp_local_length_error",
-        "req_remote_invalid_request", "req_remote_access_errors", "resp_remote_access_errors", "send_err")),
-    "retry_exceeded": tuple(("hw_counters", name) for name in (
-        "req_transport_retries_exceeded", "req_rnr_retries_exceeded", "retry_exceeded_err", "retry_rnr_exceeded_err")),
+    "sequence": (
+        ("hw_counters", "out_of_sequence"),
+        ("hw_counters", "duplicate_request"),
+        ("hw_counters", "out_of_seq_request"),
+    ),
+    "completion": tuple(
+        ("hw_counters", name)
+        for name in (
+            "req_cqe_error",
+            "resp_cqe_error",
+            "req_cqe_flush_error",
+            "resp_cqe_flush_error",
+            "resp_local_length_error",
+            "req_remote_invalid_request",
+            "req_remote_access_errors",
+            "resp_remote_access_errors",
+            "send_err",
+        )
+    ),
+    "retry_exceeded": tuple(
+        ("hw_counters", name)
+        for name in (
+            "req_transport_retries_exceeded",
+            "req_rnr_retries_exceeded",
+            "retry_exceeded_err",
+            "retry_rnr_exceeded_err",
+        )
+    ),
     "cnp_ignored": (("hw_counters", "rp_cnp_ignored"),),
 }
 
@@ -121,10 +198,16 @@ _CONGESTION = (
 _TRAFFIC = {
     "llm_rdma_port_transmit_bytes_total": (("counters", "port_xmit_data"), ("counters_ext", "port_xmit_data_64")),
     "llm_rdma_port_receive_bytes_total": (("counters", "port_rcv_data"), ("counters_ext", "port_rcv_data_64")),
-    "llm_rdma_port_transmit_packets_total": (("counters", "port_xmit_packets"), ("counters_ext", "port_xmit_packets_64"),
-                                             ("hw_counters", "sent_pkts")),
-    "llm_rdma_port_receive_packets_total": (("counters", "port_rcv_packets"), ("counters_ext", "port_rcv_packets_64"),
-                                            ("hw_counters", "rcvd_pkts")),
+    "llm_rdma_port_transmit_packets_total": (
+        ("counters", "port_xmit_packets"),
+        ("counters_ext", "port_xmit_packets_64"),
+        ("hw_counters", "sent_pkts"),
+    ),
+    "llm_rdma_port_receive_packets_total": (
+        ("counters", "port_rcv_packets"),
+        ("counters_ext", "port_rcv_packets_64"),
+        ("hw_counters", "rcvd_pkts"),
+    ),
 }
 _UTILIZATION = (
     ("llm_rdma_port_transmit_utilization_ratio", "llm_rdma_port_transmit_bytes_total"),
@@ -220,8 +303,11 @@ class RdmaSource(Source):
 
     def _port_metrics(self, now: float, port: InfiniBandPort, state: _PortState) -> list[Sample]:
         labels = {"device": port.device, "port": str(port.port)}
-        out = [Sample("llm_rdma_port_info", {**labels, "link_layer": port.link_layer or "",
-                                             "netdev": port.netdev or ""}, 1.0)]
+        out = [
+            Sample(
+                "llm_rdma_port_info", {**labels, "link_layer": port.link_layer or "", "netdev": port.netdev or ""}, 1.0
+            )
+        ]
         if port.state is not None:
             out.append(Sample("llm_rdma_port_up", labels, 1.0 if port.state.id == _ACTIVE else 0.0))
         if port.rate_bytes_per_second is not None:
@@ -251,13 +337,19 @@ class RdmaSource(Source):
                 out.append(Sample(family, labels, float(value)))
         present = [(("hw_counters", n), port.hw_counters[n]) for n in RETRANSMISSION_COUNTERS if n in port.hw_counters]
         if present:
-            out.append(Sample("llm_rdma_port_retransmissions_total", labels,
-                              state.monotonic_sum("retransmissions", present)))
+            out.append(
+                Sample("llm_rdma_port_retransmissions_total", labels, state.monotonic_sum("retransmissions", present))
+            )
         for kind, components in ERROR_KINDS.items():
             values = [(c, v) for c in components if (v := _value(port, c)) is not None]
             if values:
-                out.append(Sample("llm_rdma_port_errors_total", {**labels, "kind": kind},
-                                  state.monotonic_sum(f"errors:{kind}", values)))
+                out.append(
+                    Sample(
+                        "llm_rdma_port_errors_total",
+                        {**labels, "kind": kind},
+                        state.monotonic_sum(f"errors:{kind}", values),
+                    )
+                )
         return out
 
     def _window_rate(self, state: _PortState, family: str, now: float, increment: int | None) -> float | None:
@@ -294,8 +386,13 @@ class RdmaSource(Source):
         new = [p for p in port.unreadable if (port.device, port.port, p) not in self._reported_unreadable]
         if new:
             self._reported_unreadable.update((port.device, port.port, p) for p in new)
-            log.info("rdma: %s/%d: %d file(s) cannot be read or parsed, left out: %s",
-                     port.device, port.port, len(new), ", ".join(new))
+            log.info(
+                "rdma: %s/%d: %d file(s) cannot be read or parsed, left out: %s",
+                port.device,
+                port.port,
+                len(new),
+                ", ".join(new),
+            )
 
 
 def _value(port: InfiniBandPort, component: tuple[str, str]) -> int | None:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -126,9 +127,18 @@ def read_port(path: str, device: str, port: int) -> InfiniBandPort | None:
     if not os.path.isdir(path):
         return None
     return InfiniBandPort(
-        device=device, port=port, state=state, phys_state=phys_state, rate_bytes_per_second=rate,
-        link_layer=link_layer, netdev=netdev, counters=counters, counters_ext=counters_ext,
-        hw_counters=hw_counters, hw_counters_lifespan_ms=lifespan, unreadable=tuple(unreadable),
+        device=device,
+        port=port,
+        state=state,
+        phys_state=phys_state,
+        rate_bytes_per_second=rate,
+        link_layer=link_layer,
+        netdev=netdev,
+        counters=counters,
+        counters_ext=counters_ext,
+        hw_counters=hw_counters,
+        hw_counters_lifespan_ms=lifespan,
+        unreadable=tuple(unreadable),
     )
 
 
@@ -138,7 +148,7 @@ def parse_state(text: str) -> PortState | None:
 
 
 def parse_rate(text: str) -> float | None:
-    """"200 Gb/sec (4X HDR)", "2.5 Gb/sec (1X SDR)" or old kernels' "10 Gb/sec (4X)" -> bytes/s.
+    """ "200 Gb/sec (4X HDR)", "2.5 Gb/sec (1X SDR)" or old kernels' "10 Gb/sec (4X)" -> bytes/s.
 
     Only the leading number counts: it is already speed x width (procfs reads it the same way).
     """

@@ -132,13 +132,18 @@ def main() -> int:
         means[phase] = {name: statistics.fmean(s[name] for s in samples if name in s) for name in RATIOS}
         m = means[phase]
         print(f"{phase:40} {len(samples):>7} {m[RATIOS[0]]:>10.3f} {m[RATIOS[1]]:>12.3f} {m[RATIOS[2]]:>14.3f}")
-    memory, compute = (means.get(p) for p in ("memory-bound: device-to-device copies", "compute-bound: bf16 matmul 8192x8192"))
+    memory, compute = (
+        means.get(p) for p in ("memory-bound: device-to-device copies", "compute-bound: bf16 matmul 8192x8192")
+    )
     if memory is None or compute is None:
         print("FAILED: a phase produced no samples")
         return 1
     checks = [
         ("memory-bound: DRAM active >> tensor active", memory[RATIOS[1]] > MUCH_GREATER * max(memory[RATIOS[2]], 1e-3)),
-        ("compute-bound: tensor active >> DRAM active", compute[RATIOS[2]] > MUCH_GREATER * max(compute[RATIOS[1]], 1e-3)),
+        (
+            "compute-bound: tensor active >> DRAM active",
+            compute[RATIOS[2]] > MUCH_GREATER * max(compute[RATIOS[1]], 1e-3),
+        ),
     ]
     for name, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}: {name}")

@@ -46,11 +46,12 @@ def test_one_input(data: bytes) -> None:
         source = DcgmExporterSource(URL)
     else:
         engine_type = ENGINE_TYPES[pick % 7]
-        source = EngineSource(EngineTarget(url=URL, name="e", type=engine_type,
-                                           model="m" if engine_type == "tgi" else None), 60.0)
+        source = EngineSource(
+            EngineTarget(url=URL, name="e", type=engine_type, model="m" if engine_type == "tgi" else None), 60.0
+        )
     # Without a split the whole input is collected twice: a second round with equal counters.
     cut = body.find(b"\n\n\n")
-    rounds = (body, body) if cut < 0 else (body[:cut], body[cut + 3:])
+    rounds = (body, body) if cut < 0 else (body[:cut], body[cut + 3 :])
     metrics, statuses = [], []
     for now, payload in zip((0.0, 5.0), rounds):
         _payload[0] = payload.decode("utf-8", errors="replace")  # as fetch_text decodes

@@ -21,8 +21,9 @@ from exporter.model import Metric, QuantileSummary
 from exporter.sources.base import Source, SourceError
 
 
-def collect(source: Source, now: float = 0.0, note: Callable[[str], None] = lambda _: None
-            ) -> tuple[list[Metric], SourceStatus]:
+def collect(
+    source: Source, now: float = 0.0, note: Callable[[str], None] = lambda _: None
+) -> tuple[list[Metric], SourceStatus]:
     """Collect once as the loop does; only SourceError may escape (anything else propagates and
     fails the fuzzer as a bug). `note` hears "up" or "down (reason)", for hypothesis' events."""
     try:
@@ -38,8 +39,11 @@ def assert_renders_and_parses_back(metrics: list[Metric], statuses: list[SourceS
     errors = {(s.source, s.target, s.error): 1 for s in statuses if not s.up}
     snapshot = Snapshot(metrics=tuple(metrics), statuses=tuple(statuses), error_counts=errors, generated_at=0.0)
     text = render_text(snapshot).decode("utf-8")
-    parsed = {(s.name, tuple(sorted(s.labels.items()))): s.value
-              for family in text_string_to_metric_families(text) for s in family.samples}
+    parsed = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
     for metric in metrics:
         labels = tuple(sorted(metric.labels.items()))
         if isinstance(metric, QuantileSummary):

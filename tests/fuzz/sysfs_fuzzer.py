@@ -26,8 +26,11 @@ from tests.fuzz.properties import FILE_FATES, assert_renders_and_parses_back, ch
 from tests.sysfs_trees import build_fixture_tree, roce_mlx5_tree  # noqa: E402
 
 _BASE = Path(tempfile.mkdtemp(prefix="sysfs-fuzzer-"))
-TREES = [build_fixture_tree(_BASE / "procfs", "procfs"), build_fixture_tree(_BASE / "node_exporter", "node_exporter"),
-         roce_mlx5_tree(_BASE / "roce")]
+TREES = [
+    build_fixture_tree(_BASE / "procfs", "procfs"),
+    build_fixture_tree(_BASE / "node_exporter", "node_exporter"),
+    roce_mlx5_tree(_BASE / "roce"),
+]
 FILES = [sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()) for tree in TREES]
 ORIGINAL = {path: path.read_bytes() for files in FILES for path in files}
 

@@ -160,9 +160,11 @@ def capture_prefix_heavy(server: VllmServer) -> bytes:
     load = Load(server, PREFIX_HEAVY)
     body = scrape_when(
         server,
-        lambda b: load.elapsed() > PREFIX_HEAVY.duration_s * 0.75
-        and value(b, "vllm:num_requests_running") > 0
-        and value(b, "vllm:prefix_cache_hits_total") > 0.3 * value(b, "vllm:prefix_cache_queries_total"),
+        lambda b: (
+            load.elapsed() > PREFIX_HEAVY.duration_s * 0.75
+            and value(b, "vllm:num_requests_running") > 0
+            and value(b, "vllm:prefix_cache_hits_total") > 0.3 * value(b, "vllm:prefix_cache_queries_total")
+        ),
         "prefix-cache hits over 0.3 of queries with requests running",
         PHASE_TIMEOUT_S,
     )
@@ -175,10 +177,12 @@ def capture_overload(server: VllmServer) -> bytes:
     load = Load(server, OVERLOAD)
     body = scrape_when(
         server,
-        lambda b: load.elapsed() > OVERLOAD.duration_s / 2
-        and value(b, "vllm:num_requests_waiting") > 0
-        and value(b, "vllm:kv_cache_usage_perc") >= 0.7
-        and value(b, "vllm:num_preemptions_total") > preempted_before,
+        lambda b: (
+            load.elapsed() > OVERLOAD.duration_s / 2
+            and value(b, "vllm:num_requests_waiting") > 0
+            and value(b, "vllm:kv_cache_usage_perc") >= 0.7
+            and value(b, "vllm:num_preemptions_total") > preempted_before
+        ),
         "queueing with the KV cache at 0.7 or more after preemptions",
         PHASE_TIMEOUT_S,
     )
@@ -215,14 +219,20 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     with VllmServer() as server:
-        print(f"vLLM {VLLM_VERSION} ready on {server.base_url} after {server.startup_seconds:.0f}s "
-              f"(log {server.log_path}); engine args {server.engine_args}", flush=True)
+        print(
+            f"vLLM {VLLM_VERSION} ready on {server.base_url} after {server.startup_seconds:.0f}s "
+            f"(log {server.log_path}); engine args {server.engine_args}",
+            flush=True,
+        )
         for phase in wanted:
             body = CAPTURES[phase](server)
             path = capture_path(args.out, phase)
             path.write_bytes(body)
-            print(f"{phase}: wrote {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path} "
-                  f"at {time.strftime('%Y-%m-%d %H:%M:%S')}\n{describe(body)}", flush=True)
+            print(
+                f"{phase}: wrote {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path} "
+                f"at {time.strftime('%Y-%m-%d %H:%M:%S')}\n{describe(body)}",
+                flush=True,
+            )
     print(f"done in {time.monotonic() - started:.0f}s")
     return 0
 

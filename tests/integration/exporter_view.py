@@ -84,8 +84,9 @@ class View:
 
 def history(views: list[View], last: int = 40) -> str:
     """The last views, one line each, for failure messages."""
-    return "\n".join(f"{time.strftime('%H:%M:%S', time.localtime(v.at))}{f'{v.at % 1:.2f}'[1:]} {v.summary()}"
-                     for v in views[-last:])
+    return "\n".join(
+        f"{time.strftime('%H:%M:%S', time.localtime(v.at))}{f'{v.at % 1:.2f}'[1:]} {v.summary()}" for v in views[-last:]
+    )
 
 
 def scrape(exporter: ExporterProcess) -> View:
@@ -361,9 +362,13 @@ def window_median_bounds(
     low_bucket = next(i for i, b in enumerate(bounds) if outer[b] >= least_rank)
     high_bucket = next((i for i, b in enumerate(bounds) if inner.get(b, 0.0) >= most_rank), len(bounds) - 1)
     low = bounds[low_bucket - 1] if low_bucket > 0 else 0.0
-    evidence = {"bounds": tuple(bounds), "inner_requests": inner[math.inf], "outer_requests": outer[math.inf],
-                "engine_count_inner_end": inner_end.buckets[math.inf],
-                "engine_count_outer_end": outer_end.buckets[math.inf]}
+    evidence = {
+        "bounds": tuple(bounds),
+        "inner_requests": inner[math.inf],
+        "outer_requests": outer[math.inf],
+        "engine_count_inner_end": inner_end.buckets[math.inf],
+        "engine_count_outer_end": outer_end.buckets[math.inf],
+    }
     return low, bounds[high_bucket], evidence
 
 

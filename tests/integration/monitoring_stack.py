@@ -13,21 +13,23 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import requests
-
 import yaml
 
 from exporter.simulate.companions import terminate_group
 from tests.support import REPO, free_port
 
 LOCAL = REPO / "deploy" / "local"
-INSTALL_HINT = ("install the Debian packages (scripts/test does): "
-                "apt-get install -y --no-install-recommends prometheus prometheus-alertmanager")
+INSTALL_HINT = (
+    "install the Debian packages (scripts/test does): "
+    "apt-get install -y --no-install-recommends prometheus prometheus-alertmanager"
+)
 
 
 def require_binary(name: str) -> str:
@@ -75,7 +77,8 @@ class WebhookReceiver:
             received = list(self.notifications)
         return [
             {**alert, "receiver_path": where, "group_labels": body.get("groupLabels", {})}
-            for where, body in received if path is None or where == path
+            for where, body in received
+            if path is None or where == path
             for alert in body.get("alerts", [])
         ]
 
@@ -101,8 +104,9 @@ class ManagedProcess:
         self.name = name
         self.log_path = workdir / f"{name}.log"
         self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, cwd=workdir,
-                                        start_new_session=True, env={**os.environ})
+        self.process = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True, env={**os.environ}
+        )
         self._wait_ready(ready_url, ready_timeout)
 
     def _wait_ready(self, url: str, timeout: float) -> None:
@@ -136,10 +140,18 @@ class Alertmanager(ManagedProcess):
         config_path = workdir / "alertmanager.yml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         (workdir / "alertmanager-data").mkdir(exist_ok=True)
-        super().__init__("alertmanager", [
-            binary, f"--config.file={config_path}", f"--storage.path={workdir / 'alertmanager-data'}",
-            f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address=",
-        ], workdir, f"{self.url}/-/ready")
+        super().__init__(
+            "alertmanager",
+            [
+                binary,
+                f"--config.file={config_path}",
+                f"--storage.path={workdir / 'alertmanager-data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--cluster.listen-address=",
+            ],
+            workdir,
+            f"{self.url}/-/ready",
+        )
 
     def post_alerts(self, alerts: list[dict[str, Any]]) -> None:
         response = requests.post(f"{self.url}/api/v2/alerts", json=alerts, timeout=5)
@@ -157,10 +169,17 @@ class Prometheus(ManagedProcess):
         config_path = workdir / "prometheus.yml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         (workdir / "prometheus-data").mkdir(exist_ok=True)
-        super().__init__("prometheus", [
-            binary, f"--config.file={config_path}", f"--storage.tsdb.path={workdir / 'prometheus-data'}",
-            f"--web.listen-address=127.0.0.1:{self.port}",
-        ], workdir, f"{self.url}/-/ready")
+        super().__init__(
+            "prometheus",
+            [
+                binary,
+                f"--config.file={config_path}",
+                f"--storage.tsdb.path={workdir / 'prometheus-data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            workdir,
+            f"{self.url}/-/ready",
+        )
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         response = requests.get(f"{self.url}/api/v1/query", params={"query": expr}, timeout=10)

@@ -49,15 +49,21 @@ EXPORTER_CONFIG = "engine_defaults:\n  timeout_seconds: 5\n"
 
 
 def _require_simulator() -> None:
-    result = subprocess.run([sys.executable, "-m", "exporter", "simulate", "--list"], cwd=REPO,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "simulate", "--list"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     if result.returncode != 0:
-        pytest.fail("the simulator CLI (`llm-bottleneck-exporter simulate`, exporter/simulate/) is not available: "
-                    f"`simulate --list` exited {result.returncode}: {result.stderr.strip()[-300:]}", pytrace=False)
+        pytest.fail(
+            "the simulator CLI (`llm-bottleneck-exporter simulate`, exporter/simulate/) is not available: "
+            f"`simulate --list` exited {result.returncode}: {result.stderr.strip()[-300:]}",
+            pytrace=False,
+        )
     listed = {line.split()[0] for line in result.stdout.splitlines() if line and not line[0].isspace()}
     missing = set(SCENARIOS) - listed
     if missing:
-        pytest.fail(f"`simulate --list` lacks the scenarios {sorted(missing)}; it lists {sorted(listed)}", pytrace=False)
+        pytest.fail(
+            f"`simulate --list` lacks the scenarios {sorted(missing)}; it lists {sorted(listed)}", pytrace=False
+        )
 
 
 @dataclass
@@ -75,17 +81,40 @@ class SimulatedNode:
 
     def start(self) -> None:
         sysfs = self.workdir / "sysfs"
-        self.simulator = ManagedProcess(f"simulate-{self.scenario}", [
-            sys.executable, "-m", "exporter", "simulate", "--scenario", self.scenario,
-            "--listen", f"127.0.0.1:{self.port}", "--sysfs-out", str(sysfs), "--seed", "7",
-        ], self.workdir, f"{self.base}/healthz")
+        self.simulator = ManagedProcess(
+            f"simulate-{self.scenario}",
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "simulate",
+                "--scenario",
+                self.scenario,
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--sysfs-out",
+                str(sysfs),
+                "--seed",
+                "7",
+            ],
+            self.workdir,
+            f"{self.base}/healthz",
+        )
         index = requests.get(f"{self.base}/", timeout=5).json()
         self.engine_urls = [self.base + engine["url"] for engine in index["engines"]]
         engines = [arg for url in self.engine_urls for arg in ("--engine", f"vllm={url}")]
         config = self.workdir / "exporter.yaml"
         config.write_text(EXPORTER_CONFIG, encoding="utf-8")
-        self.exporter = ExporterProcess(*engines, "--gpu", f"dcgm-exporter={self.base}{index['gpu']['url']}",
-                                        "--sysfs", str(sysfs), "--config", str(config), interval=INTERVAL_SECONDS)
+        self.exporter = ExporterProcess(
+            *engines,
+            "--gpu",
+            f"dcgm-exporter={self.base}{index['gpu']['url']}",
+            "--sysfs",
+            str(sysfs),
+            "--config",
+            str(config),
+            interval=INTERVAL_SECONDS,
+        )
 
     def close(self) -> None:
         if self.exporter is not None:
@@ -107,8 +136,11 @@ class Stack:
 
     def wait_for_page(self, alertname: str, scenario: str) -> dict | None:
         return self.webhook.wait_for(
-            lambda a: a["labels"].get("alertname") == alertname and a["labels"].get("scenario") == scenario
-            and a["status"] == "firing",
+            lambda a: (
+                a["labels"].get("alertname") == alertname
+                and a["labels"].get("scenario") == scenario
+                and a["status"] == "firing"
+            ),
             timeout=max(0.0, self.deadline() - time.monotonic()),
         )
 
@@ -119,9 +151,11 @@ class Stack:
         except requests.RequestException as exc:
             diagnosis = f"(no /diagnosis: {exc})"
         firing = self.prometheus.query(f'ALERTS{{scenario="{scenario}"}}')
-        return (f"alerts in Prometheus for {scenario}: {[a['metric'] for a in firing]}\n"
-                f"webhook received: {[a['labels'] for a in self.webhook.alerts()]}\n"
-                f"/diagnosis of {scenario}: {diagnosis}\nexporter log:\n{node.exporter.log()[-2000:]}")
+        return (
+            f"alerts in Prometheus for {scenario}: {[a['metric'] for a in firing]}\n"
+            f"webhook received: {[a['labels'] for a in self.webhook.alerts()]}\n"
+            f"/diagnosis of {scenario}: {diagnosis}\nexporter log:\n{node.exporter.log()[-2000:]}"
+        )
 
 
 def _generate_rules(workdir: Path) -> Path:
@@ -129,8 +163,13 @@ def _generate_rules(workdir: Path) -> Path:
     critical = {name: {"for": SHORT_FOR} for name, p in DEFAULT_POLICIES.items() if p.severity == "critical"}
     override.write_text(yaml.safe_dump({"alerts": critical}), encoding="utf-8")
     out = workdir / "generated"
-    result = subprocess.run([sys.executable, "-m", "exporter", "generate", "--out", str(out), "--config", str(override)],
-                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "generate", "--out", str(out), "--config", str(override)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     rules = out / "alerts" / "generated" / "llm-bottleneck.rules.yaml"
     assert f"for: {SHORT_FOR}" in rules.read_text(encoding="utf-8")
@@ -152,7 +191,8 @@ def _prometheus_config(rules: Path, alertmanager: Alertmanager, nodes: dict[str,
     jobs["llm-engines"]["scrape_interval"] = "5s"
     jobs["llm-engines"]["static_configs"] = [
         {"targets": [url.split("/")[2]], "labels": {"scenario": name, "__metrics_path__": "/" + url.split("/", 3)[3]}}
-        for name, node in nodes.items() for url in node.engine_urls[:1]
+        for name, node in nodes.items()
+        for url in node.engine_urls[:1]
     ]
     return config
 
@@ -219,7 +259,9 @@ def test_healthy_node_raises_no_critical_alert_over_the_same_time(stack: Stack):
     # The healthy node was watched all along: its engine is up and diagnosed.
     assert stack.prometheus.query('llm_engine_up{scenario="healthy"} == 1'), stack.diagnostics("healthy")
     assert stack.prometheus.query('llm_bottleneck_score{scenario="healthy"}'), stack.diagnostics("healthy")
-    pending_or_firing = stack.prometheus.query(f'max_over_time(ALERTS{{scenario="healthy", severity="critical"}}[{window}s])')
+    pending_or_firing = stack.prometheus.query(
+        f'max_over_time(ALERTS{{scenario="healthy", severity="critical"}}[{window}s])'
+    )
     assert not pending_or_firing, f"{[a['metric'] for a in pending_or_firing]}\n{stack.diagnostics('healthy')}"
     pages = [a["labels"] for a in stack.webhook.alerts("/pager") if a["labels"].get("scenario") == "healthy"]
     assert not pages, pages
@@ -227,9 +269,13 @@ def test_healthy_node_raises_no_critical_alert_over_the_same_time(stack: Stack):
 
 def test_every_rule_evaluates_without_error_on_real_data(stack: Stack):
     stack.wait_for_page("LLMKVCacheSaturated", "kv-cache-saturation")
-    broken = {rule.get("name"): rule.get("lastError") for rule in stack.prometheus.rules() if rule.get("health") != "ok"}
+    broken = {
+        rule.get("name"): rule.get("lastError") for rule in stack.prometheus.rules() if rule.get("health") != "ok"
+    }
     assert not broken, broken
     # The engines' histograms reach the cluster-wide latency records.
-    p99 = stack.prometheus.query('model_quantile:llm_engine_time_to_first_token_seconds:histogram_quantile{quantile="0.99"}')
+    p99 = stack.prometheus.query(
+        'model_quantile:llm_engine_time_to_first_token_seconds:histogram_quantile{quantile="0.99"}'
+    )
     assert p99, "no TTFT P99 recorded from the simulated engines"
     assert stack.prometheus.query("model:llm_engine_generation_tokens:sum_rate5m > 0")

@@ -24,22 +24,32 @@ def delivered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Webhoo
     webhook = WebhookReceiver()
     manager = Alertmanager(alertmanager_config(webhook.url), tmp_path_factory.mktemp("alertmanager"))
     try:
-        manager.post_alerts([
-            # node-1: engine e1 is down, so its KV page is inhibited; e2's is not.
-            _alert("LLMEngineDown", "critical", instance="node-1:9477", engine="e1"),
-            _alert("LLMKVCacheSaturated", "critical", instance="node-1:9477", engine="e1", stage="kv_cache_capacity"),
-            _alert("LLMKVCacheSaturated", "critical", instance="node-1:9477", engine="e2", stage="kv_cache_capacity"),
-            # node-2: the exporter is absent, so node-2's GPU page is inhibited; node-3's is not.
-            _alert("LLMExporterAbsent", "warning", instance="node-2:9477"),
-            _alert("LLMGPUDown", "critical", instance="node-2:9477", gpu="0"),
-            _alert("LLMGPUDown", "critical", instance="node-3:9477", gpu="0"),
-            _alert("LLMRDMAPortErrors", "warning", instance="node-3:9477", device="mlx5_0", port="1"),
-        ])
+        manager.post_alerts(
+            [
+                # node-1: engine e1 is down, so its KV page is inhibited; e2's is not.
+                _alert("LLMEngineDown", "critical", instance="node-1:9477", engine="e1"),
+                _alert(
+                    "LLMKVCacheSaturated", "critical", instance="node-1:9477", engine="e1", stage="kv_cache_capacity"
+                ),
+                _alert(
+                    "LLMKVCacheSaturated", "critical", instance="node-1:9477", engine="e2", stage="kv_cache_capacity"
+                ),
+                # node-2: the exporter is absent, so node-2's GPU page is inhibited; node-3's is not.
+                _alert("LLMExporterAbsent", "warning", instance="node-2:9477"),
+                _alert("LLMGPUDown", "critical", instance="node-2:9477", gpu="0"),
+                _alert("LLMGPUDown", "critical", instance="node-3:9477", gpu="0"),
+                _alert("LLMRDMAPortErrors", "warning", instance="node-3:9477", device="mlx5_0", port="1"),
+            ]
+        )
         # Every page expected below has arrived once node-3's GPU page has (grouped and sent together).
         expected = [("LLMEngineDown", "e1"), ("LLMKVCacheSaturated", "e2"), ("LLMGPUDown", "node-3:9477")]
         for name, key in expected:
-            webhook.wait_for(lambda a, n=name, k=key: a["labels"]["alertname"] == n
-                             and k in (a["labels"].get("engine"), a["labels"].get("instance")), timeout=20)
+            webhook.wait_for(
+                lambda a, n=name, k=key: (
+                    a["labels"]["alertname"] == n and k in (a["labels"].get("engine"), a["labels"].get("instance"))
+                ),
+                timeout=20,
+            )
         webhook.wait_for(lambda a: a["labels"]["alertname"] == "LLMRDMAPortErrors", timeout=20)
         yield webhook, manager
     finally:
@@ -77,6 +87,8 @@ def test_alertmanager_reports_who_inhibited_what(delivered):
     suppressed = {}
     for alert in manager.alerts():
         if alert["status"]["state"] == "suppressed":
-            suppressed[(alert["labels"]["alertname"], alert["labels"]["instance"], alert["labels"].get("engine", ""))] = alert
+            suppressed[
+                (alert["labels"]["alertname"], alert["labels"]["instance"], alert["labels"].get("engine", ""))
+            ] = alert
     assert set(suppressed) == {("LLMKVCacheSaturated", "node-1:9477", "e1"), ("LLMGPUDown", "node-2:9477", "")}
     assert all(alert["status"]["inhibitedBy"] for alert in suppressed.values())

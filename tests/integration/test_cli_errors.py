@@ -86,13 +86,13 @@ def test_invalid_yaml_is_named_with_its_line(tmp_path: Path) -> None:
     assert f"{path}:" in line  # file:line points at the problem
 
 
-
 def test_config_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     """A Latin-1 file (found by tests/fuzz/config_fuzzer.py): was a UnicodeDecodeError traceback."""
     path = tmp_path / "latin1.yaml"
     path.write_bytes("engines:\n  - url: http://127.0.0.1:8000/metrics\n    model: caf\u00e9\n".encode("latin-1"))
     assert_one_line_error(serve_with_config(path), str(path), "not UTF-8")
     assert_one_line_error(run_cli("check-config", str(path)), str(path), "not UTF-8")
+
 
 # --- flags ------------------------------------------------------------------------------------
 
@@ -114,9 +114,18 @@ def test_config_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
         (["--no-such-flag"], ["--no-such-flag"]),
     ],
     ids=[
-        "interval_not_a_number", "interval_negative", "interval_zero", "engine_unknown_type",
-        "engine_url_without_scheme", "engine_url_bad_port", "gpu_unknown_mode", "listen_port_out_of_range",
-        "listen_without_port", "window_shorter_than_interval", "log_level_unknown", "unknown_flag",
+        "interval_not_a_number",
+        "interval_negative",
+        "interval_zero",
+        "engine_unknown_type",
+        "engine_url_without_scheme",
+        "engine_url_bad_port",
+        "gpu_unknown_mode",
+        "listen_port_out_of_range",
+        "listen_without_port",
+        "window_shorter_than_interval",
+        "log_level_unknown",
+        "unknown_flag",
     ],
 )
 def test_bad_flag_is_named(args: list[str], names: list[str]) -> None:
@@ -146,14 +155,17 @@ def test_port_in_use_is_named() -> None:
 
 
 def test_check_config_accepts_a_valid_file(tmp_path: Path) -> None:
-    path = write(tmp_path, (
-        "listen: 127.0.0.1:9477\n"
-        "interval_seconds: 2\n"
-        "engine_defaults:\n  timeout_seconds: 1.5\n"
-        "engines:\n"
-        "  - url: http://127.0.0.1:8000/metrics\n    type: vllm\n    name: vllm-0\n"
-        "  - http://127.0.0.1:30000/metrics\n"
-    ))
+    path = write(
+        tmp_path,
+        (
+            "listen: 127.0.0.1:9477\n"
+            "interval_seconds: 2\n"
+            "engine_defaults:\n  timeout_seconds: 1.5\n"
+            "engines:\n"
+            "  - url: http://127.0.0.1:8000/metrics\n    type: vllm\n    name: vllm-0\n"
+            "  - http://127.0.0.1:30000/metrics\n"
+        ),
+    )
     result = run_cli("check-config", str(path))
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""

@@ -88,10 +88,25 @@ def _simulated_node(scenario: str, workdir: Path) -> Node:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     sysfs = workdir / "sysfs"
-    simulator = ManagedProcess(f"simulate-{scenario}", [
-        sys.executable, "-m", "exporter", "simulate", "--scenario", scenario, "--listen", f"127.0.0.1:{port}",
-        "--sysfs-out", str(sysfs), "--seed", "7",
-    ], workdir, f"{base}/healthz")
+    simulator = ManagedProcess(
+        f"simulate-{scenario}",
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "simulate",
+            "--scenario",
+            scenario,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--sysfs-out",
+            str(sysfs),
+            "--seed",
+            "7",
+        ],
+        workdir,
+        f"{base}/healthz",
+    )
     try:
         index = requests.get(f"{base}/", timeout=5).json()
         engines = [{"name": e["pod"], "type": "vllm", "url": base + e["url"]} for e in index["engines"]]
@@ -99,13 +114,23 @@ def _simulated_node(scenario: str, workdir: Path) -> Node:
             **EXPORTER_CONFIG,
             "engines": engines,
             # The simulated pods exist only in dcgm-exporter's labels: no processes, no kubelet.
-            "gpu_attribution": {"engine_pods": {e["name"]: f"{POD_NAMESPACE}/{e['name']}" for e in engines},
-                                "processes": False, "pod_resources_socket": ""},
+            "gpu_attribution": {
+                "engine_pods": {e["name"]: f"{POD_NAMESPACE}/{e['name']}" for e in engines},
+                "processes": False,
+                "pod_resources_socket": "",
+            },
         }
         config_path = workdir / "exporter.yaml"
         config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
-        exporter = ExporterProcess("--config", str(config_path), "--gpu", f"dcgm-exporter={base}{index['gpu']['url']}",
-                                   "--sysfs", str(sysfs), interval=INTERVAL_SECONDS)
+        exporter = ExporterProcess(
+            "--config",
+            str(config_path),
+            "--gpu",
+            f"dcgm-exporter={base}{index['gpu']['url']}",
+            "--sysfs",
+            str(sysfs),
+            interval=INTERVAL_SECONDS,
+        )
     except BaseException:
         simulator.close()
         raise
@@ -119,14 +144,24 @@ def _injected_node(workdir: Path) -> Node:
     node = nvml_stub.eight_gpu_node()
     node["xid_events"] = [(5, 79)]
     nvml_stub.write_state(state, node)
-    config = {**EXPORTER_CONFIG, "engines": [{"name": "refused", "type": "vllm",
-                                              "url": f"http://127.0.0.1:{free_port()}/metrics"}],
-              "gpu_attribution": {"processes": False, "pod_resources_socket": ""}}
+    config = {
+        **EXPORTER_CONFIG,
+        "engines": [{"name": "refused", "type": "vllm", "url": f"http://127.0.0.1:{free_port()}/metrics"}],
+        "gpu_attribution": {"processes": False, "pod_resources_socket": ""},
+    }
     config_path = workdir / "exporter.yaml"
     config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
     (workdir / "sysfs").mkdir()
-    exporter = ExporterProcess("--config", str(config_path), "--gpu", "nvml", "--sysfs", str(workdir / "sysfs"),
-                               interval=INTERVAL_SECONDS, env=nvml_stub.child_env(stub_dir(), state))
+    exporter = ExporterProcess(
+        "--config",
+        str(config_path),
+        "--gpu",
+        "nvml",
+        "--sysfs",
+        str(workdir / "sysfs"),
+        interval=INTERVAL_SECONDS,
+        env=nvml_stub.child_env(stub_dir(), state),
+    )
     return Node(INJECTED, exporter)
 
 
@@ -144,9 +179,12 @@ def _prometheus_config(nodes: list[Node]) -> dict:
     ]
     # One replica per simulated node feeds the engine-histogram records (latency heatmaps, quantiles).
     jobs["llm-engines"]["static_configs"] = [
-        {"targets": [url.split("/")[2]],
-         "labels": {CONFIG.labels.cluster: node.cluster, "__metrics_path__": "/" + url.split("/", 3)[3]}}
-        for node in nodes for url in node.engine_urls[:1]
+        {
+            "targets": [url.split("/")[2]],
+            "labels": {CONFIG.labels.cluster: node.cluster, "__metrics_path__": "/" + url.split("/", 3)[3]},
+        }
+        for node in nodes
+        for url in node.engine_urls[:1]
     ]
     return config
 
@@ -173,8 +211,12 @@ class Stack:
             if not up:
                 return {}
             first = min(up, key=lambda s: s["metric"]["engine"])["metric"]
-            self._values[cluster] = {"cluster": cluster, "node": first[CONFIG.labels.node],
-                                     "model": first.get("model", ""), "engine": first["engine"]}
+            self._values[cluster] = {
+                "cluster": cluster,
+                "node": first[CONFIG.labels.node],
+                "model": first.get("model", ""),
+                "engine": first["engine"],
+            }
         return self._values[cluster]
 
     def substitute(self, query: PanelQuery, cluster: str) -> str | None:
@@ -183,8 +225,11 @@ class Stack:
             return None
         single_engine = query.dashboard == "llm-engine-detail"
         replacements = {
-            "cluster": cluster, "namespace": ".*", "node": _regex(values["node"]),
-            "model": _regex(values["model"]), "engine": _regex(values["engine"]) if single_engine else ".*",
+            "cluster": cluster,
+            "namespace": ".*",
+            "node": _regex(values["node"]),
+            "model": _regex(values["model"]),
+            "engine": _regex(values["engine"]) if single_engine else ".*",
         }
         return re.sub(r"\$(\w+)", lambda m: replacements[m.group(1)], query.expr)
 
@@ -206,8 +251,10 @@ class Stack:
     def diagnostics(self) -> str:
         lines = []
         for node in self.nodes.values():
-            lines.append(f"{node.cluster}: variable values {self.values(node.cluster)}; exporter log:\n"
-                         f"{node.exporter.log()[-1500:]}")
+            lines.append(
+                f"{node.cluster}: variable values {self.values(node.cluster)}; exporter log:\n"
+                f"{node.exporter.log()[-1500:]}"
+            )
         return "\n".join(lines)
 
 
@@ -254,9 +301,10 @@ def test_every_panel_query_is_valid_promql_for_prometheus(stack: Stack):
 
 def test_every_panel_query_returns_data_for_healthy_or_the_bottleneck(stack: Stack):
     empty = stack.wait_for_data(COMMON, (HEALTHY, BOTTLENECK))
-    assert not empty, (f"{len(empty)} panel queries returned no data for {HEALTHY} or {BOTTLENECK} within "
-                       f"{DATA_WITHIN_SECONDS}s:\n" + "\n".join(f"{q.name}: {q.expr}" for q in empty)
-                       + "\n" + stack.diagnostics())
+    assert not empty, (
+        f"{len(empty)} panel queries returned no data for {HEALTHY} or {BOTTLENECK} within "
+        f"{DATA_WITHIN_SECONDS}s:\n" + "\n".join(f"{q.name}: {q.expr}" for q in empty) + "\n" + stack.diagnostics()
+    )
 
 
 def test_rare_condition_panels_return_data_once_the_condition_is_injected(stack: Stack):

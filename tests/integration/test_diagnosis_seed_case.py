@@ -20,8 +20,11 @@ def seed_case():
 
 
 def primaries(snapshot) -> dict[str, str]:
-    return {m.labels["engine"]: m.labels["stage"] for m in snapshot.metrics
-            if m.name == "llm_bottleneck_primary" and m.value == 1.0}
+    return {
+        m.labels["engine"]: m.labels["stage"]
+        for m in snapshot.metrics
+        if m.name == "llm_bottleneck_primary" and m.value == 1.0
+    }
 
 
 def test_no_bottleneck_before_the_prompt_change(seed_case) -> None:

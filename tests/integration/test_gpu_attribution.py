@@ -29,19 +29,25 @@ def engine(tmp_path):
 
 def gpus_with(found, **labels):
     return {
-        dict(key)["gpu"] for (_, key) in found
+        dict(key)["gpu"]
+        for (_, key) in found
         if "gpu" in dict(key) and all(dict(key).get(k) == v for k, v in labels.items())
     }
 
 
 def test_engine_process_tree_gets_exactly_its_gpus(tmp_path, engine):
     state = tmp_path / "nvml-state"
-    write_state(state, with_changes(eight_gpu_node(), gpu2={"compute_pids": [engine.worker_pid]},
-                                    gpu3={"compute_pids": [engine.worker_pid, 1]}))
+    write_state(
+        state,
+        with_changes(
+            eight_gpu_node(), gpu2={"compute_pids": [engine.worker_pid]}, gpu3={"compute_pids": [engine.worker_pid, 1]}
+        ),
+    )
     config = tmp_path / "config.yaml"
     config.write_text(NO_KUBELET)
-    out = run_once("--config", str(config), "--gpu", "nvml", "--engine", f"vllm={engine.url}",
-                   env=child_env(stub_dir(), state)).stdout
+    out = run_once(
+        "--config", str(config), "--gpu", "nvml", "--engine", f"vllm={engine.url}", env=child_env(stub_dir(), state)
+    ).stdout
     found = series(out)
     name = f"127.0.0.1:{engine.port}"
     assert gpus_with(found, engine=name) == {"2", "3"}
@@ -68,11 +74,14 @@ def test_static_map_names_the_engine_without_processes(tmp_path):
 @pytest.fixture
 def kubelet(tmp_path):
     node = eight_gpu_node()
-    server = KubeletPodResources(tmp_path, [
-        ("serving", "vllm-b-0", "vllm", "nvidia.com/gpu", [node["gpus"][6]["uuid"], node["gpus"][7]["uuid"]]),
-        ("batch", "trainer", "main", "nvidia.com/gpu", [node["gpus"][5]["uuid"] + "::1"]),
-        ("kube-system", "sriov", "agent", "intel.com/sriov", ["0000:3b:00.1"]),
-    ])
+    server = KubeletPodResources(
+        tmp_path,
+        [
+            ("serving", "vllm-b-0", "vllm", "nvidia.com/gpu", [node["gpus"][6]["uuid"], node["gpus"][7]["uuid"]]),
+            ("batch", "trainer", "main", "nvidia.com/gpu", [node["gpus"][5]["uuid"] + "::1"]),
+            ("kube-system", "sriov", "agent", "intel.com/sriov", ["0000:3b:00.1"]),
+        ],
+    )
     yield server
     server.close()
 

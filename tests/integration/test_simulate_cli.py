@@ -35,9 +35,14 @@ class Simulator:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
-            exporter_command("simulate", "--scenario", scenario, "--listen", f"127.0.0.1:{self.port}",
-                             "--sysfs-out", str(sysfs)),
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+            exporter_command(
+                "simulate", "--scenario", scenario, "--listen", f"127.0.0.1:{self.port}", "--sysfs-out", str(sysfs)
+            ),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.process.stdout.read().decode()
@@ -71,17 +76,29 @@ def test_simulate_list_prints_every_scenario_with_its_expected_stages():
 
 
 def test_simulate_with_an_unknown_scenario_fails_in_one_line_with_exit_2():
-    done = subprocess.run(exporter_command("simulate", "--scenario", "no-such"), cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        exporter_command("simulate", "--scenario", "no-such"), cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "--scenario" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_acceptance_once_reads_coherent_engine_gpu_and_rdma_values(simulator):
     done = subprocess.run(
-        exporter_command("once", "--engine", f"vllm={simulator.url}/engine/0/metrics",
-                         "--gpu", f"dcgm-exporter={simulator.url}/gpu/metrics", "--sysfs", str(simulator.sysfs)),
-        cwd=REPO, capture_output=True, text=True, timeout=60)
+        exporter_command(
+            "once",
+            "--engine",
+            f"vllm={simulator.url}/engine/0/metrics",
+            "--gpu",
+            f"dcgm-exporter={simulator.url}/gpu/metrics",
+            "--sysfs",
+            str(simulator.sysfs),
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert series_value(text, "llm_engine_up") == 1.0, done.stderr
@@ -109,8 +126,9 @@ def test_index_describes_engines_and_the_expected_stage(simulator):
 def test_served_vllm_text_has_the_real_capture_s_families(simulator):
     served = requests.get(simulator.url + "/engine/0/metrics", timeout=5).text
     real = fixture_text(CAPTURE)
-    assert {(f.name, f.type) for f in text_string_to_metric_families(served)} == \
-        {(f.name, f.type) for f in text_string_to_metric_families(real)}
+    assert {(f.name, f.type) for f in text_string_to_metric_families(served)} == {
+        (f.name, f.type) for f in text_string_to_metric_families(real)
+    }
 
 
 def test_engine_source_gives_the_same_normalized_families_for_simulator_and_capture(simulator, route_server):
@@ -129,17 +147,23 @@ def test_engine_source_gives_the_same_normalized_families_for_simulator_and_capt
 
 
 def test_offline_mode_returns_the_exporter_s_normalized_snapshots():
-    result = run_offline(load_scenario("cross-node-congestion"), duration_seconds=120, exporter_view=True,
-                         sample_seconds=10)
+    result = run_offline(
+        load_scenario("cross-node-congestion"), duration_seconds=120, exporter_view=True, sample_seconds=10
+    )
     assert len(result.snapshots) == 12
     t, snapshot = result.snapshots[-1]
     assert t == pytest.approx(120)
     samples = [m for m in snapshot.metrics if isinstance(m, Sample)]
     families = {m.name for m in snapshot.metrics}
-    assert {"llm_engine_requests_running", "llm_gpu_sm_active_ratio", "llm_rdma_port_transmit_utilization_ratio",
-            "llm_bottleneck_primary"} <= families
+    assert {
+        "llm_engine_requests_running",
+        "llm_gpu_sm_active_ratio",
+        "llm_rdma_port_transmit_utilization_ratio",
+        "llm_bottleneck_primary",
+    } <= families
     gpu_engines = {m.labels.get("engine") for m in samples if m.name == "llm_gpu_dram_active_ratio"}
     assert gpu_engines == {"vllm-llama-3-1-70b-0"}  # all 8 GPUs are ranks of the one replica
+
     def utilization(metrics) -> list[float]:
         return [m.value for m in metrics if m.name == "llm_rdma_port_transmit_utilization_ratio"]
 
@@ -152,7 +176,12 @@ def test_demo_runs_for_its_duration_and_stops_everything(tmp_path):
     port = free_port()
     done = subprocess.run(
         exporter_command("demo", "--duration", "20", "--listen", f"127.0.0.1:{port}", "--refresh", "5"),
-        cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     last = done.stdout.rsplit("llm-bottleneck-exporter demo", 1)[-1]
     assert "scenario prompt-growth" in done.stdout
@@ -167,8 +196,13 @@ def test_demo_refuses_a_port_in_use_in_one_line():
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        done = subprocess.run(exporter_command("demo", "--duration", "5", "--listen", f"127.0.0.1:{port}"),
-                              cwd=REPO, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            exporter_command("demo", "--duration", "5", "--listen", f"127.0.0.1:{port}"),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 2
     assert "--listen" in done.stderr and "Traceback" not in done.stderr
     assert json.dumps(done.stderr).count("\\n") == 1

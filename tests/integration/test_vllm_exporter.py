@@ -254,12 +254,20 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     # The window lags the view by up to two intervals (collection, then publication). A view of a
     # round whose scrape of the engine timed out (vLLM's /metrics took up to 2.9 s at full load
     # here) has no quantiles: the one before it does.
-    settled = [v for v in sampler.between(load.started + WINDOW_S + 2 * INTERVAL_S,
-                                          load.started + OVERLOAD.duration_s) if v.ttft(0.5) is not None]
+    settled = [
+        v
+        for v in sampler.between(load.started + WINDOW_S + 2 * INTERVAL_S, load.started + OVERLOAD.duration_s)
+        if v.ttft(0.5) is not None
+    ]
     # ...and whose last collection the engine's own reads bracket (see WINDOW_TIMING).
-    references = [(v, bounds) for v in settled if (bounds := window_median_bounds(engine, v, WINDOW_S, **WINDOW_TIMING))]
-    timely = [(v, low, high, evidence) for v, (low, high, evidence) in references
-              if evidence["engine_count_inner_end"] <= (v.ttft_count() or 0) <= evidence["engine_count_outer_end"]]
+    references = [
+        (v, bounds) for v in settled if (bounds := window_median_bounds(engine, v, WINDOW_S, **WINDOW_TIMING))
+    ]
+    timely = [
+        (v, low, high, evidence)
+        for v, (low, high, evidence) in references
+        if evidence["engine_count_inner_end"] <= (v.ttft_count() or 0) <= evidence["engine_count_outer_end"]
+    ]
     at_end, low, high, engine_evidence = timely[-1] if timely else (drained, math.nan, math.nan, {"bounds": ()})
     client = client_ttfts(result, at_end.at - WINDOW_S, at_end.at)
     matching = [(t, e) for t, e in diagnoses if e["primary"] in ("kv_cache_capacity", "queueing")]
@@ -280,9 +288,11 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
         **ttft_entry(at_end, client),
         "ttft_compared_at_s": round(at_end.at - load.started, 1),
         "engine_median_bounds_s": [low, high],
-        "engine_reference": {**{k: v for k, v in engine_evidence.items() if k != "bounds"},
-                             "snapshots": len(engine.snapshots),
-                             "longest_read_s": round(max((e.after - e.before for e in engine.snapshots), default=0), 2)},
+        "engine_reference": {
+            **{k: v for k, v in engine_evidence.items() if k != "bounds"},
+            "snapshots": len(engine.snapshots),
+            "longest_read_s": round(max((e.after - e.before for e in engine.snapshots), default=0), 2),
+        },
         "client_over_exporter_p50": _ratio(statistics.median(client) if client else None, at_end.ttft(0.5)),
         "primary": chosen.get("primary"),
         "evidence": evidence,
@@ -291,11 +301,15 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
 
     assert result.error_count == 0, errors_of(result)
     assert result.wall_s >= SUSTAINED_S
-    assert settled, f"no exporter view between {WINDOW_S + 2 * INTERVAL_S:g}s and {OVERLOAD.duration_s:g}s " \
-                    f"into the load: {[round(v.at - load.started, 1) for v in sampler.views]}"
-    assert timely, f"no settled view collected within {WINDOW_TIMING['lag_s']}s of being read: " \
-                   f"{[(round(v.at - load.started, 1), v.ttft_count(), b[2]) for v, b in references]}; " \
-                   f"engine read at {[(round(e.before - load.started, 1), round(e.after - e.before, 1)) for e in engine.snapshots]}"
+    assert settled, (
+        f"no exporter view between {WINDOW_S + 2 * INTERVAL_S:g}s and {OVERLOAD.duration_s:g}s "
+        f"into the load: {[round(v.at - load.started, 1) for v in sampler.views]}"
+    )
+    assert timely, (
+        f"no settled view collected within {WINDOW_TIMING['lag_s']}s of being read: "
+        f"{[(round(v.at - load.started, 1), v.ttft_count(), b[2]) for v, b in references]}; "
+        f"engine read at {[(round(e.before - load.started, 1), round(e.after - e.before, 1)) for e in engine.snapshots]}"
+    )
     exporter_p50 = at_end.ttft(0.5)
     assert len(client) >= 10 and exporter_p50 is not None, (len(client), at_end.summary())
     client_p50 = statistics.median(client)
@@ -307,8 +321,9 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     # the engine, and on this 2-core machine at full load requests wait seconds before that (client
     # over exporter median 0.9-1.2 here, 1.95 in a CI run; 6x in one with an unsettled window).
     assert exporter_p50 <= bucket_upper_bound(list(engine_evidence["bounds"]), client_p50), (exporter_p50, client_p50)
-    assert len(queued) >= 3 and queued[-1] - queued[0] >= OVERLOAD.duration_s / 3, \
+    assert len(queued) >= 3 and queued[-1] - queued[0] >= OVERLOAD.duration_s / 3, (
         f"waiting > 0 not sustained: seen at {[round(t, 1) for t in queued]} s into the load"
+    )
     assert kv and max(kv) >= 0.7, kv
     assert start.preemptions is not None and preemptions
     assert preemptions[-1] > preemptions[0] >= start.preemptions and rises >= 3, (preemptions, rises)

@@ -14,14 +14,13 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import bcrypt
 import pytest
 import requests
-
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -52,19 +51,36 @@ class CertificateAuthority:
         self.cert = (
             self._builder(subject, self.key.public_key())
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                                         key_encipherment=False, data_encipherment=False, key_agreement=False,
-                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
             .sign(self.key, hashes.SHA256())
         )
         self.path = directory / f"{name}.crt"
         self.path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
     def _builder(self, subject: x509.Name, public_key: object) -> x509.CertificateBuilder:
-        now = datetime.datetime.now(datetime.timezone.utc)
-        return (x509.CertificateBuilder().subject_name(subject).issuer_name(getattr(self, "name", subject))
-                .public_key(public_key).serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1)))
+        now = datetime.datetime.now(datetime.UTC)
+        return (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(getattr(self, "name", subject))
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+        )
 
     def issue(self, name: str, sans: list[x509.GeneralName], usage: x509.ObjectIdentifier) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
@@ -76,8 +92,11 @@ class CertificateAuthority:
         )
         issued = Issued(self.directory / f"{name}.crt", self.directory / f"{name}.key")
         issued.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        issued.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                 serialization.NoEncryption()))
+        issued.key.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
         return issued
 
 
@@ -93,32 +112,57 @@ class Pki:
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     directory = tmp_path_factory.mktemp("pki")
     ca = CertificateAuthority(directory, "test-ca")
-    server = ca.issue("exporter", [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")],
-                      ExtendedKeyUsageOID.SERVER_AUTH)
+    server = ca.issue(
+        "exporter",
+        [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")],
+        ExtendedKeyUsageOID.SERVER_AUTH,
+    )
     client = ca.issue("prometheus", [x509.DNSName("prometheus")], ExtendedKeyUsageOID.CLIENT_AUTH)
-    stranger = CertificateAuthority(directory, "other-ca").issue("intruder", [x509.DNSName("prometheus")], ExtendedKeyUsageOID.CLIENT_AUTH)
+    stranger = CertificateAuthority(directory, "other-ca").issue(
+        "intruder", [x509.DNSName("prometheus")], ExtendedKeyUsageOID.CLIENT_AUTH
+    )
     return Pki(ca, server, client, stranger)
 
 
 class TlsExporter:
     """`serve` with a web config on a free loopback port; ready once /healthz answers over HTTPS."""
 
-    def __init__(self, web_config: Path, ca: Path, client: Issued | None = None, auth: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self, web_config: Path, ca: Path, client: Issued | None = None, auth: tuple[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.log_path = web_config.parent / f"exporter-{self.port}.log"
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{self.port}", "--gpu", "none",
-             "--interval", "0.5", "--web.config.file", str(web_config)],
-            stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "serve",
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--gpu",
+                "none",
+                "--interval",
+                "0.5",
+                "--web.config.file",
+                str(web_config),
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
         )
         cert = (str(client.cert), str(client.key)) if client else None
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.log()
             try:
-                if requests.get(self.url + "/metrics", verify=str(ca), cert=cert, auth=auth, timeout=2).status_code == 200:
+                if (
+                    requests.get(self.url + "/metrics", verify=str(ca), cert=cert, auth=auth, timeout=2).status_code
+                    == 200
+                ):
                     return
             except requests.RequestException:
                 pass
@@ -145,7 +189,9 @@ def basic_auth_exporter(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> I
     hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
     # Relative paths, as exporter-toolkit resolves them: against the web config's directory.
     directory = pki.server.cert.parent
-    config = write_web_config(directory, f"""
+    config = write_web_config(
+        directory,
+        f"""
 tls_server_config:
   cert_file: {pki.server.cert.name}
   key_file: {pki.server.key.name}
@@ -154,21 +200,27 @@ http_server_config:
     X-Content-Type-Options: nosniff
 basic_auth_users:
   {USER}: {hashed}
-""")
+""",
+    )
     exporter = TlsExporter(config, pki.ca.path, auth=(USER, PASSWORD))
     yield exporter
     exporter.close()
 
 
 def test_https_scrape_verified_against_the_test_ca_with_the_right_password(basic_auth_exporter, pki):
-    response = requests.get(basic_auth_exporter.url + "/metrics", verify=str(pki.ca.path), auth=(USER, PASSWORD), timeout=5)
+    response = requests.get(
+        basic_auth_exporter.url + "/metrics", verify=str(pki.ca.path), auth=(USER, PASSWORD), timeout=5
+    )
     assert response.status_code == 200
     assert "llm_exporter_build_info{" in response.text
     assert response.headers["X-Content-Type-Options"] == "nosniff"
 
 
-@pytest.mark.parametrize("auth", [None, (USER, "wrong password"), ("mallory", PASSWORD), (USER, "")],
-                         ids=["missing", "wrong-password", "unknown-user", "empty-password"])
+@pytest.mark.parametrize(
+    "auth",
+    [None, (USER, "wrong password"), ("mallory", PASSWORD), (USER, "")],
+    ids=["missing", "wrong-password", "unknown-user", "empty-password"],
+)
 def test_missing_or_wrong_credentials_get_401(basic_auth_exporter, pki, auth):
     for path in ("/metrics", "/healthz", "/diagnosis"):
         response = requests.get(basic_auth_exporter.url + path, verify=str(pki.ca.path), auth=auth, timeout=5)
@@ -178,8 +230,9 @@ def test_missing_or_wrong_credentials_get_401(basic_auth_exporter, pki, auth):
 
 
 def test_plain_http_on_the_tls_port_gets_no_metrics(basic_auth_exporter):
-    response = requests.get(basic_auth_exporter.url.replace("https://", "http://") + "/metrics",
-                            auth=(USER, PASSWORD), timeout=5)
+    response = requests.get(
+        basic_auth_exporter.url.replace("https://", "http://") + "/metrics", auth=(USER, PASSWORD), timeout=5
+    )
     assert response.status_code == 400
     assert "HTTPS server" in response.text and "llm_" not in response.text
     # Nor does a raw request that ignores the answer's status: the connection is closed after it.
@@ -198,7 +251,9 @@ def test_a_client_that_does_not_trust_the_server_certificate_is_not_served(basic
 
 @pytest.fixture
 def mtls_exporter(pki: Pki, tmp_path: Path) -> Iterator[TlsExporter]:
-    config = write_web_config(tmp_path, f"""
+    config = write_web_config(
+        tmp_path,
+        f"""
 tls_server_config:
   cert_file: {pki.server.cert}
   key_file: {pki.server.key}
@@ -206,7 +261,8 @@ tls_server_config:
   client_ca_file: {pki.ca.path}
   client_allowed_sans: [prometheus]
   min_version: TLS12
-""")
+""",
+    )
     exporter = TlsExporter(config, pki.ca.path, client=pki.client)
     yield exporter
     exporter.close()
@@ -231,8 +287,9 @@ def test_renewed_server_certificate_is_served_without_a_restart(pki, tmp_path):
     exporter = TlsExporter(config, pki.ca.path)
     try:
         first = _served_certificate(exporter.port, pki.ca.path)
-        renewed = pki.ca.issue("exporter-renewed", [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
-                               ExtendedKeyUsageOID.SERVER_AUTH)
+        renewed = pki.ca.issue(
+            "exporter-renewed", [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))], ExtendedKeyUsageOID.SERVER_AUTH
+        )
         key.write_bytes(renewed.key.read_bytes())
         cert.write_bytes(renewed.cert.read_bytes())
         deadline = time.monotonic() + 10
@@ -250,20 +307,32 @@ def _served_certificate(port: int, ca: Path) -> bytes:
             return ssl.DER_cert_to_PEM_cert(tls.getpeercert(binary_form=True)).encode()
 
 
-@pytest.mark.parametrize("text, key", [
-    ("tls_server_config:\n  key_file: k.pem\n", "tls_server_config.cert_file"),
-    ("tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  client_auth_type: RequireAnyClientCert\n",
-     "tls_server_config.client_auth_type"),
-    ("tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  client_auth_type: RequireAndVerifyClientCert\n",
-     "tls_server_config.client_ca_file"),
-    ("tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\n",
-     "tls_server_config.cipher_suites"),
-    ("tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  min_version: SSL3\n", "tls_server_config.min_version"),
-    ("basic_auth_users:\n  alice: plaintext-password\n", "basic_auth_users.alice"),
-    ("basic_auth_user:\n  alice: x\n", "basic_auth_user"),
-    ("http_server_config:\n  headers:\n    X-Frame-Options: allow\n", "http_server_config.headers.X-Frame-Options"),
-    ("rate_limit:\n  interval: soon\n", "rate_limit.interval"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("tls_server_config:\n  key_file: k.pem\n", "tls_server_config.cert_file"),
+        (
+            "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  client_auth_type: RequireAnyClientCert\n",
+            "tls_server_config.client_auth_type",
+        ),
+        (
+            "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  client_auth_type: RequireAndVerifyClientCert\n",
+            "tls_server_config.client_ca_file",
+        ),
+        (
+            "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\n",
+            "tls_server_config.cipher_suites",
+        ),
+        (
+            "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  min_version: SSL3\n",
+            "tls_server_config.min_version",
+        ),
+        ("basic_auth_users:\n  alice: plaintext-password\n", "basic_auth_users.alice"),
+        ("basic_auth_user:\n  alice: x\n", "basic_auth_user"),
+        ("http_server_config:\n  headers:\n    X-Frame-Options: allow\n", "http_server_config.headers.X-Frame-Options"),
+        ("rate_limit:\n  interval: soon\n", "rate_limit.interval"),
+    ],
+)
 def test_invalid_web_config_names_the_key(tmp_path, text, key):
     path = write_web_config(tmp_path, text)
     with pytest.raises(ConfigError) as raised:
@@ -280,9 +349,26 @@ def test_web_config_that_is_not_utf8_is_a_config_error(tmp_path):
 
 
 def test_serve_with_a_bad_web_config_exits_2_with_one_line(tmp_path):
-    path = write_web_config(tmp_path, f"tls_server_config:\n  cert_file: {tmp_path}/missing.crt\n  key_file: {tmp_path}/missing.key\n")
-    result = subprocess.run([sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{free_port()}",
-                             "--gpu", "none", "--web.config.file", str(path)], capture_output=True, text=True, timeout=60)
+    path = write_web_config(
+        tmp_path, f"tls_server_config:\n  cert_file: {tmp_path}/missing.crt\n  key_file: {tmp_path}/missing.key\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--gpu",
+            "none",
+            "--web.config.file",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "tls_server_config.cert_file" in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

@@ -19,9 +19,10 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -67,9 +68,21 @@ def build_stub(cache_dir: Path = CACHE) -> Path:
     fd, partial = tempfile.mkstemp(dir=out_dir, suffix=".so")
     os.close(fd)
     command = [
-        gcc, "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
-        "-Wno-deprecated-declarations", f"-I{header.parent}", f"-Wl,-soname,{SONAME}",
-        "-o", partial, str(SOURCE), "-lpthread",
+        gcc,
+        "-shared",
+        "-fPIC",
+        "-O1",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-Wno-unused-parameter",
+        "-Wno-deprecated-declarations",
+        f"-I{header.parent}",
+        f"-Wl,-soname,{SONAME}",
+        "-o",
+        partial,
+        str(SOURCE),
+        "-lpthread",
     ]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:

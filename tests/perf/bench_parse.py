@@ -17,8 +17,8 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -80,8 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     problems = differences(ours, reference)
     series = sum(len(s) for s in reference.values())
     print(f"capture: {args.capture.name} ({len(text.encode()):,} bytes)")
-    print(f"values: {len(reference)} wanted sample names, {series} series compared: "
-          + ("identical" if not problems else f"{len(problems)} differ"))
+    print(
+        f"values: {len(reference)} wanted sample names, {series} series compared: "
+        + ("identical" if not problems else f"{len(problems)} differ")
+    )
     for problem in problems[:20]:
         print(f"  {problem}")
 
@@ -93,10 +95,16 @@ def main(argv: list[str] | None = None) -> int:
 
     fast_median, slow_median = statistics.median(fast), statistics.median(slow)
     ratio = slow_median / fast_median
-    print(f"parse_wanted (vllm mapping):           median {fast_median * 1e3:.3f} ms, best {min(fast) * 1e3:.3f} ms per parse")
-    print(f"text_string_to_metric_families:        median {slow_median * 1e3:.3f} ms, best {min(slow) * 1e3:.3f} ms per parse")
-    print(f"ratio (median): {ratio:.1f}x (best/best {min(slow) / min(fast):.1f}x); "
-          f"required >= {REQUIRED_RATIO:g}x: {'holds' if ratio >= REQUIRED_RATIO else 'DOES NOT HOLD'}")
+    print(
+        f"parse_wanted (vllm mapping):           median {fast_median * 1e3:.3f} ms, best {min(fast) * 1e3:.3f} ms per parse"
+    )
+    print(
+        f"text_string_to_metric_families:        median {slow_median * 1e3:.3f} ms, best {min(slow) * 1e3:.3f} ms per parse"
+    )
+    print(
+        f"ratio (median): {ratio:.1f}x (best/best {min(slow) / min(fast):.1f}x); "
+        f"required >= {REQUIRED_RATIO:g}x: {'holds' if ratio >= REQUIRED_RATIO else 'DOES NOT HOLD'}"
+    )
     if problems or series == 0:
         return 1
     return 0 if ratio >= REQUIRED_RATIO else 2

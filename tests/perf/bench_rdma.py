@@ -61,8 +61,10 @@ def bench_ours(tree: Path, rounds: int) -> None:
     clock = iter(range(1, 10 * rounds + 10))
     walls, cpus = timed(lambda: source.collect(float(next(clock)) * 5), rounds)
     read_walls, _ = timed(lambda: read_infiniband_class(str(tree)), rounds)
-    print(f"tree: {tree} ({files} files); ours exports {len(source.collect(1e9))} samples "
-          f"({samples} on the first collection, before windows exist)")
+    print(
+        f"tree: {tree} ({files} files); ours exports {len(source.collect(1e9))} samples "
+        f"({samples} on the first collection, before windows exist)"
+    )
     print(describe("ours: RdmaSource.collect, wall", walls))
     print(describe("ours: RdmaSource.collect, CPU", cpus))
     print(describe("ours: read_infiniband_class alone, wall", read_walls))
@@ -70,15 +72,23 @@ def bench_ours(tree: Path, rounds: int) -> None:
 
 def bench_node_exporter(tree: Path, rounds: int) -> None:
     if not os.access(NODE_EXPORTER, os.X_OK):
-        print(f"node_exporter: {NODE_EXPORTER} not installed "
-              "(apt-get install -y --no-install-recommends prometheus-node-exporter)")
+        print(
+            f"node_exporter: {NODE_EXPORTER} not installed "
+            "(apt-get install -y --no-install-recommends prometheus-node-exporter)"
+        )
         return
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
     process = subprocess.Popen(
-        [NODE_EXPORTER, f"--path.sysfs={tree}", "--collector.disable-defaults", "--collector.infiniband",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            NODE_EXPORTER,
+            f"--path.sysfs={tree}",
+            "--collector.disable-defaults",
+            "--collector.infiniband",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         session = requests.Session()

@@ -24,7 +24,7 @@ import sys
 from collections import Counter, defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -87,8 +87,8 @@ def _scale_rates(node: Any, factor: float) -> None:
 
 def simulate(run: Run) -> Path:
     """Simulate one run (cached) and store its normalized snapshots without diagnosis gauges."""
-    from exporter.simulate.scenario import parse_scenario
     from exporter.simulate import run_offline
+    from exporter.simulate.scenario import parse_scenario
 
     path = CACHE / f"{run.scenario}-{run.variant}-{run.key}.pkl"
     if path.exists():
@@ -103,8 +103,14 @@ def simulate(run: Run) -> Path:
     # phase's backlog (still queued, still decoding long contexts) is what the signals show.
     requests = result.requests
     drained = {
-        phase.start_seconds: max((r.finished if r.finished >= 0 else scenario.duration_seconds
-                                  for r in requests if r.arrival < phase.start_seconds), default=phase.start_seconds)
+        phase.start_seconds: max(
+            (
+                r.finished if r.finished >= 0 else scenario.duration_seconds
+                for r in requests
+                if r.arrival < phase.start_seconds
+            ),
+            default=phase.start_seconds,
+        )
         for phase in scenario.phases[1:]
     }
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -114,7 +120,7 @@ def simulate(run: Run) -> Path:
     return path
 
 
-@lru_cache(maxsize=None)
+@cache
 def parsed(text: str, name: str):  # noqa: ANN201 - a Scenario
     from exporter.simulate.scenario import parse_scenario
 
@@ -156,7 +162,9 @@ def score(run: Run, path: Path, thresholds: Thresholds, settle: float) -> tuple[
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", type=int, default=6, help="randomized variants per scenario (default 6)")
-    parser.add_argument("--settle", type=float, default=60.0, help="seconds skipped at the start and after each phase change")
+    parser.add_argument(
+        "--settle", type=float, default=60.0, help="seconds skipped at the start and after each phase change"
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
@@ -199,14 +207,24 @@ def main() -> int:
             print(f"{expected:<26}" + "".join(f"{n:>9}" for n in row))
     rate = healthy_active / max(1, healthy_windows)
     print(f"\nhealthy: {healthy_active} of {healthy_windows} windows with any active stage ({rate:.1%})")
-    ok = correct / max(1, total) >= 0.95 and all(c["correct"] / c["total"] >= 0.90 for c in per_scenario.values()) and healthy_active == 0
+    ok = (
+        correct / max(1, total) >= 0.95
+        and all(c["correct"] / c["total"] >= 0.90 for c in per_scenario.values())
+        and healthy_active == 0
+    )
     print("budget (overall >= 95 %, every scenario >= 90 %, no active stage on healthy):", "MET" if ok else "NOT MET")
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "per_scenario": {k: dict(v) for k, v in per_scenario.items()},
-            "confusion": {f"{e}->{p}": n for (e, p), n in confusion.items()},
-            "healthy_active_windows": healthy_active, "healthy_windows": healthy_windows,
-        }, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "per_scenario": {k: dict(v) for k, v in per_scenario.items()},
+                    "confusion": {f"{e}->{p}": n for (e, p), n in confusion.items()},
+                    "healthy_active_windows": healthy_active,
+                    "healthy_windows": healthy_windows,
+                },
+                indent=2,
+            )
+        )
     return 0 if ok else 1
 
 

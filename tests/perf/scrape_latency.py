@@ -116,22 +116,31 @@ def main() -> int:
     try:
         deadline = time.monotonic() + 60
         text = exporter.metrics()
-        while sum(1 for line in text.splitlines() if line.startswith("llm_engine_up{") and line.endswith(" 1.0")) < args.targets:
+        while (
+            sum(1 for line in text.splitlines() if line.startswith("llm_engine_up{") and line.endswith(" 1.0"))
+            < args.targets
+        ):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"not all {args.targets} targets up after 60 s:\n{exporter.log()}")
             time.sleep(0.2)
             text = exporter.metrics()
         process = psutil.Process(exporter.process.pid)
-        print(f"serve: {args.targets} vLLM targets x {len(capture) / 1024:.1f} KiB capture, interval {args.interval:g}s")
+        print(
+            f"serve: {args.targets} vLLM targets x {len(capture) / 1024:.1f} KiB capture, interval {args.interval:g}s"
+        )
 
         cpu_per_interval, cpu_percent = collection_cpu(process, args.interval, args.cpu_intervals)
         plain, plain_size = time_scrapes(exporter.port, args.scrapes, {})
-        prom, prom_size = time_scrapes(exporter.port, args.scrapes, {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"})
+        prom, prom_size = time_scrapes(
+            exporter.port, args.scrapes, {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"}
+        )
         paced, _ = time_scrapes(exporter.port, args.scrapes, {}, span_seconds=2 * args.interval)
         rss_mb = process.memory_info().rss / 2**20
         text = exporter.metrics()
         series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
-        durations = [series_value(text, "llm_exporter_collect_duration_seconds", source="engine", target=t) for t in targets]
+        durations = [
+            series_value(text, "llm_exporter_collect_duration_seconds", source="engine", target=t) for t in targets
+        ]
     finally:
         exporter.close()
         server.close()
@@ -139,8 +148,10 @@ def main() -> int:
     def report(label: str, latencies: list[float], size: int | None = None) -> float:
         p99 = percentile(latencies, 0.99)
         kib = f" ({size / 1024:.1f} KiB)" if size is not None else ""
-        print(f"/metrics {label}{kib}, {len(latencies)} GETs: p50 {percentile(latencies, 0.5):.3f} ms, "
-              f"p99 {p99:.3f} ms, max {latencies[-1]:.3f} ms, mean {statistics.fmean(latencies):.3f} ms")
+        print(
+            f"/metrics {label}{kib}, {len(latencies)} GETs: p50 {percentile(latencies, 0.5):.3f} ms, "
+            f"p99 {p99:.3f} ms, max {latencies[-1]:.3f} ms, mean {statistics.fmean(latencies):.3f} ms"
+        )
         return p99
 
     print(f"load average (1 min) {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
@@ -150,13 +161,19 @@ def main() -> int:
     known = [d for d in durations if d is not None]
     if known:
         print(f"per-target collect duration (last round): max {max(known) * 1000:.1f} ms")
-    print(f"collection CPU over {args.cpu_intervals} idle intervals: {cpu_per_interval:.3f} CPU-s per interval, "
-          f"{cpu_percent:.2f} % of one core")
+    print(
+        f"collection CPU over {args.cpu_intervals} idle intervals: {cpu_per_interval:.3f} CPU-s per interval, "
+        f"{cpu_percent:.2f} % of one core"
+    )
     print(f"RSS {rss_mb:.1f} MiB; series exported {series}")
     ok = p99_plain <= P99_BUDGET_MS and p99_prom <= P99_BUDGET_MS
-    print(f"budget /metrics p99 <= {P99_BUDGET_MS:g} ms: {verdict(ok)} back to back, "
-          f"{verdict(p99_paced <= P99_BUDGET_MS)} paced")
-    print(f"budget collection CPU <= {CPU_BUDGET_PERCENT:g} % of one core: {verdict(cpu_percent <= CPU_BUDGET_PERCENT)}")
+    print(
+        f"budget /metrics p99 <= {P99_BUDGET_MS:g} ms: {verdict(ok)} back to back, "
+        f"{verdict(p99_paced <= P99_BUDGET_MS)} paced"
+    )
+    print(
+        f"budget collection CPU <= {CPU_BUDGET_PERCENT:g} % of one core: {verdict(cpu_percent <= CPU_BUDGET_PERCENT)}"
+    )
     print(f"budget RSS <= {RSS_BUDGET_MB:g} MB: {verdict(rss_mb * 2**20 / 1e6 <= RSS_BUDGET_MB)}")
     print(f"budget series <= {SERIES_BUDGET}: {verdict(series <= SERIES_BUDGET)}")
     return 0 if ok else 2

@@ -43,8 +43,15 @@ sys.path.insert(0, str(REPO))
 
 from tests.support import free_port  # noqa: E402
 
-SCENARIOS = ("healthy", "queue-overload", "kv-cache-saturation", "decode-bandwidth", "host-overhead",
-             "prefill-long-prompts", "prompt-growth")
+SCENARIOS = (
+    "healthy",
+    "queue-overload",
+    "kv-cache-saturation",
+    "decode-bandwidth",
+    "host-overhead",
+    "prefill-long-prompts",
+    "prompt-growth",
+)
 ENGINES = 8
 RSS_BUDGET = 0.05
 P99_BUDGET = 0.20
@@ -63,9 +70,23 @@ class Simulator:
 
     def start(self, scenario: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "simulate", "--scenario", scenario,
-             "--listen", f"127.0.0.1:{self.port}", "--sysfs-out", str(self.sysfs)],
-            cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "simulate",
+                "--scenario",
+                scenario,
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--sysfs-out",
+                str(self.sysfs),
+            ],
+            cwd=REPO,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -137,8 +158,12 @@ def p99(values: list[float]) -> float:
 
 
 def collect_duration(text: str) -> float:
-    durations = [s.value for family in text_string_to_metric_families(text) for s in family.samples
-                 if s.name == "llm_exporter_collect_duration_seconds"]
+    durations = [
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "llm_exporter_collect_duration_seconds"
+    ]
     return max(durations, default=float("nan"))
 
 
@@ -147,10 +172,18 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--scrapes-per-second", type=float, default=10.0)
     parser.add_argument("--interval", type=float, default=5.0, help="the exporter's collection interval")
-    parser.add_argument("--rotate-seconds", type=float, default=None,
-                        help="scenario rotation (and engine restart) period; default: total / 10, within 30-180")
-    parser.add_argument("--sample-seconds", type=float, default=None,
-                        help="sample period; default 60, or total / 12 for runs under 12 minutes")
+    parser.add_argument(
+        "--rotate-seconds",
+        type=float,
+        default=None,
+        help="scenario rotation (and engine restart) period; default: total / 10, within 30-180",
+    )
+    parser.add_argument(
+        "--sample-seconds",
+        type=float,
+        default=None,
+        help="sample period; default 60, or total / 12 for runs under 12 minutes",
+    )
     args = parser.parse_args()
     total = args.minutes * 60
     sample_period = args.sample_seconds or (60.0 if total >= 12 * 60 else total / 12)
@@ -162,15 +195,39 @@ def main() -> int:
     simulator = Simulator(sim_port, work / "sysfs", work / "simulator.log")
     simulator.start(SCENARIOS[0])
     config = work / "exporter.yaml"
-    config.write_text("engines:\n" + "".join(
-        f"  - {{url: 'http://127.0.0.1:{sim_port}/engine/{i}/metrics', name: engine-{i}, type: vllm}}\n"
-        for i in range(ENGINES)), encoding="utf-8")
+    config.write_text(
+        "engines:\n"
+        + "".join(
+            f"  - {{url: 'http://127.0.0.1:{sim_port}/engine/{i}/metrics', name: engine-{i}, type: vllm}}\n"
+            for i in range(ENGINES)
+        ),
+        encoding="utf-8",
+    )
     exporter_log = open(work / "exporter.log", "wb")
     exporter = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "serve", "--config", str(config), "--listen", f"127.0.0.1:{port}",
-         "--interval", str(args.interval), "--gpu", f"dcgm-exporter=http://127.0.0.1:{sim_port}/gpu/metrics",
-         "--sysfs", str(work / "sysfs"), "--log-level", "warning"],
-        cwd=REPO, stdout=exporter_log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "serve",
+            "--config",
+            str(config),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--interval",
+            str(args.interval),
+            "--gpu",
+            f"dcgm-exporter=http://127.0.0.1:{sim_port}/gpu/metrics",
+            "--sysfs",
+            str(work / "sysfs"),
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO,
+        stdout=exporter_log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}/metrics"
     status = 0
     scraper = Scraper(url, args.scrapes_per_second)
@@ -186,17 +243,22 @@ def main() -> int:
                 raise RuntimeError(f"exporter not ready; see {work / 'exporter.log'}")
             time.sleep(0.2)
         proc = psutil.Process(exporter.pid)
-        print(f"soak: {args.minutes:g} min, {ENGINES} engines / 8 GPUs, interval {args.interval:g}s, "
-              f"{args.scrapes_per_second:g} scrapes/s, rotation every {rotate:.0f}s, sample every {sample_period:.0f}s, "
-              f"warm-up {warmup:.0f}s; logs in {work}", flush=True)
+        print(
+            f"soak: {args.minutes:g} min, {ENGINES} engines / 8 GPUs, interval {args.interval:g}s, "
+            f"{args.scrapes_per_second:g} scrapes/s, rotation every {rotate:.0f}s, sample every {sample_period:.0f}s, "
+            f"warm-up {warmup:.0f}s; logs in {work}",
+            flush=True,
+        )
         scraper.start()
         started = time.monotonic()
         next_rotation, rotation = started + rotate, 0
         next_sample = started + warmup
         samples: list[dict[str, float]] = []
         scraper_window: list[float] = []
-        print(f"{'t_s':>6} {'rss_mb':>8} {'fds':>4} {'threads':>7} {'collect_s':>9} {'p99_ms':>7} {'scrapes':>7} {'load1':>5} scenario",
-              flush=True)
+        print(
+            f"{'t_s':>6} {'rss_mb':>8} {'fds':>4} {'threads':>7} {'collect_s':>9} {'p99_ms':>7} {'scrapes':>7} {'load1':>5} scenario",
+            flush=True,
+        )
         while time.monotonic() - started < total:
             now = time.monotonic()
             if exporter.poll() is not None:
@@ -210,13 +272,22 @@ def main() -> int:
             if now >= next_sample:
                 scraper_window = scraper.take()
                 memory = proc.memory_info().rss
-                sample = {"t": now - started, "rss": memory / 2**20, "fds": proc.num_fds(),
-                          "threads": proc.num_threads(), "collect": collect_duration(requests.get(url, timeout=10).text),
-                          "p99": p99(scraper_window), "scrapes": len(scraper_window)}
+                sample = {
+                    "t": now - started,
+                    "rss": memory / 2**20,
+                    "fds": proc.num_fds(),
+                    "threads": proc.num_threads(),
+                    "collect": collect_duration(requests.get(url, timeout=10).text),
+                    "p99": p99(scraper_window),
+                    "scrapes": len(scraper_window),
+                }
                 samples.append(sample)
-                print(f"{sample['t']:6.0f} {sample['rss']:8.1f} {sample['fds']:4d} {sample['threads']:7d} "
-                      f"{sample['collect']:9.4f} {sample['p99'] * 1000:7.2f} {sample['scrapes']:7d} {os.getloadavg()[0]:5.2f} "
-                      f"{SCENARIOS[rotation % len(SCENARIOS)]}", flush=True)
+                print(
+                    f"{sample['t']:6.0f} {sample['rss']:8.1f} {sample['fds']:4d} {sample['threads']:7d} "
+                    f"{sample['collect']:9.4f} {sample['p99'] * 1000:7.2f} {sample['scrapes']:7d} {os.getloadavg()[0]:5.2f} "
+                    f"{SCENARIOS[rotation % len(SCENARIOS)]}",
+                    flush=True,
+                )
                 next_sample += sample_period
             elif not samples:
                 scraper.take()  # latencies before the first sample are the warm-up's
@@ -254,13 +325,20 @@ def report(samples: list[dict[str, float]], failures: int) -> int:
     p99_drift = p99s[1] / p99s[0] - 1
     collect = (mean(first, "collect"), mean(last, "collect"))
     checks = [
-        ("RSS growth", f"{mean(first, 'rss'):.1f} -> {mean(last, 'rss'):.1f} MB ({rss_growth:+.1%})",
-         rss_growth < RSS_BUDGET, "< 5 %"),
+        (
+            "RSS growth",
+            f"{mean(first, 'rss'):.1f} -> {mean(last, 'rss'):.1f} MB ({rss_growth:+.1%})",
+            rss_growth < RSS_BUDGET,
+            "< 5 %",
+        ),
         ("open fds", f"{fds[0]} -> {fds[1]}", fds[1] <= fds[0], "no growth"),
         ("threads", f"{threads[0]} -> {threads[1]}", threads[1] <= threads[0], "no growth"),
-        ("/metrics p99", f"{p99s[0] * 1000:.2f} -> {p99s[1] * 1000:.2f} ms ({p99_drift:+.1%})",
-         p99_drift < P99_BUDGET or p99s[1] - p99s[0] < P99_FLOOR_SECONDS or third < P99_MIN_SAMPLES,
-         "< 20 % (or < 1 ms)" if third >= P99_MIN_SAMPLES else f"judged from {P99_MIN_SAMPLES}+ samples a third"),
+        (
+            "/metrics p99",
+            f"{p99s[0] * 1000:.2f} -> {p99s[1] * 1000:.2f} ms ({p99_drift:+.1%})",
+            p99_drift < P99_BUDGET or p99s[1] - p99s[0] < P99_FLOOR_SECONDS or third < P99_MIN_SAMPLES,
+            "< 20 % (or < 1 ms)" if third >= P99_MIN_SAMPLES else f"judged from {P99_MIN_SAMPLES}+ samples a third",
+        ),
         ("collection duration", f"{collect[0]:.4f} -> {collect[1]:.4f} s", True, "reported"),
         ("failed scrapes", str(failures), failures == 0, "none"),
     ]

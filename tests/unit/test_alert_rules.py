@@ -23,10 +23,21 @@ ALERTMANAGER = REPO / "deploy" / "local" / "alertmanager.yml"
 
 # The alerts the issue asks for, with the severities DESIGN.md fixes for the two pages.
 REQUIRED_ALERTS = {
-    "LLMDecodeMemoryBandwidthSaturated", "LLMKVCacheSaturated", "LLMSchedulingQueueBacklog",
-    "LLMPrefillComputeBound", "LLMCrossNodeCommunicationBottleneck", "LLMHostOverhead",
-    "LLMTimeToFirstTokenP99High", "LLMLoadImbalance", "LLMGPUMemoryNearlyFull", "LLMGPUXidErrors",
-    "LLMGPUDown", "LLMRDMAPortDown", "LLMRDMAPortErrors", "LLMEngineDown", "LLMExporterSourceDown",
+    "LLMDecodeMemoryBandwidthSaturated",
+    "LLMKVCacheSaturated",
+    "LLMSchedulingQueueBacklog",
+    "LLMPrefillComputeBound",
+    "LLMCrossNodeCommunicationBottleneck",
+    "LLMHostOverhead",
+    "LLMTimeToFirstTokenP99High",
+    "LLMLoadImbalance",
+    "LLMGPUMemoryNearlyFull",
+    "LLMGPUXidErrors",
+    "LLMGPUDown",
+    "LLMRDMAPortDown",
+    "LLMRDMAPortErrors",
+    "LLMEngineDown",
+    "LLMExporterSourceDown",
     "LLMExporterAbsent",
 }
 # Alerts whose firing state is the whole story (a thing is down): their value is 0 and not quoted.
@@ -126,7 +137,9 @@ def test_every_metric_the_rules_read_is_known():
     unknown = {}
     for group in groups:
         for rule in group["rules"]:
-            exprs = [rule["expr"]] + [q for text in rule.get("annotations", {}).values() for q in template_queries(text)]
+            exprs = [rule["expr"]] + [
+                q for text in rule.get("annotations", {}).values() for q in template_queries(text)
+            ]
             for expr in exprs:
                 missing = metric_names(expr) - known
                 if missing:
@@ -135,8 +148,10 @@ def test_every_metric_the_rules_read_is_known():
 
 
 def test_the_metric_name_lint_finds_names_and_skips_functions_labels_and_durations():
-    expr = ('sum by (model, le) (rate(foo_bucket{job="x", le=~"1.*"}[5m])) / on (model) group_left (a) '
-            'bar:baz:ratio > 0 unless absent(qux offset 10m)')
+    expr = (
+        'sum by (model, le) (rate(foo_bucket{job="x", le=~"1.*"}[5m])) / on (model) group_left (a) '
+        "bar:baz:ratio > 0 unless absent(qux offset 10m)"
+    )
     assert metric_names(expr) == {"foo_bucket", "bar:baz:ratio", "qux"}
     assert metric_names("histogram_quantile(0.99, x)") == {"x"}
 

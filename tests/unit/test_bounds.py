@@ -37,11 +37,18 @@ def test_the_cap_is_configurable_and_none_turns_it_off() -> None:
 
 
 def test_engine_defaults_carry_the_cap_to_every_engine() -> None:
-    config = build({"engine_defaults": {"max_label_value_length": 64},
-                    "engines": ["http://a:1/metrics", {"url": "http://b:1/metrics", "max_label_value_length": 8}]})
+    config = build(
+        {
+            "engine_defaults": {"max_label_value_length": 64},
+            "engines": ["http://a:1/metrics", {"url": "http://b:1/metrics", "max_label_value_length": 8}],
+        }
+    )
     assert [e.max_label_value_length for e in config.engines] == [64, 8]
     assert build({"engines": ["http://a:1/metrics"]}).engines[0].max_label_value_length == 1024
-    assert build({"kubernetes": {}, "engine_defaults": {"max_label_value_length": 99}}).kubernetes.max_label_value_length == 99
+    assert (
+        build({"kubernetes": {}, "engine_defaults": {"max_label_value_length": 99}}).kubernetes.max_label_value_length
+        == 99
+    )
     with pytest.raises(ConfigError, match=r"engines\[0\].max_label_value_length: must be greater than 0"):
         build({"engines": [{"url": "http://a:1/metrics", "max_label_value_length": 0}]})
 
@@ -54,8 +61,9 @@ def test_engine_source_reports_a_long_label_value_as_cardinality() -> None:
         with pytest.raises(SourceError) as caught:
             source.collect(0.0)
         assert caught.value.reason == "cardinality"
-        roomy = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="vllm",
-                                          max_label_value_length=4096), 60.0)
+        roomy = EngineSource(
+            EngineTarget(url=server.url("/metrics"), name="e", type="vllm", max_label_value_length=4096), 60.0
+        )
         assert any(m.name == "llm_engine_up" and m.value == 1.0 for m in roomy.collect(0.0))
     finally:
         server.close()

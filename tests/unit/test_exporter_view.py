@@ -49,8 +49,9 @@ def test_the_exporters_median_lies_within_the_engine_bounds(values, drift, jitte
     exporter_median = histogram_quantile(0.5, BOUNDS, totals)
     # The test's reads of the engine, every half second, each 0.1 s long.
     engine = EngineSampler(lambda: "")
-    engine.snapshots = [EngineSnapshot(t, t + 0.1, _cumulative(observations, t)) for t in
-                        (k * 0.5 for k in range(0, 120))]
+    engine.snapshots = [
+        EngineSnapshot(t, t + 0.1, _cumulative(observations, t)) for t in (k * 0.5 for k in range(0, 120))
+    ]
     bounds = window_median_bounds(engine, View(read_at, ()), WINDOW_S, **TIMING)
     assert bounds is not None
     low, high, _ = bounds

@@ -50,9 +50,17 @@ def test_atheris_finds_no_crash(harness: str, tmp_path: Path) -> None:
     corpus, artifacts = tmp_path / "corpus", tmp_path / "artifacts"
     corpus.mkdir()
     artifacts.mkdir()
-    command = [sys.executable, str(REPO / "tests" / "fuzz" / f"{harness}_fuzzer.py"),
-               f"-max_total_time={FUZZ_SECONDS}", "-seed=1", "-max_len=65536", "-rss_limit_mb=1024",
-               f"-artifact_prefix={artifacts}/", str(corpus), *map(str, _seeds(harness, tmp_path / "seeds"))]
+    command = [
+        sys.executable,
+        str(REPO / "tests" / "fuzz" / f"{harness}_fuzzer.py"),
+        f"-max_total_time={FUZZ_SECONDS}",
+        "-seed=1",
+        "-max_len=65536",
+        "-rss_limit_mb=1024",
+        f"-artifact_prefix={artifacts}/",
+        str(corpus),
+        *map(str, _seeds(harness, tmp_path / "seeds")),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=FUZZ_SECONDS + 120, cwd=REPO)
     output = result.stdout + result.stderr
     crashes = sorted(artifacts.iterdir())

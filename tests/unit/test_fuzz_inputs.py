@@ -41,12 +41,31 @@ ENGINE_CAPTURES = sorted(ENGINE_FIXTURES.glob("*.prom"))
 DCGM_CAPTURES = sorted((FIXTURES / "dcgm-exporter").glob("*.prom"))
 _LINES = {path: path.read_text(encoding="utf-8").split("\n") for path in (*ENGINE_CAPTURES, *DCGM_CAPTURES)}
 
-_NUMBERS = st.sampled_from(["NaN", "+Inf", "-Inf", "-1", "0", "1e308", "-1e308", "1e-320", "nan", "inf",
-                            "18446744073709551615", "1_000", "0x10", "", "💥", "3 1700000000000", "1 # {a=\"b\"} 2"])
+_NUMBERS = st.sampled_from(
+    [
+        "NaN",
+        "+Inf",
+        "-Inf",
+        "-1",
+        "0",
+        "1e308",
+        "-1e308",
+        "1e-320",
+        "nan",
+        "inf",
+        "18446744073709551615",
+        "1_000",
+        "0x10",
+        "",
+        "💥",
+        "3 1700000000000",
+        '1 # {a="b"} 2',
+    ]
+)
 _JUNK = st.one_of(
     st.text(max_size=40),
     st.binary(max_size=40).map(lambda b: b.decode("utf-8", errors="replace")),  # invalid UTF-8, as fetched
-    st.sampled_from(['{', '}', '"', '\\', '\\"', '="', ',', '\n', '# EOF', '# TYPE x counter', '\x00', '\ufffd']),
+    st.sampled_from(["{", "}", '"', "\\", '\\"', '="', ",", "\n", "# EOF", "# TYPE x counter", "\x00", "\ufffd"]),
 )
 
 
@@ -95,8 +114,12 @@ def _collect(source: Source, now: float = 0.0) -> tuple[list, SourceStatus]:
 @FUZZ
 @given(mutated_capture(ENGINE_CAPTURES), st.sampled_from([None, "vllm", "sglang", "tgi", "trtllm", "triton"]))
 def test_engine_source_on_mutated_payloads(payload: str, engine_type: str | None) -> None:
-    source = EngineSource(EngineTarget(url="http://127.0.0.1:9/metrics", name="e", type=engine_type,
-                                       model="m" if engine_type == "tgi" else None), 60.0)
+    source = EngineSource(
+        EngineTarget(
+            url="http://127.0.0.1:9/metrics", name="e", type=engine_type, model="m" if engine_type == "tgi" else None
+        ),
+        60.0,
+    )
     statuses = []
     metrics: list = []
     with mock.patch("exporter.sources.engine.fetch_text", return_value=(payload, "text/plain; version=0.0.4")):
@@ -135,20 +158,40 @@ def _tree_files(root: Path) -> list[Path]:
 @pytest.fixture(scope="module")
 def sysfs_templates(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     base = tmp_path_factory.mktemp("sysfs-templates")
-    return [build_fixture_tree(base / "procfs", "procfs"), build_fixture_tree(base / "node_exporter", "node_exporter"),
-            roce_mlx5_tree(base / "roce")]
+    return [
+        build_fixture_tree(base / "procfs", "procfs"),
+        build_fixture_tree(base / "node_exporter", "node_exporter"),
+        roce_mlx5_tree(base / "roce"),
+    ]
 
 
 _FILE_CONTENT = st.one_of(
     st.binary(max_size=64),
-    st.sampled_from([b"", b"\n", b"-1\n", b"18446744073709551615\n", b"99999999999999999999999999\n",
-                     b"4: ACTIVE\n", b"7: \n", b"garbage: ACTIVE\n", b"100 Gb/sec (4X EDR)\n", b"NaN Gb/sec\n",
-                     b"inf\n", b"\xff\xfe\n", b"1e400 Gb/sec\n", b"0x10\n", b"N/A (no PMA)\n"]),
+    st.sampled_from(
+        [
+            b"",
+            b"\n",
+            b"-1\n",
+            b"18446744073709551615\n",
+            b"99999999999999999999999999\n",
+            b"4: ACTIVE\n",
+            b"7: \n",
+            b"garbage: ACTIVE\n",
+            b"100 Gb/sec (4X EDR)\n",
+            b"NaN Gb/sec\n",
+            b"inf\n",
+            b"\xff\xfe\n",
+            b"1e400 Gb/sec\n",
+            b"0x10\n",
+            b"N/A (no PMA)\n",
+        ]
+    ),
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(st.data())
 def test_rdma_source_on_arbitrary_file_contents(sysfs_templates: list[Path], data: st.DataObject) -> None:
     template = data.draw(st.sampled_from(sysfs_templates))
@@ -171,17 +214,62 @@ def test_rdma_source_on_arbitrary_file_contents(sysfs_templates: list[Path], dat
 
 # --- configuration and web configuration --------------------------------------------------------
 
-_YAML_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10, 1 << 40), st.floats(allow_nan=True),
-                          st.text(max_size=20), st.sampled_from(["http://a:1/metrics", "vllm", "auto", "0.0.0.0:1",
-                                                                 "dcgm-exporter=http://h:9400/metrics", "1e999", "-0"]))
-_KEYS = st.sampled_from(["listen", "interval_seconds", "window_seconds", "gpu", "sysfs", "log_level", "engine_defaults",
-                         "engines", "diagnosis", "dcgm_address", "gpu_attribution", "kubernetes", "web_config_file",
-                         "url", "type", "name", "model", "timeout_seconds", "max_response_bytes", "max_series",
-                         "max_label_value_length", "static", "processes", "engine_pods", "enabled", "api_url",
-                         "tls_server_config", "basic_auth_users", "http_server_config", "cert_file", "key_file",
-                         "client_auth_type", "min_version", "cipher_suites", "rate_limit", "headers", "bogus"])
-_YAML_VALUES = st.recursive(_YAML_SCALARS, lambda children: st.one_of(
-    st.lists(children, max_size=4), st.dictionaries(_KEYS, children, max_size=5)), max_leaves=20)
+_YAML_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-10, 1 << 40),
+    st.floats(allow_nan=True),
+    st.text(max_size=20),
+    st.sampled_from(
+        ["http://a:1/metrics", "vllm", "auto", "0.0.0.0:1", "dcgm-exporter=http://h:9400/metrics", "1e999", "-0"]
+    ),
+)
+_KEYS = st.sampled_from(
+    [
+        "listen",
+        "interval_seconds",
+        "window_seconds",
+        "gpu",
+        "sysfs",
+        "log_level",
+        "engine_defaults",
+        "engines",
+        "diagnosis",
+        "dcgm_address",
+        "gpu_attribution",
+        "kubernetes",
+        "web_config_file",
+        "url",
+        "type",
+        "name",
+        "model",
+        "timeout_seconds",
+        "max_response_bytes",
+        "max_series",
+        "max_label_value_length",
+        "static",
+        "processes",
+        "engine_pods",
+        "enabled",
+        "api_url",
+        "tls_server_config",
+        "basic_auth_users",
+        "http_server_config",
+        "cert_file",
+        "key_file",
+        "client_auth_type",
+        "min_version",
+        "cipher_suites",
+        "rate_limit",
+        "headers",
+        "bogus",
+    ]
+)
+_YAML_VALUES = st.recursive(
+    _YAML_SCALARS,
+    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(_KEYS, children, max_size=5)),
+    max_leaves=20,
+)
 _YAML_DOCUMENTS = st.one_of(
     st.dictionaries(_KEYS, _YAML_VALUES, max_size=6),
     _YAML_VALUES,
@@ -195,9 +283,31 @@ def _yaml_ish(data: st.DataObject) -> str:
     document = yaml.safe_dump(data.draw(_YAML_DOCUMENTS), allow_unicode=True)
     if data.draw(st.booleans()):
         cut = data.draw(st.integers(0, len(document)))
-        document = document[:cut] + data.draw(st.sampled_from(
-            ["\t", ": :", "&a *a", "!!python/object:os.system ls", "[", "{", "'", "- - -", "\x00", "%YAML 9", "\ufeff",
-             "<<: *x", "? complex\n: key", "!!binary AAAA", "--- \n---"])) + document[cut:]
+        document = (
+            document[:cut]
+            + data.draw(
+                st.sampled_from(
+                    [
+                        "\t",
+                        ": :",
+                        "&a *a",
+                        "!!python/object:os.system ls",
+                        "[",
+                        "{",
+                        "'",
+                        "- - -",
+                        "\x00",
+                        "%YAML 9",
+                        "\ufeff",
+                        "<<: *x",
+                        "? complex\n: key",
+                        "!!binary AAAA",
+                        "--- \n---",
+                    ]
+                )
+            )
+            + document[cut:]
+        )
     return document
 
 

@@ -53,8 +53,11 @@ class FakePods:
 
 def attributor(settings=None, processes=None, pods=None, clock=lambda: 0.0):
     return Attributor(
-        settings or GpuAttribution(pod_resources_socket=""), ENGINES,
-        processes=processes or FakeProcesses({}), pod_client=pods, clock=clock,
+        settings or GpuAttribution(pod_resources_socket=""),
+        ENGINES,
+        processes=processes or FakeProcesses({}),
+        pod_client=pods,
+        clock=clock,
     )
 
 
@@ -68,7 +71,9 @@ def test_static_map_by_index_and_uuid():
 
 
 def test_processes_match_the_engine_process_tree_with_gpu_pids():
-    procs = FakeProcesses({"vllm-a": (frozenset({10}), frozenset({10, 102, 103})), "vllm-b": (frozenset({11}), frozenset({11, 104}))})
+    procs = FakeProcesses(
+        {"vllm-a": (frozenset({10}), frozenset({10, 102, 103})), "vllm-b": (frozenset({11}), frozenset({11, 104}))}
+    )
     assert engines_of(attributor(processes=procs).attribute(GPUS)) == {"2": "vllm-a", "3": "vllm-a", "4": "vllm-b"}
 
 
@@ -104,11 +109,13 @@ def test_lookups_are_cached_for_refresh_seconds():
 
 
 def test_pod_resources_label_gpus_and_join_the_configured_engine_pod():
-    pods = FakePods({
-        "GPU-0": {PodContainer("serving", "vllm-a-0", "vllm")},
-        "GPU-1": {PodContainer("serving", "vllm-a-0", "vllm")},
-        "GPU-5": {PodContainer("batch", "trainer-7", "main")},
-    })
+    pods = FakePods(
+        {
+            "GPU-0": {PodContainer("serving", "vllm-a-0", "vllm")},
+            "GPU-1": {PodContainer("serving", "vllm-a-0", "vllm")},
+            "GPU-5": {PodContainer("batch", "trainer-7", "main")},
+        }
+    )
     settings = GpuAttribution(engine_pods={"vllm-a": ("serving", "vllm-a-0")})
     result = attributor(settings, pods=pods).attribute(GPUS)
     assert result[0] == {"namespace": "serving", "pod": "vllm-a-0", "container": "vllm", "engine": "vllm-a"}
@@ -150,28 +157,34 @@ def test_gpu_devices_keeps_nvidia_resources_and_strips_sharing_suffixes():
 
 # -- process lookups ----------------------------------------------------------------------------
 
+
 def conn(ip, port, pid, status=psutil.CONN_LISTEN):
     return SimpleNamespace(laddr=SimpleNamespace(ip=ip, port=port), pid=pid, status=status)
 
 
-@pytest.mark.parametrize("listen_ip, engine_ips, expected", [
-    ("0.0.0.0", {"10.0.0.5"}, True),
-    ("::", {"127.0.0.1"}, True),
-    ("10.0.0.5", {"10.0.0.5"}, True),
-    ("127.0.0.1", {"127.0.0.1"}, True),
-    ("127.0.0.1", {"::1"}, True),
-    ("::ffff:10.0.0.5", {"10.0.0.5"}, True),
-    ("127.0.0.1", {"10.0.0.5"}, False),
-    ("10.0.0.6", {"10.0.0.5"}, False),
-])
+@pytest.mark.parametrize(
+    "listen_ip, engine_ips, expected",
+    [
+        ("0.0.0.0", {"10.0.0.5"}, True),
+        ("::", {"127.0.0.1"}, True),
+        ("10.0.0.5", {"10.0.0.5"}, True),
+        ("127.0.0.1", {"127.0.0.1"}, True),
+        ("127.0.0.1", {"::1"}, True),
+        ("::ffff:10.0.0.5", {"10.0.0.5"}, True),
+        ("127.0.0.1", {"10.0.0.5"}, False),
+        ("10.0.0.6", {"10.0.0.5"}, False),
+    ],
+)
 def test_listener_matches(listen_ip, engine_ips, expected):
     assert processes_module.listener_matches(listen_ip, engine_ips) is expected
 
 
 def test_listening_pids_only_listeners_on_the_port():
     connections = [
-        conn("0.0.0.0", 8000, 10), conn("127.0.0.1", 8000, 11, status=psutil.CONN_ESTABLISHED),
-        conn("0.0.0.0", 8001, 12), conn("0.0.0.0", 8000, None),
+        conn("0.0.0.0", 8000, 10),
+        conn("127.0.0.1", 8000, 11, status=psutil.CONN_ESTABLISHED),
+        conn("0.0.0.0", 8001, 12),
+        conn("0.0.0.0", 8000, None),
     ]
     assert processes_module.listening_pids(connections, 8000, {"127.0.0.1"}) == {10}
 
@@ -195,30 +208,45 @@ def test_defaults():
 
 
 def test_full_attribution_config():
-    config = build({**ENGINES_CONFIG, "dcgm_address": "embedded", "gpu_attribution": {
-        "static": {"vllm-a": [0, "1", "GPU-abc"]}, "processes": False, "pod_resources_socket": "",
-        "engine_pods": {"vllm-a": "serving/vllm-a-0"}, "refresh_seconds": 10,
-    }})
+    config = build(
+        {
+            **ENGINES_CONFIG,
+            "dcgm_address": "embedded",
+            "gpu_attribution": {
+                "static": {"vllm-a": [0, "1", "GPU-abc"]},
+                "processes": False,
+                "pod_resources_socket": "",
+                "engine_pods": {"vllm-a": "serving/vllm-a-0"},
+                "refresh_seconds": 10,
+            },
+        }
+    )
     assert config.gpu_attribution == GpuAttribution(
-        static={"vllm-a": ("0", "1", "GPU-abc")}, processes=False, pod_resources_socket="",
-        engine_pods={"vllm-a": ("serving", "vllm-a-0")}, refresh_seconds=10.0,
+        static={"vllm-a": ("0", "1", "GPU-abc")},
+        processes=False,
+        pod_resources_socket="",
+        engine_pods={"vllm-a": ("serving", "vllm-a-0")},
+        refresh_seconds=10.0,
     )
     assert config.dcgm_address == "embedded"
 
 
-@pytest.mark.parametrize("value, where", [
-    ({"colour": 1}, "gpu_attribution.colour"),
-    ({"static": {"nobody": [0]}}, "gpu_attribution.static.nobody"),
-    ({"static": {"vllm-a": ["zero"]}}, "gpu_attribution.static.vllm-a"),
-    ({"static": {"vllm-a": [-1]}}, "gpu_attribution.static.vllm-a"),
-    ({"static": [0]}, "gpu_attribution.static"),
-    ({"processes": "yes"}, "gpu_attribution.processes"),
-    ({"pod_resources_socket": 5}, "gpu_attribution.pod_resources_socket"),
-    ({"engine_pods": {"vllm-a": "no-namespace"}}, "gpu_attribution.engine_pods.vllm-a"),
-    ({"engine_pods": {"other": "ns/p"}}, "gpu_attribution.engine_pods.other"),
-    ({"refresh_seconds": 0}, "gpu_attribution.refresh_seconds"),
-    ("static", "gpu_attribution"),
-])
+@pytest.mark.parametrize(
+    "value, where",
+    [
+        ({"colour": 1}, "gpu_attribution.colour"),
+        ({"static": {"nobody": [0]}}, "gpu_attribution.static.nobody"),
+        ({"static": {"vllm-a": ["zero"]}}, "gpu_attribution.static.vllm-a"),
+        ({"static": {"vllm-a": [-1]}}, "gpu_attribution.static.vllm-a"),
+        ({"static": [0]}, "gpu_attribution.static"),
+        ({"processes": "yes"}, "gpu_attribution.processes"),
+        ({"pod_resources_socket": 5}, "gpu_attribution.pod_resources_socket"),
+        ({"engine_pods": {"vllm-a": "no-namespace"}}, "gpu_attribution.engine_pods.vllm-a"),
+        ({"engine_pods": {"other": "ns/p"}}, "gpu_attribution.engine_pods.other"),
+        ({"refresh_seconds": 0}, "gpu_attribution.refresh_seconds"),
+        ("static", "gpu_attribution"),
+    ],
+)
 def test_bad_attribution_config_names_the_key(value, where):
     with pytest.raises(ConfigError) as raised:
         build({**ENGINES_CONFIG, "gpu_attribution": value})

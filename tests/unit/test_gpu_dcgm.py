@@ -67,7 +67,7 @@ def fake_modules(engine: HostEngine) -> tuple[ModuleType, ModuleType]:
             self.values = values
 
     class Samples:
-        def __init__(self, group: "Group") -> None:
+        def __init__(self, group: Group) -> None:
             self.group = group
 
         def WatchFields(self, field_group, update_freq, max_keep_age, max_keep_samples):  # noqa: N802
@@ -88,6 +88,7 @@ def fake_modules(engine: HostEngine) -> tuple[ModuleType, ModuleType]:
                 if value is None:
                     return SimpleNamespace(values=[])
                 return SimpleNamespace(values=[value if isinstance(value, Value) else Value(value, engine.ts)])
+
             return Collection(self._values(field_group, latest))
 
         def GetAllSinceLastCall_v2(self, collection, field_group):  # noqa: N802
@@ -98,6 +99,7 @@ def fake_modules(engine: HostEngine) -> tuple[ModuleType, ModuleType]:
                 new = [v for v in series if mark is None or v.ts > mark]
                 # As documented: with nothing new, the latest value is returned again.
                 return SimpleNamespace(values=new or series[-1:])
+
             return Collection(self._values(field_group, since))
 
     class Group:
@@ -130,8 +132,11 @@ def fake_modules(engine: HostEngine) -> tuple[ModuleType, ModuleType]:
             def attributes(gpu_id):
                 uuid, name = engine.gpus[gpu_id]
                 return SimpleNamespace(identifiers=SimpleNamespace(uuid=uuid.encode(), deviceName=name.encode()))
+
             return SimpleNamespace(
-                discovery=SimpleNamespace(GetAllSupportedGpuIds=lambda: sorted(engine.gpus), GetGpuAttributes=attributes),
+                discovery=SimpleNamespace(
+                    GetAllSupportedGpuIds=lambda: sorted(engine.gpus), GetGpuAttributes=attributes
+                ),
                 UpdateAllFields=lambda wait: None,
             )
 
@@ -145,8 +150,22 @@ def fake_modules(engine: HostEngine) -> tuple[ModuleType, ModuleType]:
 
 def healthy_values(gpu: int) -> dict[int, Any]:
     return {
-        100: 1980, 150: 61 + gpu, 155: 512.25, 203: 87, 250: 81559, 251: 1000, 252: 80000, 112: 0x4,
-        1002: 0.45, 1003: 0.3, 1004: 0.12, 1005: 0.95, 1009: 1.5e9, 1010: 2.5e9, 1011: 3.0e10, 1012: 4.0e10,
+        100: 1980,
+        150: 61 + gpu,
+        155: 512.25,
+        203: 87,
+        250: 81559,
+        251: 1000,
+        252: 80000,
+        112: 0x4,
+        1002: 0.45,
+        1003: 0.3,
+        1004: 0.12,
+        1005: 0.95,
+        1009: 1.5e9,
+        1010: 2.5e9,
+        1011: 3.0e10,
+        1012: 4.0e10,
     }
 
 
@@ -186,11 +205,17 @@ def test_fields_map_by_id_to_our_units(engine):
     }
     labels = next(m.labels for m in metrics if m.name == "llm_gpu_up" and m.labels["gpu"] == "1")
     assert labels == {"gpu": "1", "uuid": "GPU-bbbb", "gpu_model": "NVIDIA H100 80GB HBM3"}
-    throttle = {m.labels["reason"]: m.value for m in metrics if m.name == "llm_gpu_throttle_reason_active" and m.labels["gpu"] == "0"}
+    throttle = {
+        m.labels["reason"]: m.value
+        for m in metrics
+        if m.name == "llm_gpu_throttle_reason_active" and m.labels["gpu"] == "0"
+    }
     assert throttle["power_cap"] == 1.0 and throttle["hw_thermal"] == 0.0
 
 
-@pytest.mark.parametrize("blank", [INT64_BLANK, INT64_BLANK + 2, FP64_BLANK, FP64_BLANK * 100, float("nan"), Value(55, isBlank=True)])
+@pytest.mark.parametrize(
+    "blank", [INT64_BLANK, INT64_BLANK + 2, FP64_BLANK, FP64_BLANK * 100, float("nan"), Value(55, isBlank=True)]
+)
 def test_blank_sentinels_are_left_out(engine, blank):
     engine.latest[0][150] = blank
     engine.latest[0][1002] = blank if not isinstance(blank, int) else FP64_BLANK
@@ -310,8 +335,14 @@ def test_pids_from_nvml_reach_attribution(engine):
     assert by_gpu([m for m in metrics if m.labels.get("engine") == "vllm-a"], "llm_gpu_up") == {"1": 1.0}
 
 
-@pytest.mark.parametrize("address, expected", [
-    ("localhost", ("localhost", 5555)), ("10.0.0.1:5556", ("10.0.0.1", 5556)), ("[::1]:5555", ("::1", 5555)), ("[::1]", ("::1", 5555)),
-])
+@pytest.mark.parametrize(
+    "address, expected",
+    [
+        ("localhost", ("localhost", 5555)),
+        ("10.0.0.1:5556", ("10.0.0.1", 5556)),
+        ("[::1]:5555", ("::1", 5555)),
+        ("[::1]", ("::1", 5555)),
+    ],
+)
 def test_host_engine_addresses(address, expected):
     assert dcgm_module.host_and_port(address) == expected

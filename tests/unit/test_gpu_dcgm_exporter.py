@@ -40,7 +40,9 @@ def test_t4_capture_values_in_our_units():
         "llm_gpu_pcie_transmit_bytes_per_second": 79221.0,
         "llm_gpu_pcie_receive_bytes_per_second": 420785.0,
     }
-    assert pods0 == frozenset({PodContainer("runai-reservation", "runai-reservation-gpu-qa-mig-worker-gpu-1-kvltw", "runai-reservation")})
+    assert pods0 == frozenset(
+        {PodContainer("runai-reservation", "runai-reservation-gpu-qa-mig-worker-gpu-1-kvltw", "runai-reservation")}
+    )
 
 
 def test_empty_pod_labels_mean_no_pod():
@@ -107,4 +109,11 @@ def test_throttle_bitmask_is_kept_for_per_reason_series():
 
 def test_fragments_with_only_unmapped_families_still_list_their_gpus():
     found, _ = readings_from_text(capture("dcgm-exporter-a30-mig-issue317.prom"))
-    assert {(r.index, r.labels["gpu_i_id"]) for r in found} == {("0", "3"), ("0", "4"), ("0", "5"), ("0", "6"), ("1", "3"), ("1", "4")}
+    assert {(r.index, r.labels["gpu_i_id"]) for r in found} == {
+        ("0", "3"),
+        ("0", "4"),
+        ("0", "5"),
+        ("0", "6"),
+        ("1", "3"),
+        ("1", "4"),
+    }

@@ -77,7 +77,9 @@ def test_reports_every_gpu_with_identity_and_units(source):
     assert by_gpu(metrics, "llm_gpu_up") == {str(i): 1.0 for i in range(8)}
     gpu2 = {m.name: m for m in metrics if m.labels["gpu"] == "2" and m.name != "llm_gpu_throttle_reason_active"}
     assert gpu2["llm_gpu_up"].labels == {
-        "gpu": "2", "uuid": "GPU-00000002-5e1f-4c1a-9d2b-0000a0000002", "gpu_model": "NVIDIA H200",
+        "gpu": "2",
+        "uuid": "GPU-00000002-5e1f-4c1a-9d2b-0000a0000002",
+        "gpu_model": "NVIDIA H200",
     }
     node = eight_gpu_node()["gpus"][2]
     assert gpu2["llm_gpu_memory_used_bytes"].value == node["memory_used"]
@@ -135,7 +137,9 @@ def test_lost_gpu_is_down_and_the_others_keep_their_values(source, clock, state)
     assert [m for m in after if m.labels["gpu"] == "5" and m.name != "llm_gpu_up"] == []
     # The lost GPU keeps its identity labels, so its series does not change name.
     assert next(m for m in after if m.name == "llm_gpu_up" and m.labels["gpu"] == "5").labels["uuid"].endswith("5")
-    unchanged = lambda ms: sorted((m.name, tuple(sorted(m.labels.items())), m.value) for m in ms if m.labels["gpu"] != "5")
+    unchanged = lambda ms: sorted(
+        (m.name, tuple(sorted(m.labels.items())), m.value) for m in ms if m.labels["gpu"] != "5"
+    )
     assert unchanged(after) == unchanged(before)
 
 
@@ -171,7 +175,11 @@ def test_memory_falls_back_to_v1_where_the_driver_lacks_v2(source, state):
 
 def test_throttle_reasons_one_series_per_reason(source):
     metrics = source.collect(0.0)
-    gpu0 = {m.labels["reason"]: m.value for m in metrics if m.name == "llm_gpu_throttle_reason_active" and m.labels["gpu"] == "0"}
+    gpu0 = {
+        m.labels["reason"]: m.value
+        for m in metrics
+        if m.name == "llm_gpu_throttle_reason_active" and m.labels["gpu"] == "0"
+    }
     assert gpu0["power_cap"] == 1.0 and gpu0["gpu_idle"] == 0.0 and len(gpu0) == 9
 
 
@@ -196,7 +204,8 @@ def test_xid_counter_survives_its_gpu_being_lost(source, clock, state):
     write_state(state, node)
     metrics = next_interval(source, clock)
     assert [(m.name, m.value) for m in metrics if m.labels["gpu"] == "5"] == [
-        ("llm_gpu_up", 0.0), ("llm_gpu_xid_errors_total", 1.0),
+        ("llm_gpu_up", 0.0),
+        ("llm_gpu_xid_errors_total", 1.0),
     ]
 
 

@@ -21,9 +21,14 @@ def refuse():
     pytest.fail("probed although the mode was explicit")
 
 
-@pytest.mark.parametrize("gpu, kind", [
-    ("nvml", NvmlSource), ("dcgm", DcgmSource), ("dcgm-exporter=http://127.0.0.1:9400/metrics", DcgmExporterSource),
-])
+@pytest.mark.parametrize(
+    "gpu, kind",
+    [
+        ("nvml", NvmlSource),
+        ("dcgm", DcgmSource),
+        ("dcgm-exporter=http://127.0.0.1:9400/metrics", DcgmExporterSource),
+    ],
+)
 def test_explicit_modes_do_not_probe(gpu, kind):
     assert isinstance(build_gpu_source(build({"gpu": gpu}), dcgm_probe=refuse, nvml_probe=refuse), kind)
 

@@ -10,8 +10,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import psutil
 import pytest
@@ -70,8 +70,10 @@ def engine_process(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen, Path
     try:
         _wait_for(tmp_path / "burned")
         deadline = time.monotonic() + 10
-        while not any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
-                      for c in psutil.Process(process.pid).net_connections()):
+        while not any(
+            c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
+            for c in psutil.Process(process.pid).net_connections()
+        ):
             assert time.monotonic() < deadline, "the stand-in engine is not listening"
             time.sleep(0.05)
         yield port, process, tmp_path
@@ -91,6 +93,7 @@ def _target(port: int, host: str = "127.0.0.1") -> EngineTarget:
 
 
 # --- CPU and memory ----------------------------------------------------------------------------
+
 
 class FakeCpuTimes:
     """Readings a test scripts: psutil's real counters cannot be steered to exact values."""
@@ -133,6 +136,7 @@ def test_real_cpu_and_memory_readings() -> None:
 
 
 # --- engine process trees ----------------------------------------------------------------------
+
 
 def test_engine_process_tree_cpu_and_threads(engine_process: tuple[int, subprocess.Popen, Path]) -> None:
     port, _, _ = engine_process
@@ -228,7 +232,9 @@ def test_an_owner_psutil_cannot_see_is_omitted(engine_process: tuple[int, subpro
     assert not [n for n in result["names"] if n.startswith("llm_engine_process_")]
 
 
-def test_registry_labels_process_series_like_the_engine_source(engine_process: tuple[int, subprocess.Popen, Path]) -> None:
+def test_registry_labels_process_series_like_the_engine_source(
+    engine_process: tuple[int, subprocess.Popen, Path],
+) -> None:
     port, _, _ = engine_process
     target = EngineTarget(url=f"http://127.0.0.1:{port}/metrics", name="e1", type="vllm", model="tiny")
     sources = build_sources(Config(gpu="none", sysfs="/nonexistent", engines=(target,)))
@@ -238,7 +244,9 @@ def test_registry_labels_process_series_like_the_engine_source(engine_process: t
     assert get(metrics, "llm_engine_process_threads", engine="e1", engine_type="vllm", model="tiny") == 5
 
 
-def test_every_host_sample_is_in_the_catalogue_with_its_labels(engine_process: tuple[int, subprocess.Popen, Path]) -> None:
+def test_every_host_sample_is_in_the_catalogue_with_its_labels(
+    engine_process: tuple[int, subprocess.Popen, Path],
+) -> None:
     from exporter.catalogue import CATALOGUE
 
     port, _, _ = engine_process

@@ -196,9 +196,14 @@ def test_parse_rate_reads_every_kernel_formatted_rate(deci_gbit: int) -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("4: ACTIVE\n", PortState(4, "ACTIVE")), ("1: DOWN\n", PortState(1, "DOWN")),
-     ("5: LinkUp\n", PortState(5, "LinkUp")), ("3: Disabled", PortState(3, "Disabled")),
-     ("ACTIVE\n", None), ("", None)],
+    [
+        ("4: ACTIVE\n", PortState(4, "ACTIVE")),
+        ("1: DOWN\n", PortState(1, "DOWN")),
+        ("5: LinkUp\n", PortState(5, "LinkUp")),
+        ("3: Disabled", PortState(3, "Disabled")),
+        ("ACTIVE\n", None),
+        ("", None),
+    ],
 )
 def test_parse_state(text: str, expected: PortState | None) -> None:
     assert parse_state(text) == expected

@@ -46,8 +46,10 @@ BUNDLE_IDS = ["base", *(p.name for p in OVERLAYS)]
 # The oldest Kubernetes release still supported upstream when this was written, and the newest the
 # installed kubernetes-validate knows.
 KUBERNETES_VERSIONS = ("1.31", kubernetes_validate.utils.latest_version())
-CRD_MODELS = {("monitoring.coreos.com/v1", "ServiceMonitor"): monitoring_v1.ServiceMonitor,
-              ("monitoring.coreos.com/v1", "PrometheusRule"): monitoring_v1.PrometheusRule}
+CRD_MODELS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): monitoring_v1.ServiceMonitor,
+    ("monitoring.coreos.com/v1", "PrometheusRule"): monitoring_v1.PrometheusRule,
+}
 GENERATED = {"prometheusrule.yaml", "dashboards-configmap.yaml"}
 CHECKOV_VERSION = "3.3.30"
 CHECKOV_VENV = REPO / ".cache" / "checkov-venv"
@@ -55,6 +57,7 @@ KUSTOMIZATION_KEYS = {"apiVersion", "kind", "resources", "patches", "images"}
 
 
 # ---- a small kustomize ----------------------------------------------------------------------
+
 
 def render(directory: Path) -> list[dict[str, Any]]:
     """The resources `kubectl kustomize directory` would print, for the features we use."""
@@ -94,8 +97,11 @@ def render(directory: Path) -> list[dict[str, Any]]:
 
 def _selected(document: dict[str, Any], target: dict[str, str]) -> bool:
     metadata = document.get("metadata", {})
-    return all({"kind": document.get("kind"), "name": metadata.get("name"),
-                "namespace": metadata.get("namespace")}.get(key) == value for key, value in target.items())
+    return all(
+        {"kind": document.get("kind"), "name": metadata.get("name"), "namespace": metadata.get("namespace")}.get(key)
+        == value
+        for key, value in target.items()
+    )
 
 
 def _containers(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -156,6 +162,7 @@ def test_json_patch_operations_follow_rfc_6902():
 
 # ---- schemas --------------------------------------------------------------------------------
 
+
 def _unknown_fields(original: Any, dumped: Any, path: str = "") -> list[str]:
     if isinstance(original, dict):
         found = []
@@ -166,7 +173,9 @@ def _unknown_fields(original: Any, dumped: Any, path: str = "") -> list[str]:
                 found += _unknown_fields(value, dumped[key], f"{path}.{key}")
         return found
     if isinstance(original, list) and isinstance(dumped, list):
-        return [f for index, (a, b) in enumerate(zip(original, dumped)) for f in _unknown_fields(a, b, f"{path}[{index}]")]
+        return [
+            f for index, (a, b) in enumerate(zip(original, dumped)) for f in _unknown_fields(a, b, f"{path}[{index}]")
+        ]
     return []
 
 
@@ -194,6 +203,7 @@ def test_schema_validation_rejects_a_misspelt_field():
 
 
 # ---- references within the bundle --------------------------------------------------------------
+
 
 def test_daemonset_references_only_what_the_bundle_has(bundle):
     daemonset = one(bundle, "DaemonSet")
@@ -232,8 +242,13 @@ def test_service_account_binding_service_and_monitor_point_at_each_other(bundle)
     assert daemonset["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     binding = one(bundle, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == one(bundle, "ClusterRole")["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": daemonset["spec"]["template"]["spec"]["serviceAccountName"],
-                                    "namespace": namespace}]
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": daemonset["spec"]["template"]["spec"]["serviceAccountName"],
+            "namespace": namespace,
+        }
+    ]
     service = one(bundle, "Service")
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["selector"].items() <= pod_labels.items()
@@ -254,7 +269,9 @@ def test_service_account_binding_service_and_monitor_point_at_each_other(bundle)
 
 def test_rbac_grants_reading_pods_and_nothing_else(bundle):
     roles = [d for d in bundle if d["kind"] in ("ClusterRole", "Role")]
-    assert [r["rules"] for r in roles] == [[{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]]
+    assert [r["rules"] for r in roles] == [
+        [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    ]
 
 
 def test_configmap_holds_a_valid_exporter_configuration_with_discovery_on(bundle):
@@ -262,11 +279,15 @@ def test_configmap_holds_a_valid_exporter_configuration_with_discovery_on(bundle
     volume = next(v for v in daemonset["spec"]["template"]["spec"]["volumes"] if "configMap" in v)
     configmap = one(bundle, "ConfigMap", volume["configMap"]["name"])
     args = daemonset["spec"]["template"]["spec"]["containers"][0]["args"]
-    mount = next(m for m in daemonset["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] if m["name"] == volume["name"])
+    mount = next(
+        m for m in daemonset["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] if m["name"] == volume["name"]
+    )
     assert f"--config={mount['mountPath']}/config.yaml" in args
     config = build(yaml.safe_load(configmap["data"]["config.yaml"]))
     assert config.kubernetes.enabled and config.listen_port == 9477 and config.sysfs == "/host/sys"
-    sys_mount = next(m for m in daemonset["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] if m["name"] == "sys")
+    sys_mount = next(
+        m for m in daemonset["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] if m["name"] == "sys"
+    )
     assert sys_mount["mountPath"] == config.sysfs
     socket_path = config.gpu_attribution.pod_resources_socket
     mounts = {m["mountPath"] for m in daemonset["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
@@ -274,6 +295,7 @@ def test_configmap_holds_a_valid_exporter_configuration_with_discovery_on(bundle
 
 
 # ---- what the issue asks of the DaemonSet --------------------------------------------------------
+
 
 def test_daemonset_runs_on_gpu_nodes_with_every_gpu_and_read_only_host_paths():
     daemonset = one(render(BASE), "DaemonSet")
@@ -295,8 +317,10 @@ def test_daemonset_runs_on_gpu_nodes_with_every_gpu_and_read_only_host_paths():
     assert set(resources["requests"]) == set(resources["limits"]) == {"cpu", "memory"}
 
 
-@pytest.mark.parametrize("overlay, added", [("base", None), ("non-root", None), ("dcgm-profiling", ["SYS_ADMIN"]),
-                                            ("process-attribution", ["SYS_PTRACE"])])
+@pytest.mark.parametrize(
+    "overlay, added",
+    [("base", None), ("non-root", None), ("dcgm-profiling", ["SYS_ADMIN"]), ("process-attribution", ["SYS_PTRACE"])],
+)
 def test_capabilities_are_all_dropped_except_what_the_variant_needs(overlay, added):
     directory = BASE if overlay == "base" else DEPLOY / "overlays" / overlay
     daemonset = one(render(directory), "DaemonSet")
@@ -313,12 +337,19 @@ def test_dcgm_overlay_runs_the_dcgm_image_variant_with_gpu_dcgm():
     bundle = render(DEPLOY / "overlays" / "dcgm-profiling")
     container = one(bundle, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
     assert container["image"].endswith("-dcgm")
-    assert build(yaml.safe_load(one(bundle, "ConfigMap", "llm-bottleneck-exporter-config")["data"]["config.yaml"])).gpu == "dcgm"
+    assert (
+        build(yaml.safe_load(one(bundle, "ConfigMap", "llm-bottleneck-exporter-config")["data"]["config.yaml"])).gpu
+        == "dcgm"
+    )
     dockerfile = (REPO / "Dockerfile").read_text()
-    assert "AS runtime-dcgm" in dockerfile and "ENV PYTHONPATH=/usr/share/datacenter-gpu-manager-4/bindings/python3" in dockerfile
+    assert (
+        "AS runtime-dcgm" in dockerfile
+        and "ENV PYTHONPATH=/usr/share/datacenter-gpu-manager-4/bindings/python3" in dockerfile
+    )
 
 
 # ---- checkov and hadolint --------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def checkov() -> Path:
@@ -331,16 +362,32 @@ def checkov() -> Path:
         if not marker.exists():
             shutil.rmtree(CHECKOV_VENV, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", str(CHECKOV_VENV)], check=True)
-            subprocess.run([str(CHECKOV_VENV / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                            f"checkov=={CHECKOV_VERSION}"], check=True, timeout=600)
+            subprocess.run(
+                [
+                    str(CHECKOV_VENV / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    f"checkov=={CHECKOV_VERSION}",
+                ],
+                check=True,
+                timeout=600,
+            )
             marker.touch()
     return executable
 
 
 def run_checkov(checkov: Path, *args: str) -> list[dict[str, Any]]:
     """checkov's JSON reports; --skip-download keeps it offline (no policy or guideline fetch)."""
-    result = subprocess.run([str(checkov), *args, "--skip-download", "--output", "json", "--compact"],
-                            capture_output=True, text=True, timeout=600, cwd=REPO)
+    result = subprocess.run(
+        [str(checkov), *args, "--skip-download", "--output", "json", "--compact"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
     assert result.returncode in (0, 1), result.stderr[-3000:]
     start = result.stdout.find("[") if result.stdout.lstrip().startswith("[") else result.stdout.find("{")
     reports = json.loads(result.stdout[start:])
@@ -348,11 +395,17 @@ def run_checkov(checkov: Path, *args: str) -> list[dict[str, Any]]:
 
 
 def assert_clean(reports: list[dict[str, Any]]) -> int:
-    failed = [f"{c['check_id']} {c['resource']} {c['file_path']}" for r in reports for c in r.get("results", {}).get("failed_checks", [])]
+    failed = [
+        f"{c['check_id']} {c['resource']} {c['file_path']}"
+        for r in reports
+        for c in r.get("results", {}).get("failed_checks", [])
+    ]
     assert failed == [], "checkov failed checks:\n" + "\n".join(failed)
     skipped = [c for r in reports for c in r.get("results", {}).get("skipped_checks", [])]
     for check in skipped:
-        assert len((check.get("check_result", {}).get("suppress_comment") or "").strip()) > 20, f"{check['check_id']} skipped without a reason"
+        assert len((check.get("check_result", {}).get("suppress_comment") or "").strip()) > 20, (
+            f"{check['check_id']} skipped without a reason"
+        )
     passed = sum(r.get("summary", {}).get("passed", 0) for r in reports)
     assert passed > 0, "checkov checked nothing"
     return len(skipped)
@@ -393,20 +446,26 @@ def hadolint() -> str:
 
 
 def test_hadolint_passes_on_the_dockerfile():
-    result = subprocess.run([hadolint(), "--no-color", "Dockerfile"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    result = subprocess.run(
+        [hadolint(), "--no-color", "Dockerfile"], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_hadolint_fails_an_unpinned_dockerfile(tmp_path):
     (tmp_path / "Dockerfile").write_text("FROM python:latest\nRUN pip install requests\n")
-    result = subprocess.run([hadolint(), "--no-color", str(tmp_path / "Dockerfile")], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [hadolint(), "--no-color", str(tmp_path / "Dockerfile")], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode != 0 and "DL3007" in result.stdout and "DL3013" in result.stdout
 
 
 # ---- the image's inputs ----------------------------------------------------------------------
 
+
 def _runtime_closure() -> set[str]:
     """Every distribution the exporter needs at run time, from the installed metadata."""
+
     def canonical(name: str) -> str:
         return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -450,6 +509,7 @@ def test_dockerfile_copies_only_files_that_exist_and_the_build_context_keeps():
 
 # ---- compose ---------------------------------------------------------------------------------
 
+
 def test_compose_file_parses_and_every_mounted_path_exists():
     compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
     services = compose["services"]
@@ -471,6 +531,7 @@ def test_compose_file_parses_and_every_mounted_path_exists():
                 mirrors[name][target] = host
             else:
                 assert source in compose["volumes"], f"{name}: named volume {source} is not declared"
+
     # Paths in the services' flags and configs are inside their mounts and exist there.
     def on_host(service: str, container_path: str) -> Path:
         for target, host in sorted(mirrors[service].items(), key=lambda item: -len(item[0])):
@@ -481,9 +542,13 @@ def test_compose_file_parses_and_every_mounted_path_exists():
     for service in ("prometheus", "alertmanager"):
         flag = next(a for a in services[service]["command"] if a.startswith("--config.file="))
         assert on_host(service, flag.split("=", 1)[1]).is_file()
-    prometheus_config = next(a for a in services["prometheus"]["command"] if a.startswith("--config.file=")).split("=", 1)[1]
+    prometheus_config = next(a for a in services["prometheus"]["command"] if a.startswith("--config.file=")).split(
+        "=", 1
+    )[1]
     for rule_file in yaml.safe_load(on_host("prometheus", prometheus_config).read_text())["rule_files"]:
-        assert on_host("prometheus", os.path.normpath(os.path.join(os.path.dirname(prometheus_config), rule_file))).is_file()
+        assert on_host(
+            "prometheus", os.path.normpath(os.path.join(os.path.dirname(prometheus_config), rule_file))
+        ).is_file()
     provisioning = on_host("grafana", "/etc/grafana/provisioning")
     datasources = yaml.safe_load((provisioning / "datasources" / "prometheus.yaml").read_text())["datasources"]
     assert datasources[0]["url"].endswith(":9090")

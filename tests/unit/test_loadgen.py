@@ -14,6 +14,7 @@ from tests.support import RouteServer
 def _streaming(chunks: list[tuple[float, dict]]):
     """A /v1/completions stand-in that sends each chunk after its delay as its own HTTP chunk, as
     vLLM's server (uvicorn, chunked transfer encoding) streams them."""
+
     def write_chunk(handler, data: bytes) -> None:
         handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         handler.wfile.flush()
@@ -28,6 +29,7 @@ def _streaming(chunks: list[tuple[float, dict]]):
             write_chunk(handler, b"data: " + json.dumps(chunk).encode() + b"\n\n")
         write_chunk(handler, b"data: [DONE]\n\n")
         write_chunk(handler, b"")
+
     return respond
 
 

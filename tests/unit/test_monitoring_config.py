@@ -31,7 +31,7 @@ def test_no_file_means_the_defaults():
 def test_overrides_merge_over_the_defaults(tmp_path):
     path = tmp_path / "m.yaml"
     path.write_text(
-        "selectors: {exporter: 'job=\"llm\", namespace=\"gpu\"'}\n"
+        'selectors: {exporter: \'job="llm", namespace="gpu"\'}\n'
         "labels: {node: node}\n"
         "diagnosis: {kv_usage_warning: 0.85}\n"
         "alerts: {LLMGPUDown: {severity: warning}}\n"
@@ -48,11 +48,13 @@ def test_overrides_merge_over_the_defaults(tmp_path):
 
 
 def test_the_selector_and_lines_reach_every_rule():
-    config = from_mapping({
-        "selectors": {"exporter": 'job="llm", namespace="gpu"'},
-        "labels": {"node": "node"},
-        "diagnosis": {"kv_usage_warning": 0.85},
-    })
+    config = from_mapping(
+        {
+            "selectors": {"exporter": 'job="llm", namespace="gpu"'},
+            "labels": {"node": "node"},
+            "diagnosis": {"kv_usage_warning": 0.85},
+        }
+    )
     selected = 0
     for rule in alert_rules(config) + recording_rules(config):
         texts = [rule.expr] + [q for text in getattr(rule, "annotations", {}).values() for q in template_queries(text)]
@@ -60,7 +62,7 @@ def test_the_selector_and_lines_reach_every_rule():
             for name in metric_names(text) & set(CATALOGUE) | ({"up"} & metric_names(text)):
                 # Every read of one of the exporter's families carries the selector.
                 for match in re.finditer(rf"(?<![\w:]){re.escape(name)}(?![\w:])", text):
-                    assert text[match.end():].startswith('{job="llm", namespace="gpu"'), (rule, text)
+                    assert text[match.end() :].startswith('{job="llm", namespace="gpu"'), (rule, text)
                     selected += 1
     assert selected > 50
     kv = next(r for r in alert_rules(config) if r.alert == "LLMKVCacheSaturated")
@@ -81,7 +83,7 @@ def test_the_selector_and_lines_reach_every_rule():
         ({"alerts": {"LLMKVCacheSaturated": {"for": "5 minutes"}}}, "alerts.LLMKVCacheSaturated.for"),
         ({"alerts": {"LLMKVCacheSaturated": {"severity": "page"}}}, "alerts.LLMKVCacheSaturated.severity"),
         ({"labels": {"node": "node-name"}}, "labels.node"),
-        ({"selectors": {"exporter": "{job=\"x\"}"}}, "selectors.exporter"),
+        ({"selectors": {"exporter": '{job="x"}'}}, "selectors.exporter"),
         ({"thresholds": {"load_imbalance_cv": -1}}, "thresholds.load_imbalance_cv"),
         ({"rate_interval": 300}, "rate_interval"),
         ({"prometheus_rule": {"labels": {"release": 3}}}, "prometheus_rule.labels.release"),

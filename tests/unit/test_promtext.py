@@ -30,11 +30,7 @@ def test_truncated_name_without_value_is_skipped() -> None:
 
 
 def test_created_samples_are_ignored_unless_wanted() -> None:
-    text = (
-        "# TYPE foo_created gauge\n"
-        'foo_total{m="x"} 5.0\n'
-        'foo_created{m="x"} 1.7959917811931746e+09\n'
-    )
+    text = '# TYPE foo_created gauge\nfoo_total{m="x"} 5.0\nfoo_created{m="x"} 1.7959917811931746e+09\n'
 
     assert parse_wanted(text, ["foo_total"]) == {"foo_total": {(("m", "x"),): 5.0}}
     assert parse_wanted(text, ["foo_created"]) == {"foo_created": {(("m", "x"),): 1.7959917811931746e09}}
@@ -43,10 +39,10 @@ def test_created_samples_are_ignored_unless_wanted() -> None:
 @pytest.mark.parametrize(
     ("wire", "value"),
     [
-        (r'a\"b', 'a"b'),
+        (r"a\"b", 'a"b'),
         (r"a\\b", "a\\b"),
         (r"a\nb", "a\nb"),
-        (r'\"\\\n', '"\\\n'),
+        (r"\"\\\n", '"\\\n'),
         (r"C:\\path\\", "C:\\path\\"),
     ],
 )
@@ -211,8 +207,30 @@ def test_differential_reference_reads_the_full_vllm_scrape() -> None:
 
 _WANTED = ("a", "a_bucket", "b_total")
 _FRAGMENTS = st.sampled_from(
-    ["a", "a_bucket", "b_total", "{", "}", '="', '"', "\\", ",", " ", "\t", "\n", "#", "# EOF\n",
-     "# TYPE a gauge\n", 'le="+Inf"', "1", "-Inf", "NaN", "1e3", "x=", "\r\n"]
+    [
+        "a",
+        "a_bucket",
+        "b_total",
+        "{",
+        "}",
+        '="',
+        '"',
+        "\\",
+        ",",
+        " ",
+        "\t",
+        "\n",
+        "#",
+        "# EOF\n",
+        "# TYPE a gauge\n",
+        'le="+Inf"',
+        "1",
+        "-Inf",
+        "NaN",
+        "1e3",
+        "x=",
+        "\r\n",
+    ]
 )
 _STRUCTURED_NOISE = st.lists(st.one_of(_FRAGMENTS, st.text(max_size=4)), max_size=80).map("".join)
 

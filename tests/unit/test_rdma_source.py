@@ -52,6 +52,7 @@ def live(tmp_path: Path) -> LiveTree:
 
 # --- the upstream captures ---------------------------------------------------------------------
 
+
 def test_procfs_capture_maps_to_our_families(tmp_path: Path) -> None:
     metrics = RdmaSource(str(build_fixture_tree(tmp_path, "procfs")), 60).collect(0.0)
     assert value(metrics, "llm_rdma_port_transmit_bytes_total", "hfi1_0") == 273558326543 * 4
@@ -93,7 +94,10 @@ def test_node_exporter_capture_flags_the_saturated_xmit_wait(tmp_path: Path) -> 
 def test_a_port_without_pma_keeps_its_link_series(tmp_path: Path) -> None:
     metrics = RdmaSource(str(build_fixture_tree(tmp_path, "node_exporter")), 60).collect(0.0)
     assert names_for(metrics, "i40iw0") == {
-        "llm_rdma_port_info", "llm_rdma_port_up", "llm_rdma_port_link_rate_bytes_per_second"}
+        "llm_rdma_port_info",
+        "llm_rdma_port_up",
+        "llm_rdma_port_link_rate_bytes_per_second",
+    }
     assert value(metrics, "llm_rdma_port_link_rate_bytes_per_second", "i40iw0") == 1.25e9
 
 
@@ -103,17 +107,39 @@ def test_roce_port_congestion_retransmission_and_error_kinds(live: LiveTree) -> 
     assert value(metrics, "llm_rdma_port_cnp_sent_total", "mlx5_0") == 1200
     assert value(metrics, "llm_rdma_port_ecn_marked_packets_total", "mlx5_0") == 5000
     assert value(metrics, "llm_rdma_port_retransmissions_total", "mlx5_0") == 11 + 13 + 17 + 19
-    expected_kinds = {"link": 2, "receive": 3 + 47, "discard": 5, "buffer_overrun": 0, "out_of_buffer": 37,
-                      "sequence": 29 + 31, "completion": 41 + 43, "retry_exceeded": 2, "cnp_ignored": 7}
+    expected_kinds = {
+        "link": 2,
+        "receive": 3 + 47,
+        "discard": 5,
+        "buffer_overrun": 0,
+        "out_of_buffer": 37,
+        "sequence": 29 + 31,
+        "completion": 41 + 43,
+        "retry_exceeded": 2,
+        "cnp_ignored": 7,
+    }
     for kind, expected in expected_kinds.items():
         assert value(metrics, "llm_rdma_port_errors_total", "mlx5_0", kind=kind) == expected, kind
     assert value(metrics, "llm_rdma_port_info", "mlx5_0", link_layer="Ethernet", netdev="ens1f0np0") == 1.0
 
 
 def test_soft_roce_packets_and_retransmissions_come_from_hw_counters(tmp_path: Path) -> None:
-    write_port(tmp_path, "rxe0", rate="2.5 Gb/sec (1X SDR)", hw_counters={
-        "sent_pkts": 1000, "rcvd_pkts": 900, "completer_retry_err": 4, "rcvd_rnr_err": 3, "rcvd_seq_err": 2,
-        "duplicate_request": 6, "out_of_seq_request": 1, "retry_exceeded_err": 1, "send_rnr_err": 8})
+    write_port(
+        tmp_path,
+        "rxe0",
+        rate="2.5 Gb/sec (1X SDR)",
+        hw_counters={
+            "sent_pkts": 1000,
+            "rcvd_pkts": 900,
+            "completer_retry_err": 4,
+            "rcvd_rnr_err": 3,
+            "rcvd_seq_err": 2,
+            "duplicate_request": 6,
+            "out_of_seq_request": 1,
+            "retry_exceeded_err": 1,
+            "send_rnr_err": 8,
+        },
+    )
     metrics = RdmaSource(str(tmp_path), 60).collect(0.0)
     assert value(metrics, "llm_rdma_port_transmit_packets_total", "rxe0") == 1000
     assert value(metrics, "llm_rdma_port_receive_packets_total", "rxe0") == 900
@@ -124,6 +150,7 @@ def test_soft_roce_packets_and_retransmissions_come_from_hw_counters(tmp_path: P
 
 
 # --- windows and utilization -------------------------------------------------------------------
+
 
 def test_no_utilization_before_a_second_collection(live: LiveTree) -> None:
     metrics = RdmaSource(str(live.root), 60).collect(0.0)
@@ -160,6 +187,7 @@ def test_utilization_never_exceeds_one(live: LiveTree) -> None:
 
 
 # --- counter hygiene ---------------------------------------------------------------------------
+
 
 def test_a_32_bit_hw_counter_wrap_is_an_increase_not_a_reset(live: LiveTree) -> None:
     live.set("mlx5_0", "hw_counters/local_ack_timeout_err", U32 - 6)
@@ -236,6 +264,7 @@ def test_a_saturated_error_counter_is_flagged_and_its_kind_stays_monotonic(live:
 
 
 # --- ports and files that change under us ------------------------------------------------------
+
 
 def test_a_port_going_down_reports_up_0_and_no_utilization(live: LiveTree) -> None:
     source = RdmaSource(str(live.root), 60)
@@ -316,6 +345,7 @@ def test_every_sample_is_in_the_catalogue_with_its_labels(live: LiveTree) -> Non
 
 
 # --- registry ----------------------------------------------------------------------------------
+
 
 def test_registry_builds_the_rdma_source_only_when_the_class_directory_exists(tmp_path: Path) -> None:
     absent = build_sources(Config(gpu="none", sysfs=str(tmp_path)))

@@ -62,8 +62,20 @@ def shape(text: str) -> list[tuple[str, ...]]:
         name, _, rest = line.partition("{")
         labels = dict(re.findall(r'(\w+)="([^"]*)"', rest.rpartition("}")[0])) if rest else {}
         name = name.split(" ")[0]
-        enumerated = tuple(labels.get(k, "") for k in ("le", "reason", "source", "finished_reason", "sleep_state",
-                                                        "generation", "handler", "method", "status"))
+        enumerated = tuple(
+            labels.get(k, "")
+            for k in (
+                "le",
+                "reason",
+                "source",
+                "finished_reason",
+                "sleep_state",
+                "generation",
+                "handler",
+                "method",
+                "status",
+            )
+        )
         result.append((name, *sorted(labels), *enumerated))
     return result
 
@@ -86,9 +98,16 @@ def test_engine_mapping_reads_the_simulator_like_the_capture(simulated_text):
     real_parsed = parse_wanted(real, mapping.wanted())
     assert {k for k, v in simulated_parsed.items() if v} == {k for k, v in real_parsed.items() if v}
     (simulated,), (captured,) = mapping.read(simulated_parsed), mapping.read(real_parsed)
-    for field in ("requests_running", "requests_waiting", "kv_cache_usage_ratio", "preemptions_total",
-                  "prompt_tokens_total", "generation_tokens_total", "prefix_cache_hits_total",
-                  "prefix_cache_queries_total"):
+    for field in (
+        "requests_running",
+        "requests_waiting",
+        "kv_cache_usage_ratio",
+        "preemptions_total",
+        "prompt_tokens_total",
+        "generation_tokens_total",
+        "prefix_cache_hits_total",
+        "prefix_cache_queries_total",
+    ):
         assert (getattr(simulated, field) is None) == (getattr(captured, field) is None), field
     assert simulated.histograms.keys() == captured.histograms.keys()
     for key, histogram in simulated.histograms.items():
@@ -110,19 +129,45 @@ def test_token_histogram_buckets_follow_max_model_len():
     node = SimulatedNode(parse_scenario(SMALL_NODE.replace("max_model_len: 1024", "max_model_len: 8192"), "test"))
     text = render_vllm(node.replicas[0], 1.8e9)
     bounds = re.findall(r'vllm:request_prompt_tokens_bucket\{engine="0",le="([^"]+)"', text)
-    assert bounds == ["1.0", "2.0", "5.0", "10.0", "20.0", "50.0", "100.0", "200.0", "500.0", "1000.0", "2000.0",
-                      "5000.0", "+Inf"]
+    assert bounds == [
+        "1.0",
+        "2.0",
+        "5.0",
+        "10.0",
+        "20.0",
+        "50.0",
+        "100.0",
+        "200.0",
+        "500.0",
+        "1000.0",
+        "2000.0",
+        "5000.0",
+        "+Inf",
+    ]
 
 
 def test_dcgm_text_has_the_fields_labels_and_units_of_dcgm_exporter(node):
     text = render_dcgm(node)
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    for name in ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-                 "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE"):
+    for name in (
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_POWER_USAGE",
+    ):
         assert name in families
     sample = families["DCGM_FI_PROF_DRAM_ACTIVE"].samples[0]
-    assert list(sample.labels)[:7] == ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname",
-                                       "DCGM_FI_DRIVER_VERSION"]
+    assert list(sample.labels)[:7] == [
+        "gpu",
+        "UUID",
+        "pci_bus_id",
+        "device",
+        "modelName",
+        "Hostname",
+        "DCGM_FI_DRIVER_VERSION",
+    ]
     assert sample.labels["modelName"] == "NVIDIA H100 80GB HBM3"
     assert sample.labels["pod"] == "vllm-llama-3-1-8b-0"
     assert 0.5 < sample.value <= 1.0  # a busy decode GPU streams HBM most of the time
@@ -133,7 +178,9 @@ def test_dcgm_text_has_the_fields_labels_and_units_of_dcgm_exporter(node):
 
 def test_tensor_parallel_ranks_report_the_same_activity(node):
     text = render_dcgm(node)
-    dram = [s.value for f in text_string_to_metric_families(text) if f.name == "DCGM_FI_PROF_DRAM_ACTIVE" for s in f.samples]
+    dram = [
+        s.value for f in text_string_to_metric_families(text) if f.name == "DCGM_FI_PROF_DRAM_ACTIVE" for s in f.samples
+    ]
     assert len(dram) == 2 and dram[0] == dram[1]
 
 

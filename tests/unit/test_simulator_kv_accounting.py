@@ -81,8 +81,14 @@ def test_a_drained_engine_holds_no_private_blocks(drained):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["alloc", "free", "acquire", "release", "publish"]),
-                          st.integers(0, 3), st.integers(1, 40)), max_size=80))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["alloc", "free", "acquire", "release", "publish"]), st.integers(0, 3), st.integers(1, 40)
+        ),
+        max_size=80,
+    )
+)
 def test_kv_cache_bookkeeping_stays_consistent(operations):
     kv = KvCache(total_blocks=100, block_size=16)
     private = 0

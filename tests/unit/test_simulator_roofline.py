@@ -54,10 +54,17 @@ def test_batch_one_decode_step_is_within_25_percent_of_the_roofline():
 
 def test_a_large_prefill_chunk_is_compute_bound_and_decode_is_memory_bound():
     model, gpu = MODELS["llama-3.1-8b"], GPUS["h100-sxm"]
-    prefill = step_cost(model, gpu, Parallelism(), Efficiency(), StepWork(prefill_tokens=2048,
-                        attention_pairs=2048 * 1024), LinkState())
-    decode = step_cost(model, gpu, Parallelism(), Efficiency(), StepWork(decode_seqs=64, kv_read_tokens=64 * 2048,
-                       attention_pairs=64 * 2048), LinkState())
+    prefill = step_cost(
+        model, gpu, Parallelism(), Efficiency(), StepWork(prefill_tokens=2048, attention_pairs=2048 * 1024), LinkState()
+    )
+    decode = step_cost(
+        model,
+        gpu,
+        Parallelism(),
+        Efficiency(),
+        StepWork(decode_seqs=64, kv_read_tokens=64 * 2048, attention_pairs=64 * 2048),
+        LinkState(),
+    )
     assert prefill.compute_seconds > prefill.memory_seconds
     assert decode.memory_seconds > 3 * decode.compute_seconds
 

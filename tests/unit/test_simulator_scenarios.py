@@ -9,8 +9,16 @@ from exporter.config import ConfigError
 from exporter.simulate import builtin_names, load_scenario, parse_scenario, run_offline
 from exporter.simulate.cli import list_scenarios
 
-BUILT_IN = ("cross-node-congestion", "decode-bandwidth", "healthy", "host-overhead", "kv-cache-saturation",
-            "prefill-long-prompts", "prompt-growth", "queue-overload")
+BUILT_IN = (
+    "cross-node-congestion",
+    "decode-bandwidth",
+    "healthy",
+    "host-overhead",
+    "kv-cache-saturation",
+    "prefill-long-prompts",
+    "prompt-growth",
+    "queue-overload",
+)
 TAIL = 45.0
 
 
@@ -92,14 +100,17 @@ def test_host_overhead_idles_the_gpu_while_the_engine_burns_a_core():
     assert after.tpot_p50 > 3 * before.tpot_p50
 
 
-@pytest.mark.parametrize(("edit", "where"), [
-    (("rate_per_second: 20", "rate_per_second: fast"), "workload.rate_per_second"),
-    (("expected_stage: decode_memory_bandwidth", "expected_stage: slow"), "phases[1].expected_stage"),
-    (("      scheduling: sjf", "      scheduling: random"), "phases[2].engine.scheduling"),
-    (("      max_num_seqs: 256", "      max_num_seqs: 256\n      colour: blue"), "replicas[0].engine.colour"),
-    (("  gpu: a100-80gb", "  gpu: a100-40gb"), "node.gpu"),
-    (("  gpus: 8", "  gpus: 4"), "replicas"),
-])
+@pytest.mark.parametrize(
+    ("edit", "where"),
+    [
+        (("rate_per_second: 20", "rate_per_second: fast"), "workload.rate_per_second"),
+        (("expected_stage: decode_memory_bandwidth", "expected_stage: slow"), "phases[1].expected_stage"),
+        (("      scheduling: sjf", "      scheduling: random"), "phases[2].engine.scheduling"),
+        (("      max_num_seqs: 256", "      max_num_seqs: 256\n      colour: blue"), "replicas[0].engine.colour"),
+        (("  gpu: a100-80gb", "  gpu: a100-40gb"), "node.gpu"),
+        (("  gpus: 8", "  gpus: 4"), "replicas"),
+    ],
+)
 def test_scenario_errors_name_the_key(edit, where):
     text = load_scenario_text("prompt-growth").replace(*edit)
     with pytest.raises(ConfigError) as error:

@@ -23,8 +23,31 @@ PHASES = ("idle", "light", "prefix-heavy", "overload")
 HISTOGRAM_KEYS = ("time_to_first_token", "inter_token_latency", "e2e_request_latency", "queue_time")
 INF = math.inf
 # Lines 287-309 of every capture: vLLM 0.32.0's TTFT buckets.
-TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-               10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0, INF)
+TTFT_BOUNDS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+    INF,
+)
 
 
 def capture(phase: str) -> str:
@@ -150,16 +173,23 @@ def test_overload_capture_queues_fills_the_kv_cache_and_preempts() -> None:
     )
     ttft = reading("overload").histograms["time_to_first_token"]
     # Lines 287-311: requests admitted after the cache filled waited seconds for their first token.
-    assert ttft.cumulative == (0.0, 20.0, 161.0, 464.0, 622.0, 657.0, 671.0, 676.0) + (681.0,) * 5 + (
-        687.0, 690.0) + (695.0,) * 8
+    assert (
+        ttft.cumulative
+        == (0.0, 20.0, 161.0, 464.0, 622.0, 657.0, 671.0, 676.0) + (681.0,) * 5 + (687.0, 690.0) + (695.0,) * 8
+    )
     assert (ttft.count, ttft.sum) == (695.0, 100.31703996658325)
     queue = reading("overload").histograms["queue_time"]
     assert (queue.count, queue.sum) == (693.0, 67.16802271400093)  # lines 422-423
 
 
 def test_counters_only_grow_through_the_phases() -> None:
-    fields = ("preemptions_total", "prompt_tokens_total", "generation_tokens_total",
-              "prefix_cache_hits_total", "prefix_cache_queries_total")
+    fields = (
+        "preemptions_total",
+        "prompt_tokens_total",
+        "generation_tokens_total",
+        "prefix_cache_hits_total",
+        "prefix_cache_queries_total",
+    )
     for before, after in zip(PHASES, PHASES[1:]):
         for field in fields:
             assert getattr(reading(after), field) >= getattr(reading(before), field), (before, after, field)

@@ -15,8 +15,7 @@ from exporter.sources.engines.trtllm import TrtllmMapping
 from exporter.sources.engines.vllm import VllmMapping
 
 MAPPINGS: dict[str, DeclarativeMapping] = {
-    m.engine_type: m
-    for m in (TritonMapping(), VllmMapping(), SglangMapping(), TgiMapping(), TrtllmMapping())
+    m.engine_type: m for m in (TritonMapping(), VllmMapping(), SglangMapping(), TgiMapping(), TrtllmMapping())
 }
 ENGINE_TYPES = tuple(sorted(MAPPINGS))
 

@@ -9,8 +9,9 @@ only lists its names and adds what its schema does differently in `finish()`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Literal, Sequence
+from typing import Literal
 
 from exporter.model import EngineReading, Histogram
 from exporter.promtext import LabelKey, ParsedSamples

@@ -9,7 +9,7 @@ enabled, in milliseconds.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from exporter.model import EngineReading
 from exporter.promtext import ParsedSamples

@@ -8,7 +8,7 @@ preemption counter (paused requests are a gauge), and its inter-token signal is 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from exporter.model import EngineReading
 from exporter.promtext import ParsedSamples
@@ -37,7 +37,9 @@ class TrtllmMapping(DeclarativeMapping):
     )
     histograms = (
         HistogramSignal("time_to_first_token", ("trtllm_time_to_first_token_seconds", "time_to_first_token_seconds")),
-        HistogramSignal("inter_token_latency", ("trtllm_time_per_output_token_seconds", "time_per_output_token_seconds")),
+        HistogramSignal(
+            "inter_token_latency", ("trtllm_time_per_output_token_seconds", "time_per_output_token_seconds")
+        ),
         HistogramSignal("e2e_request_latency", ("trtllm_e2e_request_latency_seconds", "e2e_request_latency_seconds")),
         HistogramSignal("queue_time", ("trtllm_request_queue_time_seconds", "request_queue_time_seconds")),
     )

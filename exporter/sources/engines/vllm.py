@@ -21,13 +21,17 @@ class VllmMapping(DeclarativeMapping):
         Signal("prompt_tokens_total", ("vllm:prompt_tokens_total",)),
         Signal("generation_tokens_total", ("vllm:generation_tokens_total",)),
         Signal("prefix_cache_hits_total", ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")),
-        Signal("prefix_cache_queries_total", ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")),
+        Signal(
+            "prefix_cache_queries_total", ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+        ),
         # V0 only had a block hit-rate gauge.
         Signal("prefix_cache_hit_ratio", ("vllm:gpu_prefix_cache_hit_rate",), reduce="max"),
     )
     histograms = (
         HistogramSignal("time_to_first_token", ("vllm:time_to_first_token_seconds",)),
-        HistogramSignal("inter_token_latency", ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")),
+        HistogramSignal(
+            "inter_token_latency", ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+        ),
         HistogramSignal("e2e_request_latency", ("vllm:e2e_request_latency_seconds",)),
         HistogramSignal("queue_time", ("vllm:request_queue_time_seconds", "vllm:time_in_queue_requests")),
     )
