@@ -7,28 +7,26 @@ and exit 2; tracebacks are for bugs only.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from exporter import __version__
-from exporter.config import Config, ConfigError, build, load_file, parse_engine_flag
-from exporter.diagnosis import Diagnoser, annotate
+from exporter.app import Exporter
+from exporter.config import ConfigError, build, load_file, parse_engine_flag
 from exporter.exposition import RenderedSnapshot, render_text
-from exporter.loop import CollectionLoop, Snapshot
-from exporter.model import Sample
-from exporter.server import ExporterHTTPServer, health_check
-from exporter.sources.registry import build_source_groups, build_sources
+from exporter.server import ExporterHTTPServer
+from exporter.settings import Config
 from exporter.webconfig import WebGuard
 
 PROG = "llm-bottleneck-exporter"
 EXIT_USAGE = 2
+#: `once` when every configured engine failed to answer
+EXIT_NO_ENGINE = 1
 log = logging.getLogger("exporter")
 
 
@@ -122,63 +120,46 @@ def _setup_logging(level: str) -> None:
 
 
 def run_once(config: Config, output_format: str = "text") -> int:
-    sources = build_sources(config, lifetime_baseline=True)
-    loop = CollectionLoop(sources, config.interval_seconds, groups=build_source_groups(config, lifetime_baseline=True))
-    diagnoser = Diagnoser(config.thresholds)
+    """Collect once and print; exit 1 when engines are configured and none answered (a script
+    that runs `once` must not read an empty exposition as success)."""
+    exporter = Exporter(config, lifetime_baseline=True)
     try:
-        snapshot = annotate(diagnoser, loop.collect_once(), time.monotonic())
+        snapshot = exporter.collect_once()
     finally:
-        loop.stop()
+        exporter.stop()
     if output_format == "json":
-        sys.stdout.write(json.dumps(diagnoser.report(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(exporter.diagnosis(), indent=2) + "\n")
     else:
         sys.stdout.buffer.write(render_text(snapshot))
     sys.stdout.flush()
+    engines = [status for status in snapshot.statuses if status.source == "engine"]
+    if engines and not any(status.up for status in engines):
+        print(f"{PROG}: no engine answered ({len(engines)} configured)", file=sys.stderr)
+        return EXIT_NO_ENGINE
     return 0
 
 
 def run_serve(config: Config, reload_config: Callable[[], Config] | None = None) -> int:
-    rendered = RenderedSnapshot()
-    diagnoser = Diagnoser(config.thresholds)
     # Bind before building the sources, whose start-up logs would otherwise precede the one
-    # error line of a port in use. Nothing is served before serve_forever, so the health check
-    # can be set once the loop exists.
+    # error line of a port in use. Nothing is served before serve_forever.
     web = WebGuard(config.web_config_file) if config.web_config_file else None
+    holder: dict[str, Exporter] = {}
     try:
         server = ExporterHTTPServer(
-            (config.listen_host, config.listen_port), rendered, lambda: (False, "starting"), diagnoser.report, web
+            (config.listen_host, config.listen_port),
+            RenderedSnapshot(),
+            lambda: holder["exporter"].health() if holder else (False, "starting"),
+            lambda: holder["exporter"].diagnosis(),
+            web,
         )
     except OSError as exc:
         raise ConfigError("--listen", f"cannot listen on {config.listen}: {exc.strerror or exc}") from exc
     try:
-        sources = build_sources(config)
-        groups = build_source_groups(config)
+        exporter = holder["exporter"] = Exporter(config)
     except BaseException:
         server.server_close()
         raise
-    reloads = {"success": 0, "failure": 0}
-
-    def _publish(snapshot: Snapshot) -> None:
-        counts = tuple(
-            Sample("llm_exporter_config_reloads_total", {"result": result}, float(count))
-            for result, count in reloads.items()
-        )
-        snapshot = dataclasses.replace(snapshot, metrics=snapshot.metrics + counts)
-        rendered.publish(annotate(diagnoser, snapshot, time.monotonic()))
-
-    def _make_loop(sources: list, groups: list, cfg: Config) -> CollectionLoop:
-        return CollectionLoop(sources, cfg.interval_seconds, on_snapshot=_publish, groups=groups)
-
-    def _start_loop(new_loop: CollectionLoop, cfg: Config) -> None:
-        max_timeout = max((s.timeout_seconds for s in new_loop.current_sources()), default=0.0)
-        server.healthy = health_check(
-            new_loop.is_alive,
-            lambda: new_loop.last_completed_monotonic,
-            max_age=3 * cfg.interval_seconds + max_timeout + 5,
-        )
-        new_loop.start()
-
-    loop = _make_loop(sources, groups, config)
+    server.rendered = exporter.rendered
     stop = threading.Event()
     wake = threading.Event()
     reload_requested = threading.Event()
@@ -196,10 +177,15 @@ def run_serve(config: Config, reload_config: Callable[[], Config] | None = None)
     signal.signal(signal.SIGINT, _shutdown)
     if reload_config is not None:
         signal.signal(signal.SIGHUP, _hangup)
-    _start_loop(loop, config)
+    exporter.start()
     server_thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     server_thread.start()
-    log.info("listening on %s with %d source(s), interval %gs", config.listen, len(sources), config.interval_seconds)
+    log.info(
+        "listening on %s with %d source(s), interval %gs",
+        config.listen,
+        len(exporter.loop.current_sources()),
+        config.interval_seconds,
+    )
     while not stop.is_set():
         # A timed wait, not a blocking one: the kernel may deliver SIGTERM or SIGHUP to any
         # thread, and Python runs the handler only when the main thread executes bytecode again.
@@ -208,65 +194,17 @@ def run_serve(config: Config, reload_config: Callable[[], Config] | None = None)
         wake.clear()
         if reload_requested.is_set() and not stop.is_set() and reload_config is not None:
             reload_requested.clear()
-            config, loop = _reload(config, loop, reload_config, reloads, diagnoser, _make_loop, _start_loop)
+            try:
+                new = reload_config()
+            except ConfigError as exc:
+                exporter.fail_reload(exc)
+                continue
+            if exporter.reload(new):
+                logging.getLogger().setLevel(getattr(logging, new.log_level.upper()))
     server.shutdown()
     server.server_close()
-    loop.stop()
+    exporter.stop()
     return 0
-
-
-def _reload(
-    config: Config,
-    loop: CollectionLoop,
-    reload_config: Callable[[], Config],
-    reloads: dict[str, int],
-    diagnoser: Diagnoser,
-    make_loop: Callable[[list, list, Config], CollectionLoop],
-    start_loop: Callable[[CollectionLoop, Config], None],
-) -> tuple[Config, CollectionLoop]:
-    """SIGHUP: re-read the configuration (flags still win) and rebuild the sources. A bad new
-    configuration keeps the running one and logs one line saying why. The listen address and the
-    web config file are bound at start-up: a change to them is reported and not applied."""
-    sources: list = []
-    try:
-        new = reload_config()
-        fixed = [
-            key
-            for key in ("listen_host", "listen_port", "web_config_file")
-            if getattr(new, key) != getattr(config, key)
-        ]
-        if fixed:
-            log.warning(
-                "reload: %s cannot change without a restart; keeping %s",
-                ", ".join(fixed),
-                ", ".join(f"{k}={getattr(config, k)}" for k in fixed),
-            )
-            new = dataclasses.replace(new, **{k: getattr(config, k) for k in fixed})
-        sources = build_sources(new)
-        groups = build_source_groups(new)
-    except ConfigError as exc:
-        reloads["failure"] += 1
-        log.error("reload failed, keeping the running configuration: %s", exc)
-        return config, loop
-    except Exception as exc:  # e.g. a GPU library that fails to start: same promise
-        reloads["failure"] += 1
-        log.error("reload failed, keeping the running configuration: %r", exc)
-        for source in sources:  # built before a later step failed: release their sessions
-            try:
-                source.close()
-            except Exception:
-                log.exception("closing source %s %s", source.name, source.target)
-        return config, loop
-    reloads["success"] += 1
-    # Error counts carry over so llm_exporter_source_errors_total does not reset on a reload.
-    new_loop = make_loop(sources, groups, new)
-    new_loop.inherit_error_counts(loop)
-    loop.stop()
-    diagnoser.thresholds = new.thresholds
-    logging.getLogger().setLevel(getattr(logging, new.log_level.upper()))
-    start_loop(new_loop, new)
-    log.info("reloaded the configuration: %d source(s), interval %gs", len(sources), new.interval_seconds)
-    return new, new_loop
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,223 +1,168 @@
-"""Configuration: a YAML file and command-line flags (flags win), validated into one dataclass.
+"""Configuration: a YAML file and command-line flags (flags win), turned into the settings records.
 
-Every user error becomes a ConfigError that names the key (`engines[1].url`) or the flag
-(`--interval`) and what is wrong with it; the CLI prints that one line and exits 2.
+Defaults are the dataclass fields of `exporter.settings`; this module only validates (through
+`exporter.validation`) and builds. Every user error is a ConfigError naming the key
+(`engines[1].url`) or the flag (`--interval`); the CLI prints that one line and exits 2.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import fields
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
+from exporter import validation as v
+from exporter.settings import (
+    ENGINE_TYPES,
+    GPU_MODES,
+    LOG_LEVELS,
+    Config,
+    EngineTarget,
+    GpuAttribution,
+    GpuSettings,
+    KubernetesSettings,
+    ScrapeLimits,
+    Thresholds,
+)
+from exporter.validation import ConfigError, load_file
 
-from exporter.diagnosis.thresholds import Thresholds
-from exporter.discovery import KubernetesSettings
-from exporter.sources.engine import EngineTarget
-from exporter.sources.engines import ENGINE_TYPES
+__all__ = ["ConfigError", "build", "engine_names", "load_file", "parse_engine_flag", "parse_listen"]
 
 DEFAULT_LISTEN = "0.0.0.0:9477"
-GPU_MODES = ("auto", "nvml", "dcgm", "dcgm-exporter", "none")
-LOG_LEVELS = ("debug", "info", "warning", "error")
-
-ENGINE_DEFAULTS: dict[str, Any] = {
-    "timeout_seconds": 2.0,
-    "max_response_bytes": 16 * 1024 * 1024,
-    "max_series": 10_000,
-    "max_label_value_length": 1024,
-}
-TOP_LEVEL_DEFAULTS: dict[str, Any] = {
-    "listen": DEFAULT_LISTEN,
-    "interval_seconds": 5.0,
-    "window_seconds": 60.0,
-    "gpu": "auto",
-    "sysfs": "/sys",
-    "log_level": "info",
-    "engine_defaults": {},
-    "engines": [],
-    "diagnosis": {},
-    "dcgm_address": "localhost:5555",
-    "gpu_attribution": {},
-    "kubernetes": {},
-    "web_config_file": None,
-}
+_CONFIG = Config()
+TOP_LEVEL_KEYS = (
+    "listen",
+    "interval_seconds",
+    "window_seconds",
+    "gpu",
+    "sysfs",
+    "log_level",
+    "engine_defaults",
+    "engines",
+    "diagnosis",
+    "dcgm_address",
+    "gpu_attribution",
+    "kubernetes",
+    "web_config_file",
+)
 KUBERNETES_KEYS = ("enabled", "node_name", "api_url", "token_file", "ca_file", "resync_seconds", "max_engines")
-ENGINE_KEYS = ("url", "type", "name", "model", *ENGINE_DEFAULTS)
-DEFAULT_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
-GPU_ATTRIBUTION_KEYS = ("static", "processes", "pod_resources_socket", "engine_pods", "refresh_seconds")
+ENGINE_KEYS = ("url", "type", "name", "model", *ScrapeLimits.keys())
+GPU_ATTRIBUTION_KEYS = tuple(f.name for f in fields(GpuAttribution))
 
-
-class ConfigError(Exception):
-    """A user error in the configuration or flags; `where` is the key path or flag name."""
-
-    def __init__(self, where: str, problem: str) -> None:
-        super().__init__(f"{where}: {problem}")
-        self.where = where
-
-
-@dataclass(frozen=True)
-class GpuAttribution:
-    """How GPUs are tied to engines (docs/gpu.md, "Attribution")."""
-
-    # engine name -> GPU indexes ("0") or UUIDs ("GPU-…", "MIG-…") it uses
-    static: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    processes: bool = True
-    pod_resources_socket: str = DEFAULT_POD_RESOURCES_SOCKET  # "" turns pod-resources off
-    # engine name -> (namespace, pod), for engines whose pod cannot be found from their process
-    engine_pods: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    refresh_seconds: float = 30.0
-
-
-@dataclass(frozen=True)
-class Config:
-    listen_host: str = "0.0.0.0"
-    listen_port: int = 9477
-    interval_seconds: float = 5.0
-    window_seconds: float = 60.0
-    gpu: str = "auto"
-    gpu_url: str | None = None  # for gpu: dcgm-exporter=URL
-    sysfs: str = "/sys"
-    log_level: str = "info"
-    engines: tuple[EngineTarget, ...] = field(default_factory=tuple)
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    dcgm_address: str = "localhost:5555"  # DCGM host engine; "embedded" starts one in-process
-    gpu_attribution: GpuAttribution = field(default_factory=GpuAttribution)
-    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)  # engine discovery
-    web_config_file: str | None = None  # TLS and basic auth (exporter-toolkit format)
-
-    @property
-    def listen(self) -> str:
-        host = f"[{self.listen_host}]" if ":" in self.listen_host else self.listen_host
-        return f"{host}:{self.listen_port}"
-
-
-def load_file(path: str) -> dict[str, Any]:
-    """Read a YAML file into a mapping; an empty file is an empty configuration."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as exc:
-        raise ConfigError(path, exc.strerror or str(exc)) from exc
-    except UnicodeDecodeError as exc:  # found by tests/fuzz/config_fuzzer.py: was a traceback, exit 1
-        raise ConfigError(
-            path, f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start : exc.start + 1]!r})"
-        ) from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else path
-        raise ConfigError(where, f"not valid YAML ({getattr(exc, 'problem', None) or exc})") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(path, f"the top level must be a mapping, not {_type_name(data)}")
-    return data
+# Range checks beyond "positive": an interval of 1e-9 s is a busy loop, 1e300 s overflows the
+# loop's timer; a timeout past an hour can only be a typo (the scrape is bounded by the interval).
+MIN_INTERVAL_SECONDS = 0.1
+MAX_INTERVAL_SECONDS = 3600.0
+MAX_WINDOW_SECONDS = 86400.0
+MAX_TIMEOUT_SECONDS = 600.0
+MAX_RESPONSE_BYTES = 1024 * 1024 * 1024
+MAX_SERIES = 10_000_000
+MAX_LABEL_VALUE_LENGTH = 1024 * 1024
+MAX_REFRESH_SECONDS = 86400.0
 
 
 def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | None = None) -> Config:
     """Validate file data with flag overrides; `flags` maps a key to (value, flag name)."""
-    for key in file_data:
-        if key not in TOP_LEVEL_DEFAULTS:
-            raise ConfigError(str(key), f"unknown key (known: {', '.join(TOP_LEVEL_DEFAULTS)})")
-    values = {**TOP_LEVEL_DEFAULTS, **file_data}
-    where = {key: key for key in values}
+    v.known_keys(file_data, "", TOP_LEVEL_KEYS)
+    values: dict[str, Any] = {**file_data}
+    where = {key: key for key in TOP_LEVEL_KEYS}
     for key, (value, flag) in (flags or {}).items():
         values[key], where[key] = value, flag
 
-    host, port = parse_listen(values["listen"], where["listen"])
-    interval = _positive_number(values["interval_seconds"], where["interval_seconds"])
-    window = _positive_number(values["window_seconds"], where["window_seconds"])
+    def get(key: str, default: Any) -> Any:
+        return values.get(key, default)
+
+    host, port = parse_listen(get("listen", DEFAULT_LISTEN), where["listen"])
+    interval = v.number(
+        get("interval_seconds", _CONFIG.interval_seconds),
+        where["interval_seconds"],
+        MIN_INTERVAL_SECONDS,
+        MAX_INTERVAL_SECONDS,
+    )
+    window = v.positive_number(
+        get("window_seconds", _CONFIG.window_seconds), where["window_seconds"], MAX_WINDOW_SECONDS
+    )
     if window < interval:
         raise ConfigError(where["window_seconds"], f"must be at least the interval ({interval:g}s)")
-    gpu, gpu_url = _gpu_mode(values["gpu"], where["gpu"])
-    sysfs = _string(values["sysfs"], where["sysfs"])
-    log_level = _choice(values["log_level"], where["log_level"], LOG_LEVELS)
-    defaults = _engine_defaults(values["engine_defaults"], where["engine_defaults"])
-    engines = _engines(values["engines"], where["engines"], defaults)
-    thresholds = _thresholds(values["diagnosis"], where["diagnosis"])
-    dcgm_address = _string(values["dcgm_address"], where["dcgm_address"])
-    attribution = _gpu_attribution(values["gpu_attribution"], where["gpu_attribution"], [e.name for e in engines])
+    gpu = _gpu(get("gpu", _CONFIG.gpu.mode), where["gpu"], get("dcgm_address", _CONFIG.gpu.dcgm_address))
+    defaults = _limits(get("engine_defaults", {}), where["engine_defaults"], ScrapeLimits())
+    engines = _engines(get("engines", []), where["engines"], defaults)
     return Config(
-        host,
-        port,
-        interval,
-        window,
-        gpu,
-        gpu_url,
-        sysfs,
-        log_level,
-        engines,
-        thresholds,
-        dcgm_address=dcgm_address,
-        gpu_attribution=attribution,
-        kubernetes=_kubernetes(values["kubernetes"], where["kubernetes"], defaults),
-        web_config_file=_optional_string(values["web_config_file"], where["web_config_file"]),
+        listen_host=host,
+        listen_port=port,
+        interval_seconds=interval,
+        window_seconds=window,
+        gpu=gpu,
+        sysfs=v.string(get("sysfs", _CONFIG.sysfs), where["sysfs"]),
+        log_level=v.choice(get("log_level", _CONFIG.log_level), where["log_level"], LOG_LEVELS),
+        engine_defaults=defaults,
+        engines=engines,
+        thresholds=thresholds(get("diagnosis", {}), where["diagnosis"]),
+        gpu_attribution=_gpu_attribution(
+            get("gpu_attribution", {}), where["gpu_attribution"], [e.name for e in engines]
+        ),
+        kubernetes=_kubernetes(get("kubernetes", {}), where["kubernetes"], defaults),
+        web_config_file=v.optional_string(get("web_config_file", None), where["web_config_file"]),
     )
 
 
-def _kubernetes(value: Any, where: str, engine_defaults: Mapping[str, Any]) -> KubernetesSettings:
-    if not isinstance(value, dict):
-        raise ConfigError(where, f"must be a mapping, not {_type_name(value)}")
-    for key in value:
-        if key not in KUBERNETES_KEYS:
-            raise ConfigError(f"{where}.{key}", f"unknown key (known: {', '.join(KUBERNETES_KEYS)})")
-    enabled = value.get("enabled", False)
-    if not isinstance(enabled, bool):
-        raise ConfigError(f"{where}.enabled", f"must be true or false, not {enabled!r}")
-    api_url = value.get("api_url")
-    if api_url is not None:
-        api_url = _url(api_url, f"{where}.api_url")
+def thresholds(value: Any, where: str) -> Thresholds:
+    """The `diagnosis:` section: read by the exporter and, from the deployed file, by `generate`."""
+    v.section(value, where, Thresholds.keys())
+    numbers = {key: v.non_negative(item, f"{where}.{key}") for key, item in value.items()}
+    result = Thresholds(**numbers)
+    if result.exit_score > result.enter_score:
+        raise ConfigError(f"{where}.exit_score", "must not exceed enter_score (hysteresis)")
+    return result
+
+
+def _limits(value: Any, where: str, base: ScrapeLimits) -> ScrapeLimits:
+    v.section(value, where, ScrapeLimits.keys())
+    merged = {f.name: value.get(f.name, getattr(base, f.name)) for f in fields(ScrapeLimits)}
+    return _checked_limits(merged, where)
+
+
+def _checked_limits(values: Mapping[str, Any], where: str) -> ScrapeLimits:
+    return ScrapeLimits(
+        timeout_seconds=v.positive_number(values["timeout_seconds"], f"{where}.timeout_seconds", MAX_TIMEOUT_SECONDS),
+        max_response_bytes=v.positive_int(
+            values["max_response_bytes"], f"{where}.max_response_bytes", MAX_RESPONSE_BYTES
+        ),
+        max_series=v.positive_int(values["max_series"], f"{where}.max_series", MAX_SERIES),
+        max_label_value_length=v.positive_int(
+            values["max_label_value_length"], f"{where}.max_label_value_length", MAX_LABEL_VALUE_LENGTH
+        ),
+    )
+
+
+def _kubernetes(value: Any, where: str, limits: ScrapeLimits) -> KubernetesSettings:
+    v.section(value, where, KUBERNETES_KEYS)
     defaults = KubernetesSettings()
+    api_url = value.get("api_url")
     paths = {}
     for key in ("token_file", "ca_file"):  # "" turns the token off (an API behind `kubectl proxy`)
         paths[key] = value.get(key, getattr(defaults, key))
         if not isinstance(paths[key], str):
-            raise ConfigError(f"{where}.{key}", f"must be a path, not {_type_name(paths[key])}")
+            raise ConfigError(f"{where}.{key}", f"must be a path, not {v.type_name(paths[key])}")
     return KubernetesSettings(
-        enabled=enabled,
-        node_name=_optional_string(value.get("node_name"), f"{where}.node_name"),
-        api_url=api_url,
+        enabled=v.boolean(value.get("enabled", defaults.enabled), f"{where}.enabled"),
+        node_name=v.optional_string(value.get("node_name"), f"{where}.node_name"),
+        api_url=None if api_url is None else v.url(api_url, f"{where}.api_url"),
         token_file=paths["token_file"],
         ca_file=paths["ca_file"],
-        resync_seconds=_positive_number(
-            value.get("resync_seconds", defaults.resync_seconds), f"{where}.resync_seconds"
+        resync_seconds=v.positive_number(
+            value.get("resync_seconds", defaults.resync_seconds), f"{where}.resync_seconds", MAX_REFRESH_SECONDS
         ),
-        max_engines=_positive_int(value.get("max_engines", defaults.max_engines), f"{where}.max_engines"),
-        timeout_seconds=_positive_number(engine_defaults["timeout_seconds"], "engine_defaults.timeout_seconds"),
-        max_response_bytes=_positive_int(engine_defaults["max_response_bytes"], "engine_defaults.max_response_bytes"),
-        max_series=_positive_int(engine_defaults["max_series"], "engine_defaults.max_series"),
-        max_label_value_length=_positive_int(
-            engine_defaults["max_label_value_length"], "engine_defaults.max_label_value_length"
-        ),
+        max_engines=v.positive_int(value.get("max_engines", defaults.max_engines), f"{where}.max_engines", 4096),
+        limits=limits,
     )
 
 
-def _thresholds(value: Any, where: str) -> Thresholds:
-    if not isinstance(value, dict):
-        raise ConfigError(where, f"must be a mapping, not {_type_name(value)}")
-    known = Thresholds.keys()
-    numbers = {}
-    for key, item in value.items():
-        if key not in known:
-            raise ConfigError(f"{where}.{key}", f"unknown key (known: {', '.join(known)})")
-        numbers[key] = _number(item, f"{where}.{key}")
-        if numbers[key] < 0:
-            raise ConfigError(f"{where}.{key}", f"must not be negative, not {item!r}")
-    thresholds = Thresholds(**numbers)
-    if thresholds.exit_score > thresholds.enter_score:
-        raise ConfigError(f"{where}.exit_score", "must not exceed enter_score (hysteresis)")
-    return thresholds
-
-
 def _gpu_attribution(value: Any, where: str, engine_names: Sequence[str]) -> GpuAttribution:
-    if not isinstance(value, dict):
-        raise ConfigError(where, f"must be a mapping, not {_type_name(value)}")
-    for key in value:
-        if key not in GPU_ATTRIBUTION_KEYS:
-            raise ConfigError(f"{where}.{key}", f"unknown key (known: {', '.join(GPU_ATTRIBUTION_KEYS)})")
+    v.section(value, where, GPU_ATTRIBUTION_KEYS)
+    defaults = GpuAttribution()
     known = ", ".join(engine_names) or "none configured"
 
     def engine_key(key: Any, at: str) -> str:
@@ -228,7 +173,7 @@ def _gpu_attribution(value: Any, where: str, engine_names: Sequence[str]) -> Gpu
     static_value = value.get("static", {})
     if not isinstance(static_value, dict):
         raise ConfigError(
-            f"{where}.static", f"must be a mapping of engine name to GPUs, not {_type_name(static_value)}"
+            f"{where}.static", f"must be a mapping of engine name to GPUs, not {v.type_name(static_value)}"
         )
     static: dict[str, tuple[str, ...]] = {}
     for key, gpus in static_value.items():
@@ -243,32 +188,34 @@ def _gpu_attribution(value: Any, where: str, engine_names: Sequence[str]) -> Gpu
             else:
                 raise ConfigError(at, f"expected GPU indexes or UUIDs (GPU-…/MIG-…), not {item!r}")
         static[key] = tuple(selectors)
-    processes = value.get("processes", True)
-    if not isinstance(processes, bool):
-        raise ConfigError(f"{where}.processes", f"must be true or false, not {processes!r}")
-    socket_path = value.get("pod_resources_socket", DEFAULT_POD_RESOURCES_SOCKET)
-    if socket_path is None:
-        socket_path = ""
-    if not isinstance(socket_path, str):
-        raise ConfigError(f"{where}.pod_resources_socket", f"must be a path or empty, not {_type_name(socket_path)}")
     pods_value = value.get("engine_pods", {})
     if not isinstance(pods_value, dict):
         raise ConfigError(
-            f"{where}.engine_pods", f"must be a mapping of engine name to NAMESPACE/POD, not {_type_name(pods_value)}"
+            f"{where}.engine_pods",
+            f"must be a mapping of engine name to NAMESPACE/POD, not {v.type_name(pods_value)}",
         )
     engine_pods: dict[str, tuple[str, str]] = {}
     for key, text in pods_value.items():
         at = f"{where}.engine_pods.{engine_key(key, f'{where}.engine_pods')}"
-        namespace, sep, pod = _string(text, at).partition("/")
+        namespace, sep, pod = v.string(text, at).partition("/")
         if not sep or not namespace or not pod or "/" in pod:
             raise ConfigError(at, f"expected NAMESPACE/POD, not {text!r}")
         engine_pods[key] = (namespace, pod)
-    refresh = _positive_number(value.get("refresh_seconds", 30.0), f"{where}.refresh_seconds")
-    return GpuAttribution(static, processes, socket_path, engine_pods, refresh)
+    return GpuAttribution(
+        static=static,
+        processes=v.boolean(value.get("processes", defaults.processes), f"{where}.processes"),
+        pod_resources_socket=v.path_or_empty(
+            value.get("pod_resources_socket", defaults.pod_resources_socket), f"{where}.pod_resources_socket"
+        ),
+        engine_pods=engine_pods,
+        refresh_seconds=v.positive_number(
+            value.get("refresh_seconds", defaults.refresh_seconds), f"{where}.refresh_seconds", MAX_REFRESH_SECONDS
+        ),
+    )
 
 
 def parse_listen(value: Any, where: str) -> tuple[str, int]:
-    text = _string(value, where)
+    text = v.string(value, where)
     host, sep, port_text = text.rpartition(":")
     if not sep or not port_text.isdigit():
         raise ConfigError(where, f"expected HOST:PORT, got {text!r}")
@@ -294,49 +241,28 @@ def parse_engine_flag(text: str) -> dict[str, Any]:
     return {"url": text}
 
 
-def _engine_defaults(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ConfigError(where, f"must be a mapping, not {_type_name(value)}")
-    merged = dict(ENGINE_DEFAULTS)
-    for key, item in value.items():
-        if key not in ENGINE_DEFAULTS:
-            raise ConfigError(f"{where}.{key}", f"unknown key (known: {', '.join(ENGINE_DEFAULTS)})")
-        merged[key] = item
-    return merged
-
-
-def _engines(value: Any, where: str, defaults: Mapping[str, Any]) -> tuple[EngineTarget, ...]:
+def _engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarget, ...]:
     if not isinstance(value, list):
-        raise ConfigError(where, f"must be a list, not {_type_name(value)}")
+        raise ConfigError(where, f"must be a list, not {v.type_name(value)}")
     entries = []
     for index, item in enumerate(value):
         at = f"{where}[{index}]" if where == "engines" else where
         if isinstance(item, str):
             item = {"url": item}
         if not isinstance(item, dict):
-            raise ConfigError(at, f"must be a mapping or a URL, not {_type_name(item)}")
-        for key in item:
-            if key not in ENGINE_KEYS:
-                raise ConfigError(f"{at}.{key}", f"unknown key (known: {', '.join(ENGINE_KEYS)})")
+            raise ConfigError(at, f"must be a mapping or a URL, not {v.type_name(item)}")
+        v.known_keys(item, at, ENGINE_KEYS)
         if "url" not in item:
             raise ConfigError(f"{at}.url", "missing")
-        entry = {**defaults, **item}
-        url = _url(entry["url"], f"{at}.url" if at != "--engine" else at)
-        engine_type = entry.get("type")
-        if engine_type is not None:
-            engine_type = _choice(engine_type, f"{at}.type", ENGINE_TYPES)
+        engine_type = item.get("type")
+        limits = {f.name: item.get(f.name, getattr(defaults, f.name)) for f in fields(ScrapeLimits)}
         entries.append(
             {
-                "url": url,
-                "type": engine_type,
-                "name": _optional_string(entry.get("name"), f"{at}.name"),
-                "model": _optional_string(entry.get("model"), f"{at}.model"),
-                "timeout_seconds": _positive_number(entry["timeout_seconds"], f"{at}.timeout_seconds"),
-                "max_response_bytes": _positive_int(entry["max_response_bytes"], f"{at}.max_response_bytes"),
-                "max_series": _positive_int(entry["max_series"], f"{at}.max_series"),
-                "max_label_value_length": _positive_int(
-                    entry["max_label_value_length"], f"{at}.max_label_value_length"
-                ),
+                "url": v.url(item["url"], f"{at}.url" if at != "--engine" else at),
+                "type": None if engine_type is None else v.choice(engine_type, f"{at}.type", ENGINE_TYPES),
+                "name": v.optional_string(item.get("name"), f"{at}.name"),
+                "model": v.optional_string(item.get("model"), f"{at}.model"),
+                "limits": _checked_limits(limits, at),
             }
         )
     names = engine_names([e["url"] for e in entries], [e["name"] for e in entries])
@@ -346,16 +272,7 @@ def _engines(value: Any, where: str, defaults: Mapping[str, Any]) -> tuple[Engin
             raise ConfigError(f"{where}[{index}]", f"duplicate engine {name!r} (same as entry {seen[name]})")
         seen[name] = index
     return tuple(
-        EngineTarget(
-            url=e["url"],
-            name=name,
-            type=e["type"],
-            model=e["model"],
-            timeout_seconds=e["timeout_seconds"],
-            max_response_bytes=e["max_response_bytes"],
-            max_series=e["max_series"],
-            max_label_value_length=e["max_label_value_length"],
-        )
+        EngineTarget(url=e["url"], name=name, type=e["type"], model=e["model"], limits=e["limits"])
         for e, name in zip(entries, names)
     )
 
@@ -375,77 +292,14 @@ def engine_names(urls: Sequence[str], names: Sequence[str | None]) -> list[str]:
     return result
 
 
-def _url(value: Any, where: str) -> str:
-    text = _string(value, where)
-    try:
-        parts = urlsplit(text)
-    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
-        raise ConfigError(where, f"not a valid URL: {text!r} ({exc})") from exc
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(where, f"not an http(s) URL: {text!r}")
-    try:
-        parts.port
-    except ValueError as exc:
-        raise ConfigError(where, f"bad port in {text!r}") from exc
-    return text
-
-
-def _gpu_mode(value: Any, where: str) -> tuple[str, str | None]:
-    text = _string(value, where)
+def _gpu(value: Any, where: str, dcgm_address: Any) -> GpuSettings:
+    text = v.string(value, where)
+    address = v.string(dcgm_address, "dcgm_address")
     mode, sep, url = text.partition("=")
     if mode == "dcgm-exporter":
         if not sep:
             raise ConfigError(where, "dcgm-exporter needs a URL: dcgm-exporter=http://HOST:9400/metrics")
-        return mode, _url(url, where)
+        return GpuSettings(mode, v.url(url, where), address)
     if sep or mode not in GPU_MODES:
         raise ConfigError(where, f"unknown GPU mode {text!r} (known: auto, nvml, dcgm, dcgm-exporter=URL, none)")
-    return mode, None
-
-
-def _type_name(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "empty"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _string(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(where, f"must be a non-empty string, not {_type_name(value)}")
-    return value
-
-
-def _optional_string(value: Any, where: str) -> str | None:
-    return None if value is None else _string(value, where)
-
-
-def _choice(value: Any, where: str, choices: Sequence[str]) -> str:
-    text = _string(value, where)
-    if text not in choices:
-        raise ConfigError(where, f"{text!r} is not one of {', '.join(choices)}")
-    return text
-
-
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ConfigError(where, f"must be a number, not {_type_name(value)}")
-    try:
-        number = float(value)
-    except ValueError as exc:
-        raise ConfigError(where, f"must be a number, not {value!r}") from exc
-    if not math.isfinite(number):
-        raise ConfigError(where, f"must be finite, not {value!r}")
-    return number
-
-
-def _positive_number(value: Any, where: str) -> float:
-    number = _number(value, where)
-    if number <= 0:
-        raise ConfigError(where, f"must be greater than 0, not {value!r}")
-    return number
-
-
-def _positive_int(value: Any, where: str) -> int:
-    number = _positive_number(value, where)
-    if number != int(number):
-        raise ConfigError(where, f"must be a whole number, not {value!r}")
-    return int(number)
+    return GpuSettings(mode, None, address)

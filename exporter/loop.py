@@ -17,10 +17,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Protocol
 
 from exporter.model import Metric
-from exporter.sources.base import Source, SourceError
+from exporter.sources.base import Source, SourceError, SourceGroup
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +53,6 @@ class _Running:
     future: Future
     started: float
     source: Source
-
-
-class SourceGroup(Protocol):
-    """Sources whose membership changes at run time; the group owns (and closes) its members."""
-
-    #: the most members the group will hold at once, to size the worker pool
-    max_sources: int
-
-    def sources(self) -> Sequence[Source]:
-        """The current members; the loop calls this once per round."""
-
-    def close(self) -> None:
-        """Stop finding members and close every member."""
 
 
 class CollectionLoop:

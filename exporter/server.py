@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -107,22 +106,3 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the http.server API
         log.debug("%s %s", self.address_string(), format % args)
-
-
-def health_check(
-    loop_alive: Callable[[], bool], last_completed: Callable[[], float | None], max_age: float
-) -> Callable[[], tuple[bool, str]]:
-    """Healthy while the loop thread runs and has completed a round within `max_age` seconds."""
-
-    def check() -> tuple[bool, str]:
-        if not loop_alive():
-            return False, "collection loop not running"
-        completed = last_completed()
-        if completed is None:
-            return True, "ok: first collection in progress"
-        age = time.monotonic() - completed
-        if age > max_age:
-            return False, f"no completed collection for {age:.0f}s"
-        return True, "ok"
-
-    return check

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from exporter.config import ConfigError, load_file
-from exporter.diagnosis.thresholds import Thresholds
+from exporter.settings import Thresholds
 
 SEVERITIES = ("critical", "warning", "info")
 # Prometheus durations: one or more number+unit pairs, largest unit first ("1h30m", "15s").

@@ -18,9 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from exporter.attribution.podresources import PodContainer, PodResourcesClient, PodResourcesError
-from exporter.attribution.processes import EngineProcesses, pod_name_of
-from exporter.config import Config, GpuAttribution
-from exporter.sources.engine import EngineTarget
+from exporter.engine_processes import EngineProcess, EngineProcesses, pod_name_of
+from exporter.settings import EngineTarget, GpuAttribution
 
 log = logging.getLogger(__name__)
 
@@ -42,27 +41,22 @@ class Attributor:
     def __init__(
         self,
         settings: GpuAttribution,
-        engines: Sequence[EngineTarget],
+        engines: Callable[[], Sequence[EngineTarget]] | Sequence[EngineTarget],
         processes: EngineProcesses | None = None,
         pod_client: PodResourcesClient | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
-        self._engine_names = [e.name for e in engines]
         self._processes = processes if processes is not None else EngineProcesses(engines)
         if pod_client is None and settings.pod_resources_socket:
             pod_client = PodResourcesClient(settings.pod_resources_socket)
         self._pods = pod_client
         self._clock = clock
         self._next_refresh = float("-inf")
-        self._engine_pids: dict[str, tuple[frozenset[int], frozenset[int]]] = {}
+        self._engine_pids: dict[str, EngineProcess] = {}
         self._pod_devices: dict[str, set[PodContainer]] = {}
         self._pod_error: str | None = None
         self._logged: dict[str, tuple[str, ...]] = {}
-
-    @classmethod
-    def from_config(cls, config: Config) -> Attributor:
-        return cls(config.gpu_attribution, config.engines)
 
     def attribute(self, gpus: Sequence[GpuRef]) -> list[dict[str, str]]:
         """Extra labels for each GPU, in order: `engine`, and `pod`/`namespace`/`container`."""
@@ -110,7 +104,7 @@ class Attributor:
     def _process_engines(self, gpu: GpuRef) -> set[str]:
         if not gpu.pids:
             return set()
-        return {engine for engine, (_, tree) in self._engine_pids.items() if tree & gpu.pids}
+        return {engine for engine, found in self._engine_pids.items() if found.tree & gpu.pids}
 
     def _owners(self, gpu: GpuRef) -> set[PodContainer]:
         if not self._pod_devices:
@@ -130,10 +124,10 @@ class Attributor:
         for owners in self._pod_devices.values():
             for owner in owners:
                 pods_by_name.setdefault(owner.pod, set()).add((owner.namespace, owner.pod))
-        for engine, (listeners, _) in self._engine_pids.items():
+        for engine, found in self._engine_pids.items():
             if engine in self.settings.engine_pods:
                 continue
-            for pid in sorted(listeners):
+            for pid in sorted(found.listeners):
                 name = pod_name_of(pid)
                 candidates = pods_by_name.get(name or "", set())
                 if len(candidates) == 1:
@@ -150,7 +144,7 @@ class Attributor:
         self._next_refresh = now + self.settings.refresh_seconds
         pods_available = self._pods is not None and self._pods.available()
         wants_processes = self.settings.processes and (have_pids or pods_available)
-        self._engine_pids = self._processes.lookup() if wants_processes and self._engine_names else {}
+        self._engine_pids = self._processes.lookup() if wants_processes else {}
         if pods_available:
             try:
                 self._pod_devices = self._pods.list_gpu_devices()

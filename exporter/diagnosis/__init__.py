@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from exporter.catalogue import STAGES as STAGE_IDS
 from exporter.diagnosis.actions import ACTIONS
 from exporter.diagnosis.signals import EngineKey, History, engine_inputs
 from exporter.diagnosis.stages import STAGES, StageResult
-from exporter.diagnosis.thresholds import Thresholds
 from exporter.model import Metric, Sample
+from exporter.settings import Thresholds
 
-if TYPE_CHECKING:
-    from exporter.loop import Snapshot
-
-__all__ = ["Diagnoser", "Thresholds", "annotate"]
+__all__ = ["Diagnoser", "Thresholds"]
 
 
 @dataclass
@@ -117,8 +114,3 @@ class Diagnoser:
         for stage in (*STAGE_IDS, "none"):
             out.append(Sample("llm_bottleneck_primary", {**base, "stage": stage}, 1.0 if d.primary == stage else 0.0))
         return out
-
-
-def annotate(diagnoser: Diagnoser, snapshot: Snapshot, now: float) -> Snapshot:
-    """The snapshot with the diagnosis gauges added, as exposition and /diagnosis serve it."""
-    return replace(snapshot, metrics=snapshot.metrics + tuple(diagnoser.update(snapshot.metrics, now)))

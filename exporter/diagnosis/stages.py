@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from exporter.diagnosis.signals import History
-from exporter.diagnosis.thresholds import Thresholds
+from exporter.settings import Thresholds
 
 
 @dataclass

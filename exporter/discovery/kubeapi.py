@@ -16,8 +16,8 @@ from typing import Any
 
 import requests
 
-from exporter.config import ConfigError
-from exporter.discovery import KubernetesSettings
+from exporter.settings import KubernetesSettings
+from exporter.validation import ConfigError
 
 # A watch event is one pod; the API server refuses objects over ~1.5 MB (etcd's request limit).
 MAX_EVENT_BYTES = 4 * 1024 * 1024

@@ -31,13 +31,11 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from exporter.config import ConfigError
-from exporter.discovery import KubernetesSettings
 from exporter.discovery.kubeapi import ApiError, KubernetesApi, ResourceExpired, in_cluster_api
 from exporter.discovery.targets import DynamicEngineSources
+from exporter.settings import ENGINE_TYPES, EngineTarget, KubernetesSettings
 from exporter.sources.base import Source, SourceError
-from exporter.sources.engine import EngineTarget
-from exporter.sources.engines import ENGINE_TYPES
+from exporter.validation import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +94,7 @@ def target_for_pod(
         url=url,
         name=f"{namespace}/{name}",
         type=engine_type,
-        timeout_seconds=settings.timeout_seconds,
-        max_response_bytes=settings.max_response_bytes,
-        max_series=settings.max_series,
-        max_label_value_length=settings.max_label_value_length,
+        limits=settings.limits,
         labels=(("pod", name), ("namespace", namespace), ("container", container)),
         follow_redirects=False,
     ), ""
@@ -141,7 +136,7 @@ class DiscoveryStatus(Source):
 
 
 class KubernetesEngineDiscovery:
-    """A SourceGroup (exporter.loop): the discovery status plus one engine source per annotated pod."""
+    """A SourceGroup (exporter.sources.base): the discovery status plus one engine source per annotated pod."""
 
     def __init__(
         self,

@@ -6,8 +6,9 @@ import logging
 import threading
 from collections.abc import Sequence
 
+from exporter.settings import EngineTarget
 from exporter.sources.base import Source
-from exporter.sources.engine import EngineSource, EngineTarget
+from exporter.sources.engine import EngineSource
 
 log = logging.getLogger(__name__)
 

@@ -13,13 +13,12 @@ import shutil
 import tempfile
 from typing import Any
 
+from exporter.app import Exporter
 from exporter.config import build
-from exporter.diagnosis import Diagnoser, annotate
-from exporter.loop import CollectionLoop, Snapshot
+from exporter.loop import Snapshot
 from exporter.simulate.dcgm_text import POD_NAMESPACE, pod_name
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.server import SimulationServer
-from exporter.sources.registry import build_sources
 
 
 def exporter_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | None, interval: float) -> dict[str, Any]:
@@ -56,14 +55,13 @@ class ExporterView:
         ).start()
         self.server.write_sysfs()
         config = build(exporter_settings(node, self.server.url, self._sysfs_dir, interval))
-        self.loop = CollectionLoop(build_sources(config), interval, clock=lambda: node.now)
-        self.diagnoser = Diagnoser(config.thresholds)
+        self.exporter = Exporter(config, clock=lambda: node.now)
 
     def collect(self) -> Snapshot:
         self.server.write_sysfs()
-        return annotate(self.diagnoser, self.loop.collect_once(), self.node.now)
+        return self.exporter.collect_once()
 
     def close(self) -> None:
-        self.loop.stop()
+        self.exporter.stop()
         self.server.stop()
         shutil.rmtree(self._sysfs_dir, ignore_errors=True)

@@ -8,6 +8,8 @@ its success as `llm_exporter_source_up` instead of failing the scrape.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Protocol
 
 from exporter.model import Metric
 
@@ -41,3 +43,16 @@ class Source(ABC):
 
     def close(self) -> None:
         """Release connections, handles or libraries."""
+
+
+class SourceGroup(Protocol):
+    """Sources whose membership changes at run time; the group owns (and closes) its members."""
+
+    #: the most members the group will hold at once, to size the worker pool
+    max_sources: int
+
+    def sources(self) -> Sequence[Source]:
+        """The current members; the loop calls this once per round."""
+
+    def close(self) -> None:
+        """Stop finding members and close every member."""

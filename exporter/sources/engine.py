@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -17,6 +16,7 @@ import requests
 from exporter.catalogue import QUANTILES
 from exporter.model import EngineReading, Metric, QuantileSummary, Sample
 from exporter.promtext import TooManySeries, parse_wanted, sample_names
+from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.engines import MAPPINGS, detect
 from exporter.sources.engines.common import HISTOGRAM_KEYS, DeclarativeMapping
@@ -45,24 +45,6 @@ _COUNTERS = {
 }
 
 
-@dataclass(frozen=True)
-class EngineTarget:
-    """One engine endpoint as configured; `name` is the `engine` label value."""
-
-    url: str
-    name: str
-    type: str | None = None
-    model: str | None = None
-    timeout_seconds: float = 2.0
-    max_response_bytes: int = 16 * 1024 * 1024
-    max_series: int = 10_000
-    max_label_value_length: int = 1024
-    #: labels added to every series of this engine (`pod`, `namespace`, `container` when discovered)
-    labels: tuple[tuple[str, str], ...] = ()
-    #: discovered targets never follow a redirect: it could point anywhere, not at the pod
-    follow_redirects: bool = True
-
-
 class _NoRedirectSession(requests.Session):
     """A session that returns a 3xx as it is (the scrape then fails with its status)."""
 
@@ -76,7 +58,7 @@ class EngineSource(Source):
     def __init__(self, target: EngineTarget, window_seconds: float, lifetime_baseline: bool = False) -> None:
         self.config = target
         self.target = target.name
-        self.timeout_seconds = target.timeout_seconds
+        self.timeout_seconds = target.limits.timeout_seconds
         self._window_seconds = window_seconds
         # `once` has no earlier scrape to diff against: count the engine's lifetime instead.
         self._lifetime_baseline = lifetime_baseline
@@ -94,7 +76,7 @@ class EngineSource(Source):
 
     def collect(self, now: float) -> list[Metric]:
         text, content_type = fetch_text(
-            self._session, self.config.url, self.timeout_seconds, self.config.max_response_bytes
+            self._session, self.config.url, self.timeout_seconds, self.config.limits.max_response_bytes
         )
         if "json" in content_type:
             raise SourceError(
@@ -107,7 +89,10 @@ class EngineSource(Source):
             raise SourceError("parse", f"{self.config.url}: no known engine metrics in the response")
         try:
             parsed = parse_wanted(
-                text, mapping.wanted() | {_PROCESS_CPU}, self.config.max_series, self.config.max_label_value_length
+                text,
+                mapping.wanted() | {_PROCESS_CPU},
+                self.config.limits.max_series,
+                self.config.limits.max_label_value_length,
             )
         except TooManySeries as exc:
             raise SourceError("cardinality", f"{self.config.url}: {exc}") from exc

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from exporter.attribution import Attributor
-from exporter.config import Config
+from exporter.settings import GpuSettings
 from exporter.sources.base import Source, SourceError
 from exporter.sources.dcgm import DcgmSource, dcgm_answers
 from exporter.sources.dcgm_exporter import DcgmExporterSource
@@ -26,29 +26,32 @@ Probe = Callable[[], tuple[bool, str]]
 
 
 def build_gpu_source(
-    config: Config,
+    gpu: GpuSettings,
+    attributor: Attributor,
+    interval_seconds: float,
     dcgm_probe: Probe | None = None,
     nvml_probe: Probe | None = None,
 ) -> Source | None:
-    mode = config.gpu
+    """The GPU source `gpu.mode` asks for, or None; `attributor` is closed when none is built."""
+    mode = gpu.mode
     if mode == "none":
         log.info("gpu: disabled (--gpu none)")
+        attributor.close()
         return None
-    attributor = Attributor.from_config(config)
     if mode == "dcgm-exporter":
-        assert config.gpu_url is not None
-        log.info("gpu: ingesting dcgm-exporter at %s", config.gpu_url)
-        return DcgmExporterSource(config.gpu_url, attributor)
+        assert gpu.url is not None
+        log.info("gpu: ingesting dcgm-exporter at %s", gpu.url)
+        return DcgmExporterSource(gpu.url, attributor)
     if mode == "nvml":
         log.info("gpu: NVML (--gpu nvml)")
         return NvmlSource(attributor)
     if mode == "dcgm":
-        log.info("gpu: DCGM host engine at %s (--gpu dcgm)", config.dcgm_address)
-        return _dcgm(config, attributor)
-    dcgm_ok, dcgm_why = (dcgm_probe or (lambda: dcgm_answers(config.dcgm_address)))()
+        log.info("gpu: DCGM host engine at %s (--gpu dcgm)", gpu.dcgm_address)
+        return _dcgm(gpu, attributor, interval_seconds)
+    dcgm_ok, dcgm_why = (dcgm_probe or (lambda: dcgm_answers(gpu.dcgm_address)))()
     if dcgm_ok:
         log.info("gpu: auto chose DCGM (%s)", dcgm_why)
-        return _dcgm(config, attributor)
+        return _dcgm(gpu, attributor, interval_seconds)
     nvml_ok, nvml_why = (nvml_probe or nvml_available)()
     if nvml_ok:
         log.info("gpu: auto chose NVML (%s; not DCGM: %s)", nvml_why, dcgm_why)
@@ -58,8 +61,8 @@ def build_gpu_source(
     return None
 
 
-def _dcgm(config: Config, attributor: Attributor) -> DcgmSource:
-    return DcgmSource(config.dcgm_address, attributor, config.interval_seconds, process_lister=NvmlProcessLister())
+def _dcgm(gpu: GpuSettings, attributor: Attributor, interval_seconds: float) -> DcgmSource:
+    return DcgmSource(gpu.dcgm_address, attributor, interval_seconds, process_lister=NvmlProcessLister())
 
 
 def nvml_available() -> tuple[bool, str]:

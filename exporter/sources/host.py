@@ -9,26 +9,20 @@ a guess at another process would be worse than nothing.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import psutil
 
+from exporter.engine_processes import EngineProcesses
 from exporter.model import Metric, Sample
+from exporter.settings import EngineTarget
 from exporter.sources.base import Source
-from exporter.sources.engine import EngineTarget
 from exporter.window import DeltaWindow
 
 log = logging.getLogger(__name__)
-
-_WILDCARDS = frozenset({"0.0.0.0", "::", ""})
-
-LabelsFor = Callable[[EngineTarget], list[dict[str, str]]]
 
 
 @dataclass(frozen=True)
@@ -49,10 +43,6 @@ def read_cpu_times() -> list[CpuTimes]:
         idle = fields.get("idle", 0.0) + fields.get("iowait", 0.0)
         result.append(CpuTimes(busy=total - idle, total=total))
     return result
-
-
-def default_labels(target: EngineTarget) -> list[dict[str, str]]:
-    return [{"engine": target.name, "engine_type": target.type or "unknown", "model": target.model or ""}]
 
 
 @dataclass
@@ -96,48 +86,6 @@ class ProcessTree:
         return self.retired_cpu_seconds + sum(live.values()), threads
 
 
-def local_addresses() -> set[str]:
-    """Every address of this network namespace's interfaces."""
-    addresses = set()
-    for entries in psutil.net_if_addrs().values():
-        for entry in entries:
-            if entry.family in (socket.AF_INET, socket.AF_INET6):
-                addresses.add(_normal_ip(entry.address))
-    return addresses
-
-
-def target_endpoint(url: str) -> tuple[str, int]:
-    parts = urlsplit(url)
-    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
-
-
-def resolve_local(host: str, local: set[str]) -> set[str] | None:
-    """The target's addresses when it is served from this network namespace; None when remote
-    (or unresolvable), where a local listener on the same port would be some other process."""
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except OSError:
-        return None
-    addresses = {_normal_ip(str(info[4][0])) for info in infos}
-    if any(ipaddress.ip_address(a).is_loopback or a in local for a in addresses):
-        return addresses
-    return None
-
-
-def listening_pids(wanted: dict[str, tuple[set[str], int]]) -> dict[str, int]:
-    """name -> pid of the process listening on (one of the addresses, port). One pass over the
-    socket table for all names; a socket whose owner psutil may not see has no pid and is skipped."""
-    found: dict[str, int] = {}
-    for conn in psutil.net_connections(kind="tcp"):
-        if conn.status != psutil.CONN_LISTEN or not conn.laddr or conn.pid is None:
-            continue
-        ip, port = _normal_ip(conn.laddr.ip), conn.laddr.port
-        for name, (addresses, wanted_port) in wanted.items():
-            if name not in found and port == wanted_port and (ip in _WILDCARDS or ip in addresses):
-                found[name] = conn.pid
-    return found
-
-
 def _ratio(window: DeltaWindow) -> float | None:
     totals = window.total()
     if totals is None or totals[1] <= 0:
@@ -145,15 +93,10 @@ def _ratio(window: DeltaWindow) -> float | None:
     return min(1.0, max(0.0, totals[0] / totals[1]))
 
 
-def _normal_ip(text: str) -> str:
-    text = text.split("%", 1)[0]  # IPv6 zone index
-    return text[len("::ffff:") :] if text.startswith("::ffff:") and "." in text else text
-
-
 @dataclass
-class _EngineProcess:
-    target: EngineTarget
-    reported_remote: bool = False
+class _Tracked:
+    """An engine whose process tree is measured, and when to look for it again if not found."""
+
     tree: ProcessTree | None = None
     next_lookup: float = 0.0
 
@@ -163,10 +106,9 @@ class HostSource(Source):
 
     def __init__(
         self,
-        engines: Sequence[EngineTarget],
+        engines: Callable[[], Sequence[EngineTarget]] | Sequence[EngineTarget],
         window_seconds: float,
         lifetime_baseline: bool = False,
-        labels_for: LabelsFor = default_labels,
         cpu_times: Callable[[], list[CpuTimes]] = read_cpu_times,
         rescan_seconds: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
@@ -174,12 +116,13 @@ class HostSource(Source):
         self.window_seconds = window_seconds
         # `once` has no earlier reading: report the average since boot instead of nothing.
         self._lifetime_baseline = lifetime_baseline
-        self._labels_for = labels_for
         self._cpu_times = cpu_times
         # Finding a listener scans every process' file descriptors: not every collection.
         self._rescan_seconds = rescan_seconds
         self._clock = clock
-        self._engines = [_EngineProcess(target) for target in engines]
+        self._processes = EngineProcesses(engines)
+        self._targets = self._processes.targets
+        self._tracked: dict[str, _Tracked] = {}
         self._windows: dict[str, DeltaWindow] = {}
 
     def collect(self, now: float) -> list[Metric]:
@@ -213,56 +156,39 @@ class HostSource(Source):
         return _ratio(window)
 
     def _engine_processes(self) -> list[Sample]:
-        self._find_trees()
+        """Process samples labelled by `engine` alone: the composition root gives them the
+        engine's own labels (and drops them for an engine that reports its own process CPU)."""
+        names = {target.name for target in self._targets()}
+        for name in [n for n in self._tracked if n not in names]:  # engine removed or pod deleted
+            del self._tracked[name]
+        self._find_trees(names)
         out = []
-        for engine in self._engines:
-            if engine.tree is None:
+        for name, tracked in sorted(self._tracked.items()):
+            if tracked.tree is None:
                 continue
-            usage = engine.tree.sample()
+            usage = tracked.tree.sample()
             if usage is None:
-                log.info("host: engine %s process %d is gone or hidden", engine.target.name, engine.tree.root.pid)
-                engine.tree = None
+                log.info("host: engine %s process %d is gone or hidden", name, tracked.tree.root.pid)
+                tracked.tree = None
                 continue
             cpu_seconds, threads = usage
-            for labels in self._labels_for(engine.target):
-                out.append(Sample("llm_engine_process_cpu_seconds_total", labels, cpu_seconds))
-                out.append(Sample("llm_engine_process_threads", labels, float(threads)))
+            out.append(Sample("llm_engine_process_cpu_seconds_total", {"engine": name}, cpu_seconds))
+            out.append(Sample("llm_engine_process_threads", {"engine": name}, float(threads)))
         return out
 
-    def _find_trees(self) -> None:
+    def _find_trees(self, names: set[str]) -> None:
         now = self._clock()
-        due = [e for e in self._engines if e.tree is None and now >= e.next_lookup]
+        due = []
+        for name in names:
+            tracked = self._tracked.setdefault(name, _Tracked())
+            if tracked.tree is None and now >= tracked.next_lookup:
+                tracked.next_lookup = now + self._rescan_seconds
+                due.append(name)
         if not due:
             return
-        local = local_addresses()
-        wanted: dict[str, tuple[set[str], int]] = {}
-        for engine in due:
-            engine.next_lookup = now + self._rescan_seconds
-            host, port = target_endpoint(engine.target.url)
-            addresses = resolve_local(host, local)
-            if addresses is None:
-                if not engine.reported_remote:
-                    log.info(
-                        "host: engine %s (%s) is not served from this network namespace; its process is not measured",
-                        engine.target.name,
-                        host,
-                    )
-                engine.reported_remote = True
-                continue
-            wanted[engine.target.name] = (addresses, port)
-        if not wanted:
-            return
-        try:
-            pids = listening_pids(wanted)
-        except psutil.Error as exc:
-            log.info("host: cannot list sockets (%s); engine processes are not measured", exc)
-            return
-        for engine in due:
-            pid = pids.get(engine.target.name)
-            if pid is None:
-                continue
+        for name, found in self._processes.lookup(due).items():
             try:
-                engine.tree = ProcessTree(psutil.Process(pid))
+                self._tracked[name].tree = ProcessTree(psutil.Process(found.root))
             except psutil.Error:
                 continue
-            log.info("host: engine %s is process %d", engine.target.name, pid)
+            log.info("host: engine %s is process %d", name, found.root)

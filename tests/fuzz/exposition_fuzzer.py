@@ -18,8 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 with atheris.instrument_imports(include=["exporter"]):
     import exporter.sources.dcgm_exporter as dcgm_exporter_module
     import exporter.sources.engine as engine_module
+    from exporter.settings import EngineTarget
     from exporter.sources.dcgm_exporter import DcgmExporterSource
-    from exporter.sources.engine import EngineSource, EngineTarget
+    from exporter.sources.engine import EngineSource
 
 from tests.fuzz.harness import run  # noqa: E402
 from tests.fuzz.properties import assert_renders_and_parses_back, collect  # noqa: E402

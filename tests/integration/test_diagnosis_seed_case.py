@@ -59,7 +59,7 @@ def test_the_report_quotes_dram_sm_and_the_waiting_trend_and_the_seed_remedies()
             t += 5.0
             node.advance(t)
             view.collect()
-        report = view.diagnoser.report()
+        report = view.exporter.diagnosis()
     finally:
         view.close()
     engine = report["engines"][0]

@@ -16,8 +16,9 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.model import Sample
+from exporter.settings import EngineTarget
 from exporter.simulate import load_scenario, run_offline
-from exporter.sources.engine import EngineSource, EngineTarget
+from exporter.sources.engine import EngineSource
 from tests.support import REPO, fixture_text, free_port, respond_with, series_value
 
 pytestmark = pytest.mark.integration

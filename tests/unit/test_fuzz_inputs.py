@@ -26,9 +26,10 @@ from hypothesis import strategies as st
 from exporter.config import ConfigError, build
 from exporter.config import load_file as load_config_file
 from exporter.loop import SourceStatus
+from exporter.settings import EngineTarget
 from exporter.sources.base import Source
 from exporter.sources.dcgm_exporter import DcgmExporterSource
-from exporter.sources.engine import EngineSource, EngineTarget
+from exporter.sources.engine import EngineSource
 from exporter.sources.rdma import RdmaSource
 from exporter.webconfig import load_web_config
 from tests.fuzz.properties import FILE_FATES, assert_renders_and_parses_back, change_file, collect

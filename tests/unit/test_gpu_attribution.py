@@ -9,11 +9,12 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
+from exporter import engine_processes as processes_module
 from exporter.attribution import Attributor, GpuRef, PodContainer
-from exporter.attribution import processes as processes_module
 from exporter.attribution.podresources import PodResourcesError, _message_classes, gpu_devices
-from exporter.config import ConfigError, GpuAttribution, build
-from exporter.sources.engine import EngineTarget
+from exporter.config import ConfigError, build
+from exporter.engine_processes import EngineProcess
+from exporter.settings import EngineTarget, GpuAttribution
 
 ENGINES = (
     EngineTarget(url="http://127.0.0.1:8000/metrics", name="vllm-a"),
@@ -72,19 +73,27 @@ def test_static_map_by_index_and_uuid():
 
 def test_processes_match_the_engine_process_tree_with_gpu_pids():
     procs = FakeProcesses(
-        {"vllm-a": (frozenset({10}), frozenset({10, 102, 103})), "vllm-b": (frozenset({11}), frozenset({11, 104}))}
+        {
+            "vllm-a": EngineProcess(frozenset({10}), frozenset({10, 102, 103})),
+            "vllm-b": EngineProcess(frozenset({11}), frozenset({11, 104})),
+        }
     )
     assert engines_of(attributor(processes=procs).attribute(GPUS)) == {"2": "vllm-a", "3": "vllm-a", "4": "vllm-b"}
 
 
 def test_static_map_wins_over_processes():
     settings = GpuAttribution(static={"vllm-b": ("2",)}, pod_resources_socket="")
-    procs = FakeProcesses({"vllm-a": (frozenset({10}), frozenset({102, 103}))})
+    procs = FakeProcesses({"vllm-a": EngineProcess(frozenset({10}), frozenset({102, 103}))})
     assert engines_of(attributor(settings, procs).attribute(GPUS)) == {"2": "vllm-b", "3": "vllm-a"}
 
 
 def test_two_engines_sharing_a_gpu_are_named_together():
-    procs = FakeProcesses({"vllm-b": (frozenset({1}), frozenset({102})), "vllm-a": (frozenset({2}), frozenset({102}))})
+    procs = FakeProcesses(
+        {
+            "vllm-b": EngineProcess(frozenset({1}), frozenset({102})),
+            "vllm-a": EngineProcess(frozenset({2}), frozenset({102})),
+        }
+    )
     assert engines_of(attributor(processes=procs).attribute(GPUS))["2"] == "vllm-a,vllm-b"
 
 
@@ -125,7 +134,7 @@ def test_pod_resources_label_gpus_and_join_the_configured_engine_pod():
 
 def test_engine_pod_found_from_the_hostname_of_its_process(monkeypatch):
     pods = FakePods({"nvidia4": {PodContainer("serving", "vllm-b-xyz", "vllm")}})  # device-name IDs
-    procs = FakeProcesses({"vllm-b": (frozenset({77}), frozenset({77}))})
+    procs = FakeProcesses({"vllm-b": EngineProcess(frozenset({77}), frozenset({77}))})
     monkeypatch.setattr("exporter.attribution.pod_name_of", lambda pid: "vllm-b-xyz" if pid == 77 else None)
     result = attributor(GpuAttribution(), procs, pods).attribute([GpuRef("4", "GPU-4")])
     assert result == [{"namespace": "serving", "pod": "vllm-b-xyz", "container": "vllm", "engine": "vllm-b"}]
@@ -204,7 +213,7 @@ def test_defaults():
     config = build(ENGINES_CONFIG)
     assert config.gpu_attribution == GpuAttribution()
     assert config.gpu_attribution.pod_resources_socket == "/var/lib/kubelet/pod-resources/kubelet.sock"
-    assert config.dcgm_address == "localhost:5555"
+    assert config.gpu.dcgm_address == "localhost:5555"
 
 
 def test_full_attribution_config():
@@ -228,7 +237,7 @@ def test_full_attribution_config():
         engine_pods={"vllm-a": ("serving", "vllm-a-0")},
         refresh_seconds=10.0,
     )
-    assert config.dcgm_address == "embedded"
+    assert config.gpu.dcgm_address == "embedded"
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,13 @@ import logging
 
 import pytest
 
+from exporter.app import build_pipeline
+from exporter.attribution import Attributor
 from exporter.config import build
 from exporter.sources.dcgm import DcgmSource
 from exporter.sources.dcgm_exporter import DcgmExporterSource
 from exporter.sources.gpu import build_gpu_source
 from exporter.sources.nvml import NvmlSource
-from exporter.sources.registry import build_sources
 
 YES = lambda: (True, "it answers")  # noqa: E731
 NO = lambda: (False, "nothing there")  # noqa: E731
@@ -19,6 +20,11 @@ NO = lambda: (False, "nothing there")  # noqa: E731
 
 def refuse():
     pytest.fail("probed although the mode was explicit")
+
+
+def gpu_args(config):
+    """What the composition root hands the GPU source: its settings, an attributor, the interval."""
+    return config.gpu, Attributor(config.gpu_attribution, config.engines), config.interval_seconds
 
 
 @pytest.mark.parametrize(
@@ -30,34 +36,34 @@ def refuse():
     ],
 )
 def test_explicit_modes_do_not_probe(gpu, kind):
-    assert isinstance(build_gpu_source(build({"gpu": gpu}), dcgm_probe=refuse, nvml_probe=refuse), kind)
+    assert isinstance(build_gpu_source(*gpu_args(build({"gpu": gpu})), dcgm_probe=refuse, nvml_probe=refuse), kind)
 
 
 def test_none_builds_nothing():
-    assert build_gpu_source(build({"gpu": "none"}), dcgm_probe=refuse, nvml_probe=refuse) is None
+    assert build_gpu_source(*gpu_args(build({"gpu": "none"})), dcgm_probe=refuse, nvml_probe=refuse) is None
 
 
 def test_auto_prefers_a_dcgm_host_engine_that_answers(caplog):
     caplog.set_level(logging.INFO)
-    source = build_gpu_source(build({"dcgm_address": "10.0.0.9:5555"}), dcgm_probe=YES, nvml_probe=refuse)
+    source = build_gpu_source(*gpu_args(build({"dcgm_address": "10.0.0.9:5555"})), dcgm_probe=YES, nvml_probe=refuse)
     assert isinstance(source, DcgmSource) and source.address == "10.0.0.9:5555"
     assert "auto chose DCGM" in caplog.text
 
 
 def test_auto_falls_back_to_nvml(caplog):
     caplog.set_level(logging.INFO)
-    assert isinstance(build_gpu_source(build({}), dcgm_probe=NO, nvml_probe=YES), NvmlSource)
+    assert isinstance(build_gpu_source(*gpu_args(build({})), dcgm_probe=NO, nvml_probe=YES), NvmlSource)
     assert "auto chose NVML" in caplog.text and "nothing there" in caplog.text
 
 
 def test_auto_with_neither_runs_without_gpu_families(caplog):
     caplog.set_level(logging.INFO)
-    assert build_gpu_source(build({}), dcgm_probe=NO, nvml_probe=NO) is None
+    assert build_gpu_source(*gpu_args(build({})), dcgm_probe=NO, nvml_probe=NO) is None
     assert "auto found no GPU telemetry" in caplog.text
 
 
 def test_the_registry_adds_the_gpu_source():
-    sources = build_sources(build({"gpu": "dcgm-exporter=http://127.0.0.1:9400/metrics"}))
+    sources = build_pipeline(build({"gpu": "dcgm-exporter=http://127.0.0.1:9400/metrics"})).sources
     assert [s.name for s in sources if s.name == "dcgm-exporter"] == ["dcgm-exporter"]
 
 

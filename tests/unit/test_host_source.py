@@ -16,14 +16,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from exporter.config import Config
+from exporter.app import build_pipeline, join_process_samples
 from exporter.model import Metric, Sample
-from exporter.sources.engine import EngineTarget
+from exporter.settings import Config, EngineTarget, GpuSettings
 from exporter.sources.host import CpuTimes, HostSource
-from exporter.sources.registry import build_sources
 from tests.support import free_port
 
-ENGINE_LABELS = {"engine": "e1", "engine_type": "unknown", "model": ""}
+# The host source labels process samples by engine alone; the composition root joins them.
+ENGINE_LABELS = {"engine": "e1"}
 
 # A stand-in engine: listens on a port, runs two idle threads and a thread that reaps its child,
 # and starts a child that burns half a second of CPU, then idles. It reports the child's pid and
@@ -232,16 +232,23 @@ def test_an_owner_psutil_cannot_see_is_omitted(engine_process: tuple[int, subpro
     assert not [n for n in result["names"] if n.startswith("llm_engine_process_")]
 
 
-def test_registry_labels_process_series_like_the_engine_source(
+def test_process_series_get_the_engine_sources_labels_and_yield_to_its_own(
     engine_process: tuple[int, subprocess.Popen, Path],
 ) -> None:
     port, _, _ = engine_process
     target = EngineTarget(url=f"http://127.0.0.1:{port}/metrics", name="e1", type="vllm", model="tiny")
-    sources = build_sources(Config(gpu="none", sysfs="/nonexistent", engines=(target,)))
+    sources = build_pipeline(Config(gpu=GpuSettings("none"), sysfs="/nonexistent", engines=(target,))).sources
     host = [s for s in sources if s.name == "host"]
     assert len(host) == 1
     metrics = host[0].collect(0.0)
-    assert get(metrics, "llm_engine_process_threads", engine="e1", engine_type="vllm", model="tiny") == 5
+    up = [Sample("llm_engine_up", {"engine": "e1", "engine_type": "vllm", "model": m}, 1.0) for m in ("a", "b")]
+    joined = join_process_samples([*up, *metrics])
+    for model in ("a", "b"):
+        assert get(joined, "llm_engine_process_threads", engine="e1", engine_type="vllm", model=model) == 5
+    assert get(joined, "llm_engine_process_threads", **ENGINE_LABELS) is None
+    own = Sample("llm_engine_process_cpu_seconds_total", {**up[0].labels}, 7.0)
+    joined = join_process_samples([*up, own, *metrics])
+    assert [m.value for m in joined if m.name == "llm_engine_process_cpu_seconds_total"] == [7.0]
 
 
 def test_every_host_sample_is_in_the_catalogue_with_its_labels(
@@ -250,7 +257,7 @@ def test_every_host_sample_is_in_the_catalogue_with_its_labels(
     from exporter.catalogue import CATALOGUE
 
     port, _, _ = engine_process
-    metrics = HostSource([_target(port)], window_seconds=60, lifetime_baseline=True).collect(0.0)
+    metrics = join_process_samples(HostSource([_target(port)], window_seconds=60, lifetime_baseline=True).collect(0.0))
     assert len({m.name for m in metrics}) == 6
     for metric in metrics:
         assert set(metric.labels) == set(CATALOGUE[metric.name].labels), metric.name

@@ -338,7 +338,9 @@ def test_dcgm_overlay_runs_the_dcgm_image_variant_with_gpu_dcgm():
     container = one(bundle, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
     assert container["image"].endswith("-dcgm")
     assert (
-        build(yaml.safe_load(one(bundle, "ConfigMap", "llm-bottleneck-exporter-config")["data"]["config.yaml"])).gpu
+        build(
+            yaml.safe_load(one(bundle, "ConfigMap", "llm-bottleneck-exporter-config")["data"]["config.yaml"])
+        ).gpu.mode
         == "dcgm"
     )
     dockerfile = (REPO / "Dockerfile").read_text()

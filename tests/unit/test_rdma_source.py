@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.config import Config
+from exporter.app import build_pipeline
 from exporter.model import Metric, Sample
+from exporter.settings import Config, GpuSettings
 from exporter.sources.base import SourceError
 from exporter.sources.rdma import RdmaSource, counter_increment
-from exporter.sources.registry import build_sources
 from tests.sysfs_trees import (
     ROCE_COUNTERS,
     ROCE_HW_COUNTERS,
@@ -348,10 +348,10 @@ def test_every_sample_is_in_the_catalogue_with_its_labels(live: LiveTree) -> Non
 
 
 def test_registry_builds_the_rdma_source_only_when_the_class_directory_exists(tmp_path: Path) -> None:
-    absent = build_sources(Config(gpu="none", sysfs=str(tmp_path)))
+    absent = build_pipeline(Config(gpu=GpuSettings("none"), sysfs=str(tmp_path))).sources
     assert "rdma" not in [s.name for s in absent]
     roce_mlx5_tree(tmp_path)
-    present = build_sources(Config(gpu="none", sysfs=str(tmp_path)))
+    present = build_pipeline(Config(gpu=GpuSettings("none"), sysfs=str(tmp_path))).sources
     assert [s.name for s in present].count("rdma") == 1
 
 

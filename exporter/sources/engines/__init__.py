@@ -7,6 +7,7 @@ is read by the vLLM mapping), and trtllm's unprefixed early names last.
 
 from __future__ import annotations
 
+from exporter.settings import ENGINE_TYPES
 from exporter.sources.engines.common import DeclarativeMapping
 from exporter.sources.engines.sglang import SglangMapping
 from exporter.sources.engines.tgi import TgiMapping
@@ -17,7 +18,8 @@ from exporter.sources.engines.vllm import VllmMapping
 MAPPINGS: dict[str, DeclarativeMapping] = {
     m.engine_type: m for m in (TritonMapping(), VllmMapping(), SglangMapping(), TgiMapping(), TrtllmMapping())
 }
-ENGINE_TYPES = tuple(sorted(MAPPINGS))
+# The configuration validates `type:` against the settings' list: keep both the same.
+assert tuple(sorted(MAPPINGS)) == ENGINE_TYPES, "exporter.settings.ENGINE_TYPES must name every mapping"
 
 
 def detect(names: set[str]) -> DeclarativeMapping | None:

@@ -1,0 +1,240 @@
+"""The composition root: the one place that builds the exporter from its configuration.
+
+`Exporter` owns the sources (through the registry below), the collection loop, the diagnoser, the
+rendered snapshot that `/metrics` serves, self-observability and reload. `serve`, `once`, the
+simulator's exporter view and the tests all build the exporter through it, so a snapshot is
+enriched in one place (`Exporter.publish`): engine process samples joined to their engine's
+labels, reload counters added, diagnosis gauges computed.
+
+node_exporter's `main` is the model: it builds the enabled collectors from the flags and hands
+them to one handler; no collector sees the flag set, and nothing else wires the pieces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from exporter.attribution import Attributor
+from exporter.diagnosis import Diagnoser
+from exporter.exposition import RenderedSnapshot
+from exporter.loop import CollectionLoop, Snapshot
+from exporter.model import Metric, Sample
+from exporter.settings import Config, EngineTarget
+from exporter.sources.base import Source, SourceGroup
+from exporter.sources.engine import EngineSource
+from exporter.sources.gpu import build_gpu_source
+from exporter.sources.host import HostSource
+from exporter.sources.rdma import RdmaSource
+from exporter.validation import ConfigError
+
+log = logging.getLogger(__name__)
+
+PROCESS_FAMILIES = ("llm_engine_process_cpu_seconds_total", "llm_engine_process_threads")
+#: what may change on reload only with a restart (bound at start-up)
+FIXED_AT_START = ("listen_host", "listen_port", "web_config_file")
+
+
+@dataclasses.dataclass
+class Pipeline:
+    """What one configuration builds: the fixed sources and the groups found at run time."""
+
+    sources: list[Source]
+    groups: list[SourceGroup]
+
+    def close(self) -> None:
+        for item in (*self.sources, *self.groups):
+            try:
+                item.close()
+            except Exception:
+                log.exception("closing %r", item)
+
+
+def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:
+    """The enabled sources (node_exporter's collector registry): one per engine target, GPUs,
+    RDMA ports when the node has them, the host; engines discovered from Kubernetes pod
+    annotations as a group, started so the first collection has them.
+
+    `lifetime_baseline` (for `once`): no earlier reading to diff against, so windows count the
+    engines' and counters' lifetimes instead.
+    """
+    groups: list[SourceGroup] = []
+    discovery = None
+    if config.kubernetes.enabled:
+        from exporter.discovery.kubernetes import KubernetesEngineDiscovery
+
+        discovery = KubernetesEngineDiscovery(config.kubernetes, config.window_seconds, lifetime_baseline)
+        discovery.start()
+        log.info("kubernetes: discovering annotated engine pods on node %s", discovery.node_name)
+        groups.append(discovery)
+    configured = config.engines
+
+    def targets() -> Sequence[EngineTarget]:
+        """Every engine now, configured and discovered: process CPU and GPU attribution for both."""
+        return (*configured, *discovery.engines.targets()) if discovery is not None else configured
+
+    sources: list[Source] = [EngineSource(target, config.window_seconds, lifetime_baseline) for target in configured]
+    try:
+        gpu_source = build_gpu_source(config.gpu, Attributor(config.gpu_attribution, targets), config.interval_seconds)
+    except BaseException:
+        Pipeline(sources, groups).close()
+        raise
+    if gpu_source is not None:
+        sources.append(gpu_source)
+    if os.path.isdir(os.path.join(config.sysfs, "class", "infiniband")):
+        sources.append(RdmaSource(config.sysfs, config.window_seconds))
+    else:
+        log.info("rdma: no %s/class/infiniband; RDMA families are absent", config.sysfs)
+    sources.append(HostSource(targets, config.window_seconds, lifetime_baseline))
+    return Pipeline(sources, groups)
+
+
+def join_process_samples(metrics: Sequence[Metric]) -> list[Metric]:
+    """Give the host source's process samples (labelled by `engine` alone) the label sets of that
+    engine's own series, so they join; drop them for an engine that exports its own process CPU
+    (one series per engine, never two)."""
+    engine_labels: dict[str, list[dict[str, str]]] = {}
+    reports_own: set[str] = set()
+    for metric in metrics:
+        if metric.name == "llm_engine_up":
+            engine_labels.setdefault(metric.labels["engine"], []).append(dict(metric.labels))
+        elif metric.name == PROCESS_FAMILIES[0] and "engine_type" in metric.labels:
+            reports_own.add(metric.labels["engine"])
+    out: list[Metric] = []
+    for metric in metrics:
+        if metric.name not in PROCESS_FAMILIES or "engine_type" in metric.labels:
+            out.append(metric)
+            continue
+        engine = metric.labels["engine"]
+        if engine in reports_own:
+            continue
+        assert isinstance(metric, Sample)
+        for labels in engine_labels.get(engine) or [{"engine": engine, "engine_type": "unknown", "model": ""}]:
+            out.append(Sample(metric.name, labels, metric.value))
+    return out
+
+
+class Exporter:
+    """Sources, loop, diagnosis and the served snapshot for one configuration, and its reloads."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        lifetime_baseline: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        pipeline: Pipeline | None = None,
+    ) -> None:
+        self.config = config
+        self.rendered = RenderedSnapshot()
+        self.diagnoser = Diagnoser(config.thresholds)
+        self.reloads = {"success": 0, "failure": 0}
+        self._clock = clock
+        self._lifetime_baseline = lifetime_baseline
+        self._lock = threading.Lock()
+        pipeline = pipeline or build_pipeline(config, lifetime_baseline)
+        self.loop = self._make_loop(pipeline, config)
+        self.latest: Snapshot | None = None
+
+    # -- collection ----------------------------------------------------------------------------
+
+    def collect_once(self) -> Snapshot:
+        """One collection now, published; for `once`, the simulator's offline view and tests."""
+        self.loop.collect_once()
+        assert self.latest is not None
+        return self.latest
+
+    def publish(self, snapshot: Snapshot) -> None:
+        """Enrich a completed collection (the one place that does) and serve it."""
+        counts = tuple(
+            Sample("llm_exporter_config_reloads_total", {"result": result}, float(count))
+            for result, count in self.reloads.items()
+        )
+        metrics = (*join_process_samples(snapshot.metrics), *counts)
+        metrics = (*metrics, *self.diagnoser.update(metrics, self._clock()))
+        enriched = dataclasses.replace(snapshot, metrics=tuple(metrics))
+        self.latest = enriched
+        self.rendered.publish(enriched)
+
+    def diagnosis(self) -> dict[str, Any]:
+        """The /diagnosis document."""
+        return self.diagnoser.report()
+
+    # -- running -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.loop.start()
+
+    def stop(self) -> None:
+        self.loop.stop()
+
+    def health(self) -> tuple[bool, str]:
+        """Healthy while the loop runs and has completed a round recently (3 intervals plus the
+        slowest source's timeout)."""
+        loop = self.loop
+        if not loop.is_alive():
+            return False, "collection loop not running"
+        completed = loop.last_completed_monotonic
+        if completed is None:
+            return True, "ok: first collection in progress"
+        max_timeout = max((s.timeout_seconds for s in loop.current_sources()), default=0.0)
+        max_age = 3 * self.config.interval_seconds + max_timeout + 5
+        age = time.monotonic() - completed
+        if age > max_age:
+            return False, f"no completed collection for {age:.0f}s"
+        return True, "ok"
+
+    def reload(self, new: Config) -> bool:
+        """Apply a new configuration: rebuild the sources and swap the loop. A configuration that
+        fails to build keeps the running one (logged, counted); what is bound at start-up (the
+        listen address, the web config file) is reported and kept."""
+        fixed = [key for key in FIXED_AT_START if getattr(new, key) != getattr(self.config, key)]
+        if fixed:
+            log.warning(
+                "reload: %s cannot change without a restart; keeping %s",
+                ", ".join(fixed),
+                ", ".join(f"{k}={getattr(self.config, k)}" for k in fixed),
+            )
+            new = dataclasses.replace(new, **{k: getattr(self.config, k) for k in fixed})
+        try:
+            pipeline = build_pipeline(new, self._lifetime_baseline)
+        except ConfigError as exc:
+            self.reloads["failure"] += 1
+            log.error("reload failed, keeping the running configuration: %s", exc)
+            return False
+        except Exception as exc:  # e.g. a GPU library that fails to start: same promise
+            self.reloads["failure"] += 1
+            log.error("reload failed, keeping the running configuration: %r", exc)
+            return False
+        self.reloads["success"] += 1
+        with self._lock:
+            old = self.loop
+            new_loop = self._make_loop(pipeline, new)
+            # Error counts carry over so llm_exporter_source_errors_total does not reset.
+            new_loop.inherit_error_counts(old)
+            old.stop()
+            self.config = new
+            self.diagnoser.thresholds = new.thresholds
+            self.loop = new_loop
+            new_loop.start()
+        log.info("reloaded the configuration: %d source(s), interval %gs", len(pipeline.sources), new.interval_seconds)
+        return True
+
+    def fail_reload(self, exc: ConfigError) -> None:
+        """A configuration that could not even be read (SIGHUP with a broken file)."""
+        self.reloads["failure"] += 1
+        log.error("reload failed, keeping the running configuration: %s", exc)
+
+    def _make_loop(self, pipeline: Pipeline, config: Config) -> CollectionLoop:
+        return CollectionLoop(
+            pipeline.sources,
+            config.interval_seconds,
+            on_snapshot=self.publish,
+            clock=self._clock,
+            groups=pipeline.groups,
+        )

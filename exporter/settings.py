@@ -1,0 +1,160 @@
+"""Settings: plain frozen dataclasses, the one place every default is stated.
+
+This module imports nothing of the exporter's (it is the bottom layer): `config.py` turns YAML and
+flags into these records, and each source, discovery and attribution receives only the record it
+uses, never the whole configuration. docs/configuration.md is checked against these defaults
+(tests/unit/test_config_docs.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+DEFAULT_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+ENGINE_TYPES = ("sglang", "tgi", "triton", "trtllm", "vllm")  # each has a mapping in sources/engines/
+GPU_MODES = ("auto", "nvml", "dcgm", "dcgm-exporter", "none")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class ScrapeLimits:
+    """Bounds on one HTTP scrape (`engine_defaults:`, or per engine): time, bytes and series."""
+
+    timeout_seconds: float = 2.0
+    max_response_bytes: int = 16 * 1024 * 1024
+    max_series: int = 10_000
+    max_label_value_length: int = 1024
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True)
+class EngineTarget:
+    """One engine endpoint, configured or discovered; `name` is the `engine` label value."""
+
+    url: str
+    name: str
+    type: str | None = None
+    model: str | None = None
+    limits: ScrapeLimits = field(default_factory=ScrapeLimits)
+    #: labels added to every series of this engine (`pod`, `namespace`, `container` when discovered)
+    labels: tuple[tuple[str, str], ...] = ()
+    #: discovered targets never follow a redirect: it could point anywhere, not at the pod
+    follow_redirects: bool = True
+
+
+@dataclass(frozen=True)
+class GpuSettings:
+    """Which GPU source to run (`--gpu`, `dcgm_address`)."""
+
+    mode: str = "auto"
+    url: str | None = None  # for mode dcgm-exporter
+    #: DCGM host engine; "embedded" starts one in-process
+    dcgm_address: str = "localhost:5555"
+
+
+@dataclass(frozen=True)
+class GpuAttribution:
+    """How GPUs are tied to engines (docs/gpu.md, "Attribution")."""
+
+    # engine name -> GPU indexes ("0") or UUIDs ("GPU-…", "MIG-…") it uses
+    static: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    processes: bool = True
+    pod_resources_socket: str = DEFAULT_POD_RESOURCES_SOCKET  # "" turns pod-resources off
+    # engine name -> (namespace, pod), for engines whose pod cannot be found from their process
+    engine_pods: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    refresh_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    """The `kubernetes:` section (docs/deployment.md, "Let the exporter find your engines")."""
+
+    enabled: bool = False
+    #: this node's name; None means the NODE_NAME environment variable (set from spec.nodeName)
+    node_name: str | None = None
+    #: the API server; None means in-cluster: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT
+    api_url: str | None = None
+    token_file: str = f"{SERVICE_ACCOUNT_DIR}/token"
+    ca_file: str = f"{SERVICE_ACCOUNT_DIR}/ca.crt"
+    #: a full list at least this often, besides the watch, so a missed event cannot last
+    resync_seconds: float = 300.0
+    #: the most pods scraped at once (annotations are written by whoever deploys pods)
+    max_engines: int = 32
+    #: scrape limits of each discovered engine, from `engine_defaults`
+    limits: ScrapeLimits = field(default_factory=ScrapeLimits)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Diagnosis thresholds (`diagnosis:`), each with where its default comes from.
+
+    The running exporter scores against these, and `generate` reads the same section of the
+    deployed configuration for the alert rules and dashboards, so a page and its graph agree.
+    """
+
+    # Autoscaler conventions: Gateway API inference extension (queueThresholdCritical = 5) and
+    # llm-d WVA (queueLengthThreshold = 5) call a replica saturated at 5 waiting requests.
+    waiting_requests: float = 5.0
+    # The same projects use KV usage 0.8 as the saturation line; vllm-doctor flags 0.9.
+    kv_usage_warning: float = 0.8
+    kv_usage_critical: float = 0.95
+    # vllmstat/vllm-doctor: any sustained preemption is a capacity problem; 0.05/s is their rate line.
+    preemptions_per_second: float = 0.05
+    # NVIDIA DCGM profiling guidance: DRAM active tops out near 0.8 in practice.
+    dram_active_saturated: float = 0.8
+    dram_active_busy: float = 0.6
+    # DCGM: SM active below 0.5 "likely indicates ineffective GPU usage".
+    sm_active_ineffective: float = 0.5
+    # A tensor pipe busy most cycles means the step is compute-bound (prefill).
+    tensor_active_high: float = 0.5
+    # vllm-doctor flags TTFT p95 ≥ 2 s and TPOT p95 ≥ 0.2 s; we look at changes against the
+    # engine's own baseline first, these absolute lines are the fallback.
+    ttft_p95_seconds: float = 2.0
+    itl_p95_seconds: float = 0.2
+    # ITL up this many times over the engine's recent best means decode slowed down.
+    itl_slowdown_ratio: float = 2.0
+    # RDMA: link utilization near the rate, and congestion notifications.
+    rdma_utilization_high: float = 0.8
+    cnp_per_second: float = 1000.0
+    retransmissions_per_second: float = 10.0
+    # One Python scheduler thread saturates one core; 0.9 of a core is "at its limit".
+    engine_cpu_cores_busy: float = 0.9
+    # Hysteresis: a stage turns active at `enter` and stays active until it falls below `exit`.
+    enter_score: float = 0.6
+    exit_score: float = 0.4
+    # Levels are averaged over `level_seconds`; trends compare against the best over `baseline_seconds`.
+    level_seconds: float = 30.0
+    baseline_seconds: float = 600.0
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole exporter configuration; only the composition root (app.py) reads all of it."""
+
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 9477
+    interval_seconds: float = 5.0
+    window_seconds: float = 60.0
+    gpu: GpuSettings = field(default_factory=GpuSettings)
+    sysfs: str = "/sys"
+    log_level: str = "info"
+    engine_defaults: ScrapeLimits = field(default_factory=ScrapeLimits)
+    engines: tuple[EngineTarget, ...] = ()
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    gpu_attribution: GpuAttribution = field(default_factory=GpuAttribution)
+    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)  # engine discovery
+    web_config_file: str | None = None  # TLS and basic auth (exporter-toolkit format)
+
+    @property
+    def listen(self) -> str:
+        host = f"[{self.listen_host}]" if ":" in self.listen_host else self.listen_host
+        return f"{host}:{self.listen_port}"
