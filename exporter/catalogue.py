@@ -6,7 +6,9 @@ query against it, so a family that is not listed here cannot be referenced anywh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 MetricType = Literal["gauge", "counter", "summary"]
@@ -29,6 +31,16 @@ STAGES = (
     "host_overhead",
 )
 QUANTILES = (0.5, 0.95, 0.99)
+# The latency summaries, each keyed by the engine-histogram key (EngineReading.histograms) behind
+# it: the engine source, the recording rules and the dashboards all read this one map.
+LATENCY_FAMILIES: Mapping[str, str] = MappingProxyType(
+    {
+        "time_to_first_token": "llm_engine_time_to_first_token_seconds",
+        "inter_token_latency": "llm_engine_inter_token_latency_seconds",
+        "e2e_request_latency": "llm_engine_e2e_request_latency_seconds",
+        "queue_time": "llm_engine_queue_time_seconds",
+    }
+)
 
 
 @dataclass(frozen=True)

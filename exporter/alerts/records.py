@@ -20,16 +20,9 @@ from dataclasses import dataclass, field
 
 from exporter.alerts.config import MonitoringConfig
 from exporter.alerts.promql import series
-from exporter.catalogue import QUANTILES
+from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
 from exporter.sources.engines import MAPPINGS
 
-# Normalized latency families and the engine-histogram key (EngineReading.histograms) behind each.
-LATENCY_FAMILIES: Mapping[str, str] = {
-    "time_to_first_token": "llm_engine_time_to_first_token_seconds",
-    "inter_token_latency": "llm_engine_inter_token_latency_seconds",
-    "e2e_request_latency": "llm_engine_e2e_request_latency_seconds",
-    "queue_time": "llm_engine_queue_time_seconds",
-}
 # Engines label the served model `model_name` (vLLM, SGLang, trtllm-serve); it becomes `model`,
 # the exporter's label, so both sources of a quantile carry the same labels.
 _ENGINE_MODEL_LABEL = "model_name"

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
-from exporter.catalogue import QUANTILES
+from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
 from exporter.model import EngineReading, Metric, QuantileSummary, Sample
 from exporter.promtext import TooManySeries, parse_wanted, sample_names
 from exporter.settings import EngineTarget
@@ -25,12 +25,6 @@ from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, w
 
 log = logging.getLogger(__name__)
 
-_SUMMARY_FAMILIES = {
-    "time_to_first_token": "llm_engine_time_to_first_token_seconds",
-    "inter_token_latency": "llm_engine_inter_token_latency_seconds",
-    "e2e_request_latency": "llm_engine_e2e_request_latency_seconds",
-    "queue_time": "llm_engine_queue_time_seconds",
-}
 _GAUGES = {
     "requests_running": "llm_engine_requests_running",
     "requests_waiting": "llm_engine_requests_waiting",
@@ -149,7 +143,7 @@ class EngineSource(Source):
                 quantiles = tuple((q, math.nan) for q in QUANTILES)
             else:
                 quantiles = tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in QUANTILES)
-            yield QuantileSummary(_SUMMARY_FAMILIES[key], labels, quantiles, histogram.count, histogram.sum)
+            yield QuantileSummary(LATENCY_FAMILIES[key], labels, quantiles, histogram.count, histogram.sum)
 
     def _prefix_hit_ratio(self, now: float, reading: EngineReading) -> float | None:
         hits, queries = reading.prefix_cache_hits_total, reading.prefix_cache_queries_total

@@ -13,12 +13,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from exporter.catalogue import LATENCY_FAMILIES
 from exporter.model import EngineReading, Histogram
 from exporter.promtext import LabelKey, ParsedSamples
 
 Reduce = Literal["sum", "max"]
 MODEL_LABELS = ("model_name", "model", "name")
-HISTOGRAM_KEYS = ("time_to_first_token", "inter_token_latency", "e2e_request_latency", "queue_time")
+HISTOGRAM_KEYS = tuple(LATENCY_FAMILIES)
 
 
 @dataclass(frozen=True)
