@@ -48,11 +48,12 @@ class Pipeline:
     groups: list[SourceGroup]
 
     def close(self) -> None:
-        for item in (*self.sources, *self.groups):
+        closers: list[Callable[[], None]] = [s.close for s in self.sources] + [g.close for g in self.groups]
+        for close in closers:
             try:
-                item.close()
+                close()
             except Exception:
-                log.exception("closing %r", item)
+                log.exception("closing %r", close)
 
 
 def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:

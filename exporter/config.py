@@ -244,7 +244,7 @@ def parse_engine_flag(text: str) -> dict[str, Any]:
 def _engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarget, ...]:
     if not isinstance(value, list):
         raise ConfigError(where, f"must be a list, not {v.type_name(value)}")
-    entries = []
+    entries: list[dict[str, Any]] = []
     for index, item in enumerate(value):
         at = f"{where}[{index}]" if where == "engines" else where
         if isinstance(item, str):

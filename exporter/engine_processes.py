@@ -129,9 +129,11 @@ class EngineProcesses:
     discovered alike), looked up on demand in one pass over the socket table."""
 
     def __init__(self, targets: Callable[[], Sequence[EngineTarget]] | Sequence[EngineTarget]) -> None:
-        self._targets: Callable[[], Sequence[EngineTarget]] = (
-            targets if callable(targets) else (lambda fixed=tuple(targets): fixed)
-        )
+        if callable(targets):
+            self._targets = targets
+        else:
+            fixed = tuple(targets)
+            self._targets = lambda: fixed
         self._reported_remote: set[str] = set()
 
     def targets(self) -> Sequence[EngineTarget]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import requests
 
-from exporter.simulate.companions import terminate_group
+from exporter.process_group import terminate_group
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"

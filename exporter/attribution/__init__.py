@@ -142,12 +142,12 @@ class Attributor:
         if now < self._next_refresh:
             return
         self._next_refresh = now + self.settings.refresh_seconds
-        pods_available = self._pods is not None and self._pods.available()
-        wants_processes = self.settings.processes and (have_pids or pods_available)
+        pods = self._pods if self._pods is not None and self._pods.available() else None
+        wants_processes = self.settings.processes and (have_pids or pods is not None)
         self._engine_pids = self._processes.lookup() if wants_processes else {}
-        if pods_available:
+        if pods is not None:
             try:
-                self._pod_devices = self._pods.list_gpu_devices()
+                self._pod_devices = pods.list_gpu_devices()
                 self._pod_error = None
             except PodResourcesError as exc:
                 if str(exc) != self._pod_error:

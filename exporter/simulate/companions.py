@@ -9,9 +9,7 @@ missing binary leaves the demo as it was, with a line saying how to add it.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -24,6 +22,7 @@ import yaml
 
 from exporter.alerts.config import from_mapping
 from exporter.alerts.render import RULES_PATH, alert_files
+from exporter.process_group import terminate_group
 
 log = logging.getLogger(__name__)
 
@@ -57,18 +56,6 @@ class ManagedBinary:
             if a.get("status", {}).get("state") == "active"
         ]
         return ["alerts firing (Alertmanager):", *(sorted(lines) or ["  none"])]
-
-
-def terminate_group(process: subprocess.Popen[bytes]) -> None:
-    """Stop a child started in its own session, and everything it started: TERM, then KILL."""
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 def _free_port() -> int:

@@ -22,7 +22,7 @@ import pytest
 import requests
 import yaml
 
-from exporter.simulate.companions import terminate_group
+from exporter.process_group import terminate_group
 from tests.support import REPO, free_port
 
 LOCAL = REPO / "deploy" / "local"

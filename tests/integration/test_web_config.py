@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from exporter.config import ConfigError
-from exporter.simulate.companions import terminate_group
+from exporter.process_group import terminate_group
 from exporter.webconfig import load_web_config
 from tests.support import REPO, free_port
 
