@@ -8,6 +8,8 @@ same order, so the exporter reads the simulator through exactly the code path a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client.utils import floatToGoString
 
 from exporter.simulate.engine import EngineReplica
@@ -52,12 +54,12 @@ class _Writer:
         body = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
         self.lines.append(f"{name}{{{body}}} {floatToGoString(value)}" if body else f"{name} {floatToGoString(value)}")
 
-    def gauge(self, name: str, help_: str, series: list[tuple[Labels, float]]) -> None:
+    def gauge(self, name: str, help_: str, series: Sequence[tuple[Labels, float]]) -> None:
         self.family(name, help_, "gauge")
         for labels, value in series:
             self.sample(name, labels, value)
 
-    def counter(self, base: str, help_: str, series: list[tuple[Labels, float]]) -> None:
+    def counter(self, base: str, help_: str, series: Sequence[tuple[Labels, float]]) -> None:
         self.family(base + "_total", help_, "counter")
         for labels, value in series:
             self.sample(base + "_total", labels, value)
