@@ -33,7 +33,9 @@ HISTOGRAM_HELP = {
     "request_prefill_time_seconds": "Histogram of time spent in PREFILL phase for request.",
     "request_decode_time_seconds": "Histogram of time spent in DECODE phase for request.",
     "request_num_preemptions": "Histogram of the number of times a request was preempted.",
-    "request_prefill_kv_computed_tokens": "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+    "request_prefill_kv_computed_tokens": (
+        "Histogram of new KV tokens computed during prefill (excluding cached tokens)."
+    ),
 }
 HTTP_SIZE_HELP = (
     "Content length of {} by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. "
