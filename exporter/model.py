@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Union
 
 Labels = Mapping[str, str]
 
@@ -38,7 +37,7 @@ class QuantileSummary:
     sum: float
 
 
-Metric = Union[Sample, QuantileSummary]
+Metric = Sample | QuantileSummary
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,12 +34,12 @@ def metrics_reference() -> str:
         for s in specs:
             placed.add(s.name)
             help_text = s.help.replace("|", "\\|")
-            lines.append(f"| `{s.name}` | {s.type} | {', '.join(f'`{l}`' for l in s.labels)} | {help_text} |")
+            lines.append(f"| `{s.name}` | {s.type} | {', '.join(f'`{label}`' for label in s.labels)} | {help_text} |")
     rest = [s for name, s in CATALOGUE.items() if name not in placed]
     if rest:
         lines += ["", "## Other", "", "| family | type | labels | meaning |", "|---|---|---|---|"]
         for s in rest:
-            lines.append(f"| `{s.name}` | {s.type} | {', '.join(f'`{l}`' for l in s.labels)} | {s.help} |")
+            lines.append(f"| `{s.name}` | {s.type} | {', '.join(f'`{label}`' for label in s.labels)} | {s.help} |")
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import fmean
 
-from exporter.model import Metric, QuantileSummary, Sample
+from exporter.model import Labels, Metric, QuantileSummary, Sample
 
 EngineKey = tuple[str, str, str]  # engine, engine_type, model
 
@@ -70,8 +70,8 @@ _GPU_RATIOS = {
 }
 
 
-def _key(labels: dict[str, str] | object) -> EngineKey:
-    get = labels.get  # type: ignore[attr-defined]
+def _key(labels: Labels) -> EngineKey:
+    get = labels.get
     return (get("engine", ""), get("engine_type", ""), get("model", ""))
 
 
@@ -120,20 +120,20 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
     live = {key: engines.get(key, EngineInputs()) for key in up}
     single_engine = len({key[0] for key in live}) == 1
     for key, inputs in live.items():
-        owner = key[0] if key[0] in gpu_values else ("" if single_engine and "" in gpu_values else None)
-        if owner is not None:
-            inputs.gpus = sorted(gpu_ids[owner], key=lambda g: (len(g), g))
-            for attr, values in gpu_values[owner].items():
+        gpu_owner = key[0] if key[0] in gpu_values else ("" if single_engine and "" in gpu_values else None)
+        if gpu_owner is not None:
+            inputs.gpus = sorted(gpu_ids[gpu_owner], key=lambda g: (len(g), g))
+            for attr, values in gpu_values[gpu_owner].items():
                 setattr(inputs, attr, fmean(values))
         if rdma.get("utilization"):
             inputs.rdma_utilization = max(rdma["utilization"])
-        for attr, values in (
+        for attr, totals in (
             ("rdma_cnp_total", rdma.get("cnp")),
             ("rdma_retransmissions_total", rdma.get("retransmissions")),
             ("rdma_xmit_wait_total", rdma.get("xmit_wait")),
         ):
-            if values:
-                setattr(inputs, attr, sum(values))
+            if totals:
+                setattr(inputs, attr, sum(totals))
     return live
 
 

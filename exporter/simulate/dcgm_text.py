@@ -56,13 +56,15 @@ FIELDS = (
     (
         "DCGM_FI_PROF_PCIE_TX_BYTES",
         "gauge",
-        "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+        "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads"
+        " - in bytes per second.",
         "pcie_tx",
     ),
     (
         "DCGM_FI_PROF_PCIE_RX_BYTES",
         "gauge",
-        "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+        "The rate of data received over the PCIe bus - including both protocol headers and data payloads"
+        " - in bytes per second.",
         "pcie_rx",
     ),
     (

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from exporter.simulate import ledger
 from exporter.simulate.engine_config import EngineConfig
@@ -78,8 +79,12 @@ class EngineReplica(FastForward):
             device.memory_used_bytes = int(gpu.hbm_bytes * config.gpu_memory_utilization)
 
     # ----------------------------------------------------------------- interface used by the node
-    def reconfigure(self, **changes: object) -> None:
-        """Apply a phase's runtime changes (new flags after a rolling update; the KV pool stays)."""
+    def reconfigure(self, **changes: Any) -> None:
+        """Apply a phase's runtime changes (new flags after a rolling update; the KV pool stays).
+
+        The values are EngineConfig fields of mixed types (Phase.engine_changes, checked against
+        RUNTIME_KEYS and the field types when the scenario is loaded), hence Any.
+        """
         config = replace(self.config, **changes)
         if not config.max_model_len:
             config = replace(config, max_model_len=self.model.max_position_embeddings)

@@ -10,18 +10,44 @@ stays on the same side of the roofline's ridge).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections import deque
+from typing import TYPE_CHECKING, Protocol
 
 from exporter.simulate.roofline import StepWork
 
 if TYPE_CHECKING:
-    from exporter.simulate.engine import EngineReplica
+    from exporter.simulate.engine_config import EngineConfig
+    from exporter.simulate.kvcache import KvCache
+    from exporter.simulate.roofline import StepCost
+    from exporter.simulate.stats import EngineStats
+    from exporter.simulate.waitqueue import WaitQueue
+    from exporter.simulate.workload import Request
+
+
+class _Engine(Protocol):
+    """What the mixin reads and calls on its host (EngineReplica): its state and its step helpers."""
+
+    config: EngineConfig
+    now: float
+    inbox: deque[Request]
+    waiting: WaitQueue
+    running: list[Request]
+    kv: KvCache
+    stats: EngineStats
+
+    def _admission(self, request: Request, budget: int) -> tuple[int, int, int] | None: ...
+    def _cascade_savings(self, requests: list[Request]) -> float: ...
+    def _cost(self, work: StepWork) -> StepCost: ...
+    def _account(self, work: StepWork, steps: int) -> StepCost: ...
+    def _finish(self, request: Request, at: float) -> None: ...
+    def _blocks_needed(self, k: int) -> int: ...
+    def _steps_within_free_blocks(self, k: int) -> int: ...
 
 
 class FastForward:
-    """Mixed into EngineReplica; uses its state and its step helpers."""
+    """Mixed into EngineReplica; uses its state and its step helpers (declared by _Engine)."""
 
-    def _macro_step(self: EngineReplica, horizon: float) -> bool:
+    def _macro_step(self: _Engine, horizon: float) -> bool:
         """Advance k > 1 pure-decode steps at once when nothing can change in between."""
         running, cfg = self.running, self.config
         batch = len(running)
@@ -82,7 +108,7 @@ class FastForward:
         self.now = end
         return True
 
-    def _blocks_needed(self: EngineReplica, k: int) -> int:
+    def _blocks_needed(self: _Engine, k: int) -> int:
         size = self.kv.block_size
         total = 0
         for r in self.running:
@@ -91,7 +117,7 @@ class FastForward:
                 total += want
         return total
 
-    def _steps_within_free_blocks(self: EngineReplica, k: int) -> int:
+    def _steps_within_free_blocks(self: _Engine, k: int) -> int:
         free = self.kv.free_blocks
         low, high = 1, k  # a single step is left to _step, which preempts if it must
         while high - low > 1:

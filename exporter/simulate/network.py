@@ -116,7 +116,7 @@ class RdmaPort:
     values: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        names = PMA_COUNTERS + HW_COUNTERS
+        names: tuple[str, ...] = PMA_COUNTERS + HW_COUNTERS
         if self.spec.link_layer == "Ethernet":
             names += ROCE_CONGESTION_COUNTERS
         self.values = {name: 0.0 for name in names}

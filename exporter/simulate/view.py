@@ -68,7 +68,8 @@ def render_view(reading: ExporterReading, header: str) -> str:
         e = reading.engines[name]
         lines.append(
             f"{name[:28]:28} {_num(e.get('running'), '.0f'):>7} {_num(e.get('waiting'), '.0f'):>7} "
-            f"{_num(e.get('kv'), '.2f'):>5} {_num(e.get('ttft_p95'), '.3f'):>8}s {_num(e.get('itl_p95'), '.1f', 1000):>6}ms"
+            f"{_num(e.get('kv'), '.2f'):>5} {_num(e.get('ttft_p95'), '.3f'):>8}s "
+            f"{_num(e.get('itl_p95'), '.1f', 1000):>6}ms"
             f"  {e.get('primary', '-')}"
         )
     if not reading.engines:

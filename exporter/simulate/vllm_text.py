@@ -8,6 +8,8 @@ same order, so the exporter reads the simulator through exactly the code path a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client.utils import floatToGoString
 
 from exporter.simulate.engine import EngineReplica
@@ -31,7 +33,9 @@ HISTOGRAM_HELP = {
     "request_prefill_time_seconds": "Histogram of time spent in PREFILL phase for request.",
     "request_decode_time_seconds": "Histogram of time spent in DECODE phase for request.",
     "request_num_preemptions": "Histogram of the number of times a request was preempted.",
-    "request_prefill_kv_computed_tokens": "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+    "request_prefill_kv_computed_tokens": (
+        "Histogram of new KV tokens computed during prefill (excluding cached tokens)."
+    ),
 }
 HTTP_SIZE_HELP = (
     "Content length of {} by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. "
@@ -52,12 +56,12 @@ class _Writer:
         body = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
         self.lines.append(f"{name}{{{body}}} {floatToGoString(value)}" if body else f"{name} {floatToGoString(value)}")
 
-    def gauge(self, name: str, help_: str, series: list[tuple[Labels, float]]) -> None:
+    def gauge(self, name: str, help_: str, series: Sequence[tuple[Labels, float]]) -> None:
         self.family(name, help_, "gauge")
         for labels, value in series:
             self.sample(name, labels, value)
 
-    def counter(self, base: str, help_: str, series: list[tuple[Labels, float]]) -> None:
+    def counter(self, base: str, help_: str, series: Sequence[tuple[Labels, float]]) -> None:
         self.family(base + "_total", help_, "counter")
         for labels, value in series:
             self.sample(base + "_total", labels, value)

@@ -332,9 +332,9 @@ class RdmaSource(Source):
         if wait is not None:
             out.append(Sample("llm_rdma_port_transmit_wait_total", labels, float(wait)))
         for family, name in _CONGESTION:
-            value = port.hw_counters.get(name)
-            if value is not None:
-                out.append(Sample(family, labels, float(value)))
+            count = port.hw_counters.get(name)
+            if count is not None:
+                out.append(Sample(family, labels, float(count)))
         present = [(("hw_counters", n), port.hw_counters[n]) for n in RETRANSMISSION_COUNTERS if n in port.hw_counters]
         if present:
             out.append(
