@@ -175,14 +175,16 @@ class Exporter:
         self.loop.stop()
 
     def health(self) -> tuple[bool, str]:
-        """Healthy while the loop runs and has completed a round recently (3 intervals plus the
-        slowest source's timeout)."""
+        """Ready once the first collection completed; healthy while the loop runs and has
+        completed a round recently (3 intervals plus the slowest source's timeout)."""
         loop = self.loop
         if not loop.is_alive():
             return False, "collection loop not running"
         completed = loop.last_completed_monotonic
         if completed is None:
-            return True, "ok: first collection in progress"
+            # Not ready before a complete collection: a scrape now would find no engine series,
+            # and a rollout that trusted it would replace a working pod with a blind one.
+            return False, "first collection in progress"
         max_timeout = max((s.timeout_seconds for s in loop.current_sources()), default=0.0)
         max_age = 3 * self.config.interval_seconds + max_timeout + 5
         age = time.monotonic() - completed

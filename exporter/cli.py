@@ -25,6 +25,7 @@ from exporter.webconfig import WebGuard
 
 PROG = "llm-bottleneck-exporter"
 EXIT_USAGE = 2
+_DEFAULTS = Config()  # the help texts quote the settings' defaults, never a copy
 #: `once` when every configured engine failed to answer
 EXIT_NO_ENGINE = 1
 log = logging.getLogger("exporter")
@@ -40,7 +41,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_source_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="YAML configuration file")
-    parser.add_argument("--listen", metavar="HOST:PORT", help="address to serve on (default 0.0.0.0:9477)")
+    parser.add_argument("--listen", metavar="HOST:PORT", help=f"address to serve on (default {_DEFAULTS.listen})")
     parser.add_argument(
         "--engine",
         action="append",
@@ -48,11 +49,21 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         help="engine metrics URL, repeatable; TYPE is vllm, sglang, tgi, trtllm or triton "
         "(detected from the metric names when omitted); replaces engines from the file",
     )
-    parser.add_argument("--gpu", metavar="MODE", help="auto, nvml, dcgm, dcgm-exporter=URL or none (default auto)")
-    parser.add_argument("--sysfs", metavar="DIR", help="sysfs mount point (default /sys)")
-    parser.add_argument("--interval", metavar="SECONDS", help="collection interval (default 5)")
-    parser.add_argument("--window", metavar="SECONDS", help="window for latency quantiles and ratios (default 60)")
-    parser.add_argument("--log-level", metavar="LEVEL", help="debug, info, warning or error (default info)")
+    parser.add_argument(
+        "--gpu", metavar="MODE", help=f"auto, nvml, dcgm, dcgm-exporter=URL or none (default {_DEFAULTS.gpu.mode})"
+    )
+    parser.add_argument("--sysfs", metavar="DIR", help=f"sysfs mount point (default {_DEFAULTS.sysfs})")
+    parser.add_argument(
+        "--interval", metavar="SECONDS", help=f"collection interval (default {_DEFAULTS.interval_seconds:g})"
+    )
+    parser.add_argument(
+        "--window",
+        metavar="SECONDS",
+        help=f"window for latency quantiles and ratios (default {_DEFAULTS.window_seconds:g})",
+    )
+    parser.add_argument(
+        "--log-level", metavar="LEVEL", help=f"debug, info, warning or error (default {_DEFAULTS.log_level})"
+    )
 
 
 def make_parser() -> argparse.ArgumentParser:

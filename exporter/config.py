@@ -30,7 +30,6 @@ from exporter.validation import ConfigError, load_file
 
 __all__ = ["ConfigError", "build", "engine_names", "load_file", "parse_engine_flag", "parse_listen"]
 
-DEFAULT_LISTEN = "0.0.0.0:9477"
 _CONFIG = Config()
 TOP_LEVEL_KEYS = (
     "listen",
@@ -74,7 +73,7 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
     def get(key: str, default: Any) -> Any:
         return values.get(key, default)
 
-    host, port = parse_listen(get("listen", DEFAULT_LISTEN), where["listen"])
+    host, port = parse_listen(get("listen", _CONFIG.listen), where["listen"])
     interval = v.number(
         get("interval_seconds", _CONFIG.interval_seconds),
         where["interval_seconds"],

@@ -1,0 +1,73 @@
+"""The composition root: one Exporter builds, enriches, serves and reloads."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from exporter.app import Exporter, Pipeline
+from exporter.model import Metric, Sample
+from exporter.settings import Config, GpuSettings
+from exporter.sources.base import Source
+
+ENGINE = {"engine": "e1", "engine_type": "vllm", "model": "m"}
+
+
+class GatedSource(Source):
+    """An engine-like source whose first collection waits until the test opens the gate."""
+
+    name = "engine"
+    target = "e1"
+    timeout_seconds = 5.0
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def collect(self, now: float) -> list[Metric]:
+        self.gate.wait(timeout=5)
+        return [
+            Sample("llm_engine_up", ENGINE, 1.0),
+            Sample("llm_engine_requests_running", ENGINE, 3.0),
+            Sample("llm_engine_process_cpu_seconds_total", {"engine": "e1"}, 12.0),  # as the host source says it
+        ]
+
+
+def exporter_with(source: Source) -> Exporter:
+    config = Config(gpu=GpuSettings("none"), interval_seconds=60.0, window_seconds=60.0)
+    return Exporter(config, pipeline=Pipeline([source], []))
+
+
+def test_not_ready_until_the_first_collection_completed() -> None:
+    source = GatedSource()
+    exporter = exporter_with(source)
+    exporter.start()
+    try:
+        ready, why = exporter.health()
+        assert not ready and "first collection" in why
+        source.gate.set()
+        deadline = time.monotonic() + 5
+        while not exporter.health()[0] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert exporter.health() == (True, "ok")
+    finally:
+        exporter.stop()
+    assert exporter.health() == (False, "collection loop not running")
+
+
+def test_publish_joins_process_samples_and_adds_reloads_and_the_diagnosis() -> None:
+    source = GatedSource()
+    source.gate.set()
+    exporter = exporter_with(source)
+    try:
+        snapshot = exporter.collect_once()
+    finally:
+        exporter.stop()
+    by_name: dict[str, list[Metric]] = {}
+    for metric in snapshot.metrics:
+        by_name.setdefault(metric.name, []).append(metric)
+    (cpu,) = by_name["llm_engine_process_cpu_seconds_total"]
+    assert dict(cpu.labels) == ENGINE
+    assert {m.labels["result"] for m in by_name["llm_exporter_config_reloads_total"]} == {"success", "failure"}
+    assert by_name["llm_bottleneck_primary"]
+    assert exporter.diagnosis()["engines"][0]["engine"] == "e1"
+    assert exporter.rendered.body(openmetrics=False, gzipped=False)[0].count(b"llm_engine_up{") == 1
