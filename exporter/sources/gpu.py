@@ -18,7 +18,8 @@ from exporter.settings import GpuSettings
 from exporter.sources.base import Source, SourceError
 from exporter.sources.dcgm import DcgmSource, dcgm_answers
 from exporter.sources.dcgm_exporter import DcgmExporterSource
-from exporter.sources.nvml import NvmlSource, load_pynvml, quietly
+from exporter.sources.nvml import NvmlSource
+from exporter.sources.nvml_reader import load_pynvml, quietly
 
 log = logging.getLogger(__name__)
 

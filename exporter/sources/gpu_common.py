@@ -10,8 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from exporter.model import Sample
+from exporter.model import Metric, Sample
+
+if TYPE_CHECKING:
+    from exporter.attribution import Attributor, GpuRef
 
 MIB = 1 << 20
 # A scale that divides by 100 (percent → ratio): 47 / 100 is 0.47, where 47 * 0.01 is not.
@@ -23,18 +27,30 @@ def scaled(value: float, scale: Scale) -> float:
     return value / 100.0 if scale == PERCENT else value * float(scale)
 
 
-# Clock-event ("throttle") reason bits: NVML nvmlClocksEventReason* and DCGM field 112 share them.
-# Label values follow dcgm-exporter's `clock_event` names so the two read alike.
+# Clock-event ("throttle") reason bits, named as nvml.h and nvidia-ml-py name them
+# (nvmlClocksEventReason*, nvmlClocksThrottleReason* before R535). DCGM field 112 and dcgm-exporter
+# carry the same bitmask, so the values are written here, where no source has pynvml loaded; a unit
+# test checks each against nvidia-ml-py.
+nvmlClocksEventReasonGpuIdle = 0x1
+nvmlClocksEventReasonApplicationsClocksSetting = 0x2
+nvmlClocksEventReasonSwPowerCap = 0x4
+nvmlClocksEventReasonHwSlowdown = 0x8
+nvmlClocksEventReasonSyncBoost = 0x10
+nvmlClocksEventReasonSwThermalSlowdown = 0x20
+nvmlClocksEventReasonHwThermalSlowdown = 0x40
+nvmlClocksEventReasonHwPowerBrakeSlowdown = 0x80
+nvmlClocksEventReasonDisplayClockSetting = 0x100
+# Label values follow dcgm-exporter's `clock_event` names so the sources read alike.
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
-    (0x1, "gpu_idle"),
-    (0x2, "clocks_setting"),
-    (0x4, "power_cap"),
-    (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"),
-    (0x20, "sw_thermal"),
-    (0x40, "hw_thermal"),
-    (0x80, "hw_power_brake"),
-    (0x100, "display_clocks"),
+    (nvmlClocksEventReasonGpuIdle, "gpu_idle"),
+    (nvmlClocksEventReasonApplicationsClocksSetting, "clocks_setting"),
+    (nvmlClocksEventReasonSwPowerCap, "power_cap"),
+    (nvmlClocksEventReasonHwSlowdown, "hw_slowdown"),
+    (nvmlClocksEventReasonSyncBoost, "sync_boost"),
+    (nvmlClocksEventReasonSwThermalSlowdown, "sw_thermal"),
+    (nvmlClocksEventReasonHwThermalSlowdown, "hw_thermal"),
+    (nvmlClocksEventReasonHwPowerBrakeSlowdown, "hw_power_brake"),
+    (nvmlClocksEventReasonDisplayClockSetting, "display_clocks"),
 )
 
 
@@ -67,6 +83,14 @@ def base_labels(reading: GpuReading) -> dict[str, str]:
     """gpu/uuid/gpu_model plus the source's own labels; an unknown (empty) value is left out."""
     labels = {"gpu": reading.index, "uuid": reading.uuid, "gpu_model": reading.model, **reading.labels}
     return {key: value for key, value in labels.items() if value}
+
+
+def attributed_samples(
+    readings: Sequence[GpuReading], refs: Sequence[GpuRef], attributor: Attributor | None
+) -> list[Metric]:
+    """The samples of every source's readings, labelled by what `attributor` says of `refs[i]`."""
+    attribution = attributor.attribute(refs) if attributor else [{} for _ in readings]
+    return list(render_readings(readings, attribution))
 
 
 def render_readings(readings: Sequence[GpuReading], attribution: Sequence[Mapping[str, str]]) -> list[Sample]:
