@@ -7,15 +7,18 @@ looks the same in `/metrics` whichever telemetry the node has.
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from exporter.model import Metric, Sample
 
 if TYPE_CHECKING:
     from exporter.attribution import Attributor, GpuRef
+
+log = logging.getLogger(__name__)
 
 MIB = 1 << 20
 # A scale that divides by 100 (percent → ratio): 47 / 100 is 0.47, where 47 * 0.01 is not.
@@ -117,3 +120,12 @@ def render_readings(readings: Sequence[GpuReading], attribution: Sequence[Mappin
 def throttle_samples(bitmask: int, labels: Mapping[str, str]) -> Iterable[Sample]:
     for bit, reason in THROTTLE_REASONS:
         yield Sample("llm_gpu_throttle_reason_active", {**labels, "reason": reason}, 1.0 if bitmask & bit else 0.0)
+
+
+def quietly(call: Callable[..., Any], *args: Any) -> None:
+    """`call(*args)` for cleanup: freeing one handle of a dead library or connection fails in many
+    ways, none of which may stop the others from being released."""
+    try:
+        call(*args)
+    except Exception as exc:
+        log.debug("gpu cleanup: %s: %s", getattr(call, "__name__", call), exc)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, fields
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
+from exporter.sources.gpu_common import quietly
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -111,10 +113,10 @@ class GpmWindow:
             self._sample, self._sample_time = current, taken
         return self._last
 
-    def release(self, free: Callable[[Callable[..., Any], Any], None]) -> None:
-        """Free the kept sample through `free` (the reader's quiet call), e.g. when the GPU is lost."""
+    def release(self) -> None:
+        """Free the kept sample (closing, or the GPU was lost); a failure to free is only logged."""
         if self._sample is not None:
-            free(self._nvml.nvmlGpmSampleFree, self._sample)
+            quietly(self._nvml.nvmlGpmSampleFree, self._sample)
             self._sample = None
 
     def _take_sample(self, handle: Any) -> Any:

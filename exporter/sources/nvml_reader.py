@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from exporter.sources.base import SourceError
+from exporter.sources.gpu_common import quietly
 from exporter.sources.nvml_gpm import GPM_MIN_WINDOW_SECONDS, GpmMetrics, GpmWindow, Query
 
 log = logging.getLogger(__name__)
@@ -111,13 +112,6 @@ def load_pynvml() -> ModuleType:
     return pynvml
 
 
-def quietly(call: Callable[..., Any], *args: Any) -> None:
-    try:
-        call(*args)
-    except Exception as exc:  # closing must not fail the shutdown of the others
-        log.debug("nvml: %s: %s", getattr(call, "__name__", call), exc)
-
-
 def codes(nvml: ModuleType, names: Iterable[str]) -> frozenset[int]:
     """The values of those NVML_ERROR_* names the loaded nvidia-ml-py defines."""
     return frozenset(getattr(nvml, name) for name in names if hasattr(nvml, name))
@@ -177,7 +171,7 @@ class NvmlReader:
         if not self._initialized or nvml is None:
             return
         for gpu in self._gpus:
-            gpu.gpm.release(quietly)
+            gpu.gpm.release()
         if self._event_set is not None:
             quietly(nvml.nvmlEventSetFree, self._event_set)
             self._event_set = None
@@ -272,7 +266,7 @@ class NvmlReader:
             if failure.code in self._gone:
                 gpu.handle = None  # a reset GPU may come back under a new handle
                 gpu.events_registered = False
-                gpu.gpm.release(quietly)
+                gpu.gpm.release()
             return NvmlGpuReading(gpu.index, gpu.uuid, gpu.name, up=False, xid_counts=xids)
         if gpu.failure:
             log.info("nvml: GPU %d answers again", gpu.index)
