@@ -159,6 +159,9 @@ class NvmlReader:
         self._xids: dict[int, dict[int, float]] = {}
         # Every handle ever seen → GPU index: an XID can arrive after its GPU's handle was dropped.
         self._index_of_handle: dict[int | None, int] = {}
+        # Error classes and value types by code, resolved in the loaded module at initialization.
+        self._unsupported = self._transient = self._gone = frozenset[int]()
+        self._value_members: dict[int, str] = {}
 
     def read(self) -> list[NvmlGpuReading]:
         nvml = self._ensure_initialized()
