@@ -19,7 +19,7 @@ from exporter.attribution import Attributor, GpuRef, PodContainer
 from exporter.model import Metric
 from exporter.promtext import LabelKey, TooManySeries, parse_wanted
 from exporter.sources.base import Source, SourceError
-from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, render_readings, scaled
+from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, attributed_samples, scaled
 from exporter.sources.http_fetch import fetch_text
 
 # (family, scale) by dcgm-exporter metric name; old name first, DCGM 4.6 name second.
@@ -173,8 +173,7 @@ class DcgmExporterSource(Source):
                 if values:
                     reading.labels[label] = ",".join(sorted(values))
         refs = [GpuRef(r.index, r.uuid, owners=pods) for r, pods in zip(readings, owners)]
-        attribution = self._attributor.attribute(refs) if self._attributor else [{} for _ in readings]
-        return render_readings(readings, attribution)
+        return attributed_samples(readings, refs, self._attributor)
 
     def close(self) -> None:
         self._session.close()

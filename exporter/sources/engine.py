@@ -99,7 +99,7 @@ class EngineSource(Source):
         if not readings:
             # Up, but nothing served yet (families declared, no samples): still say it is up.
             readings = [EngineReading(model=self.config.model or (self._known_models or ("",))[0])]
-        if getattr(mapping, "needs_model_from_info", False):
+        if mapping.needs_model_from_info:
             model = self._model_without_label()
             for reading in readings:
                 reading.model = reading.model or model

@@ -16,9 +16,12 @@ from types import ModuleType
 from exporter.attribution import Attributor
 from exporter.settings import GpuSettings
 from exporter.sources.base import Source, SourceError
-from exporter.sources.dcgm import DcgmSource, dcgm_answers
+from exporter.sources.dcgm import DcgmSource
+from exporter.sources.dcgm_connection import dcgm_answers
 from exporter.sources.dcgm_exporter import DcgmExporterSource
-from exporter.sources.nvml import NvmlSource, load_pynvml, quietly
+from exporter.sources.gpu_common import quietly
+from exporter.sources.nvml import NvmlSource
+from exporter.sources.nvml_reader import load_pynvml
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,18 @@ looks the same in `/metrics` whichever telemetry the node has.
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from exporter.model import Sample
+from exporter.model import Metric, Sample
+
+if TYPE_CHECKING:
+    from exporter.attribution import Attributor, GpuRef
+
+log = logging.getLogger(__name__)
 
 MIB = 1 << 20
 # A scale that divides by 100 (percent → ratio): 47 / 100 is 0.47, where 47 * 0.01 is not.
@@ -23,18 +30,30 @@ def scaled(value: float, scale: Scale) -> float:
     return value / 100.0 if scale == PERCENT else value * float(scale)
 
 
-# Clock-event ("throttle") reason bits: NVML nvmlClocksEventReason* and DCGM field 112 share them.
-# Label values follow dcgm-exporter's `clock_event` names so the two read alike.
+# Clock-event ("throttle") reason bits, named as nvml.h and nvidia-ml-py name them
+# (nvmlClocksEventReason*, nvmlClocksThrottleReason* before R535). DCGM field 112 and dcgm-exporter
+# carry the same bitmask, so the values are written here, where no source has pynvml loaded; a unit
+# test checks each against nvidia-ml-py.
+nvmlClocksEventReasonGpuIdle = 0x1
+nvmlClocksEventReasonApplicationsClocksSetting = 0x2
+nvmlClocksEventReasonSwPowerCap = 0x4
+nvmlClocksEventReasonHwSlowdown = 0x8
+nvmlClocksEventReasonSyncBoost = 0x10
+nvmlClocksEventReasonSwThermalSlowdown = 0x20
+nvmlClocksEventReasonHwThermalSlowdown = 0x40
+nvmlClocksEventReasonHwPowerBrakeSlowdown = 0x80
+nvmlClocksEventReasonDisplayClockSetting = 0x100
+# Label values follow dcgm-exporter's `clock_event` names so the sources read alike.
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
-    (0x1, "gpu_idle"),
-    (0x2, "clocks_setting"),
-    (0x4, "power_cap"),
-    (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"),
-    (0x20, "sw_thermal"),
-    (0x40, "hw_thermal"),
-    (0x80, "hw_power_brake"),
-    (0x100, "display_clocks"),
+    (nvmlClocksEventReasonGpuIdle, "gpu_idle"),
+    (nvmlClocksEventReasonApplicationsClocksSetting, "clocks_setting"),
+    (nvmlClocksEventReasonSwPowerCap, "power_cap"),
+    (nvmlClocksEventReasonHwSlowdown, "hw_slowdown"),
+    (nvmlClocksEventReasonSyncBoost, "sync_boost"),
+    (nvmlClocksEventReasonSwThermalSlowdown, "sw_thermal"),
+    (nvmlClocksEventReasonHwThermalSlowdown, "hw_thermal"),
+    (nvmlClocksEventReasonHwPowerBrakeSlowdown, "hw_power_brake"),
+    (nvmlClocksEventReasonDisplayClockSetting, "display_clocks"),
 )
 
 
@@ -69,6 +88,14 @@ def base_labels(reading: GpuReading) -> dict[str, str]:
     return {key: value for key, value in labels.items() if value}
 
 
+def attributed_samples(
+    readings: Sequence[GpuReading], refs: Sequence[GpuRef], attributor: Attributor | None
+) -> list[Metric]:
+    """The samples of every source's readings, labelled by what `attributor` says of `refs[i]`."""
+    attribution = attributor.attribute(refs) if attributor else [{} for _ in readings]
+    return list(render_readings(readings, attribution))
+
+
 def render_readings(readings: Sequence[GpuReading], attribution: Sequence[Mapping[str, str]]) -> list[Sample]:
     """`llm_gpu_*` samples; `attribution[i]` holds the extra labels of `readings[i]`.
 
@@ -93,3 +120,12 @@ def render_readings(readings: Sequence[GpuReading], attribution: Sequence[Mappin
 def throttle_samples(bitmask: int, labels: Mapping[str, str]) -> Iterable[Sample]:
     for bit, reason in THROTTLE_REASONS:
         yield Sample("llm_gpu_throttle_reason_active", {**labels, "reason": reason}, 1.0 if bitmask & bit else 0.0)
+
+
+def quietly(call: Callable[..., Any], *args: Any) -> None:
+    """`call(*args)` for cleanup: freeing one handle of a dead library or connection fails in many
+    ways, none of which may stop the others from being released."""
+    try:
+        call(*args)
+    except Exception as exc:
+        log.debug("gpu cleanup: %s: %s", getattr(call, "__name__", call), exc)

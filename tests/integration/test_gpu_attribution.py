@@ -58,12 +58,13 @@ def test_engine_process_tree_gets_exactly_its_gpus(tmp_path, engine):
     assert f'llm_engine_up{{engine="{name}"' in out  # the engine itself was scraped too
 
 
-def test_static_map_names_the_engine_without_processes(tmp_path):
+def test_static_map_names_the_engine_without_processes(tmp_path, engine):
+    # The engine answers (`once` fails when no configured engine does), but no GPU lists its PIDs.
     state = tmp_path / "nvml-state"
     write_state(state, eight_gpu_node())
     config = tmp_path / "config.yaml"
     config.write_text(
-        "engines:\n  - url: http://127.0.0.1:1/metrics\n    name: vllm-static\n"
+        f"engines:\n  - url: {engine.url}\n    name: vllm-static\n"
         "gpu_attribution:\n  pod_resources_socket: ''\n  processes: false\n"
         "  static:\n    vllm-static: [0, GPU-00000001-5e1f-4c1a-9d2b-0000a0000001]\n"
     )
@@ -108,12 +109,12 @@ def test_pod_resources_client_reports_a_dead_socket(tmp_path):
     client.close()
 
 
-def test_kubelet_pods_label_gpus_and_join_the_configured_engine(tmp_path, kubelet):
+def test_kubelet_pods_label_gpus_and_join_the_configured_engine(tmp_path, kubelet, engine):
     state = tmp_path / "nvml-state"
-    write_state(state, eight_gpu_node())
+    write_state(state, eight_gpu_node())  # no PIDs on the GPUs: the configured pod alone names them
     config = tmp_path / "config.yaml"
     config.write_text(
-        "engines:\n  - url: http://127.0.0.1:1/metrics\n    name: vllm-b\n"
+        f"engines:\n  - url: {engine.url}\n    name: vllm-b\n"
         f"gpu_attribution:\n  pod_resources_socket: {kubelet.socket_path}\n"
         "  engine_pods:\n    vllm-b: serving/vllm-b-0\n"
     )

@@ -103,7 +103,10 @@ def test_nvml_eight_gpus_gpm_on_hopper_then_gpu5_lost(nvml_node):
     second = series(run_once("--gpu", "nvml", env=env).stdout)
     assert values_by(second, "llm_gpu_up") == {**{str(i): 1.0 for i in range(8)}, "5": 0.0}
     assert [labels for labels in labels_of(second, "5")] == [{"gpu": "5"}]  # only llm_gpu_up, identity unknown
-    others = lambda found: {k: v for k, v in found.items() if dict(k[1]).get("gpu") != "5"}
+
+    def others(found):
+        return {k: v for k, v in found.items() if dict(k[1]).get("gpu") != "5"}
+
     assert others(second) == others(first)
 
 

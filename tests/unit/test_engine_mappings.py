@@ -16,7 +16,8 @@ import pytest
 
 from exporter.model import EngineReading, Histogram
 from exporter.promtext import parse_wanted, sample_names
-from exporter.sources.engines import detect
+from exporter.sources.engines import MAPPINGS, detect
+from exporter.sources.engines.common import DeclarativeMapping, EngineMapping
 from tests.support import ENGINE_FIXTURES, fixture_text
 
 INF = math.inf
@@ -577,7 +578,8 @@ def _aibrix_dp8(name: str, values: list[float]) -> str:
     """One scheduler gauge of an SGLang DP-attention DP=8 server, labelled as in aibrix#1614:
     dp_rank 0-7 with tp_rank equal to dp_rank, pp_rank 0."""
     return "".join(
-        f'{name}{{dp_rank="{rank}",engine_type="unified",model_name="deepseek-r1",pp_rank="0",tp_rank="{rank}"}} {value}\n'
+        f'{name}{{dp_rank="{rank}",engine_type="unified",model_name="deepseek-r1",pp_rank="0",tp_rank="{rank}"}}'
+        f" {value}\n"
         for rank, value in enumerate(values)
     )
 
@@ -810,3 +812,21 @@ def test_triton_first_response_histogram_is_scaled_from_milliseconds_to_seconds(
     assert ttft.cumulative == (2.0, 5.0, 6.0, 6.0, 6.0)
     assert ttft.sum == pytest.approx(1.234)
     assert ttft.count == 6.0
+
+
+# -- the mapping protocol --------------------------------------------------------------------------
+
+
+def test_every_mapping_implements_the_protocol_and_declares_its_capabilities():
+    assert all(isinstance(mapping, EngineMapping) for mapping in MAPPINGS.values())
+    # Only TGI's exposition lacks a model label; every other mapping keeps the base's default.
+    assert {t for t, m in MAPPINGS.items() if m.needs_model_from_info} == {"tgi"}
+    assert EngineMapping.needs_model_from_info is False
+
+
+def test_a_mapping_that_leaves_out_part_of_the_protocol_cannot_be_made():
+    class NoMatches(DeclarativeMapping):
+        engine_type = "partial"
+
+    with pytest.raises(TypeError, match="matches"):
+        NoMatches()  # type: ignore[abstract]

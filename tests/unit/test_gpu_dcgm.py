@@ -1,4 +1,4 @@
-"""The DCGM source's mapping, blank filtering and error handling.
+"""The DCGM source end to end against a fake pydcgm: mapping, blank filtering and error handling.
 
 pydcgm ships only with DCGM itself (it is not on PyPI) and needs libdcgm and a GPU, so these tests
 inject a fake `pydcgm` and `dcgm_structs` into `sys.modules`: a small in-memory host engine that
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from exporter.attribution import GpuRef
-from exporter.sources import dcgm as dcgm_module
+from exporter.sources import dcgm_connection, dcgm_reader
 from exporter.sources.base import SourceError
 from exporter.sources.dcgm import DcgmSource
 
@@ -226,8 +226,8 @@ def test_blank_sentinels_are_left_out(engine, blank):
 
 
 def test_string_blank_is_blank():
-    assert dcgm_module.is_blank("<<<NULL>>>") and dcgm_module.is_blank(b"<<<NULL>>>")
-    assert not dcgm_module.is_blank(0) and not dcgm_module.is_blank(0.0)
+    assert dcgm_reader.is_blank("<<<NULL>>>") and dcgm_reader.is_blank(b"<<<NULL>>>")
+    assert not dcgm_reader.is_blank(0) and not dcgm_reader.is_blank(0.0)
 
 
 def test_gpu_without_any_value_is_down(engine):
@@ -286,7 +286,7 @@ def test_libdcgm_missing_makes_the_source_unavailable(engine):
 
 def test_pydcgm_not_importable_makes_the_source_unavailable(monkeypatch):
     monkeypatch.setitem(sys.modules, "pydcgm", None)
-    monkeypatch.setattr(dcgm_module, "BINDINGS_PATHS", ())
+    monkeypatch.setattr(dcgm_connection, "BINDINGS_PATHS", ())
     with pytest.raises(SourceError) as raised:
         DcgmSource("127.0.0.1").collect(0.0)
     assert raised.value.reason == "unavailable"
@@ -345,4 +345,4 @@ def test_pids_from_nvml_reach_attribution(engine):
     ],
 )
 def test_host_engine_addresses(address, expected):
-    assert dcgm_module.host_and_port(address) == expected
+    assert dcgm_connection.host_and_port(address) == expected

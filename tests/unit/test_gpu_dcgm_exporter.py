@@ -97,7 +97,10 @@ def test_dcgm_blank_sentinels_are_dropped(sentinel):
 
 
 def test_old_namespace_labels_and_lowercase_uuid():
-    text = 'DCGM_FI_DEV_FB_USED{gpu="3",uuid="GPU-b",modelName="X",pod_name="p",pod_namespace="ns",container_name="c"} 10\n'
+    text = (
+        'DCGM_FI_DEV_FB_USED{gpu="3",uuid="GPU-b",modelName="X",pod_name="p",pod_namespace="ns",container_name="c"}'
+        " 10\n"
+    )
     found, owners = readings_from_text(text)
     assert found[0].uuid == "GPU-b" and owners[0] == frozenset({PodContainer("ns", "p", "c")})
 

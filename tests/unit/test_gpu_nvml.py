@@ -137,9 +137,10 @@ def test_lost_gpu_is_down_and_the_others_keep_their_values(source, clock, state)
     assert [m for m in after if m.labels["gpu"] == "5" and m.name != "llm_gpu_up"] == []
     # The lost GPU keeps its identity labels, so its series does not change name.
     assert next(m for m in after if m.name == "llm_gpu_up" and m.labels["gpu"] == "5").labels["uuid"].endswith("5")
-    unchanged = lambda ms: sorted(
-        (m.name, tuple(sorted(m.labels.items())), m.value) for m in ms if m.labels["gpu"] != "5"
-    )
+
+    def unchanged(ms):
+        return sorted((m.name, tuple(sorted(m.labels.items())), m.value) for m in ms if m.labels["gpu"] != "5")
+
     assert unchanged(after) == unchanged(before)
 
 

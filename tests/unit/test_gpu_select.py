@@ -68,7 +68,7 @@ def test_the_registry_adds_the_gpu_source():
 
 
 def test_auto_probe_on_this_machine_finds_no_dcgm(monkeypatch):
-    from exporter.sources import dcgm
+    from exporter.sources import dcgm_connection as dcgm
 
     monkeypatch.setattr(dcgm, "host_engine_listening", lambda address, timeout=0.5: False)
     ok, why = dcgm.dcgm_answers("127.0.0.1:1")

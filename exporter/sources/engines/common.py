@@ -4,11 +4,15 @@ Every engine repeats one pattern: a few families, preferred names first and olde
 one series per model and per rank, ranks to sum (data parallel) or to keep once (tensor parallel
 ranks repeat the same scheduler state). `DeclarativeMapping` states that once; each engine module
 only lists its names and adds what its schema does differently in `finish()`.
+
+`EngineMapping` is the contract the engine source relies on: what every mapping must implement
+(abstract), and the capabilities a mapping may declare, each with its default stated here once.
 """
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -156,10 +160,38 @@ def _assemble(
     return result
 
 
-class DeclarativeMapping:
+class EngineMapping(ABC):
+    """One engine's exposition → `EngineReading`s, as the engine source uses it.
+
+    Subclasses set `engine_type` as a class attribute and may override the declared capabilities.
+    """
+
+    # Declared capabilities, with their defaults:
+    # The exposition has no model label: the model comes from the configuration or the engine's
+    # `/info` endpoint (TGI).
+    needs_model_from_info: bool = False
+
+    @property
+    @abstractmethod
+    def engine_type(self) -> str:
+        """The configuration's `type:` for this engine, and the name it is detected as."""
+
+    @abstractmethod
+    def matches(self, names: set[str]) -> bool:
+        """Whether a payload with these sample names is this engine's."""
+
+    @abstractmethod
+    def wanted(self) -> frozenset[str]:
+        """Every sample name `read` looks at, so the parser keeps only those."""
+
+    @abstractmethod
+    def read(self, parsed: ParsedSamples) -> list[EngineReading]:
+        """One reading per model, sorted by model name."""
+
+
+class DeclarativeMapping(EngineMapping):
     """An engine schema described by its signals; subclasses override `finish` for quirks."""
 
-    engine_type: str = ""
     signals: tuple[Signal, ...] = ()
     histograms: tuple[HistogramSignal, ...] = ()
     duplicate_labels: frozenset[str] = frozenset()
@@ -173,9 +205,6 @@ class DeclarativeMapping:
             for base in hist.names:
                 names.update((base + "_bucket", base + "_sum", base + "_count"))
         return frozenset(names)
-
-    def matches(self, names: set[str]) -> bool:  # pragma: no cover - every mapping overrides
-        raise NotImplementedError
 
     def read(self, parsed: ParsedSamples) -> list[EngineReading]:
         readings: dict[str, EngineReading] = {}

@@ -48,7 +48,7 @@ class TritonMapping(DeclarativeMapping):
         return has_prefix(names, "nv_inference_") and not has_prefix(names, "vllm:")
 
     def read(self, parsed: ParsedSamples) -> list[EngineReading]:
-        llm_models = set()
+        llm_models: set[str] = set()
         for name in (_REQUESTS, _KV_BLOCKS, "nv_llm_input_token_len_sum", "nv_llm_output_token_len_sum"):
             llm_models.update(reduce_by_model(parsed.get(name, {}), "sum", _VERSION))
         readings = super().read(parsed)
