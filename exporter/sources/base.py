@@ -41,7 +41,7 @@ class Source(ABC):
         """What to export while the source is failing (e.g. `llm_engine_up 0`)."""
         return []
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook: most sources hold nothing to release
         """Release connections, handles or libraries."""
 
 
@@ -54,5 +54,5 @@ class SourceGroup(Protocol):
     def sources(self) -> Sequence[Source]:
         """The current members; the loop calls this once per round."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook: most sources hold nothing to release
         """Stop finding members and close every member."""
