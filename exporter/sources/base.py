@@ -54,5 +54,5 @@ class SourceGroup(Protocol):
     def sources(self) -> Sequence[Source]:
         """The current members; the loop calls this once per round."""
 
-    def close(self) -> None:  # noqa: B027 - an optional hook: most sources hold nothing to release
+    def close(self) -> None:
         """Stop finding members and close every member."""
