@@ -4,7 +4,7 @@
 same file as `llm-bottleneck-exporter generate`, which also honours `--config FILE`.
 """
 
-from exporter.alerts.config import load_config
-from exporter.dashboards import bottleneck_diagnosis
+from exporter.monitoring.config import load_config
+from exporter.monitoring.dashboards import bottleneck_diagnosis
 
 dashboard = bottleneck_diagnosis.board(load_config(None)).build()

@@ -4,7 +4,7 @@
 same file as `llm-bottleneck-exporter generate`, which also honours `--config FILE`.
 """
 
-from exporter.alerts.config import load_config
-from exporter.dashboards import network
+from exporter.monitoring.config import load_config
+from exporter.monitoring.dashboards import network
 
 dashboard = network.board(load_config(None)).build()

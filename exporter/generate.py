@@ -11,9 +11,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from exporter.alerts.config import MonitoringConfig, load_config
-from exporter.alerts.render import alert_files
-from exporter.dashboards.render import dashboard_files
+from exporter.monitoring.config import MonitoringConfig, load_config
+from exporter.monitoring.dashboards.render import dashboard_files
+from exporter.monitoring.rule_files import alert_files
 
 Generator = Callable[[MonitoringConfig], dict[str, str]]
 

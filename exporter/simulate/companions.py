@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 import requests
 import yaml
 
-from exporter.alerts.config import from_mapping
-from exporter.alerts.render import RULES_PATH, alert_files
+from exporter.monitoring.config import from_mapping
+from exporter.monitoring.rule_files import RULES_PATH, alert_files
 
 log = logging.getLogger(__name__)
 

@@ -8,13 +8,13 @@ import shutil
 import pytest
 import yaml
 
-from exporter.alerts.config import SEVERITIES, MonitoringConfig
-from exporter.alerts.promql import metric_names, template_queries
-from exporter.alerts.records import recording_rules
-from exporter.alerts.render import PROMETHEUS_RULE_PATH, RULES_PATH, alert_files
-from exporter.alerts.rules import alert_rules
 from exporter.cli import main
-from exporter.dashboards.lint import known_names
+from exporter.monitoring.alerts import alert_rules
+from exporter.monitoring.config import SEVERITIES, MonitoringConfig
+from exporter.monitoring.lint import known_names
+from exporter.monitoring.promql import metric_names, template_queries
+from exporter.monitoring.records import recording_rules
+from exporter.monitoring.rule_files import PROMETHEUS_RULE_PATH, RULES_PATH, alert_files
 from tests.support import REPO
 
 TESTS_DIR = REPO / "alerts" / "tests"
@@ -209,8 +209,8 @@ def test_generate_check_passes_on_the_committed_tree(capsys):
 
 
 def test_generate_check_fails_naming_each_stale_or_missing_file(tmp_path, capsys):
-    from exporter.alerts.config import MonitoringConfig
     from exporter.generate import generated_files
+    from exporter.monitoring.config import MonitoringConfig
 
     for path in generated_files(MonitoringConfig()):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)

@@ -13,16 +13,16 @@ import pytest
 import yaml
 from grafanalib._gen import DashboardEncoder, loader
 
-from exporter.alerts.config import MonitoringConfig, from_mapping
-from exporter.alerts.promql import template_queries
-from exporter.alerts.rules import AlertingRule, rule_groups
 from exporter.catalogue import STAGES
 from exporter.cli import main
-from exporter.dashboards import DASHBOARDS, boards
-from exporter.dashboards.board import Board, panel_id
-from exporter.dashboards.lint import counter_names, known_names, lint
-from exporter.dashboards.panels import Line, Query, stat, timeseries
-from exporter.dashboards.render import CONFIGMAP_PATH, README_PATH, dashboard_files, json_path
+from exporter.monitoring.alerts import AlertingRule, rule_groups
+from exporter.monitoring.config import MonitoringConfig, from_mapping
+from exporter.monitoring.dashboards import DASHBOARDS, boards
+from exporter.monitoring.dashboards.board import Board, panel_id
+from exporter.monitoring.dashboards.panels import Line, Query, stat, timeseries
+from exporter.monitoring.dashboards.render import CONFIGMAP_PATH, README_PATH, dashboard_files, json_path
+from exporter.monitoring.lint import counter_names, known_names, lint
+from exporter.monitoring.promql import template_queries
 from tests.support import REPO
 
 CONFIG = MonitoringConfig()

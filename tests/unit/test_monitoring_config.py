@@ -7,12 +7,12 @@ from dataclasses import fields
 
 import pytest
 
-from exporter.alerts.config import DEFAULT_POLICIES, MonitoringConfig, from_mapping, load_config
-from exporter.alerts.promql import metric_names, template_queries
-from exporter.alerts.records import recording_rules
-from exporter.alerts.rules import alert_rules
 from exporter.catalogue import CATALOGUE
 from exporter.config import ConfigError
+from exporter.monitoring.alerts import alert_rules
+from exporter.monitoring.config import DEFAULT_POLICIES, MonitoringConfig, from_mapping, load_config
+from exporter.monitoring.promql import metric_names, template_queries
+from exporter.monitoring.records import recording_rules
 from tests.support import REPO
 
 

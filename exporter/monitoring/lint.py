@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import re
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.alerts.promql import metric_names
-from exporter.alerts.records import recording_rules
 from exporter.catalogue import CATALOGUE
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.promql import metric_names
+from exporter.monitoring.records import recording_rules
 from exporter.sources.engines import MAPPINGS
 
 # Prometheus' own synthetic series.

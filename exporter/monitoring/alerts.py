@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.alerts.promql import escape_printf, evidence, label_matchers, percent, series
-from exporter.alerts.records import RecordingRule, RecordNames, recording_rules
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.promql import escape_printf, evidence, label_matchers, percent, series
+from exporter.monitoring.records import RecordingRule, RecordNames, recording_rules
 
 GROUP_PREFIX = "llm-bottleneck-exporter"
 
