@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from exporter.monitoring.dashboards.panels import Line, Query, stat, timeseries
 from exporter.monitoring.dashboards.render import CONFIGMAP_PATH, README_PATH, dashboard_files, json_path
 from exporter.monitoring.lint import counter_names, known_names, lint
 from exporter.monitoring.promql import template_queries
+from exporter.settings import Thresholds
 from tests.support import REPO
 
 CONFIG = MonitoringConfig()
@@ -279,7 +281,9 @@ def test_threshold_lines_are_the_configurations_values():
 
 
 def test_a_threshold_changed_in_the_configuration_moves_the_line_on_the_graph():
-    config = from_mapping({"diagnosis": {"kv_usage_warning": 0.7}, "thresholds": {"ttft_p99_seconds": 1.5}})
+    config = replace(
+        from_mapping({"thresholds": {"ttft_p99_seconds": 1.5}}), diagnosis=Thresholds(kv_usage_warning=0.7)
+    )
     files = dashboard_files(config)
     diagnosis = json.loads(files[json_path("bottleneck-diagnosis")])
     kv = next(p for p in _all_panels(diagnosis) if p["title"] == "KV cache usage")
