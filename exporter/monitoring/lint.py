@@ -9,29 +9,41 @@
   or a non-zero number;
 - every metric name known: the catalogue, the engines' known names, or a recording rule.
 
-Not a PromQL parser: it masks strings and label matchers, then matches parentheses, which is
-enough for the expressions this project writes.
+It walks the syntax tree of a real PromQL parser (`promql.parse`): a metric name inside a nested
+call or a binary operand is found, and a label value or a string that looks like one is not.
 """
 
 from __future__ import annotations
 
 import re
 
+from promql_parser import (
+    AggModifierType,
+    AggregateExpr,
+    BinaryExpr,
+    Call,
+    Expr,
+    MatrixSelector,
+    NumberLiteral,
+    ParenExpr,
+    UnaryExpr,
+    VectorSelector,
+    walk,
+)
+
 from exporter.catalogue import CATALOGUE
 from exporter.monitoring.config import MonitoringConfig
-from exporter.monitoring.promql import metric_names
+from exporter.monitoring.promql import names_read, parse
 from exporter.monitoring.records import recording_rules
 from exporter.sources.engines import MAPPINGS
 
 # Prometheus' own synthetic series.
 PROMETHEUS_SERIES = frozenset({"up"})
 _COUNTER_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
-_STRING = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|`[^`]*`')
-_BRACES = re.compile(r"\{[^{}]*\}")
-_NUMBER = re.compile(r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?")
-_MODIFIER = re.compile(r"(on|ignoring|group_left|group_right)\b\s*")
-_RATE_OF_BUCKETS = re.compile(r"(?:rate|irate)\(\s*([\w:]+_bucket)\s*(?:\{_*\})?\s*\[[^\]]+\]\s*\)")
-_RECORDED_BUCKETS = re.compile(r"([\w:]+_bucket:sum_rate\w+)\s*(?:\{_*\})?")
+# Functions whose argument must be a counter.
+_COUNTER_FUNCTIONS = frozenset({"rate", "irate", "increase"})
+# A recording rule's bucket rates, summed over replicas (records.RecordNames.latency_buckets).
+_RECORDED_BUCKETS = re.compile(r"[\w:]+_bucket:sum_rate\w+")
 
 
 def known_names(config: MonitoringConfig) -> frozenset[str]:
@@ -56,132 +68,83 @@ def counter_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def _mask(expr: str) -> str:
-    """Same length as `expr`, with string literals and label-matcher contents blanked."""
-
-    def blank(match: re.Match[str]) -> str:
-        text = match.group(0)
-        return text[0] + "_" * (len(text) - 2) + text[-1]
-
-    return _BRACES.sub(blank, _STRING.sub(blank, expr))
+def _unwrapped(node: Expr) -> Expr:
+    while isinstance(node, ParenExpr):
+        node = node.expr
+    return node
 
 
-def _closing(masked: str, open_at: int) -> int:
-    depth = 0
-    for i in range(open_at, len(masked)):
-        if masked[i] == "(":
-            depth += 1
-        elif masked[i] == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    raise ValueError(f"unbalanced parentheses: {masked[open_at : open_at + 60]!r}")
+def _number(node: Expr) -> float | None:
+    """The value of a number literal, through parentheses and unary minus; None for anything else."""
+    node = _unwrapped(node)
+    if isinstance(node, NumberLiteral):
+        return float(node.val)
+    if isinstance(node, UnaryExpr):
+        inner = _number(node.expr)
+        return None if inner is None else -inner
+    return None
 
 
-def _calls(masked: str, names: str) -> list[tuple[str, int, int]]:
-    """(function, start, end) of every call of the `names` alternation: the text between its parentheses."""
-    found = []
-    for match in re.finditer(rf"(?<![\w:])({names})\s*\(", masked):
-        open_at = match.end() - 1
-        found.append((match.group(1), open_at + 1, _closing(masked, open_at)))
-    return found
+def _keeps_le(aggregation: AggregateExpr) -> bool:
+    modifier = aggregation.modifier
+    if modifier is None:
+        return False
+    if modifier.type == AggModifierType.By:
+        return "le" in modifier.labels
+    return "le" not in modifier.labels  # `without (...)` keeps every label it does not name
 
 
-def _split_top(masked: str, start: int, end: int) -> list[tuple[int, int]]:
-    parts, depth, begin = [], 0, start
-    for i in range(start, end):
-        c = masked[i]
-        if c in "([":
-            depth += 1
-        elif c in ")]":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append((begin, i))
-            begin = i + 1
-    parts.append((begin, end))
-    return parts
-
-
-def _grouping(masked: str, at: int) -> tuple[list[str], int]:
-    """Labels of a `by (...)` clause starting at `at` (after spaces), and where it ends."""
-    match = re.compile(r"\s*by\s*\(").match(masked, at)
-    if not match:
-        return [], at
-    close = _closing(masked, match.end() - 1)
-    return [label.strip() for label in masked[match.end() : close].split(",")], close + 1
-
-
-def _quantile_source_problem(masked: str, known: frozenset[str]) -> str | None:
-    text = masked.strip()
-    if not text.startswith("sum"):
+def _quantile_source_problem(source: Expr, known: frozenset[str]) -> str | None:
+    source = _unwrapped(source)
+    if not (isinstance(source, AggregateExpr) and str(source.op) == "sum"):
         return "histogram_quantile must read a `sum by (le, ...)` of bucket rates"
-    labels, at = _grouping(text, 3)
-    open_match = re.compile(r"\s*\(").match(text, at)
-    if not open_match:
-        return "histogram_quantile: cannot read the sum's argument"
-    close = _closing(text, open_match.end() - 1)
-    trailing, end = _grouping(text, close + 1)
-    labels = labels or trailing
-    if text[end:].strip():
-        return "histogram_quantile: the sum must be its whole argument"
-    if "le" not in labels:
+    if not _keeps_le(source):
         return "histogram_quantile over a sum that does not keep `le`"
-    inner = text[open_match.end() : close].strip()
-    rate = _RATE_OF_BUCKETS.fullmatch(inner)
-    recorded = _RECORDED_BUCKETS.fullmatch(inner)
-    if rate or (recorded and recorded.group(1) in known):
+    summed = _unwrapped(source.expr)
+    if isinstance(summed, Call) and summed.func.name in ("rate", "irate"):
+        matrix = _unwrapped(summed.args[0])
+        if isinstance(matrix, MatrixSelector) and (matrix.vector_selector.name or "").endswith("_bucket"):
+            return None
+    if isinstance(summed, VectorSelector) and summed.name in known and _RECORDED_BUCKETS.fullmatch(summed.name):
         return None
     return "histogram_quantile must sum `rate(..._bucket[...])` or a recorded `..._bucket:sum_rate...` series"
 
 
-def _division_problems(expr: str, masked: str) -> list[str]:
-    problems = []
-    for match in re.finditer(r"/", masked):
-        at = match.end()
-        while True:
-            while at < len(masked) and masked[at].isspace():
-                at += 1
-            modifier = _MODIFIER.match(masked, at)
-            if not modifier:
-                break
-            at = modifier.end()
-            if at < len(masked) and masked[at] == "(":
-                at = _closing(masked, at) + 1
-        rest = masked[at:]
-        number = _NUMBER.match(rest)
-        if number and float(number.group(0)) != 0:
-            continue
-        if rest.startswith("("):
-            inner = masked[at + 1 : _closing(masked, at)]
-            # `(x > c)` with c >= 0 drops the series a zero would divide by.
-            if re.search(r">\s*[0-9]*\.?[0-9]+\s*$", inner):
-                continue
-        clamp = re.compile(r"clamp_min\s*\(").match(rest)
-        if clamp:
-            open_at = at + clamp.end() - 1
-            args = _split_top(masked, open_at + 1, _closing(masked, open_at))
-            if len(args) == 2 and _NUMBER.fullmatch(masked[args[1][0] : args[1][1]].strip() or "x"):
-                if float(masked[args[1][0] : args[1][1]]) > 0:
-                    continue
-        problems.append(f"division not guarded against zero: `/ {expr[at : at + 60].strip()}`")
-    return problems
+def _guards_zero(denominator: Expr) -> bool:
+    """`/ (x > c)` with c >= 0 (drops the series a zero would divide by), `/ clamp_min(x, c)` with
+    c > 0, or a non-zero number."""
+    number = _number(denominator)
+    if number is not None:
+        return number != 0
+    denominator = _unwrapped(denominator)
+    if isinstance(denominator, BinaryExpr) and str(denominator.op) == ">":
+        bound = _number(denominator.rhs)
+        filters = denominator.modifier is None or not denominator.modifier.return_bool
+        return filters and bound is not None and bound >= 0
+    if isinstance(denominator, Call) and denominator.func.name == "clamp_min":
+        bound = _number(denominator.args[1])
+        return bound is not None and bound > 0
+    return False
 
 
 def lint(expr: str, known: frozenset[str], counters: frozenset[str]) -> list[str]:
     """Problems of one expression, one line each; empty when it passes."""
-    problems = [f"unknown metric {name}" for name in sorted(metric_names(expr) - known)]
-    masked = _mask(expr)
-    for function, start, end in _calls(masked, "rate|irate|increase"):
-        for name in sorted(metric_names(expr[start:end])):
-            if name not in counters:
-                problems.append(f"{function}() of {name}, which is not a counter")
-    for _, start, end in _calls(masked, "histogram_quantile"):
-        args = _split_top(masked, start, end)
-        if len(args) != 2:
-            problems.append("histogram_quantile takes two arguments")
-            continue
-        problem = _quantile_source_problem(masked[args[1][0] : args[1][1]], known)
-        if problem:
-            problems.append(problem)
-    problems += _division_problems(expr, masked)
+    try:
+        tree = parse(expr)
+    except ValueError as error:
+        return [f"not valid PromQL: {error}"]
+    problems = [f"unknown metric {name}" for name in sorted(names_read(tree) - known)]
+
+    def visit(node: Expr) -> None:
+        if isinstance(node, Call) and node.func.name in _COUNTER_FUNCTIONS:
+            for name in sorted(names_read(node) - counters):
+                problems.append(f"{node.func.name}() of {name}, which is not a counter")
+        elif isinstance(node, Call) and node.func.name == "histogram_quantile":
+            problem = _quantile_source_problem(node.args[1], known)
+            if problem:
+                problems.append(problem)
+        elif isinstance(node, BinaryExpr) and str(node.op) == "/" and not _guards_zero(node.rhs):
+            problems.append(f"division not guarded against zero: `/ {node.rhs}`")
+
+    walk(tree, visit)
     return problems

@@ -1,33 +1,22 @@
-"""Small PromQL and alert-template helpers shared by the rules, the dashboards and their lints."""
+"""PromQL and alert-template helpers shared by the rules, the dashboards and their lint.
+
+Building is string work (selectors, evidence snippets); reading — which metric names an expression
+uses — goes through `parse`, a real PromQL parser (promql-parser), so the README's "Reads" column
+and the lint see what Prometheus would, with no regex masking of strings and label matchers.
+"""
 
 from __future__ import annotations
 
 import re
 
-# Words that look like metric names in an expression but are operators or modifiers.
-_KEYWORDS = frozenset(
-    {
-        "and",
-        "or",
-        "unless",
-        "by",
-        "without",
-        "on",
-        "ignoring",
-        "group_left",
-        "group_right",
-        "bool",
-        "offset",
-        "inf",
-        "nan",
-        "atan2",
-    }
-)
-_STRING = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|`[^`]*`')
-_BRACES = re.compile(r"\{[^{}]*\}")
-_RANGE = re.compile(r"\[[^\[\]]*\]")
-_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
-_IDENTIFIER = re.compile(r"(?<![\w:.])([a-zA-Z_:][\w:]*)(\s*\()?")
+import promql_parser
+
+# Template placeholders the parser cannot read, each replaced by a literal of its kind first:
+# Grafana's interval variables stand where a range goes, printf's `%q` (annotation evidence
+# queries) where a label value goes. Dashboard variables like `$cluster` sit inside label-value
+# strings, which the parser reads as they are.
+_GRAFANA_INTERVAL = re.compile(r"\$(?:\{__(?:rate_interval|interval|range)\}|__(?:rate_interval|interval|range)\b)")
+_PRINTF_QUOTED = "%q"
 _TEMPLATE_QUERY = re.compile(r"printf\s+`([^`]*)`")
 
 
@@ -41,20 +30,41 @@ def series(name: str, *matchers: str) -> str:
     return name + selector(*matchers)
 
 
-def metric_names(expr: str) -> set[str]:
-    """Metric names an expression reads: identifiers that are not functions, keywords,
-    label names (inside braces or grouping clauses) or parts of durations and numbers."""
-    text = _STRING.sub('""', expr)
-    text = _BRACES.sub("", text)
-    text = _RANGE.sub("", text)
-    text = _GROUPING.sub("", text)
+def parse(expr: str) -> promql_parser.Expr:
+    """The syntax tree of a rule's, a panel's or an evidence query's PromQL, by a real PromQL parser
+    (Prometheus' grammar, ported to Rust) rather than regexes; ValueError when it does not parse."""
+    return promql_parser.parse(_GRAFANA_INTERVAL.sub("1m", expr).replace(_PRINTF_QUOTED, '""'))
+
+
+def vector_selectors(node: promql_parser.Expr) -> list[promql_parser.VectorSelector]:
+    """Every series selector under `node`, those inside range selectors and subqueries included."""
+    found: list[promql_parser.VectorSelector] = []
+
+    def visit(child: promql_parser.Expr) -> None:
+        if isinstance(child, promql_parser.VectorSelector):
+            found.append(child)
+
+    promql_parser.walk(node, visit)
+    return found
+
+
+def names_read(node: promql_parser.Expr) -> set[str]:
+    """Metric names the selectors under `node` read: `name{...}` and `{__name__="name"}`. Label
+    names, label values, strings, functions and durations are other nodes, never names."""
     names = set()
-    for match in _IDENTIFIER.finditer(text):
-        name, call = match.group(1), match.group(2)
-        if call or name in _KEYWORDS:
-            continue
-        names.add(name)
+    for selector_node in vector_selectors(node):
+        if selector_node.name:
+            names.add(selector_node.name)
+        matchers = selector_node.matchers
+        for matcher in [*matchers.matchers, *(m for group in matchers.or_matchers for m in group)]:
+            if matcher.name == "__name__" and matcher.op == promql_parser.MatchOp.Equal:
+                names.add(matcher.value)
     return names
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names an expression reads (ValueError when it is not PromQL)."""
+    return names_read(parse(expr))
 
 
 def template_queries(text: str) -> list[str]:
