@@ -64,7 +64,8 @@ def score(s: Scope, config: MonitoringConfig, stage: str, width: int = 6) -> Pan
         ),
         width=width,
         key=f"score-{stage}",
-        description=f"The exporter's {stage} score per engine: active from enter_score until it falls below exit_score.",
+        description=f"The exporter's {stage} score per engine: "
+        "active from enter_score until it falls below exit_score.",
     )
 
 
