@@ -67,6 +67,16 @@ def deployed_thresholds(root: Path, exporter_config: str | None) -> Thresholds:
     return Thresholds()
 
 
+def monitoring_config(
+    root: Path, config_path: str | None = None, exporter_config: str | None = None
+) -> MonitoringConfig:
+    """What `generate` generates from: the monitoring configuration (defaults, or `config_path`'s
+    overrides) with the diagnosis lines of the exporter configuration deployed under `root`.
+    The grafanalib entry points (dashboards/*.dashboard.py) build from the same."""
+    config = load_config(config_path)  # the monitoring configuration's mistakes are reported first
+    return replace(config, diagnosis=deployed_thresholds(root, exporter_config))
+
+
 def generated_files(config: MonitoringConfig) -> dict[str, str]:
     files: dict[str, str] = {}
     for generator in GENERATORS:
@@ -105,9 +115,7 @@ def write_files(out: Path, files: dict[str, str]) -> list[str]:
 def run_generate(out: str, check: bool, config_path: str | None, exporter_config: str | None = None) -> int:
     """The CLI command; ConfigError propagates to the CLI (exit 2 with the key named)."""
     root = Path(out)
-    config = load_config(config_path)  # the monitoring configuration's mistakes are reported first
-    config = replace(config, diagnosis=deployed_thresholds(root, exporter_config))
-    files = generated_files(config)
+    files = generated_files(monitoring_config(root, config_path, exporter_config))
     if check:
         problems = stale_files(root, files)
         for line in problems:

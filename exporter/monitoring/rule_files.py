@@ -6,11 +6,10 @@ from typing import Any
 
 from exporter.monitoring.alerts import RuleGroup, rule_groups
 from exporter.monitoring.config import MonitoringConfig
-from exporter.monitoring.yaml_output import dump, generated_header
+from exporter.monitoring.yaml_output import HEADER, dump
 
 RULES_PATH = "alerts/generated/llm-bottleneck.rules.yaml"
 PROMETHEUS_RULE_PATH = "deploy/kubernetes/prometheusrule.yaml"
-HEADER = generated_header("exporter/alerts/")
 
 
 def groups_data(groups: list[RuleGroup], config: MonitoringConfig) -> list[dict[str, Any]]:
