@@ -19,6 +19,7 @@ from exporter import __version__
 from exporter.app import Exporter
 from exporter.config import ConfigError, build, load_file, parse_engine_flag
 from exporter.exposition import RenderedSnapshot, render_text
+from exporter.monitoring.config import DEPLOYED_EXPORTER_CONFIG
 from exporter.server import ExporterHTTPServer
 from exporter.settings import Config
 from exporter.webconfig import WebGuard
@@ -87,7 +88,7 @@ def make_parser() -> argparse.ArgumentParser:
         "--exporter-config",
         metavar="FILE",
         help="exporter configuration whose diagnosis: thresholds the rules and dashboards use, plain YAML or a "
-        "ConfigMap with a config.yaml key (default DIR/deploy/kubernetes/configmap.yaml)",
+        f"ConfigMap with a config.yaml key (default DIR/{DEPLOYED_EXPORTER_CONFIG})",
     )
     from exporter.simulate.cli import add_demo_parser, add_simulate_parser
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from exporter import validation as v
 from exporter.config import thresholds
-from exporter.monitoring.config import MonitoringConfig, load_config
+from exporter.monitoring.config import DEPLOYED_EXPORTER_CONFIG, MonitoringConfig, load_config
 from exporter.monitoring.dashboards.render import dashboard_files
 from exporter.monitoring.rule_files import alert_files
 from exporter.settings import Thresholds
@@ -32,9 +32,7 @@ GENERATORS: list[Generator] = [
 ]
 
 
-#: The deployed exporter configuration, under the repository root: a ConfigMap manifest whose
-#: CONFIGMAP_KEY holds the exporter's YAML.
-DEPLOYED_EXPORTER_CONFIG = "deploy/kubernetes/configmap.yaml"
+#: The key of the deployed ConfigMap (DEPLOYED_EXPORTER_CONFIG) holding the exporter's YAML.
 CONFIGMAP_KEY = "config.yaml"
 
 

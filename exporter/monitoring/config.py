@@ -27,10 +27,12 @@ from exporter.settings import Thresholds
 from exporter.validation import ConfigError, load_file
 
 SEVERITIES = ("critical", "warning", "info")
+#: The deployed exporter configuration, under the repository root: the diagnosis lines' one home.
+DEPLOYED_EXPORTER_CONFIG = "deploy/kubernetes/configmap.yaml"
 # Where the diagnosis lines are set instead of here (the monitoring YAML's former `diagnosis:`).
 DIAGNOSIS_HOME = (
-    "set the thresholds in the exporter configuration's diagnosis: section "
-    "(deploy/kubernetes/configmap.yaml), which generate reads"
+    f"set the thresholds in the exporter configuration's diagnosis: section ({DEPLOYED_EXPORTER_CONFIG}), "
+    "which generate reads"
 )
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
