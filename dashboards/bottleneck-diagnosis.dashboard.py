@@ -1,10 +1,16 @@
-"""Bottleneck diagnosis — grafanalib entry point over exporter/dashboards/bottleneck_diagnosis.py (configuration defaults).
+"""Bottleneck diagnosis — grafanalib entry point over exporter/monitoring/dashboards/bottleneck_diagnosis.py.
 
-`generate-dashboard -o dashboards/generated/bottleneck-diagnosis.json dashboards/bottleneck-diagnosis.dashboard.py` writes the
-same file as `llm-bottleneck-exporter generate`, which also honours `--config FILE`.
+`generate-dashboard -o dashboards/generated/bottleneck-diagnosis.json dashboards/bottleneck-diagnosis.dashboard.py`
+writes the same file as `llm-bottleneck-exporter generate`: both build from the monitoring
+configuration's defaults and the diagnosis thresholds of deploy/kubernetes/configmap.yaml
+(`generate` also honours `--config FILE` and `--exporter-config FILE`).
 """
 
-from exporter.alerts.config import load_config
-from exporter.dashboards import bottleneck_diagnosis
+from pathlib import Path
 
-dashboard = bottleneck_diagnosis.board(load_config(None)).build()
+from exporter.generate import monitoring_config
+from exporter.monitoring.dashboards import bottleneck_diagnosis
+
+# The repository root, whose deploy/kubernetes/configmap.yaml holds the deployed thresholds.
+REPOSITORY = Path(__file__).resolve().parent.parent
+dashboard = bottleneck_diagnosis.board(monitoring_config(REPOSITORY)).build()

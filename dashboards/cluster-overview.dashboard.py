@@ -1,10 +1,16 @@
-"""Cluster overview — grafanalib entry point over exporter/dashboards/cluster_overview.py (configuration defaults).
+"""Cluster overview — grafanalib entry point over exporter/monitoring/dashboards/cluster_overview.py.
 
-`generate-dashboard -o dashboards/generated/cluster-overview.json dashboards/cluster-overview.dashboard.py` writes the
-same file as `llm-bottleneck-exporter generate`, which also honours `--config FILE`.
+`generate-dashboard -o dashboards/generated/cluster-overview.json dashboards/cluster-overview.dashboard.py`
+writes the same file as `llm-bottleneck-exporter generate`: both build from the monitoring
+configuration's defaults and the diagnosis thresholds of deploy/kubernetes/configmap.yaml
+(`generate` also honours `--config FILE` and `--exporter-config FILE`).
 """
 
-from exporter.alerts.config import load_config
-from exporter.dashboards import cluster_overview
+from pathlib import Path
 
-dashboard = cluster_overview.board(load_config(None)).build()
+from exporter.generate import monitoring_config
+from exporter.monitoring.dashboards import cluster_overview
+
+# The repository root, whose deploy/kubernetes/configmap.yaml holds the deployed thresholds.
+REPOSITORY = Path(__file__).resolve().parent.parent
+dashboard = cluster_overview.board(monitoring_config(REPOSITORY)).build()

@@ -1,10 +1,16 @@
-"""Engine detail — grafanalib entry point over exporter/dashboards/engine_detail.py (configuration defaults).
+"""Engine detail — grafanalib entry point over exporter/monitoring/dashboards/engine_detail.py.
 
-`generate-dashboard -o dashboards/generated/engine-detail.json dashboards/engine-detail.dashboard.py` writes the
-same file as `llm-bottleneck-exporter generate`, which also honours `--config FILE`.
+`generate-dashboard -o dashboards/generated/engine-detail.json dashboards/engine-detail.dashboard.py`
+writes the same file as `llm-bottleneck-exporter generate`: both build from the monitoring
+configuration's defaults and the diagnosis thresholds of deploy/kubernetes/configmap.yaml
+(`generate` also honours `--config FILE` and `--exporter-config FILE`).
 """
 
-from exporter.alerts.config import load_config
-from exporter.dashboards import engine_detail
+from pathlib import Path
 
-dashboard = engine_detail.board(load_config(None)).build()
+from exporter.generate import monitoring_config
+from exporter.monitoring.dashboards import engine_detail
+
+# The repository root, whose deploy/kubernetes/configmap.yaml holds the deployed thresholds.
+REPOSITORY = Path(__file__).resolve().parent.parent
+dashboard = engine_detail.board(monitoring_config(REPOSITORY)).build()

@@ -1,10 +1,16 @@
-"""GPU and node — grafanalib entry point over exporter/dashboards/gpu_node.py (configuration defaults).
+"""GPU and node — grafanalib entry point over exporter/monitoring/dashboards/gpu_node.py.
 
-`generate-dashboard -o dashboards/generated/gpu-node.json dashboards/gpu-node.dashboard.py` writes the
-same file as `llm-bottleneck-exporter generate`, which also honours `--config FILE`.
+`generate-dashboard -o dashboards/generated/gpu-node.json dashboards/gpu-node.dashboard.py`
+writes the same file as `llm-bottleneck-exporter generate`: both build from the monitoring
+configuration's defaults and the diagnosis thresholds of deploy/kubernetes/configmap.yaml
+(`generate` also honours `--config FILE` and `--exporter-config FILE`).
 """
 
-from exporter.alerts.config import load_config
-from exporter.dashboards import gpu_node
+from pathlib import Path
 
-dashboard = gpu_node.board(load_config(None)).build()
+from exporter.generate import monitoring_config
+from exporter.monitoring.dashboards import gpu_node
+
+# The repository root, whose deploy/kubernetes/configmap.yaml holds the deployed thresholds.
+REPOSITORY = Path(__file__).resolve().parent.parent
+dashboard = gpu_node.board(monitoring_config(REPOSITORY)).build()

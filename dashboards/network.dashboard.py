@@ -1,10 +1,16 @@
-"""Network — grafanalib entry point over exporter/dashboards/network.py (configuration defaults).
+"""Network — grafanalib entry point over exporter/monitoring/dashboards/network.py.
 
-`generate-dashboard -o dashboards/generated/network.json dashboards/network.dashboard.py` writes the
-same file as `llm-bottleneck-exporter generate`, which also honours `--config FILE`.
+`generate-dashboard -o dashboards/generated/network.json dashboards/network.dashboard.py`
+writes the same file as `llm-bottleneck-exporter generate`: both build from the monitoring
+configuration's defaults and the diagnosis thresholds of deploy/kubernetes/configmap.yaml
+(`generate` also honours `--config FILE` and `--exporter-config FILE`).
 """
 
-from exporter.alerts.config import load_config
-from exporter.dashboards import network
+from pathlib import Path
 
-dashboard = network.board(load_config(None)).build()
+from exporter.generate import monitoring_config
+from exporter.monitoring.dashboards import network
+
+# The repository root, whose deploy/kubernetes/configmap.yaml holds the deployed thresholds.
+REPOSITORY = Path(__file__).resolve().parent.parent
+dashboard = network.board(monitoring_config(REPOSITORY)).build()

@@ -19,6 +19,7 @@ from exporter import __version__
 from exporter.app import Exporter
 from exporter.config import ConfigError, build, load_file, parse_engine_flag
 from exporter.exposition import RenderedSnapshot, render_text
+from exporter.monitoring.config import DEPLOYED_EXPORTER_CONFIG
 from exporter.server import ExporterHTTPServer
 from exporter.settings import Config
 from exporter.webconfig import WebGuard
@@ -94,6 +95,12 @@ def make_parser() -> argparse.ArgumentParser:
     generate.add_argument("--out", metavar="DIR", default=".", help="repository root to write under (default .)")
     generate.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale file")
     generate.add_argument("--config", metavar="FILE", help="YAML overrides of the monitoring configuration")
+    generate.add_argument(
+        "--exporter-config",
+        metavar="FILE",
+        help="exporter configuration whose diagnosis: thresholds the rules and dashboards use, plain YAML or a "
+        f"ConfigMap with a config.yaml key (default DIR/{DEPLOYED_EXPORTER_CONFIG})",
+    )
     from exporter.simulate.cli import add_demo_parser, add_simulate_parser
 
     add_simulate_parser(commands)
@@ -232,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "generate":
             from exporter.generate import run_generate
 
-            return run_generate(args.out, args.check, args.config)
+            return run_generate(args.out, args.check, args.config, args.exporter_config)
         config = config_from_args(args)
         _setup_logging(config.log_level)
         if args.command == "once":

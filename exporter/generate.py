@@ -1,19 +1,28 @@
-"""`generate [--out DIR] [--check] [--config FILE]`: write every generated file, or check them.
+"""`generate [--out DIR] [--check] [--config FILE] [--exporter-config FILE]`: write every generated
+file, or check them.
 
 Each generator maps the monitoring configuration to `{path relative to the repository: text}`.
 Add a generator to GENERATORS (the dashboards add theirs next to the alerts') and both `generate`
 and `generate --check` cover its files.
+
+The diagnosis lines are the running exporter's: `generate` reads the `diagnosis:` section of the
+deployed exporter configuration (DIR/deploy/kubernetes/configmap.yaml, or `--exporter-config`), so
+`--check` fails when a threshold changes there and the committed rules are not regenerated.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from exporter.alerts.config import MonitoringConfig, load_config
-from exporter.alerts.render import alert_files
-from exporter.dashboards.render import dashboard_files
+from exporter import validation as v
+from exporter.config import thresholds
+from exporter.monitoring.config import DEPLOYED_EXPORTER_CONFIG, MonitoringConfig, load_config
+from exporter.monitoring.dashboards.render import dashboard_files
+from exporter.monitoring.rule_files import alert_files
+from exporter.settings import Thresholds
 
 Generator = Callable[[MonitoringConfig], dict[str, str]]
 
@@ -21,6 +30,49 @@ GENERATORS: list[Generator] = [
     alert_files,
     dashboard_files,
 ]
+
+
+#: The key of the deployed ConfigMap (DEPLOYED_EXPORTER_CONFIG) holding the exporter's YAML.
+CONFIGMAP_KEY = "config.yaml"
+
+
+def exporter_thresholds(path: str) -> Thresholds:
+    """The `diagnosis:` section of an exporter configuration file: the exporter's plain YAML, or a
+    ConfigMap manifest carrying it under `config.yaml`. Validated as the exporter validates it."""
+    data = v.load_file(path)
+    where = path
+    if data.get("kind") == "ConfigMap":
+        where = f"{path}: data.{CONFIGMAP_KEY}"
+        text = v.string(v.mapping(data.get("data"), f"{path}: data").get(CONFIGMAP_KEY), where)
+        embedded = v.load_yaml_text(text, where)
+        data = {} if embedded is None else v.mapping(embedded, where)
+    return thresholds(data.get("diagnosis", {}), f"{where}: diagnosis")
+
+
+def deployed_thresholds(root: Path, exporter_config: str | None) -> Thresholds:
+    """The thresholds of `--exporter-config`, else of the repository's deployed ConfigMap, else
+    (generating from a plain install, with no repository) the exporter's defaults."""
+    if exporter_config is not None:
+        return exporter_thresholds(exporter_config)
+    deployed = root / DEPLOYED_EXPORTER_CONFIG
+    if deployed.is_file():
+        return exporter_thresholds(str(deployed))
+    print(
+        f"{deployed}: not found; the exporter's default diagnosis thresholds are used "
+        "(--exporter-config FILE names the deployed configuration)",
+        file=sys.stderr,
+    )
+    return Thresholds()
+
+
+def monitoring_config(
+    root: Path, config_path: str | None = None, exporter_config: str | None = None
+) -> MonitoringConfig:
+    """What `generate` generates from: the monitoring configuration (defaults, or `config_path`'s
+    overrides) with the diagnosis lines of the exporter configuration deployed under `root`.
+    The grafanalib entry points (dashboards/*.dashboard.py) build from the same."""
+    config = load_config(config_path)  # the monitoring configuration's mistakes are reported first
+    return replace(config, diagnosis=deployed_thresholds(root, exporter_config))
 
 
 def generated_files(config: MonitoringConfig) -> dict[str, str]:
@@ -58,11 +110,10 @@ def write_files(out: Path, files: dict[str, str]) -> list[str]:
     return written
 
 
-def run_generate(out: str, check: bool, config_path: str | None) -> int:
+def run_generate(out: str, check: bool, config_path: str | None, exporter_config: str | None = None) -> int:
     """The CLI command; ConfigError propagates to the CLI (exit 2 with the key named)."""
-    config = load_config(config_path)
-    files = generated_files(config)
     root = Path(out)
+    files = generated_files(monitoring_config(root, config_path, exporter_config))
     if check:
         problems = stale_files(root, files)
         for line in problems:

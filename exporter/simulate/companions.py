@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import requests
 import yaml
 
-from exporter.alerts.config import from_mapping
-from exporter.alerts.render import RULES_PATH, alert_files
+from exporter.monitoring.config import from_mapping
+from exporter.monitoring.rule_files import RULES_PATH, alert_files
 from exporter.process_group import terminate_group
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ import pytest
 import requests
 import yaml
 
-from exporter.alerts.config import DEFAULT_POLICIES
+from exporter.monitoring.config import DEFAULT_POLICIES
 from tests.integration.monitoring_stack import (
     LOCAL,
     Alertmanager,

@@ -28,10 +28,10 @@ import pytest
 import requests
 import yaml
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.alerts.render import RULES_PATH
-from exporter.dashboards import boards
-from exporter.dashboards.board import PlacedPanel, variables
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.dashboards import boards
+from exporter.monitoring.dashboards.board import PlacedPanel, variables
+from exporter.monitoring.rule_files import RULES_PATH
 from exporter.simulate.dcgm_text import POD_NAMESPACE
 from tests import nvml_stub
 from tests.integration.gpu_helpers import stub_dir

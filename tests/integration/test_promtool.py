@@ -8,7 +8,7 @@ import shutil
 import pytest
 import yaml
 
-from exporter.alerts.render import PROMETHEUS_RULE_PATH, RULES_PATH
+from exporter.monitoring.rule_files import PROMETHEUS_RULE_PATH, RULES_PATH
 from tests.integration.monitoring_stack import LOCAL, run_tool
 from tests.support import REPO
 

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import replace
 
 import pytest
 import yaml
 
-from exporter.alerts.config import SEVERITIES, MonitoringConfig
-from exporter.alerts.promql import metric_names, template_queries
-from exporter.alerts.records import recording_rules
-from exporter.alerts.render import PROMETHEUS_RULE_PATH, RULES_PATH, alert_files
-from exporter.alerts.rules import alert_rules
 from exporter.cli import main
-from exporter.dashboards.lint import known_names
+from exporter.config import thresholds
+from exporter.generate import (
+    CONFIGMAP_KEY,
+    DEPLOYED_EXPORTER_CONFIG,
+    deployed_thresholds,
+    exporter_thresholds,
+    generated_files,
+)
+from exporter.monitoring.alerts import alert_rules
+from exporter.monitoring.config import SEVERITIES, MonitoringConfig
+from exporter.monitoring.lint import known_names
+from exporter.monitoring.promql import metric_names, template_queries
+from exporter.monitoring.records import recording_rules
+from exporter.monitoring.rule_files import PROMETHEUS_RULE_PATH, RULES_PATH, alert_files
+from exporter.settings import Thresholds
 from tests.support import REPO
 
 TESTS_DIR = REPO / "alerts" / "tests"
@@ -209,8 +219,8 @@ def test_generate_check_passes_on_the_committed_tree(capsys):
 
 
 def test_generate_check_fails_naming_each_stale_or_missing_file(tmp_path, capsys):
-    from exporter.alerts.config import MonitoringConfig
     from exporter.generate import generated_files
+    from exporter.monitoring.config import MonitoringConfig
 
     for path in generated_files(MonitoringConfig()):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
@@ -272,3 +282,77 @@ def test_files_generated_in_memory_equal_the_committed_ones():
 
 def test_alert_rules_api_lists_every_alert_rule():
     assert {r.alert for r in alert_rules(MonitoringConfig())} == {r["alert"] for r in _committed_alerts()}
+
+
+# ---- the diagnosis lines come from the deployed exporter configuration --------------------------
+
+
+def _configmap_with(path, diagnosis: str) -> str:
+    """The deployed ConfigMap with `diagnosis` (YAML lines of the exporter's section) appended to its config.yaml."""
+    manifest = yaml.safe_load((REPO / DEPLOYED_EXPORTER_CONFIG).read_text(encoding="utf-8"))
+    manifest["data"][CONFIGMAP_KEY] += diagnosis
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
+def test_generate_reads_the_deployed_configmaps_thresholds_by_default():
+    deployed = yaml.safe_load((REPO / DEPLOYED_EXPORTER_CONFIG).read_text(encoding="utf-8"))
+    exporter_config = yaml.safe_load(deployed["data"][CONFIGMAP_KEY])
+    expected = thresholds(exporter_config.get("diagnosis", {}), "diagnosis")
+    assert deployed_thresholds(REPO, None) == expected == exporter_thresholds(str(REPO / DEPLOYED_EXPORTER_CONFIG))
+
+
+def test_a_threshold_changed_in_the_deployed_configmap_makes_the_committed_rules_stale(tmp_path, capsys):
+    configmap = _configmap_with(tmp_path / "configmap.yaml", "diagnosis:\n  kv_usage_warning: 0.85\n")
+    assert main(["generate", "--check", "--out", str(REPO), "--exporter-config", configmap]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert f"{RULES_PATH}: stale (differs from what the code generates)" in lines
+    assert f"{PROMETHEUS_RULE_PATH}: stale (differs from what the code generates)" in lines
+    generated = generated_files(replace(MonitoringConfig(), diagnosis=exporter_thresholds(configmap)))
+    kv = next(
+        rule
+        for group in yaml.safe_load(generated[RULES_PATH])["groups"]
+        for rule in group["rules"]
+        if rule.get("alert") == "LLMKVCacheSaturated"
+    )
+    assert ">= 0.85" in kv["expr"] and "(line 85%)" in kv["annotations"]["description"]
+
+
+def test_check_reads_the_configmap_of_the_tree_it_checks(tmp_path, capsys):
+    for path in generated_files(MonitoringConfig()):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / path, tmp_path / path)
+    assert main(["generate", "--check", "--out", str(tmp_path)]) == 0
+    assert "deploy/kubernetes/configmap.yaml: not found" in capsys.readouterr().err, "says the defaults are used"
+    _configmap_with(tmp_path / DEPLOYED_EXPORTER_CONFIG, "diagnosis:\n  waiting_requests: 8\n")
+    assert main(["generate", "--check", "--out", str(tmp_path)]) == 1
+    assert f"{RULES_PATH}: stale (differs from what the code generates)" in capsys.readouterr().out.splitlines()
+
+
+def test_a_plain_exporter_configuration_is_read_too(tmp_path):
+    plain = tmp_path / "config.yaml"
+    plain.write_text("interval_seconds: 5\ndiagnosis:\n  dram_active_saturated: 0.75\n", encoding="utf-8")
+    assert exporter_thresholds(str(plain)) == Thresholds(dram_active_saturated=0.75)
+
+
+@pytest.mark.parametrize(
+    ("diagnosis", "problem"),
+    [
+        ("diagnosis:\n  kv_usage_warning: -1\n", "data.config.yaml: diagnosis.kv_usage_warning: must be at least 0"),
+        ("diagnosis:\n  kv_usage: 0.9\n", "data.config.yaml: diagnosis.kv_usage: unknown key"),
+        ("diagnosis:\n  exit_score: 0.9\n", "data.config.yaml: diagnosis.exit_score: must not exceed enter_score"),
+    ],
+)
+def test_a_bad_deployed_threshold_exits_2_naming_the_file_and_key(tmp_path, capsys, diagnosis, problem):
+    configmap = _configmap_with(tmp_path / "configmap.yaml", diagnosis)
+    assert main(["generate", "--out", str(tmp_path), "--exporter-config", configmap]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{configmap}: {problem}" in err[0], err
+    assert not (tmp_path / RULES_PATH).exists()
+
+
+def test_diagnosis_in_the_monitoring_configuration_exits_2_naming_its_new_home(tmp_path, capsys):
+    override = tmp_path / "monitoring.yaml"
+    override.write_text("diagnosis:\n  kv_usage_warning: 0.85\n", encoding="utf-8")
+    assert main(["generate", "--check", "--out", str(REPO), "--config", str(override)]) == 2
+    assert "diagnosis: set the thresholds in the exporter configuration's diagnosis: section" in capsys.readouterr().err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +14,17 @@ import pytest
 import yaml
 from grafanalib._gen import DashboardEncoder, loader
 
-from exporter.alerts.config import MonitoringConfig, from_mapping
-from exporter.alerts.promql import template_queries
-from exporter.alerts.rules import AlertingRule, rule_groups
 from exporter.catalogue import STAGES
 from exporter.cli import main
-from exporter.dashboards import DASHBOARDS, boards
-from exporter.dashboards.board import Board, panel_id
-from exporter.dashboards.lint import counter_names, known_names, lint
-from exporter.dashboards.panels import Line, Query, stat, timeseries
-from exporter.dashboards.render import CONFIGMAP_PATH, README_PATH, dashboard_files, json_path
+from exporter.monitoring.alerts import AlertingRule, rule_groups
+from exporter.monitoring.config import MonitoringConfig, from_mapping
+from exporter.monitoring.dashboards import DASHBOARDS, boards
+from exporter.monitoring.dashboards.board import Board, panel_id
+from exporter.monitoring.dashboards.panels import Line, Query, stat, timeseries
+from exporter.monitoring.dashboards.render import CONFIGMAP_PATH, README_PATH, dashboard_files, json_path
+from exporter.monitoring.lint import counter_names, known_names, lint
+from exporter.monitoring.promql import metric_names, template_queries
+from exporter.settings import Thresholds
 from tests.support import REPO
 
 CONFIG = MonitoringConfig()
@@ -279,7 +281,9 @@ def test_threshold_lines_are_the_configurations_values():
 
 
 def test_a_threshold_changed_in_the_configuration_moves_the_line_on_the_graph():
-    config = from_mapping({"diagnosis": {"kv_usage_warning": 0.7}, "thresholds": {"ttft_p99_seconds": 1.5}})
+    config = replace(
+        from_mapping({"thresholds": {"ttft_p99_seconds": 1.5}}), diagnosis=Thresholds(kv_usage_warning=0.7)
+    )
     files = dashboard_files(config)
     diagnosis = json.loads(files[json_path("bottleneck-diagnosis")])
     kv = next(p for p in _all_panels(diagnosis) if p["title"] == "KV cache usage")
@@ -337,6 +341,11 @@ def test_lint_covers_every_panel_and_every_rule():
         ("llm_gpu_memory_used_bytes / 0", "not guarded"),
         ("rate(vllm:num_preemptions[5m])", "unknown metric vllm:num_preemptions"),
         ("vllm:gpu_cache_usage", "unknown metric"),
+        ('{__name__="vllm:gpu_cache_usage"}', "unknown metric vllm:gpu_cache_usage"),
+        ("histogram_quantile(0.9, sum without (le) (rate(vllm:time_to_first_token_seconds_bucket[5m])))", "keep `le`"),
+        ("llm_gpu_memory_used_bytes / (llm_gpu_memory_total_bytes > bool 0)", "not guarded"),
+        ("llm_gpu_memory_used_bytes / (llm_gpu_memory_total_bytes > -1)", "not guarded"),
+        ("sum(rate(llm_gpu_xid_errors_total[5m])", "not valid PromQL"),
     ],
 )
 def test_lint_catches(expr, problem):
@@ -345,12 +354,34 @@ def test_lint_catches(expr, problem):
     )
 
 
+def test_lint_finds_an_unknown_metric_deep_in_calls_and_operands_and_none_in_strings():
+    # Label values, label_replace's strings and a `by` label spell metric names; none is read.
+    expr = (
+        'sum by (vllm_gpu_cache_usage) (rate(llm_engine_prompt_tokens_total{model="vllm:num_preemptions"}[5m]))\n'
+        "/ on (model) group_left ()\n"
+        "clamp_min(max by (model) (label_replace(1 - (vllm:not_a_family * 2), "
+        '"dst", "llm_gpu_up_but_not", "src", "(.*)")), 1)'
+    )
+    assert lint(expr, known_names(CONFIG), counter_names()) == ["unknown metric vllm:not_a_family"]
+    assert metric_names(expr) == {"llm_engine_prompt_tokens_total", "vllm:not_a_family"}
+
+
+def test_lint_reads_grafana_interval_variables_and_printf_placeholders():
+    panel = 'sum(rate(llm_engine_prompt_tokens_total{model=~"$model"}[$__rate_interval]))'
+    evidence = "max(llm_gpu_dram_active_ratio{engine=%q})"
+    for expr in (panel, evidence):
+        assert lint(expr, known_names(CONFIG), counter_names()) == []
+
+
 @pytest.mark.parametrize(
     "expr",
     [
         'histogram_quantile(0.9, sum by (le, model) (rate(vllm:time_to_first_token_seconds_bucket{a="b"}[5m])))',
         "histogram_quantile(0.9, sum(rate(vllm:time_to_first_token_seconds_bucket[5m])) by (model, le))",
-        "histogram_quantile(0.99, sum by (cluster, model, le) (model_le:llm_engine_time_to_first_token_seconds_bucket:sum_rate5m))",
+        "histogram_quantile(0.99, sum by (cluster, model, le) "
+        "(model_le:llm_engine_time_to_first_token_seconds_bucket:sum_rate5m))",
+        "histogram_quantile(0.9, sum without (model) (rate(vllm:time_to_first_token_seconds_bucket[5m])))",
+        'llm_gpu_up{gpu="0"} / on (gpu) (llm_gpu_up > -0)',
         "llm_gpu_memory_used_bytes / (llm_gpu_memory_total_bytes > 0)",
         "llm_gpu_memory_used_bytes / on (gpu) group_left () clamp_min(llm_gpu_memory_total_bytes, 1)",
         'llm_gpu_memory_used_bytes{engine="a/b"} / 1024',

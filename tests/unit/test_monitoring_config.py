@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 
-from exporter.alerts.config import DEFAULT_POLICIES, MonitoringConfig, from_mapping, load_config
-from exporter.alerts.promql import metric_names, template_queries
-from exporter.alerts.records import recording_rules
-from exporter.alerts.rules import alert_rules
 from exporter.catalogue import CATALOGUE
 from exporter.config import ConfigError
+from exporter.monitoring.alerts import alert_rules
+from exporter.monitoring.config import DEFAULT_POLICIES, YAML_KEYS, MonitoringConfig, from_mapping, load_config
+from exporter.monitoring.promql import metric_names, template_queries
+from exporter.monitoring.records import recording_rules
+from exporter.settings import Thresholds
 from tests.support import REPO
 
 
@@ -33,12 +34,11 @@ def test_overrides_merge_over_the_defaults(tmp_path):
     path.write_text(
         'selectors: {exporter: \'job="llm", namespace="gpu"\'}\n'
         "labels: {node: node}\n"
-        "diagnosis: {kv_usage_warning: 0.85}\n"
         "alerts: {LLMGPUDown: {severity: warning}}\n"
         "rule_interval: 10s\n",
         encoding="utf-8",
     )
-    config = load_config(str(path))
+    config = replace(load_config(str(path)), diagnosis=Thresholds(kv_usage_warning=0.85))
     assert config.selectors.exporter == 'job="llm", namespace="gpu"'
     assert config.labels.node == "node" and config.labels.cluster == "cluster"
     assert config.diagnosis.kv_usage_warning == 0.85 and config.diagnosis.kv_usage_critical == 0.95
@@ -47,13 +47,23 @@ def test_overrides_merge_over_the_defaults(tmp_path):
     assert config.rule_interval == "10s"
 
 
+def test_the_diagnosis_lines_default_to_the_exporters_defaults():
+    assert load_config(None).diagnosis == Thresholds()
+
+
+def test_the_diagnosis_lines_are_not_a_monitoring_key_and_the_error_names_their_home():
+    with pytest.raises(ConfigError) as error:
+        from_mapping({"diagnosis": {"kv_usage_warning": 0.85}})
+    assert str(error.value) == (
+        "diagnosis: set the thresholds in the exporter configuration's diagnosis: section "
+        "(deploy/kubernetes/configmap.yaml), which generate reads"
+    )
+
+
 def test_the_selector_and_lines_reach_every_rule():
-    config = from_mapping(
-        {
-            "selectors": {"exporter": 'job="llm", namespace="gpu"'},
-            "labels": {"node": "node"},
-            "diagnosis": {"kv_usage_warning": 0.85},
-        }
+    config = replace(
+        from_mapping({"selectors": {"exporter": 'job="llm", namespace="gpu"'}, "labels": {"node": "node"}}),
+        diagnosis=Thresholds(kv_usage_warning=0.85),
     )
     selected = 0
     for rule in alert_rules(config) + recording_rules(config):
@@ -77,7 +87,7 @@ def test_the_selector_and_lines_reach_every_rule():
     [
         ({"threshold": {}}, "threshold"),
         ({"thresholds": {"ttft_p99": 1}}, "thresholds.ttft_p99"),
-        ({"diagnosis": {"kv_usage": 0.9}}, "diagnosis.kv_usage"),
+        ({"diagnosis": {"kv_usage": 0.9}}, "diagnosis"),
         ({"alerts": {"LLMKVCacheFull": {"for": "1m"}}}, "alerts.LLMKVCacheFull"),
         ({"alerts": {"LLMKVCacheSaturated": {"duration": "1m"}}}, "alerts.LLMKVCacheSaturated.duration"),
         ({"alerts": {"LLMKVCacheSaturated": {"for": "5 minutes"}}}, "alerts.LLMKVCacheSaturated.for"),
@@ -87,7 +97,9 @@ def test_the_selector_and_lines_reach_every_rule():
         ({"thresholds": {"load_imbalance_cv": -1}}, "thresholds.load_imbalance_cv"),
         ({"rate_interval": 300}, "rate_interval"),
         ({"prometheus_rule": {"labels": {"release": 3}}}, "prometheus_rule.labels.release"),
-        ({"diagnosis": {"exit_score": 0.9}}, "diagnosis.exit_score"),
+        ({"windows": {"xid_errors": "ten minutes"}}, "windows.xid_errors"),
+        ({"runbook_url_base": ""}, "runbook_url_base"),
+        ([], "the configuration"),
     ],
 )
 def test_a_mistake_names_its_key(data, where):
@@ -119,9 +131,9 @@ def test_a_file_that_is_not_yaml_is_named(tmp_path):
 def test_the_alerts_readme_documents_every_configuration_key():
     text = (REPO / "alerts" / "README.md").read_text(encoding="utf-8")
     config = MonitoringConfig()
-    for section in fields(config):
-        assert f"{section.name}:" in text, section.name
-        value = getattr(config, section.name)
-        if section.name not in ("diagnosis", "alerts") and hasattr(value, "__dataclass_fields__"):
+    for section in YAML_KEYS:
+        assert f"\n{section}:" in text, section
+        value = getattr(config, section)
+        if section != "alerts" and hasattr(value, "__dataclass_fields__"):
             for key in fields(value):
-                assert f"{key.name}:" in text, f"{section.name}.{key.name}"
+                assert f"{key.name}:" in text, f"{section}.{key.name}"

@@ -8,10 +8,10 @@ recording rules) carry only the cluster label and `model`, and no exporter selec
 
 from __future__ import annotations
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.alerts.promql import series
-from exporter.alerts.records import RecordNames
 from exporter.catalogue import CATALOGUE, STAGES
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.promql import series
+from exporter.monitoring.records import RecordNames
 
 # A GPU shared by several engines names them all in one label (`engine="a,b"`).
 _GPU_ENGINE = 'engine=~"(.*,)?($engine)(,.*)?"'

@@ -8,9 +8,9 @@ panels show the GPUs attributed to the engine (label `engine` on GPU series).
 
 from __future__ import annotations
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.dashboards.board import Board, summary
-from exporter.dashboards.panels import (
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.dashboards.board import Board, summary
+from exporter.monitoring.dashboards.panels import (
     BYTES,
     COUNT,
     PER_SECOND,
@@ -26,7 +26,7 @@ from exporter.dashboards.panels import (
     timeseries,
     value_mappings,
 )
-from exporter.dashboards.queries import Scope, stage_mappings
+from exporter.monitoring.dashboards.queries import Scope, stage_mappings
 
 UID = "llm-engine-detail"
 TITLE = "LLM serving / Engine detail"

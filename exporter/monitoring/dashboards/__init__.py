@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.dashboards import bottleneck_diagnosis, cluster_overview, engine_detail, gpu_node, network
-from exporter.dashboards.board import Board
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.dashboards import bottleneck_diagnosis, cluster_overview, engine_detail, gpu_node, network
+from exporter.monitoring.dashboards.board import Board
 
 # File stem -> the dashboard's definition, in the order the README lists them.
 DASHBOARDS: dict[str, Callable[[MonitoringConfig], Board]] = {

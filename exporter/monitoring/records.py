@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.alerts.promql import series
 from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.promql import series
 from exporter.sources.engines import MAPPINGS
 
 # Engines label the served model `model_name` (vLLM, SGLang, trtllm-serve); it becomes `model`,

@@ -1,28 +1,39 @@
-"""The one configuration object of the generated monitoring: alert rules now, dashboards next.
+"""The one configuration object of the generated monitoring: alert rules and dashboards.
 
 As kubernetes-mixin's `_config`, it holds everything a deployment tunes — selectors, label names,
 thresholds, `for:` durations, severities, the runbook base URL and the PrometheusRule metadata —
 so a threshold changed once changes the page and the graph together. Dashboards read the same
 object (`thresholds`, `diagnosis`, `selectors`, `labels`, `rate_interval`).
 
+The diagnosis lines are not set here: they are the exporter's own `diagnosis:` section
+(`exporter.settings.Thresholds`), which `generate` reads from the deployed exporter configuration
+and puts in the MonitoringConfig, so an alert's evidence line is the one the exporter scores against.
+
 Defaults live in the dataclasses below; `load_config(FILE)` overrides any of them from YAML and
-names the key of any mistake (`alerts.LLMKVCacheSaturated.for: ...`) as a ConfigError.
+names the key of any mistake (`alerts.LLMKVCacheSaturated.for: ...`) as a ConfigError, through
+the shared validation layer (`exporter.validation`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
-from exporter.config import ConfigError, load_file
+from exporter import validation as v
 from exporter.settings import Thresholds
+from exporter.validation import ConfigError, load_file
 
 SEVERITIES = ("critical", "warning", "info")
-# Prometheus durations: one or more number+unit pairs, largest unit first ("1h30m", "15s").
-_DURATION = re.compile(r"^((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?$")
+#: The deployed exporter configuration, under the repository root: the diagnosis lines' one home.
+DEPLOYED_EXPORTER_CONFIG = "deploy/kubernetes/configmap.yaml"
+# Where the diagnosis lines are set instead of here (the monitoring YAML's former `diagnosis:`).
+DIAGNOSIS_HOME = (
+    f"set the thresholds in the exporter configuration's diagnosis: section ({DEPLOYED_EXPORTER_CONFIG}), "
+    "which generate reads"
+)
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
@@ -129,8 +140,8 @@ class MonitoringConfig:
     rate_interval: str = "5m"
     # Evaluation interval of the generated rule groups; None keeps Prometheus' global one.
     rule_interval: str | None = None
-    # The exporter's diagnosis lines (its `diagnosis:` configuration): keep both equal so the
-    # alert's evidence lines are the ones the exporter scored against.
+    # The exporter's diagnosis lines: not a key of the monitoring YAML; `generate` fills it from the
+    # deployed exporter configuration's `diagnosis:` section.
     diagnosis: Thresholds = field(default_factory=Thresholds)
     thresholds: AlertThresholds = field(default_factory=AlertThresholds)
     windows: Windows = field(default_factory=Windows)
@@ -147,127 +158,88 @@ class MonitoringConfig:
 
 
 def load_config(path: str | None) -> MonitoringConfig:
-    """The defaults, overridden by the YAML file at `path` when one is given."""
-    if path is None:
-        return MonitoringConfig()
-    return from_mapping(load_file(path))
+    """The defaults, overridden by the YAML file at `path` when one is given. The diagnosis lines
+    are the exporter's defaults; `generate` replaces them with the deployed ones."""
+    return MonitoringConfig() if path is None else from_mapping(load_file(path))
+
+
+# The keys of the monitoring YAML: every field but the one the exporter's configuration sets.
+YAML_KEYS = tuple(f.name for f in fields(MonitoringConfig) if f.name != "diagnosis")
 
 
 def from_mapping(data: Any) -> MonitoringConfig:
     """Validate an override mapping into a MonitoringConfig; unknown keys are errors."""
-    data = _mapping(data, "the configuration")
+    data = v.mapping(data, "the configuration")
+    if "diagnosis" in data:
+        raise ConfigError("diagnosis", DIAGNOSIS_HOME)
+    v.known_keys(data, "", YAML_KEYS)
     base = MonitoringConfig()
-    known = [f.name for f in fields(MonitoringConfig)]
-    _no_unknown(data, known, "")
     changes: dict[str, Any] = {}
     for key, value in data.items():
         if key == "selectors":
-            changes[key] = _section(base.selectors, value, key, _selector)
+            changes[key] = _override(base.selectors, value, key, _selector)
         elif key == "labels":
-            changes[key] = _section(base.labels, value, key, _label_name)
-        elif key == "diagnosis":
-            changes[key] = _section(base.diagnosis, value, key, _non_negative)
+            changes[key] = _override(base.labels, value, key, _label_name)
         elif key == "thresholds":
-            changes[key] = _section(base.thresholds, value, key, _non_negative)
+            changes[key] = _override(base.thresholds, value, key, v.non_negative)
         elif key == "windows":
-            changes[key] = _section(base.windows, value, key, _duration)
+            changes[key] = _override(base.windows, value, key, v.duration)
         elif key == "alerts":
             changes[key] = _policies(base.alerts, value)
         elif key == "prometheus_rule":
             changes[key] = _rule_meta(base.prometheus_rule, value)
         elif key == "rate_interval":
-            changes[key] = _duration(value, key)
+            changes[key] = v.duration(value, key)
         elif key == "rule_interval":
-            changes[key] = None if value is None else _duration(value, key)
+            changes[key] = None if value is None else v.duration(value, key)
         elif key == "runbook_url_base":
-            changes[key] = _string(value, key)
-    config = replace(base, **changes)
-    if config.diagnosis.exit_score > config.diagnosis.enter_score:
-        raise ConfigError("diagnosis.exit_score", "must not exceed enter_score (hysteresis)")
-    return config
+            changes[key] = v.string(value, key)
+    return replace(base, **changes)
 
 
-def _section(default: Any, value: Any, where: str, check: Any) -> Any:
-    value = _mapping(value, where)
-    names = [f.name for f in fields(default)]
-    _no_unknown(value, names, where)
-    return replace(default, **{k: check(v, f"{where}.{k}") for k, v in value.items()})
+def _override(default: Any, value: Any, where: str, check: Callable[[Any, str], Any]) -> Any:
+    """`default` (a dataclass) with the keys of the mapping `value`, each passed through `check`."""
+    overrides = v.section(value, where, [f.name for f in fields(default)])
+    return replace(default, **{key: check(item, f"{where}.{key}") for key, item in overrides.items()})
 
 
 def _policies(defaults: Mapping[str, AlertPolicy], value: Any) -> Mapping[str, AlertPolicy]:
-    value = _mapping(value, "alerts")
     policies = dict(defaults)
-    for alert, override in value.items():
+    for alert, override in v.mapping(value, "alerts").items():
         where = f"alerts.{alert}"
         if alert not in defaults:
             raise ConfigError(where, f"unknown alert (known: {', '.join(defaults)})")
-        override = _mapping(override, where)
-        _no_unknown(override, ["severity", "for"], where)
+        override = v.section(override, where, ["severity", "for"])
         policy = policies[alert]
         if "severity" in override:
-            severity = _string(override["severity"], f"{where}.severity")
-            if severity not in SEVERITIES:
-                raise ConfigError(f"{where}.severity", f"must be one of {', '.join(SEVERITIES)}, not {severity!r}")
-            policy = replace(policy, severity=severity)
+            policy = replace(policy, severity=v.choice(override["severity"], f"{where}.severity", SEVERITIES))
         if "for" in override:
-            policy = replace(policy, for_=_duration(override["for"], f"{where}.for"))
+            policy = replace(policy, for_=v.duration(override["for"], f"{where}.for"))
         policies[alert] = policy
     return MappingProxyType(policies)
 
 
 def _rule_meta(default: PrometheusRuleMeta, value: Any) -> PrometheusRuleMeta:
-    value = _mapping(value, "prometheus_rule")
-    _no_unknown(value, ["name", "namespace", "labels"], "prometheus_rule")
+    value = v.section(value, "prometheus_rule", ["name", "namespace", "labels"])
     changes: dict[str, Any] = {}
     for key in ("name", "namespace"):
         if key in value:
-            changes[key] = _string(value[key], f"prometheus_rule.{key}")
+            changes[key] = v.string(value[key], f"prometheus_rule.{key}")
     if "labels" in value:
         # Merged over the defaults; a label set to null is removed.
         labels = dict(default.labels)
-        for name, item in _mapping(value["labels"], "prometheus_rule.labels").items():
+        for name, item in v.mapping(value["labels"], "prometheus_rule.labels").items():
             if item is None:
                 labels.pop(str(name), None)
             else:
-                labels[str(name)] = _string(item, f"prometheus_rule.labels.{name}")
+                labels[str(name)] = v.string(item, f"prometheus_rule.labels.{name}")
         changes["labels"] = MappingProxyType(labels)
     return replace(default, **changes)
 
 
-def _no_unknown(value: Mapping[str, Any], known: list[str], where: str) -> None:
-    for key in value:
-        if key not in known:
-            at = f"{where}.{key}" if where else str(key)
-            raise ConfigError(at, f"unknown key (known: {', '.join(known)})")
-
-
-def _mapping(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ConfigError(where, f"must be a mapping, not {type(value).__name__}")
-    return value
-
-
-def _string(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(where, f"must be a non-empty string, not {value!r}")
-    return value
-
-
-def _duration(value: Any, where: str) -> str:
-    text = _string(value, where)
-    if not _DURATION.match(text):
-        raise ConfigError(where, f"must be a Prometheus duration such as 30s, 5m or 1h, not {text!r}")
-    return text
-
-
-def _non_negative(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
-        raise ConfigError(where, f"must be a non-negative number, not {value!r}")
-    return float(value)
-
-
 def _label_name(value: Any, where: str) -> str:
-    text = _string(value, where)
+    """A Prometheus label name: monitoring-specific, so not in the shared validation layer."""
+    text = v.string(value, where)
     if not _LABEL_NAME.match(text):
         raise ConfigError(where, f"must be a Prometheus label name, not {text!r}")
     return text
@@ -276,7 +248,7 @@ def _label_name(value: Any, where: str) -> str:
 def _selector(value: Any, where: str) -> str:
     if value is None or value == "":
         return ""
-    text = _string(value, where).strip()
+    text = v.string(value, where).strip()
     # Selectors are spliced inside braces and into Go-template raw strings in annotations.
     for bad in "{}`":
         if bad in text:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.dashboards.board import Board, summary
-from exporter.dashboards.panels import (
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.dashboards.board import Board, summary
+from exporter.monitoring.dashboards.panels import (
     BYTES,
     BYTES_PER_SECOND,
     CELSIUS,
@@ -30,7 +30,7 @@ from exporter.dashboards.panels import (
     timeseries,
     value_mappings,
 )
-from exporter.dashboards.queries import Scope
+from exporter.monitoring.dashboards.queries import Scope
 
 UID = "llm-gpu-node"
 TITLE = "LLM serving / GPU and node"

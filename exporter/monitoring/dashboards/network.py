@@ -7,10 +7,10 @@ counters exist on mlx5 ports only (docs/rdma-and-host.md).
 
 from __future__ import annotations
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.dashboards.board import Board, summary
-from exporter.dashboards.bottleneck_diagnosis import rdma_node_evidence
-from exporter.dashboards.panels import (
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.dashboards.board import Board, summary
+from exporter.monitoring.dashboards.bottleneck_diagnosis import rdma_node_evidence
+from exporter.monitoring.dashboards.panels import (
     BYTES_PER_SECOND,
     PACKETS_PER_SECOND,
     PER_SECOND,
@@ -21,7 +21,7 @@ from exporter.dashboards.panels import (
     timeseries,
     value_mappings,
 )
-from exporter.dashboards.queries import Scope
+from exporter.monitoring.dashboards.queries import Scope
 
 UID = "llm-network"
 TITLE = "LLM serving / Network"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.dashboards.board import Board, summary
-from exporter.dashboards.panels import (
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.dashboards.board import Board, summary
+from exporter.monitoring.dashboards.panels import (
     COUNT,
     RATIO,
     REQUESTS_PER_SECOND,
@@ -26,7 +26,7 @@ from exporter.dashboards.panels import (
     table,
     timeseries,
 )
-from exporter.dashboards.queries import Scope
+from exporter.monitoring.dashboards.queries import Scope
 
 UID = "llm-cluster-overview"
 TITLE = "LLM serving / Cluster overview"

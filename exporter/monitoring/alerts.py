@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.alerts.promql import escape_printf, evidence, label_matchers, percent, series
-from exporter.alerts.records import RecordingRule, RecordNames, recording_rules
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.promql import escape_printf, evidence, label_matchers, percent, series
+from exporter.monitoring.records import RecordingRule, RecordNames, recording_rules
 
 GROUP_PREFIX = "llm-bottleneck-exporter"
 
@@ -217,7 +217,8 @@ def _serving_alerts(b: _Builder) -> list[AlertingRule]:
         ),
         b.alert(
             "LLMLoadImbalance",
-            f"{r.gpu_busy_cv} > {t.load_imbalance_cv:g}\nand\n{r.cluster_gpu_busy} >= {t.load_imbalance_min_gpu_busy:g}",
+            f"{r.gpu_busy_cv} > {t.load_imbalance_cv:g}\nand\n"
+            f"{r.cluster_gpu_busy} >= {t.load_imbalance_min_gpu_busy:g}",
             "LLM load is unevenly spread across nodes.",
             f"GPU busy varies across the nodes{cluster_ref} with a coefficient of variation of "
             f"{{{{ $value | {PCT} }}}} (line {percent(t.load_imbalance_cv)}); mean GPU busy {busy}.",
@@ -245,7 +246,8 @@ def _gpu_alerts(b: _Builder) -> list[AlertingRule]:
     return [
         b.alert(
             "LLMGPUMemoryNearlyFull",
-            f"{b.s('llm_gpu_memory_used_bytes')}\n/\n({b.s('llm_gpu_memory_total_bytes')} > 0)\n> {t.gpu_memory_used_ratio:g}",
+            f"{b.s('llm_gpu_memory_used_bytes')}\n/\n({b.s('llm_gpu_memory_total_bytes')} > 0)\n"
+            f"> {t.gpu_memory_used_ratio:g}",
             "GPU memory (HBM) is nearly full.",
             f"{gpu} has {{{{ $value | {PCT} }}}} of its HBM in use (line {percent(t.gpu_memory_used_ratio)}).",
         ),
@@ -255,7 +257,8 @@ def _gpu_alerts(b: _Builder) -> list[AlertingRule]:
             f"increase({xid}[{win.xid_errors}]) > 0\nor\n"
             f"(max_over_time({xid}[{win.xid_errors}]) unless {xid} offset {win.xid_errors}) > 0",
             "A GPU reported XID errors.",
-            f"{gpu} reported XID {{{{ $labels.xid }}}} {{{{ $value | {COUNT} }}}} time(s) in the last {win.xid_errors}.",
+            f"{gpu} reported XID {{{{ $labels.xid }}}} {{{{ $value | {COUNT} }}}} time(s) "
+            f"in the last {win.xid_errors}.",
         ),
         b.alert(
             "LLMGPUDown",

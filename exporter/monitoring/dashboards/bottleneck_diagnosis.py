@@ -9,10 +9,10 @@ engines can say (their own end-to-end latency and request rate) to compare again
 
 from __future__ import annotations
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.dashboards.board import Board, summary
-from exporter.dashboards.cluster_overview import active_bottlenecks_table
-from exporter.dashboards.panels import (
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.dashboards.board import Board, summary
+from exporter.monitoring.dashboards.cluster_overview import active_bottlenecks_table
+from exporter.monitoring.dashboards.panels import (
     COUNT,
     CPU_CORES,
     PER_SECOND,
@@ -29,7 +29,7 @@ from exporter.dashboards.panels import (
     timeseries,
     value_mappings,
 )
-from exporter.dashboards.queries import STAGE_TITLES, Scope, stage_mappings
+from exporter.monitoring.dashboards.queries import STAGE_TITLES, Scope, stage_mappings
 
 UID = "llm-bottleneck-diagnosis"
 TITLE = "LLM serving / Bottleneck diagnosis"
@@ -64,7 +64,8 @@ def score(s: Scope, config: MonitoringConfig, stage: str, width: int = 6) -> Pan
         ),
         width=width,
         key=f"score-{stage}",
-        description=f"The exporter's {stage} score per engine: active from enter_score until it falls below exit_score.",
+        description=f"The exporter's {stage} score per engine: "
+        "active from enter_score until it falls below exit_score.",
     )
 
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import attr
 from grafanalib.core import Dashboard, GridPos, Template, Templating, Time
 
-from exporter.alerts.config import MonitoringConfig
-from exporter.alerts.promql import series
-from exporter.dashboards.panels import DATASOURCE, PanelDef, render, row
+from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.dashboards.panels import DATASOURCE, PanelDef, render, row
+from exporter.monitoring.promql import series
 
 GRID_COLUMNS = 24
 # Grafana 10.4 to 11: every field emitted is of the current model, so no migration has to run.
