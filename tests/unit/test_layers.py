@@ -36,10 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pipeline", ("exporter.loop", "exporter.diagnosis", "exporter.exposition")),
     ("app", ("exporter.app",)),
     ("serving", ("exporter.webconfig", "exporter.server")),
-    (
-        "monitoring",
-        ("exporter.monitoring", "exporter.alerts", "exporter.dashboards", "exporter.generate", "exporter.reference"),
-    ),
+    ("monitoring", ("exporter.monitoring", "exporter.generate", "exporter.reference")),
     ("simulator", ("exporter.simulate",)),
     ("cli", ("exporter.cli", "exporter.__main__")),
 )
