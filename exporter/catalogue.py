@@ -334,7 +334,10 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec(
             "llm_exporter_source_errors_total",
             "counter",
-            "Failed collections by reason (timeout, connection, http_status, too_large, parse, cardinality, exception).",
+            "Failed collections by reason (timeout, connection, http_status, too_large, parse, cardinality, exception),"
+            " and collections that succeeded but left part of their output out: cardinality (over a model or series"
+            " budget; source exporter, target empty for the node-wide cap) or invalid_value (values that cannot be"
+            " true, dropped).",
             SOURCE_LABELS + ("reason",),
         ),
         _spec(
