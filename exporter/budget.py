@@ -87,7 +87,7 @@ def _is_engine_series(metric: Metric) -> bool:
     return metric.name.startswith(("llm_engine_", "llm_bottleneck_")) and "engine" in metric.labels
 
 
-def _round_robin(groups: Sequence[Sequence[T]]) -> list[T]:
+def round_robin(groups: Sequence[Sequence[T]]) -> list[T]:
     """First of every group, then second of every group, and so on."""
     out: list[T] = []
     for rank in range(max((len(group) for group in groups), default=0)):
@@ -105,7 +105,7 @@ def node_units(metrics: Sequence[Metric]) -> list[list[Metric]]:
     per_engine: dict[str, list[list[Metric]]] = {}
     for unit in per_model:
         per_engine.setdefault(unit[0].labels["engine"], []).append(unit)
-    return [*node, *ups, *_round_robin(list(per_engine.values()))]
+    return [*node, *ups, *round_robin(list(per_engine.values()))]
 
 
 class SeriesBudget:

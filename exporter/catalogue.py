@@ -341,6 +341,13 @@ CATALOGUE: dict[str, MetricSpec] = {
             SOURCE_LABELS + ("reason",),
         ),
         _spec(
+            "llm_exporter_discovery_targets",
+            "gauge",
+            "Engine pods discovery found, by state: scraped, or dropped because more asked than kubernetes.max_engines"
+            " (pods holding GPUs first, then round-robin across namespaces and owners).",
+            ("state",),
+        ),
+        _spec(
             "llm_exporter_config_reloads_total",
             "counter",
             "Configuration reloads on SIGHUP by result (success, failure); a failed reload keeps the running configuration.",
