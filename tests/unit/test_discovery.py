@@ -212,6 +212,7 @@ def test_round_robin_across_owners_within_a_namespace():
 def test_accelerators_are_read_from_limits_or_requests_and_zero_is_none():
     pod = annotated_pod("inference", "a", "10.244.3.17")
     target, _ = target_for_pod(pod, NODE, SETTINGS)
+    assert target is not None
     for resources, holds in (
         ({"limits": {"nvidia.com/gpu": "1"}}, True),
         ({"requests": {"amd.com/gpu": 2}}, True),
@@ -227,7 +228,7 @@ def test_accelerators_are_read_from_limits_or_requests_and_zero_is_none():
 def test_discovery_status_reports_scraped_and_dropped_targets():
     dynamic = discovered([*DECOYS, annotated_pod("inference", "real", "10.244.3.17")])
     status = DiscoveryStatus(SimpleNamespace(error=None, engines=dynamic))  # type: ignore[arg-type]
-    values = {m.labels["state"]: m.value for m in status.collect(0.0)}
+    values = {m.labels["state"]: m.value for m in status.collect(0.0) if isinstance(m, Sample)}
     assert values == {"scraped": 32.0, "dropped": 1.0}
     assert all(m.name in CATALOGUE for m in status.collect(0.0))
 
