@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from exporter.attribution import Attributor
+from exporter.budget import SeriesBudget
 from exporter.diagnosis import Diagnoser
 from exporter.exposition import RenderedSnapshot
 from exporter.loop import CollectionLoop, Snapshot
@@ -135,6 +136,7 @@ class Exporter:
         self.rendered = RenderedSnapshot()
         self.diagnoser = Diagnoser(config.thresholds)
         self.reloads = {"success": 0, "failure": 0}
+        self.series_budget = SeriesBudget()  # the node-wide output cap, applied in publish
         self._clock = clock
         self._lifetime_baseline = lifetime_baseline
         self._lock = threading.Lock()
@@ -158,7 +160,8 @@ class Exporter:
         )
         metrics = (*join_process_samples(snapshot.metrics), *counts)
         metrics = (*metrics, *self.diagnoser.update(metrics, self._clock()))
-        enriched = dataclasses.replace(snapshot, metrics=tuple(metrics))
+        kept, error_counts = self.series_budget.apply(metrics, snapshot.error_counts, self.config.max_exported_series)
+        enriched = dataclasses.replace(snapshot, metrics=tuple(kept), error_counts=error_counts)
         self.latest = enriched
         self.rendered.publish(enriched)
 

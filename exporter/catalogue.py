@@ -334,8 +334,18 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec(
             "llm_exporter_source_errors_total",
             "counter",
-            "Failed collections by reason (timeout, connection, http_status, too_large, parse, cardinality, exception).",
+            "Failed collections by reason (timeout, connection, http_status, too_large, parse, cardinality, exception),"
+            " and collections that succeeded but left part of their output out: cardinality (over a model or series"
+            " budget; source exporter, target empty for the node-wide cap) or invalid_value (values that cannot be"
+            " true, dropped).",
             SOURCE_LABELS + ("reason",),
+        ),
+        _spec(
+            "llm_exporter_discovery_targets",
+            "gauge",
+            "Engine pods discovery found, by state: scraped, or dropped because more asked than kubernetes.max_engines"
+            " (pods holding GPUs first, then round-robin across namespaces and owners).",
+            ("state",),
         ),
         _spec(
             "llm_exporter_config_reloads_total",

@@ -45,6 +45,7 @@ TOP_LEVEL_KEYS = (
     "gpu_attribution",
     "kubernetes",
     "web_config_file",
+    "max_exported_series",
 )
 KUBERNETES_KEYS = ("enabled", "node_name", "api_url", "token_file", "ca_file", "resync_seconds", "max_engines")
 ENGINE_KEYS = ("url", "type", "name", "model", *ScrapeLimits.keys())
@@ -104,6 +105,9 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
         ),
         kubernetes=_kubernetes(get("kubernetes", {}), where["kubernetes"], defaults),
         web_config_file=v.optional_string(get("web_config_file", None), where["web_config_file"]),
+        max_exported_series=v.positive_int(
+            get("max_exported_series", _CONFIG.max_exported_series), where["max_exported_series"], MAX_SERIES
+        ),
     )
 
 
@@ -133,6 +137,8 @@ def _checked_limits(values: Mapping[str, Any], where: str) -> ScrapeLimits:
         max_label_value_length=v.positive_int(
             values["max_label_value_length"], f"{where}.max_label_value_length", MAX_LABEL_VALUE_LENGTH
         ),
+        max_models=v.positive_int(values["max_models"], f"{where}.max_models", MAX_SERIES),
+        max_exported_series=v.positive_int(values["max_exported_series"], f"{where}.max_exported_series", MAX_SERIES),
     )
 
 

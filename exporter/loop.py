@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
+from exporter.budget import Discarding
 from exporter.model import Metric
 from exporter.sources.base import Source, SourceError, SourceGroup
 
@@ -50,9 +51,21 @@ class Snapshot:
 
 @dataclass
 class _Running:
-    future: Future
+    future: Future[_Outcome]
     started: float
     source: Source
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What one run of a source returned, timed by the worker that ran it: the loop collects
+    results in order, so a clock read there would charge every source the wait for earlier ones."""
+
+    metrics: list[Metric]
+    duration_seconds: float
+    #: reason -> items the source left out of its output this run (see exporter.budget)
+    discards: Mapping[str, int]
+    error: Exception | None = None
 
 
 class CollectionLoop:
@@ -90,12 +103,12 @@ class CollectionLoop:
         sources = self.current_sources()
         current = {id(source) for source in sources}
         # A source its group dropped (a deleted pod) is forgotten even if still running.
-        for key in [k for k, running in self._in_flight.items() if k not in current]:
-            del self._in_flight[key]
+        for index in [k for k in self._in_flight if k not in current]:
+            del self._in_flight[index]
         # ...and so are its error counts, or every pod that ever failed would stay a series.
         live = {(source.name, source.target) for source in sources}
-        for key in [k for k in self._error_counts if (k[0], k[1]) not in live]:
-            del self._error_counts[key]
+        for gone in [k for k in self._error_counts if (k[0], k[1]) not in live]:
+            del self._error_counts[gone]
         for source in sources:
             running = self._in_flight.get(id(source))
             if running is not None and running.source is source:
@@ -108,26 +121,29 @@ class CollectionLoop:
             running = self._in_flight[index]
             deadline = running.started + source.timeout_seconds + TIMEOUT_GRACE_SECONDS
             try:
-                source_metrics = running.future.result(timeout=max(0.0, deadline - self._clock()))
+                outcome = running.future.result(timeout=max(0.0, deadline - self._clock()))
             except FutureTimeout:
-                status = self._failed(source, "timeout", f"still running after {source.timeout_seconds:g}s", now)
-                metrics.extend(source.down_metrics())
-                statuses.append(status)
-                continue
-            except SourceError as exc:
-                del self._in_flight[index]
-                statuses.append(self._failed(source, exc.reason, str(exc), running.started))
-                metrics.extend(source.down_metrics())
-                continue
-            except Exception as exc:  # a bug in one source must not stop the others
-                del self._in_flight[index]
-                log.exception("source %s %s raised", source.name, source.target)
-                statuses.append(self._failed(source, "exception", repr(exc), running.started))
+                waited = self._clock() - running.started  # still running: its duration so far
+                statuses.append(
+                    self._failed(source, "timeout", f"still running after {source.timeout_seconds:g}s", waited)
+                )
                 metrics.extend(source.down_metrics())
                 continue
             del self._in_flight[index]
-            metrics.extend(source_metrics)
-            statuses.append(SourceStatus(source.name, source.target, True, self._clock() - running.started))
+            error = outcome.error
+            if error is not None:
+                if isinstance(error, SourceError):
+                    reason, message = error.reason, str(error)
+                else:  # a bug in one source must not stop the others
+                    log.error("source %s %s raised", source.name, source.target, exc_info=error)
+                    reason, message = "exception", repr(error)
+                statuses.append(self._failed(source, reason, message, outcome.duration_seconds))
+                metrics.extend(source.down_metrics())
+                continue
+            metrics.extend(outcome.metrics)
+            for reason in outcome.discards:  # up, but part of its output was left out: one count per round
+                self._count(source, reason)
+            statuses.append(SourceStatus(source.name, source.target, True, outcome.duration_seconds))
         self._sequence += 1
         snapshot = Snapshot(
             metrics=tuple(metrics),
@@ -149,14 +165,24 @@ class CollectionLoop:
         for key, count in previous._error_counts.items():
             self._error_counts[key] = self._error_counts.get(key, 0) + count
 
-    def _run_source(self, source: Source, now: float) -> list[Metric]:
-        return list(source.collect(now))
+    def _run_source(self, source: Source, now: float) -> _Outcome:
+        """Run in a worker: the source's own wall time is measured here, around its own work."""
+        started = self._clock()
+        try:
+            metrics = list(source.collect(now))
+        except Exception as exc:
+            return _Outcome([], self._clock() - started, {}, exc)
+        discards = dict(source.discards) if isinstance(source, Discarding) else {}
+        return _Outcome(metrics, self._clock() - started, discards)
 
-    def _failed(self, source: Source, reason: str, message: str, started: float) -> SourceStatus:
+    def _count(self, source: Source, reason: str) -> None:
         key = (source.name, source.target, reason)
         self._error_counts[key] = self._error_counts.get(key, 0) + 1
+
+    def _failed(self, source: Source, reason: str, message: str, duration: float) -> SourceStatus:
+        self._count(source, reason)
         log.warning("source %s %s down (%s): %s", source.name, source.target or "-", reason, message)
-        return SourceStatus(source.name, source.target, False, self._clock() - started, reason)
+        return SourceStatus(source.name, source.target, False, duration, reason)
 
     def start(self) -> None:
         """Collect now, then every interval, in a background thread."""

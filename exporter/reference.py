@@ -7,6 +7,7 @@ file differs from what the catalogue says.
 from __future__ import annotations
 
 from exporter.catalogue import CATALOGUE
+from exporter.sanity import rules_reference
 
 _SECTIONS = (
     ("llm_engine_", "Inference engines"),
@@ -40,6 +41,7 @@ def metrics_reference() -> str:
         lines += ["", "## Other", "", "| family | type | labels | meaning |", "|---|---|---|---|"]
         for s in rest:
             lines.append(f"| `{s.name}` | {s.type} | {', '.join(f'`{label}`' for label in s.labels)} | {s.help} |")
+    lines += ["", *rules_reference()]
     return "\n".join(lines) + "\n"
 
 

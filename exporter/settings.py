@@ -26,6 +26,11 @@ class ScrapeLimits:
     max_response_bytes: int = 16 * 1024 * 1024
     max_series: int = 10_000
     max_label_value_length: int = 1024
+    # The output side (exporter/budget.py): `max_series` bounds what is read, these what is exported.
+    # One model exports at most ~29 series (8 gauges and counters, 4 summaries of 5), so 10 models
+    # fit in 300; the documented node (8 engines) stays near its 1,500-series budget with one or two each.
+    max_models: int = 10
+    max_exported_series: int = 300
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -153,6 +158,9 @@ class Config:
     gpu_attribution: GpuAttribution = field(default_factory=GpuAttribution)
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)  # engine discovery
     web_config_file: str | None = None  # TLS and basic auth (exporter-toolkit format)
+    #: the node-wide cap on exported series (exporter/budget.py): 32 discovered engines at their
+    #: per-target cap, plus GPUs, RDMA ports and the host, still fit
+    max_exported_series: int = 10_000
 
     @property
     def listen(self) -> str:

@@ -32,7 +32,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from exporter.discovery.kubeapi import ApiError, KubernetesApi, ResourceExpired, in_cluster_api
-from exporter.discovery.targets import DynamicEngineSources
+from exporter.discovery.targets import Candidate, DynamicEngineSources
+from exporter.model import Metric, Sample
 from exporter.settings import ENGINE_TYPES, EngineTarget, KubernetesSettings
 from exporter.sources.base import Source, SourceError
 from exporter.validation import ConfigError
@@ -47,6 +48,8 @@ DEFAULT_PATH = "/metrics"
 _SAFE_PATH = re.compile(r"/(?!/)[A-Za-z0-9._~!$&'()*+,;=:%/-]{0,1023}")
 _PORT = re.compile(r"[0-9]{1,5}")
 MAX_BACKOFF_SECONDS = 30.0
+# Extended resources of accelerators besides any `<vendor>/gpu` (device plugins' names).
+ACCELERATOR_RESOURCE_PREFIXES = ("habana.ai/", "aws.amazon.com/neuron", "google.com/tpu", "gpu.intel.com/")
 
 
 def target_for_pod(
@@ -118,6 +121,36 @@ def _container_for(spec: Mapping[str, Any], port: int) -> str:
     return str(containers[0].get("name", "")) if len(containers) == 1 else ""
 
 
+def holds_accelerators(spec: Mapping[str, Any]) -> bool:
+    """Whether any container limits or requests a nonzero amount of an accelerator resource
+    (`nvidia.com/gpu`, `amd.com/gpu`, MIG slices, Gaudi, Neuron, TPU)."""
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        for section in ("limits", "requests"):
+            for name, amount in (resources.get(section) or {}).items():
+                if _is_accelerator(str(name)) and str(amount).strip() not in ("", "0"):
+                    return True
+    return False
+
+
+def _is_accelerator(resource: str) -> bool:
+    return resource.endswith("/gpu") or "/mig-" in resource or resource.startswith(ACCELERATOR_RESOURCE_PREFIXES)
+
+
+def candidate_for(pod: Mapping[str, Any], target: EngineTarget) -> Candidate:
+    """What decides the target's place when more pods ask than max_engines (targets.py)."""
+    meta = pod.get("metadata") or {}
+    owners = [ref for ref in meta.get("ownerReferences") or [] if isinstance(ref, Mapping)]
+    controller = next((ref for ref in owners if ref.get("controller")), owners[0] if owners else None)
+    owner = f"{controller.get('kind', '')}/{controller.get('name', '')}" if controller else ""
+    return Candidate(
+        target=target,
+        namespace=str(meta.get("namespace", "")),
+        owner=owner,
+        accelerators=holds_accelerators(pod.get("spec") or {}),
+    )
+
+
 class DiscoveryStatus(Source):
     """`llm_exporter_source_up{source="kubernetes"}`: 0 while the API cannot be read."""
 
@@ -128,11 +161,13 @@ class DiscoveryStatus(Source):
     def __init__(self, discovery: KubernetesEngineDiscovery) -> None:
         self._discovery = discovery
 
-    def collect(self, now: float) -> list:
+    def collect(self, now: float) -> list[Metric]:
         error = self._discovery.error
         if error:
             raise SourceError("api", error)
-        return []
+        engines = self._discovery.engines
+        counts = {"scraped": len(engines.targets()), "dropped": len(engines.dropped)}
+        return [Sample("llm_exporter_discovery_targets", {"state": state}, float(n)) for state, n in counts.items()]
 
 
 class KubernetesEngineDiscovery:
@@ -255,18 +290,18 @@ class KubernetesEngineDiscovery:
             self._publish()
 
     def _publish(self) -> None:
-        targets = []
+        candidates = []
         skipped = {}
         for key, pod in sorted(self._pods.items()):
             target, reason = target_for_pod(pod, self.node_name, self.settings)
             if target is not None:
-                targets.append(target)
+                candidates.append(candidate_for(pod, target))
             elif reason:
                 skipped[key] = reason
                 if self._skipped.get(key) != reason:
                     log.warning("kubernetes: not scraping pod %s: %s", key, reason)
         self._skipped = skipped
-        self.engines.update(targets)
+        self.engines.update(candidates)
 
     def _failed(self, exc: ApiError) -> None:
         message = str(exc)

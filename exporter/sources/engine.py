@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
+from exporter.budget import CARDINALITY, cap_target, keep_known_first
 from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
 from exporter.model import EngineReading, Metric, QuantileSummary, Sample
 from exporter.promtext import TooManySeries, parse_wanted, sample_names
+from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.engines import MAPPINGS, detect
@@ -48,6 +52,9 @@ class _NoRedirectSession(requests.Session):
 
 class EngineSource(Source):
     name = "engine"
+    #: what the last collection left out, by reason (exporter.budget.Discarding); a fresh Counter
+    #: (`_counting`) per collection, with `_discard_log` saying what, for one log line on change
+    discards: Mapping[str, int] = MappingProxyType({})
 
     def __init__(self, target: EngineTarget, window_seconds: float, lifetime_baseline: bool = False) -> None:
         self.config = target
@@ -96,6 +103,7 @@ class EngineSource(Source):
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
             self._mapping = mapping
         readings = mapping.read(parsed)
+        readings = self._within_model_cap(readings)
         if not readings:
             # Up, but nothing served yet (families declared, no samples): still say it is up.
             readings = [EngineReading(model=self.config.model or (self._known_models or ("",))[0])]
@@ -111,7 +119,7 @@ class EngineSource(Source):
             reading.process_cpu_seconds_total = process_cpu
         self._known_models = tuple(r.model for r in readings)
         self._forget_windows({r.model for r in readings})
-        return [metric for reading in readings for metric in self._render(now, reading)]
+        return self._within_series_cap([metric for reading in readings for metric in self._render(now, reading)])
 
     def down_metrics(self) -> list[Metric]:
         models = self._known_models or (self.config.model or "",)
@@ -123,7 +131,41 @@ class EngineSource(Source):
     def _labels(self, model: str) -> dict[str, str]:
         return {"engine": self.target, "engine_type": self.engine_type, "model": model, **dict(self.config.labels)}
 
+    # -- the output budget and impossible values (exporter/budget.py, exporter/sanity.py) ----------
+
+    def _within_model_cap(self, readings: list[EngineReading]) -> list[EngineReading]:
+        """At most `max_models` readings, those exported last time first; starts this collection's
+        discards (read by the loop once `collect` returns)."""
+        limit = self.config.limits.max_models
+        kept = keep_known_first(readings, lambda r: r.model, self._known_models, limit)
+        self._counting: Counter[str] = Counter()
+        self._previous_discards: Mapping[str, int] = self.discards
+        self.discards = self._counting
+        self._discard_log: list[str] = []
+        if len(kept) < len(readings):
+            self._counting[CARDINALITY] += len(readings) - len(kept)
+            names = sorted({r.model for r in readings} - {r.model for r in kept})
+            self._discard_log.append(
+                f"{len(names)} model(s) over max_models={limit} left out: {', '.join(names[:5])}"
+                + (", ..." if len(names) > 5 else "")
+            )
+        return kept
+
+    def _within_series_cap(self, metrics: list[Metric]) -> list[Metric]:
+        limit = self.config.limits.max_exported_series
+        kept, dropped = cap_target(metrics, limit)
+        if dropped:
+            self._counting[CARDINALITY] += dropped
+            self._discard_log.append(f"{dropped} series over max_exported_series={limit} left out")
+        if dict(self.discards) != dict(self._previous_discards):
+            log.warning("engine %s: %s", self.target, "; ".join(self._discard_log) or "output complete again")
+        return kept
+
     def _render(self, now: float, reading: EngineReading) -> Iterator[Metric]:
+        reading, problems = screened(reading)
+        if problems:
+            self._counting[INVALID_VALUE] += len(problems)
+            self._discard_log.append(f"model {reading.model!r}: impossible values dropped: {', '.join(problems)}")
         labels = self._labels(reading.model)
         yield Sample("llm_engine_up", labels, 1.0)
         for field, family in (*_GAUGES.items(), *_COUNTERS.items()):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import logging
+from types import SimpleNamespace
 
 import pytest
 
+from exporter.catalogue import CATALOGUE
 from exporter.config import ConfigError, build
-from exporter.discovery.kubernetes import target_for_pod
-from exporter.discovery.targets import DynamicEngineSources
+from exporter.discovery.kubernetes import DiscoveryStatus, candidate_for, target_for_pod
+from exporter.discovery.targets import Candidate, DynamicEngineSources
 from exporter.loop import CollectionLoop
 from exporter.model import Sample
 from exporter.settings import EngineTarget, KubernetesSettings, ScrapeLimits
@@ -141,19 +144,93 @@ def test_dynamic_sources_keep_the_source_of_a_target_that_stays_and_close_the_re
     first = EngineTarget(url="http://10.244.3.17:8000/metrics", name="inference/a")
     second = EngineTarget(url="http://10.244.3.22:30000/metrics", name="inference/b")
     dynamic = DynamicEngineSources(window_seconds=60)
-    dynamic.update([first, second])
+    dynamic.update([Candidate(first), Candidate(second)])
     kept, removed = dynamic.sources()
     closed = []
     removed.close = lambda: closed.append(removed.target)  # type: ignore[method-assign]
-    dynamic.update([first])
+    dynamic.update([Candidate(first)])
     assert dynamic.sources() == [kept] and closed == ["inference/b"]
 
 
 def test_dynamic_sources_cap_the_number_of_engines():
     targets = [EngineTarget(url=f"http://10.244.3.{i}:8000/metrics", name=f"ns/pod-{i:02d}") for i in range(10)]
     dynamic = DynamicEngineSources(window_seconds=60, max_sources=3)
-    dynamic.update(targets)
+    dynamic.update([Candidate(target, namespace="ns") for target in targets])
     assert [s.target for s in dynamic.sources()] == ["ns/pod-00", "ns/pod-01", "ns/pod-02"]
+    assert dynamic.dropped == tuple(f"ns/pod-{i:02d}" for i in range(3, 10))
+
+
+def annotated_pod(namespace: str, name: str, ip: str, gpus: int = 0, owner: str | None = None) -> dict:
+    pod = pod_with(status__podIP=ip)
+    pod["metadata"].update(name=name, namespace=namespace)
+    if owner:
+        pod["metadata"]["ownerReferences"] = [{"kind": "ReplicaSet", "name": owner, "controller": True}]
+    if gpus:
+        pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    return pod
+
+
+def discovered(pods: list[dict], max_engines: int = 32) -> DynamicEngineSources:
+    dynamic = DynamicEngineSources(window_seconds=60, max_sources=max_engines)
+    candidates = []
+    for pod in pods:
+        target, reason = target_for_pod(pod, NODE, SETTINGS)
+        assert target is not None, reason
+        candidates.append(candidate_for(pod, target))
+    dynamic.update(candidates)
+    return dynamic
+
+
+DECOYS = [annotated_pod("aaa", f"decoy-{i:02d}", f"10.244.4.{i}") for i in range(32)]
+
+
+@pytest.mark.parametrize("gpus", [1, 0])
+def test_decoys_in_one_namespace_cannot_crowd_out_the_real_engine(gpus, caplog):
+    real = annotated_pod("inference", "llama-8b-vllm-0", "10.244.3.17", gpus=gpus)
+    with caplog.at_level(logging.WARNING, logger="exporter.discovery.targets"):
+        dynamic = discovered([*DECOYS, real])
+    scraped = [target.name for target in dynamic.targets()]
+    assert "inference/llama-8b-vllm-0" in scraped and len(scraped) == 32
+    # The one left out is named, in the state the metric reports and in the log.
+    assert len(dynamic.dropped) == 1 and dynamic.dropped[0].startswith("aaa/decoy-")
+    assert dynamic.dropped[0] in caplog.text and "max_engines=32" in caplog.text
+
+
+def test_pods_holding_gpus_come_first_even_past_other_namespaces():
+    others = [annotated_pod(f"ns-{i}", "engine", f"10.244.5.{i}") for i in range(4)]
+    gpu_pod = annotated_pod("zzz", "engine", "10.244.3.17", gpus=8)
+    assert [t.name for t in discovered([*others, gpu_pod], max_engines=2).targets()] == ["zzz/engine", "ns-0/engine"]
+
+
+def test_round_robin_across_owners_within_a_namespace():
+    replicas = [annotated_pod("inference", f"big-{i}", f"10.244.6.{i}", owner="big-rs") for i in range(5)]
+    other = annotated_pod("inference", "small-0", "10.244.6.99", owner="small-rs")
+    names = [t.name for t in discovered([*replicas, other], max_engines=2).targets()]
+    assert names == ["inference/big-0", "inference/small-0"]
+
+
+def test_accelerators_are_read_from_limits_or_requests_and_zero_is_none():
+    pod = annotated_pod("inference", "a", "10.244.3.17")
+    target, _ = target_for_pod(pod, NODE, SETTINGS)
+    assert target is not None
+    for resources, holds in (
+        ({"limits": {"nvidia.com/gpu": "1"}}, True),
+        ({"requests": {"amd.com/gpu": 2}}, True),
+        ({"limits": {"nvidia.com/mig-1g.10gb": "1"}}, True),
+        ({"limits": {"habana.ai/gaudi": "8"}}, True),
+        ({"limits": {"nvidia.com/gpu": "0", "cpu": "4"}}, False),
+        ({"limits": {"memory": "1Gi"}}, False),
+    ):
+        pod["spec"]["containers"][0]["resources"] = resources
+        assert candidate_for(pod, target).accelerators is holds, resources
+
+
+def test_discovery_status_reports_scraped_and_dropped_targets():
+    dynamic = discovered([*DECOYS, annotated_pod("inference", "real", "10.244.3.17")])
+    status = DiscoveryStatus(SimpleNamespace(error=None, engines=dynamic))  # type: ignore[arg-type]
+    values = {m.labels["state"]: m.value for m in status.collect(0.0) if isinstance(m, Sample)}
+    assert values == {"scraped": 32.0, "dropped": 1.0}
+    assert all(m.name in CATALOGUE for m in status.collect(0.0))
 
 
 class NamedSource(Source):

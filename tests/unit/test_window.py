@@ -356,3 +356,74 @@ def test_stop_closes_every_source(loops) -> None:
     loop.stop()
     assert not loop.is_alive()
     assert all(source.closed for source in sources)
+
+
+class ManualClock:
+    """A clock that moves only when told; it notes when `watched`'s worker reads it after
+    `watched.collect` returned (its end-of-run reading), so a test can order events without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.watched: TrackedSource | None = None
+        self.read_after_watched = threading.Event()
+
+    def __call__(self) -> float:
+        now = self.now  # read before signalling, so the slow source's step cannot slip in between
+        watched = self.watched
+        if watched is not None and watched.returned_in == threading.get_ident():
+            self.read_after_watched.set()
+        return now
+
+
+class TrackedSource(FixedSource):
+    """Remembers the thread its collect returned in."""
+
+    returned_in: int | None = None
+
+    def collect(self, now: float) -> list[Metric]:
+        metrics = super().collect(now)
+        self.returned_in = threading.get_ident()
+        return metrics
+
+
+class TenSecondSource(FixedSource):
+    """Takes ten seconds of the manual clock once the watched source's run is over (or after 1 s of
+    real time, well inside its 2 s timeout, for a loop that never reads the clock in the worker)."""
+
+    def __init__(self, target: str, clock: ManualClock) -> None:
+        super().__init__(target)
+        self.clock = clock
+
+    def collect(self, now: float) -> list[Metric]:
+        self.clock.read_after_watched.wait(1)
+        self.clock.now += 10.0
+        return super().collect(now)
+
+
+def test_each_source_reports_its_own_duration_not_the_wait_for_a_slower_one(loops) -> None:
+    clock = ManualClock()
+    quick = TrackedSource("quick")
+    clock.watched = quick
+    slow = TenSecondSource("slow", clock)
+    # The slow source comes first: the loop waits for it before it looks at the quick one.
+    loop = CollectionLoop([slow, quick], interval_seconds=5, clock=clock)
+    loops.append(loop)
+    snapshot = loop.collect_once()
+    assert status_of(snapshot, "slow").duration_seconds == 10.0
+    assert status_of(snapshot, "quick").duration_seconds == 0.0
+
+
+class TrackedRefusingSource(TrackedSource):
+    def collect(self, now: float) -> list[Metric]:
+        super().collect(now)
+        raise SourceError("connection", "connection refused")
+
+
+def test_a_failing_source_reports_its_own_duration_too(loops) -> None:
+    clock = ManualClock()
+    refusing = TrackedRefusingSource("refusing")
+    clock.watched = refusing
+    loop = CollectionLoop([TenSecondSource("slow", clock), refusing], interval_seconds=5, clock=clock)
+    loops.append(loop)
+    status = status_of(loop.collect_once(), "refusing")
+    assert (status.up, status.error, status.duration_seconds) == (False, "connection", 0.0)
