@@ -82,7 +82,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec(
             "llm_engine_kv_cache_usage_ratio",
             "gauge",
-            "KV-cache usage 0-1; the maximum over data-parallel ranks, since the fullest rank is the one that preempts.",
+            "KV-cache usage 0-1; the maximum over data-parallel ranks, since the fullest rank is the one that "
+            "preempts.",
             ENGINE_SERIES_LABELS,
         ),
         _spec(
@@ -152,7 +153,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec(
             "llm_gpu_dram_active_ratio",
             "gauge",
-            "Fraction of cycles device memory was sending or receiving data (DCGM 1005 / GPM); practical peak about 0.8.",
+            "Fraction of cycles device memory was sending or receiving data (DCGM 1005 / GPM); practical peak about "
+            "0.8.",
             GPU_LABELS,
         ),
         _spec("llm_gpu_memory_used_bytes", "gauge", "HBM in use.", GPU_LABELS),
@@ -197,7 +199,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec(
             "llm_gpu_throttle_reason_active",
             "gauge",
-            "1 while the driver reports this clock-event (throttle) reason, else 0 (NVML clocks-event reasons / DCGM 112).",
+            "1 while the driver reports this clock-event (throttle) reason, else 0 (NVML clocks-event reasons / DCGM "
+            "112).",
             GPU_LABELS + ("reason",),
         ),
         # RDMA ports
@@ -251,7 +254,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec(
             "llm_rdma_port_info",
             "gauge",
-            "Always 1; labels carry the port's link layer (InfiniBand, Ethernet for RoCE) and its network interface where the kernel names one.",
+            "Always 1; labels carry the port's link layer (InfiniBand, Ethernet for RoCE) and its network interface "
+            "where the kernel names one.",
             RDMA_LABELS + ("link_layer", "netdev"),
         ),
         _spec(
@@ -269,7 +273,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec(
             "llm_rdma_port_counter_saturated",
             "gauge",
-            "1 while a PMA counter is stuck at its maximum (PMA counters clamp, they do not wrap): its rate reads 0 and must not be trusted. Present only for saturated counters.",
+            "1 while a PMA counter is stuck at its maximum (PMA counters clamp, they do not wrap): its rate reads 0 "
+            "and must not be trusted. Present only for saturated counters.",
             RDMA_LABELS + ("counter",),
         ),
         # Host
@@ -295,7 +300,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec(
             "llm_engine_process_cpu_seconds_total",
             "counter",
-            "CPU seconds (user + system) of the engine's serving process: its own process_cpu_seconds_total where it exports one, else its process tree found from the port it listens on (exited children keep counting).",
+            "CPU seconds (user + system) of the engine's serving process: its own process_cpu_seconds_total where it "
+            "exports one, else its process tree found from the port it listens on (exited children keep counting).",
             ENGINE_LABELS,
         ),
         _spec("llm_engine_process_threads", "gauge", "Threads in the engine's process tree.", ENGINE_LABELS),
@@ -350,7 +356,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec(
             "llm_exporter_config_reloads_total",
             "counter",
-            "Configuration reloads on SIGHUP by result (success, failure); a failed reload keeps the running configuration.",
+            "Configuration reloads on SIGHUP by result (success, failure); a failed reload keeps the running "
+            "configuration.",
             ("result",),
         ),
         _spec(

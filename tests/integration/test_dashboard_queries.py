@@ -63,7 +63,7 @@ class PanelQuery:
 
 def _panel_queries() -> list[PanelQuery]:
     found = []
-    for name, board in boards(CONFIG).items():
+    for board in boards(CONFIG).values():
         for panel in board.panels():
             for ref, query in zip("ABCDEFGHIJ", panel.definition.queries):
                 found.append(PanelQuery(board.uid, panel, ref, query.expr))
@@ -330,7 +330,7 @@ def test_template_variables_list_the_values_the_panels_were_queried_with(stack: 
         selector, label = match.groups()
         for cluster in (HEALTHY, BOTTLENECK):
             values = stack.values(cluster)
-            expr = re.sub(r"\$(\w+)", lambda m: {"cluster": cluster}.get(m.group(1), ".*"), selector)
+            expr = re.sub(r"\$(\w+)", lambda m, cluster=cluster: {"cluster": cluster}.get(m.group(1), ".*"), selector)
             found = {row["metric"].get(label) for row in stack.query(f"count by ({label}) ({expr})")}
             if template.name == "namespace":
                 # Engines configured by URL carry no namespace (discovered ones do): "All" only.

@@ -95,7 +95,7 @@ def test_sighup_reload_adds_a_target_and_a_bad_config_keeps_the_old_one(engines,
             failures = _reloads(exporter.metrics(), "failure")
             _write(config, bad)
             os.kill(exporter.process.pid, signal.SIGHUP)
-            text = exporter.wait_for(lambda t: _reloads(t, "failure") == failures + 1, timeout=RECOVERY)
+            text = exporter.wait_for(lambda t, n=failures + 1: _reloads(t, "failure") == n, timeout=RECOVERY)
             assert _up(text, "a") == 1.0 and _up(text, "b") == 1.0
             lines = [line for line in exporter.log().splitlines() if "reload failed" in line and why in line]
             assert len(lines) == 1, exporter.log()
@@ -412,7 +412,9 @@ def test_wall_clock_stepped_back_and_forward_changes_nothing_but_timestamps(engi
             elapsed = time.monotonic() - stepped
             assert first.requests_seen - seen >= elapsed / INTERVAL / 2, (shift, first.requests_seen - seen, elapsed)
             # Let the traffic leave the window's newest rounds before the next step adds more.
-            exporter.wait_for(lambda t: series_value(t, UTILIZATION, device="mlx5_0") < utilization, timeout=RECOVERY)
+            exporter.wait_for(
+                lambda t, peak=utilization: series_value(t, UTILIZATION, device="mlx5_0") < peak, timeout=RECOVERY
+            )
 
 
 def test_paused_process_resumes_without_a_burst_and_rates_span_the_pause(node, engines) -> None:

@@ -308,7 +308,8 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     assert timely, (
         f"no settled view collected within {WINDOW_TIMING['lag_s']}s of being read: "
         f"{[(round(v.at - load.started, 1), v.ttft_count(), b[2]) for v, b in references]}; "
-        f"engine read at {[(round(e.before - load.started, 1), round(e.after - e.before, 1)) for e in engine.snapshots]}"
+        "engine read at "
+        f"{[(round(e.before - load.started, 1), round(e.after - e.before, 1)) for e in engine.snapshots]}"
     )
     exporter_p50 = at_end.ttft(0.5)
     assert len(client) >= 10 and exporter_p50 is not None, (len(client), at_end.summary())

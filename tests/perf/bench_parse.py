@@ -96,10 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     fast_median, slow_median = statistics.median(fast), statistics.median(slow)
     ratio = slow_median / fast_median
     print(
-        f"parse_wanted (vllm mapping):           median {fast_median * 1e3:.3f} ms, best {min(fast) * 1e3:.3f} ms per parse"
+        f"parse_wanted (vllm mapping):           median {fast_median * 1e3:.3f} ms, "
+        f"best {min(fast) * 1e3:.3f} ms per parse"
     )
     print(
-        f"text_string_to_metric_families:        median {slow_median * 1e3:.3f} ms, best {min(slow) * 1e3:.3f} ms per parse"
+        f"text_string_to_metric_families:        median {slow_median * 1e3:.3f} ms, "
+        f"best {min(slow) * 1e3:.3f} ms per parse"
     )
     print(
         f"ratio (median): {ratio:.1f}x (best/best {min(slow) / min(fast):.1f}x); "

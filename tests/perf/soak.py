@@ -132,7 +132,7 @@ class Scraper(threading.Thread):
             started = time.perf_counter()
             try:
                 response = session.get(self.url, timeout=10)
-                response.content
+                _ = response.content  # read the whole body, as a scraper does
                 ok = response.status_code == 200
             except requests.RequestException:
                 ok = False
@@ -256,7 +256,8 @@ def main() -> int:
         samples: list[dict[str, float]] = []
         scraper_window: list[float] = []
         print(
-            f"{'t_s':>6} {'rss_mb':>8} {'fds':>4} {'threads':>7} {'collect_s':>9} {'p99_ms':>7} {'scrapes':>7} {'load1':>5} scenario",
+            f"{'t_s':>6} {'rss_mb':>8} {'fds':>4} {'threads':>7} {'collect_s':>9} {'p99_ms':>7} {'scrapes':>7} "
+            f"{'load1':>5} scenario",
             flush=True,
         )
         while time.monotonic() - started < total:
@@ -284,7 +285,8 @@ def main() -> int:
                 samples.append(sample)
                 print(
                     f"{sample['t']:6.0f} {sample['rss']:8.1f} {sample['fds']:4d} {sample['threads']:7d} "
-                    f"{sample['collect']:9.4f} {sample['p99'] * 1000:7.2f} {sample['scrapes']:7d} {os.getloadavg()[0]:5.2f} "
+                    f"{sample['collect']:9.4f} {sample['p99'] * 1000:7.2f} {sample['scrapes']:7d} "
+                    f"{os.getloadavg()[0]:5.2f} "
                     f"{SCENARIOS[rotation % len(SCENARIOS)]}",
                     flush=True,
                 )

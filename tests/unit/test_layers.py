@@ -27,6 +27,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "exporter.sysfs",
             "exporter.engine_processes",
             "exporter.process_group",
+            "exporter.sanity",
+            "exporter.budget",
         ),
     ),
     ("config", ("exporter.config",)),
