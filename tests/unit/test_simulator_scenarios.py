@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from exporter.catalogue import STAGES
-from exporter.config import ConfigError
 from exporter.simulate import builtin_names, load_scenario, parse_scenario, run_offline
 from exporter.simulate.cli import list_scenarios
+from exporter.validation import MAX_FILE_BYTES, ConfigError
 
 BUILT_IN = (
     "cross-node-congestion",
@@ -109,6 +109,8 @@ def test_host_overhead_idles_the_gpu_while_the_engine_burns_a_core():
         (("      max_num_seqs: 256", "      max_num_seqs: 256\n      colour: blue"), "replicas[0].engine.colour"),
         (("  gpu: a100-80gb", "  gpu: a100-40gb"), "node.gpu"),
         (("  gpus: 8", "  gpus: 4"), "replicas"),
+        (("  gpus: 8", "  gpus: 8.5"), "node.gpus"),
+        (("rate_per_second: 20", "rate_per_second:"), "workload.rate_per_second"),
     ],
 )
 def test_scenario_errors_name_the_key(edit, where):
@@ -116,6 +118,37 @@ def test_scenario_errors_name_the_key(edit, where):
     with pytest.raises(ConfigError) as error:
         parse_scenario(text, "edited.yaml")
     assert error.value.where == where
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (("  gpus: 8", "  gpus: 8.5"), "node.gpus: must be a whole number, not 8.5"),
+        (("rate_per_second: 20", "rate_per_second:"), "workload.rate_per_second: missing"),
+        (("rate_per_second: 20", "rate_per_second: -1"), "workload.rate_per_second: must be at least 0, not -1"),
+    ],
+)
+def test_scenario_errors_have_the_one_shape_where_colon_problem(edit, problem):
+    with pytest.raises(ConfigError) as error:
+        parse_scenario(load_scenario_text("prompt-growth").replace(*edit), "edited.yaml")
+    assert str(error.value) == problem
+
+
+def test_an_empty_scenario_says_what_is_missing():
+    with pytest.raises(ConfigError) as error:
+        parse_scenario("", "empty.yaml")
+    assert str(error.value) == "replicas: missing"
+
+
+def test_a_scenario_file_is_read_within_the_shared_bounds(tmp_path):
+    too_large = tmp_path / "large.yaml"
+    too_large.write_text("#" * (MAX_FILE_BYTES + 1))
+    with pytest.raises(ConfigError, match=r"large\.yaml: larger than"):
+        load_scenario(str(too_large))
+    not_text = tmp_path / "binary.yaml"
+    not_text.write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_scenario(str(not_text))
 
 
 def test_a_phase_may_not_change_what_needs_a_restart():
