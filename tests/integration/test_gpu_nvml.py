@@ -2,7 +2,8 @@
 
 The stand-in (tests/nvml_stub) is compiled from NVIDIA's own nvml.h and loaded into this process
 under its soname, so `pynvml.nvmlInit()` binds to it exactly as it would to the driver's library.
-Each test writes its own state file; the library re-reads it when it is replaced.
+Each test writes its own state file; the library re-reads it when it is replaced. Building the
+stand-in runs gcc (once per source), which is why these run in this tier and not in tests/unit.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from exporter.sources.base import SourceError
 from exporter.sources.nvml import NvmlSource
 from tests import nvml_stub
 from tests.nvml_stub import GPM_DRAM_BW_UTIL, GPM_SM_UTIL, eight_gpu_node, with_changes, write_state
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +140,10 @@ def test_lost_gpu_is_down_and_the_others_keep_their_values(source, clock, state)
     assert [m for m in after if m.labels["gpu"] == "5" and m.name != "llm_gpu_up"] == []
     # The lost GPU keeps its identity labels, so its series does not change name.
     assert next(m for m in after if m.name == "llm_gpu_up" and m.labels["gpu"] == "5").labels["uuid"].endswith("5")
-    unchanged = lambda ms: sorted(
-        (m.name, tuple(sorted(m.labels.items())), m.value) for m in ms if m.labels["gpu"] != "5"
-    )
+
+    def unchanged(ms):
+        return sorted((m.name, tuple(sorted(m.labels.items())), m.value) for m in ms if m.labels["gpu"] != "5")
+
     assert unchanged(after) == unchanged(before)
 
 
