@@ -9,6 +9,7 @@ in-process manifest checks (tests/unit) and the linters that run as processes (t
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,10 @@ def render(directory: Path) -> list[dict[str, Any]]:
         if not path.is_file():
             hint = " (generated: run `llm-bottleneck-exporter generate`)" if path.name in GENERATED else ""
             raise AssertionError(f"{directory.relative_to(REPO)}/kustomization.yaml: {entry} does not exist{hint}")
-        for document in yaml.safe_load_all(path.read_text()):
-            if document and document.get("kind") == "List":
+        for document in copy.deepcopy(_parsed(path, path.stat().st_mtime_ns)):  # patches change them
+            if document.get("kind") == "List":
                 documents += document["items"]
-            elif document:
+            else:
                 documents.append(document)
     for patch in kustomization.get("patches", []):
         operations = yaml.safe_load((directory / patch["path"]).read_text())
@@ -59,6 +60,14 @@ def render(directory: Path) -> list[dict[str, Any]]:
                 if name == image["name"]:
                     container["image"] = f"{image.get('newName', name)}:{image.get('newTag', tag)}"
     return documents
+
+
+@functools.cache
+def _parsed(path: Path, mtime_ns: int) -> tuple[dict[str, Any], ...]:
+    """The documents of one file, parsed once per version of it: every overlay renders the base
+    again, and the generated dashboards ConfigMap alone is half a megabyte of YAML."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where PyYAML was built with it
+    return tuple(document for document in yaml.load_all(path.read_text(), Loader=loader) if document)
 
 
 def _selected(document: dict[str, Any], target: dict[str, str]) -> bool:

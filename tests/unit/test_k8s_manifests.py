@@ -16,9 +16,11 @@
 from __future__ import annotations
 
 import copy
+import functools
 import importlib.metadata
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,16 @@ def _unknown_fields(original: Any, dumped: Any, path: str = "") -> list[str]:
             f for index, (a, b) in enumerate(zip(original, dumped)) for f in _unknown_fields(a, b, f"{path}[{index}]")
         ]
     return []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def schemas_parsed_once() -> Iterator[None]:
+    """kubernetes-validate reads and parses its schema files (the shared definitions are over a
+    megabyte) on every call; validation only reads them, so one parse per file serves all."""
+    original = kubernetes_validate.utils.schema_contents
+    kubernetes_validate.utils.schema_contents = functools.cache(original)
+    yield
+    kubernetes_validate.utils.schema_contents = original
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
