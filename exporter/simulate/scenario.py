@@ -148,6 +148,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
 
 
 def scenario_from_data(data: dict[str, Any], source: str) -> Scenario:
+    """A scenario from its loaded top-level mapping: a file and YAML text load differently (a
+    file within the size bound, text as given) but validate here alike."""
     v.known_keys(data, "", TOP_LEVEL_KEYS)
     node = _node(data.get("node", {}))
     groups = tuple(
