@@ -247,10 +247,8 @@ def parse_engine_flag(text: str) -> dict[str, Any]:
 
 
 def _engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarget, ...]:
-    if not isinstance(value, list):
-        raise ConfigError(where, f"must be a list, not {v.type_name(value)}")
     entries: list[dict[str, Any]] = []
-    for index, item in enumerate(value):
+    for index, item in enumerate(v.sequence(value, where)):
         at = f"{where}[{index}]" if where == "engines" else where
         if isinstance(item, str):
             item = {"url": item}

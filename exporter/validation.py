@@ -95,11 +95,16 @@ def load_file(path: str) -> dict[str, Any]:
         raise ConfigError(
             path, f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start : exc.start + 1]!r})"
         ) from exc
-    data = load_yaml_text(text, path)
+    return load_yaml_mapping(text, path)
+
+
+def load_yaml_mapping(text: str, where: str) -> dict[str, Any]:
+    """YAML text whose top level is a mapping (every configuration-like input is one); empty is {}."""
+    data = load_yaml_text(text, where)
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(path, f"the top level must be a mapping, not {type_name(data)}")
+        raise ConfigError(where, f"the top level must be a mapping, not {type_name(data)}")
     return data
 
 
@@ -109,9 +114,29 @@ def type_name(value: Any) -> str:
     )
 
 
+def required(value: Any, where: str) -> Any:
+    """A key without a default: absent (or empty) says "missing" rather than "not empty"."""
+    if value is None:
+        raise ConfigError(where, "missing")
+    return value
+
+
 def mapping(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(where, f"must be a mapping, not {type_name(value)}")
+    return value
+
+
+def sequence(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ConfigError(where, f"must be a list, not {type_name(value)}")
+    return value
+
+
+def non_empty_sequence(value: Any, where: str) -> list[Any]:
+    """A list that needs at least one item (an empty one would configure nothing)."""
+    if not sequence(value, where):
+        raise ConfigError(where, "must be a non-empty list")
     return value
 
 
@@ -140,12 +165,21 @@ def optional_string(value: Any, where: str) -> str | None:
     return None if value is None else string(value, where)
 
 
+def string_or_empty(value: Any, where: str) -> str:
+    """Free text that may be left out, such as a description; empty is ""."""
+    return _string_or_empty(value, where, "a string")
+
+
 def path_or_empty(value: Any, where: str) -> str:
     """A file path where "" (or empty) turns the feature off."""
+    return _string_or_empty(value, where, "a path or empty")
+
+
+def _string_or_empty(value: Any, where: str, what: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise ConfigError(where, f"must be a path or empty, not {type_name(value)}")
+        raise ConfigError(where, f"must be {what}, not {type_name(value)}")
     return value
 
 
@@ -191,7 +225,15 @@ def positive_number(value: Any, where: str, maximum: float | None = None) -> flo
 
 
 def positive_int(value: Any, where: str, maximum: int | None = None) -> int:
-    result = positive_number(value, where, maximum)
+    return _whole(positive_number(value, where, maximum), value, where)
+
+
+def integer(value: Any, where: str, minimum: int | None = None, maximum: int | None = None) -> int:
+    """A whole number within [minimum, maximum] where given (a count that may be 0, a seed)."""
+    return _whole(number(value, where, minimum, maximum), value, where)
+
+
+def _whole(result: float, value: Any, where: str) -> int:
     if result != int(result):
         raise ConfigError(where, f"must be a whole number, not {value!r}")
     return int(result)

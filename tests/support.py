@@ -12,13 +12,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import requests
 
+from exporter.model import Metric, Sample
 from exporter.process_group import terminate_group
 
 REPO = Path(__file__).resolve().parents[1]
@@ -182,6 +183,14 @@ def series_value(text: str, name: str, **labels: str) -> float | None:
         for sample in family.samples:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 return sample.value
+    return None
+
+
+def sample_value(metrics: Iterable[Metric], name: str, **labels: str) -> float | None:
+    """The value of the sample `name{labels}` among collected metrics (labels must match exactly)."""
+    for metric in metrics:
+        if isinstance(metric, Sample) and metric.name == name and metric.labels == labels:
+            return metric.value
     return None
 
 

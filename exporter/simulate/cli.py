@@ -14,7 +14,8 @@ import sys
 import textwrap
 import threading
 
-from exporter.config import ConfigError, parse_listen
+from exporter.config import parse_listen
+from exporter.validation import ConfigError
 
 DEFAULT_SIMULATE_LISTEN = "127.0.0.1:8000"
 log = logging.getLogger("exporter.simulate")

@@ -27,13 +27,14 @@ from typing import Protocol
 import requests
 import yaml
 
-from exporter.config import ConfigError, parse_listen
+from exporter.config import parse_listen
 from exporter.simulate.companions import start_monitoring, terminate_group
 from exporter.simulate.exporter_view import exporter_settings
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.scenario import load_scenario
 from exporter.simulate.server import SimulationServer
 from exporter.simulate.view import parse_exporter_metrics, render_view
+from exporter.validation import ConfigError
 
 EXPORTER_INTERVAL_SECONDS = 2.0
 READY_TIMEOUT_SECONDS = 30.0

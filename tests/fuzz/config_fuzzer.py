@@ -2,7 +2,7 @@
 
 Both loaders must raise nothing but ConfigError (which `serve` turns into exit 2 naming the key,
 and a SIGHUP reload into "keep the running configuration"). The first byte picks the loader.
-Seeds (given by tests/unit/test_fuzz_atheris.py): docs/example-config.yaml and a web config.
+Seeds (given by tests/integration/test_fuzz_atheris.py): docs/example-config.yaml and a web config.
 """
 
 from __future__ import annotations

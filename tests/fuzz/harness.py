@@ -5,7 +5,7 @@ by hand, for as long as you like (artifacts of a crash are written to the curren
 
     .venv/bin/python tests/fuzz/exposition_fuzzer.py -max_total_time=600 /tmp/corpus tests/fixtures/engines
 
-tests/unit/test_fuzz_atheris.py runs each for a few seconds in CI. Why atheris next to
+tests/integration/test_fuzz_atheris.py runs each for a few seconds in CI. Why atheris next to
 hypothesis: libFuzzer follows the branches its inputs reach (the parsers are instrumented), so it
 walks into code paths no hand-written strategy thought of; hypothesis covers structure we know.
 """

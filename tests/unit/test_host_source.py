@@ -1,96 +1,15 @@
-"""The host source: CPU and memory from psutil, and the process tree of an engine found from the
-port it listens on (a real listening process with a real child, started by the test)."""
+"""The host source in-process: CPU and memory from psutil and scripted readings, and no process
+series for an engine on another machine. The process tree of a real local engine (a listening
+process with a child, started by the test) is tests/integration/test_host_process_tree.py."""
 
 from __future__ import annotations
-
-import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import psutil
 import pytest
 
-from exporter.app import build_pipeline, join_process_samples
-from exporter.model import Metric, Sample
-from exporter.settings import Config, EngineTarget, GpuSettings
+from exporter.settings import EngineTarget
 from exporter.sources.host import CpuTimes, HostSource
-from tests.support import free_port
-
-# The host source labels process samples by engine alone; the composition root joins them.
-ENGINE_LABELS = {"engine": "e1"}
-
-# A stand-in engine: listens on a port, runs two idle threads and a thread that reaps its child,
-# and starts a child that burns half a second of CPU, then idles. It reports the child's pid and
-# when the burn is done through files in `workdir`.
-_ENGINE_SCRIPT = textwrap.dedent("""
-    import socket, subprocess, sys, threading, time
-    port, workdir = int(sys.argv[1]), sys.argv[2]
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("127.0.0.1", port))
-    server.listen()
-    for _ in range(2):
-        threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
-    child = subprocess.Popen([sys.executable, "-c",
-        "import time, sys\\n"
-        "while time.process_time() < 0.5: pass\\n"
-        "open(sys.argv[1] + '/burned', 'w').close()\\n"
-        "time.sleep(3600)\\n", workdir])
-    open(workdir + "/child_pid", "w").write(str(child.pid))
-    threading.Thread(target=child.wait, daemon=True).start()
-    time.sleep(3600)
-""")
-
-
-def series(metrics: list[Metric]) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    return {(m.name, frozenset(m.labels.items())): m.value for m in metrics if isinstance(m, Sample)}
-
-
-def get(metrics: list[Metric], name: str, **labels: str) -> float | None:
-    return series(metrics).get((name, frozenset(labels.items())))
-
-
-def _wait_for(path: Path, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} did not appear"
-        time.sleep(0.05)
-
-
-@pytest.fixture
-def engine_process(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen, Path]]:
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-c", _ENGINE_SCRIPT, str(port), str(tmp_path)])
-    try:
-        _wait_for(tmp_path / "burned")
-        deadline = time.monotonic() + 10
-        while not any(
-            c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
-            for c in psutil.Process(process.pid).net_connections()
-        ):
-            assert time.monotonic() < deadline, "the stand-in engine is not listening"
-            time.sleep(0.05)
-        yield port, process, tmp_path
-    finally:
-        child_pid = tmp_path / "child_pid"
-        if child_pid.exists():
-            try:
-                os.kill(int(child_pid.read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        process.kill()
-        process.wait()
-
-
-def _target(port: int, host: str = "127.0.0.1") -> EngineTarget:
-    return EngineTarget(url=f"http://{host}:{port}/metrics", name="e1")
-
+from tests.support import sample_value
 
 # --- CPU and memory ----------------------------------------------------------------------------
 
@@ -109,19 +28,19 @@ def test_cpu_utilization_is_the_busy_share_of_the_window() -> None:
     cpu = FakeCpuTimes([(100.0, 1000.0), (50.0, 1000.0)], [(104.0, 1005.0), (51.0, 1005.0)])
     source = HostSource([], window_seconds=60, cpu_times=cpu)
     first = source.collect(0.0)
-    assert get(first, "llm_host_cpu_utilization_ratio", cpu="0") is None  # no window yet
+    assert sample_value(first, "llm_host_cpu_utilization_ratio", cpu="0") is None  # no window yet
     second = source.collect(5.0)
-    assert get(second, "llm_host_cpu_utilization_ratio", cpu="0") == pytest.approx(4 / 5)
-    assert get(second, "llm_host_cpu_utilization_ratio", cpu="1") == pytest.approx(1 / 5)
-    assert get(second, "llm_host_cpu_overall_utilization_ratio") == pytest.approx(5 / 10)
+    assert sample_value(second, "llm_host_cpu_utilization_ratio", cpu="0") == pytest.approx(4 / 5)
+    assert sample_value(second, "llm_host_cpu_utilization_ratio", cpu="1") == pytest.approx(1 / 5)
+    assert sample_value(second, "llm_host_cpu_overall_utilization_ratio") == pytest.approx(5 / 10)
 
 
 def test_once_reports_the_average_since_boot() -> None:
     cpu = FakeCpuTimes([(250.0, 1000.0), (750.0, 1000.0)])
     metrics = HostSource([], window_seconds=60, lifetime_baseline=True, cpu_times=cpu).collect(0.0)
-    assert get(metrics, "llm_host_cpu_utilization_ratio", cpu="0") == pytest.approx(0.25)
-    assert get(metrics, "llm_host_cpu_utilization_ratio", cpu="1") == pytest.approx(0.75)
-    assert get(metrics, "llm_host_cpu_overall_utilization_ratio") == pytest.approx(0.5)
+    assert sample_value(metrics, "llm_host_cpu_utilization_ratio", cpu="0") == pytest.approx(0.25)
+    assert sample_value(metrics, "llm_host_cpu_utilization_ratio", cpu="1") == pytest.approx(0.75)
+    assert sample_value(metrics, "llm_host_cpu_overall_utilization_ratio") == pytest.approx(0.5)
 
 
 def test_real_cpu_and_memory_readings() -> None:
@@ -129,135 +48,15 @@ def test_real_cpu_and_memory_readings() -> None:
     per_cpu = [m for m in metrics if m.name == "llm_host_cpu_utilization_ratio"]
     assert len(per_cpu) == len(psutil.cpu_times(percpu=True))
     assert all(0.0 <= m.value <= 1.0 for m in per_cpu)
-    total = get(metrics, "llm_host_memory_total_bytes")
-    used = get(metrics, "llm_host_memory_used_bytes")
+    total = sample_value(metrics, "llm_host_memory_total_bytes")
+    used = sample_value(metrics, "llm_host_memory_used_bytes")
     assert total == psutil.virtual_memory().total
     assert used is not None and 0 < used < total
 
 
-# --- engine process trees ----------------------------------------------------------------------
-
-
-def test_engine_process_tree_cpu_and_threads(engine_process: tuple[int, subprocess.Popen, Path]) -> None:
-    port, _, _ = engine_process
-    metrics = HostSource([_target(port)], window_seconds=60).collect(0.0)
-    cpu = get(metrics, "llm_engine_process_cpu_seconds_total", **ENGINE_LABELS)
-    assert cpu is not None and cpu >= 0.5  # the child burned half a second
-    # main + 2 idle + 1 reaper thread in the listener, 1 in the child
-    assert get(metrics, "llm_engine_process_threads", **ENGINE_LABELS) == 5
-
-
-def test_cpu_of_an_exited_child_stays_counted(engine_process: tuple[int, subprocess.Popen, Path]) -> None:
-    port, _, workdir = engine_process
-    source = HostSource([_target(port)], window_seconds=60)
-    before = get(source.collect(0.0), "llm_engine_process_cpu_seconds_total", **ENGINE_LABELS)
-    child = psutil.Process(int((workdir / "child_pid").read_text()))
-    child.kill()
-    child.wait(timeout=10)  # the listener's reaper thread collects it
-    deadline = time.monotonic() + 10
-    while True:
-        after = source.collect(1.0)
-        if get(after, "llm_engine_process_threads", **ENGINE_LABELS) == 3 or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert get(after, "llm_engine_process_threads", **ENGINE_LABELS) == 3
-    assert get(after, "llm_engine_process_cpu_seconds_total", **ENGINE_LABELS) >= before >= 0.5
-
-
-def test_engine_process_gone_is_omitted(engine_process: tuple[int, subprocess.Popen, Path]) -> None:
-    port, process, _ = engine_process
-    source = HostSource([_target(port)], window_seconds=60, rescan_seconds=0)
-    assert get(source.collect(0.0), "llm_engine_process_threads", **ENGINE_LABELS) is not None
-    process.kill()
-    process.wait()
-    metrics = source.collect(1.0)
-    assert not [m for m in metrics if m.name.startswith("llm_engine_process_")]
-    assert get(metrics, "llm_host_memory_total_bytes") is not None
-
-
-def test_an_engine_nobody_listens_for_yet_is_found_on_a_later_lookup(tmp_path: Path) -> None:
-    port = free_port()
-    clock = [0.0]
-    source = HostSource([_target(port)], window_seconds=60, rescan_seconds=30, clock=lambda: clock[0])
-    assert not [m for m in source.collect(0.0) if m.name.startswith("llm_engine_process_")]
-    process = subprocess.Popen([sys.executable, "-c", _ENGINE_SCRIPT, str(port), str(tmp_path)])
-    try:
-        _wait_for(tmp_path / "child_pid")
-        time.sleep(0.3)
-        clock[0] = 10.0  # inside the rescan interval: not looked up again
-        assert get(source.collect(10.0), "llm_engine_process_threads", **ENGINE_LABELS) is None
-        clock[0] = 31.0
-        deadline = time.monotonic() + 10
-        while get(metrics := source.collect(31.0), "llm_engine_process_threads", **ENGINE_LABELS) is None:
-            assert time.monotonic() < deadline, "engine process never found"
-            clock[0] += 31.0
-            time.sleep(0.1)
-        assert get(metrics, "llm_engine_process_cpu_seconds_total", **ENGINE_LABELS) is not None
-    finally:
-        os.kill(int((tmp_path / "child_pid").read_text()), signal.SIGKILL)
-        process.kill()
-        process.wait()
-
-
 def test_a_remote_engine_has_no_process_series() -> None:
     # 192.0.2.0/24 is TEST-NET-1: never an address of this machine.
-    metrics = HostSource([_target(8000, host="192.0.2.10")], window_seconds=60).collect(0.0)
+    metrics = HostSource([EngineTarget(url="http://192.0.2.10:8000/metrics", name="e1")], window_seconds=60).collect(
+        0.0
+    )
     assert not [m for m in metrics if m.name.startswith("llm_engine_process_")]
-
-
-def test_an_owner_psutil_cannot_see_is_omitted(engine_process: tuple[int, subprocess.Popen, Path]) -> None:
-    """The lookup runs as `nobody` in a forked child; the listener belongs to the test's user."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to run the lookup as another user")
-    port, _, _ = engine_process
-    source = HostSource([_target(port)], window_seconds=60)
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            os.close(read_fd)
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-            names = sorted({m.name for m in source.collect(0.0)})
-            os.write(write_fd, json.dumps({"euid": os.geteuid(), "names": names}).encode())
-        finally:
-            os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd) as pipe:
-        result = json.loads(pipe.read())
-    os.waitpid(pid, 0)
-    assert result["euid"] == 65534
-    assert "llm_host_memory_total_bytes" in result["names"]
-    assert not [n for n in result["names"] if n.startswith("llm_engine_process_")]
-
-
-def test_process_series_get_the_engine_sources_labels_and_yield_to_its_own(
-    engine_process: tuple[int, subprocess.Popen, Path],
-) -> None:
-    port, _, _ = engine_process
-    target = EngineTarget(url=f"http://127.0.0.1:{port}/metrics", name="e1", type="vllm", model="tiny")
-    sources = build_pipeline(Config(gpu=GpuSettings("none"), sysfs="/nonexistent", engines=(target,))).sources
-    host = [s for s in sources if s.name == "host"]
-    assert len(host) == 1
-    metrics = host[0].collect(0.0)
-    up = [Sample("llm_engine_up", {"engine": "e1", "engine_type": "vllm", "model": m}, 1.0) for m in ("a", "b")]
-    joined = join_process_samples([*up, *metrics])
-    for model in ("a", "b"):
-        assert get(joined, "llm_engine_process_threads", engine="e1", engine_type="vllm", model=model) == 5
-    assert get(joined, "llm_engine_process_threads", **ENGINE_LABELS) is None
-    own = Sample("llm_engine_process_cpu_seconds_total", {**up[0].labels}, 7.0)
-    joined = join_process_samples([*up, own, *metrics])
-    assert [m.value for m in joined if m.name == "llm_engine_process_cpu_seconds_total"] == [7.0]
-
-
-def test_every_host_sample_is_in_the_catalogue_with_its_labels(
-    engine_process: tuple[int, subprocess.Popen, Path],
-) -> None:
-    from exporter.catalogue import CATALOGUE
-
-    port, _, _ = engine_process
-    metrics = join_process_samples(HostSource([_target(port)], window_seconds=60, lifetime_baseline=True).collect(0.0))
-    assert len({m.name for m in metrics}) == 6
-    for metric in metrics:
-        assert set(metric.labels) == set(CATALOGUE[metric.name].labels), metric.name

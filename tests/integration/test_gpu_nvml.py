@@ -2,7 +2,8 @@
 
 The stand-in (tests/nvml_stub) is compiled from NVIDIA's own nvml.h and loaded into this process
 under its soname, so `pynvml.nvmlInit()` binds to it exactly as it would to the driver's library.
-Each test writes its own state file; the library re-reads it when it is replaced.
+Each test writes its own state file; the library re-reads it when it is replaced. Building the
+stand-in runs gcc (once per source), which is why these run in this tier and not in tests/unit.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from exporter.sources.base import SourceError
 from exporter.sources.nvml import NvmlSource
 from tests import nvml_stub
 from tests.nvml_stub import GPM_DRAM_BW_UTIL, GPM_SM_UTIL, eight_gpu_node, with_changes, write_state
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")

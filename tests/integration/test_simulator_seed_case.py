@@ -14,6 +14,8 @@ import pytest
 
 from exporter.simulate import WindowSummary, load_scenario, run_offline
 
+pytestmark = pytest.mark.integration  # ten simulated minutes: seconds of CPU
+
 # Each phase is compared over its last minute: queues have settled (baseline, remedied) or have
 # been growing for two minutes (long-template).
 TAIL_SECONDS = 60.0

@@ -20,6 +20,8 @@ import pytest
 
 from tests.support import ENGINE_FIXTURES, FIXTURES, REPO
 
+pytestmark = pytest.mark.integration
+
 FUZZ_SECONDS = 12
 MIN_RUNS = 200  # far below what even a loaded machine does in FUZZ_SECONDS: proof that it fuzzed
 WEB_CONFIG_SEED = b"""basic_auth_users:

@@ -1,0 +1,71 @@
+"""Each built-in scenario, run offline for a few simulated minutes, shows the signature of the stage
+it expects (each run takes seconds of CPU, hence this tier; loading and errors are
+tests/unit/test_simulator_scenarios.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.simulate import load_scenario, run_offline
+
+pytestmark = pytest.mark.integration
+
+TAIL = 45.0
+
+
+def run(name: str, seconds: float):
+    return run_offline(load_scenario(name), duration_seconds=seconds)
+
+
+def test_healthy_has_no_queue_no_preemption_and_a_small_kv_footprint():
+    w = run("healthy", 90).window(45, 90)
+    assert w.waiting < 0.5 and w.preemptions_per_second == 0 and w.kv_usage < 0.3
+    assert w.tpot_p50 < 0.012  # near the batch-1 step (about 6 ms on H100)
+
+
+def test_kv_cache_saturation_fills_the_cache_queues_and_preempts():
+    w = run("kv-cache-saturation", 120).window(75, 120)
+    assert w.kv_usage >= 0.9 and w.waiting > 1 and w.preemptions_per_second > 0.5
+    assert w.running < 0.25 * 256  # capped far below max_num_seqs
+
+
+def test_queue_overload_grows_the_queue_with_normal_itl_and_low_kv():
+    result = run("queue-overload", 150)
+    before, after = result.phase_window("within-capacity", tail_seconds=30), result.window(150 - TAIL, 150)
+    assert after.waiting_last > after.waiting > 20 and before.waiting < 0.5
+    assert after.kv_usage < 0.2 and after.preemptions_per_second == 0
+    assert after.ttft_p99 > 10 * before.ttft_p99
+    assert after.tpot_p50 < 1.5 * before.tpot_p50
+
+
+def test_prefill_long_prompts_is_compute_bound_with_prefill_dominated_ttft():
+    result = run("prefill-long-prompts", 150)
+    before, after = result.phase_window("short-documents", tail_seconds=30), result.window(150 - TAIL, 150)
+    assert after.tensor_active > 0.3 and after.sm_active > 0.7 and after.dram_active < 0.5
+    assert after.ttft_p99 > 1.0 and after.waiting < 2
+    assert after.tpot_p50 > 3 * before.tpot_p50  # decodes stall behind unchunked prefills
+
+
+def test_decode_bandwidth_saturates_dram_and_slows_every_token():
+    result = run("decode-bandwidth", 210)
+    before, after = result.phase_window("moderate", tail_seconds=30), result.window(210 - TAIL, 210)
+    assert after.dram_active >= 0.85 and after.tensor_active < 0.35 and after.sm_active < 0.65
+    assert after.tpot_p50 > 2 * before.tpot_p50
+    assert after.kv_usage < 0.9 and after.waiting < 1 and after.preemptions_per_second == 0
+
+
+def test_cross_node_congestion_fills_the_links_and_signals_congestion():
+    result = run("cross-node-congestion", 180)
+    before, after = result.phase_window("quiet-fabric", tail_seconds=30), result.window(180 - TAIL, 180)
+    assert after.nic_transmit_utilization > 0.8 > 2 * before.nic_transmit_utilization
+    assert after.tpot_p50 > 1.5 * before.tpot_p50
+    ports = result.node.ports[:8]
+    assert all(p.values["np_cnp_sent"] > 0 and p.values["port_xmit_wait"] > 0 for p in ports)
+
+
+def test_host_overhead_idles_the_gpu_while_the_engine_burns_a_core():
+    result = run("host-overhead", 150)
+    before, after = result.phase_window("lean-engine", tail_seconds=30), result.window(150 - TAIL, 150)
+    assert after.running > 1 and after.gpu_utilization < 0.3 and after.sm_active < 0.2
+    assert after.engine_cpu_cores > 0.6 > before.engine_cpu_cores
+    assert after.tpot_p50 > 3 * before.tpot_p50
