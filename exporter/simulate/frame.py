@@ -1,0 +1,390 @@
+"""The demo's screen: one frame that fits the terminal (80x24 at the least) and reads top to bottom.
+
+A frame answers, in order: where the scenario is and what it should show (phase, expected stage,
+note); what each engine is doing and which stage the exporter names primary (one table row per
+engine); why and what to do (per primary stage, the engines that share it, the strongest engine's
+evidence and first action, as `/diagnosis` reports them); what pages; and where to look next.
+Every line is cropped to the width and the evidence block gets the height that is left, so
+nothing scrolls away; a taller or wider terminal gets more evidence, more actions and more columns.
+`plain_line` is the same content as one log line, for pipes and files.
+
+Both read only what the exporter publishes (its /metrics and /diagnosis documents) and what the
+demo knows about its own scenario and companions (DemoStatus), never the simulator's internals.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+
+from exporter.simulate.cells import MISSING, crop, crop_left, engine_set, number, span
+from exporter.simulate.view import ExporterReading, natural_key
+
+MIN_WIDTH, MIN_HEIGHT = 80, 24
+DASHBOARD = "dashboards/generated/bottleneck-diagnosis.json"
+NO_STAGE = ("none", MISSING)  # /diagnosis says "none"; MISSING before the first diagnosis
+
+
+@dataclass(frozen=True)
+class Page:
+    """One alert firing in Alertmanager."""
+
+    alertname: str
+    severity: str
+    engine: str = ""
+
+
+@dataclass(frozen=True)
+class DemoStatus:
+    """What the demo knows beside the exporter's documents: its scenario's clock and its URLs."""
+
+    scenario: str
+    simulated_seconds: float
+    phase: str
+    phase_number: int  # 1-based
+    phase_count: int
+    expected_stage: str
+    secondary_stages: tuple[str, ...]
+    note: str
+    exporter_url: str
+    simulator_url: str
+    prometheus_url: str | None = None
+    alertmanager_url: str | None = None
+    pages: tuple[Page, ...] | None = None  # None: no Alertmanager to ask (or it did not answer)
+    pending_alerts: int = 0  # alerts Prometheus holds in their `for:` before they page
+    rdma_idle_reason: str = "no cross-node traffic in this scenario"
+
+
+@dataclass
+class _EngineView:
+    name: str
+    primary: str
+    scores: dict[str, float]
+    evidence: list[str]
+    actions: list[str]
+
+    @property
+    def nearest_stage(self) -> str:
+        return max(self.scores, key=lambda s: self.scores[s]) if self.scores else "none"
+
+    @property
+    def score(self) -> float:
+        """The primary stage's score; with no primary, the highest (how close the engine came)."""
+        return self.scores.get(self.nearest_stage if self.primary in NO_STAGE else self.primary, 0.0)
+
+    def evidence_for(self, stage: str) -> list[str]:
+        """The evidence /diagnosis gives for `stage`, strongest first, without the "stage score: " prefix."""
+        lines = []
+        for line in self.evidence:
+            head, _, rest = line.partition(": ")
+            if head.split(" ")[0] == stage and rest:
+                lines.append(rest)
+        return lines
+
+
+def _engines(reading: ExporterReading, diagnosis: dict[str, Any] | None) -> list[_EngineView]:
+    documents = (diagnosis or {}).get("engines", [])
+    by_name = {e["engine"]: e for e in documents if isinstance(e, dict) and "engine" in e}
+    views = []
+    for name in sorted(set(reading.engines) | set(by_name), key=natural_key):
+        doc = by_name.get(name, {})
+        primary = doc.get("primary") or str(reading.engines.get(name, {}).get("primary") or MISSING)
+        scores, evidence, actions = dict(doc.get("scores", {})), list(doc.get("evidence", [])), doc.get("actions", [])
+        views.append(_EngineView(name, primary, scores, evidence, list(actions)))
+    return views
+
+
+def _gpu_mean(reading: ExporterReading, engine: str, key: str) -> float | None:
+    values = [g[key] for g in reading.gpus.values() if g.get("engine") == engine and isinstance(g.get(key), float)]
+    return sum(values) / len(values) if values else None
+
+
+# --------------------------------------------------------------------------------------- sections
+def _header(status: DemoStatus, width: int, note_lines: int) -> list[Text]:
+    first = Text(f"{status.scenario} t={status.simulated_seconds:.0f}s ", style="bold")
+    first.append(f"phase {status.phase_number}/{status.phase_count} {status.phase}", style="bold cyan")
+    first.append(": expects ", style="cyan")
+    first.append(status.expected_stage, style="bold cyan")
+    first.truncate(width, overflow="ellipsis")
+    secondary = f"secondary {', '.join(status.secondary_stages)} · " if status.secondary_stages else ""
+    note = secondary + status.note
+    wrapped = textwrap.wrap(note, width - 2)
+    if len(wrapped) > note_lines:
+        wrapped = wrapped[: note_lines - 1] + [crop(" ".join(wrapped[note_lines - 1 :]), width - 2)]
+    return [first] + [Text("  " + line, style="dim") for line in wrapped]
+
+
+def _table(engines: list[_EngineView], reading: ExporterReading, width: int) -> list[Text]:
+    name_width = min(max([len(e.name) for e in engines] + [6]), 28)
+    wide = width >= name_width + 36 + 24 + 19  # room for the engine's GPU ratios and the primary's score
+    head = f"{'engine':<{name_width}} {'run':>4} {'wait':>5} {'KV':>5} {'TTFT p95':>8} {'ITL p95':>7}"
+    head += f" {'SM':>5} {'DRAM':>5}" if wide else ""
+    stage_width = max(width - len(head) - 2, 8)
+    head += "  primary stage" + (" " * 11 + "score" if wide else "")
+    lines = [Text(crop(head, width), style="bold")]
+    for engine in engines:
+        e = reading.engines.get(engine.name, {})
+        row = (
+            f"{crop_left(engine.name, name_width):<{name_width}} {number(e.get('running'), '.0f'):>4} "
+            f"{number(e.get('waiting'), '.0f'):>5} {number(e.get('kv'), '.2f'):>5} "
+            f"{number(e.get('ttft_p95'), '.2f', 's'):>8} {number(e.get('itl_p95'), '.1f', 'ms', 1000):>7}"
+        )
+        if wide:
+            sm, dram = _gpu_mean(reading, engine.name, "sm"), _gpu_mean(reading, engine.name, "dram")
+            row += f" {number(sm, '.2f'):>5} {number(dram, '.2f'):>5}"
+        line = Text(row + "  ")
+        quiet = engine.primary in NO_STAGE
+        line.append(f"{crop(engine.primary, stage_width):<24}", style="dim" if quiet else "bold yellow")
+        if wide and not quiet:
+            line.append(f"  {engine.score:.2f}")
+        line.truncate(width, overflow="ellipsis")
+        lines.append(line)
+    if not engines:
+        lines.append(Text(crop("  (no engine samples yet: the exporter's first collections)", width), style="dim"))
+    return lines
+
+
+def _hardware(reading: ExporterReading, status: DemoStatus, width: int) -> list[Text]:
+    gpus = list(reading.gpus.values())
+    gpu_line = (
+        f"GPUs  {len(gpus)}: SM active {span((g.get('sm') for g in gpus), '.2f')}, "
+        f"DRAM active {span((g.get('dram') for g in gpus), '.2f')}"
+        if gpus
+        else "GPUs  no samples from dcgm-exporter yet"
+    )
+    ports = list(reading.ports.values())
+    if not ports:
+        rdma_line = "RDMA  no ports on this node"
+    else:
+        tx, rx = span((p.get("tx") for p in ports), ".2f"), span((p.get("rx") for p in ports), ".2f")
+        rdma_line = f"RDMA  {len(ports)} ports: tx {tx}, rx {rx}"
+        if max(p.get("tx", 0.0) + p.get("rx", 0.0) for p in ports) < 0.005:
+            rdma_line += f" ({status.rdma_idle_reason})"
+    return [Text(crop(gpu_line, width)), Text(crop(rdma_line, width))]
+
+
+@dataclass
+class _Item:
+    """An evidence or action line: one cropped line, or wrapped over two when there is room."""
+
+    short: Text
+    full: list[Text]
+
+    def lines(self, expanded: bool) -> list[Text]:
+        return self.full if expanded else [self.short]
+
+
+def _item(label: str, text: str, width: int, style: str = "") -> _Item:
+    label_style = "bold " + style if style else "bold"
+    short = Text(f"  {label:<4} ", style=label_style)
+    short.append(text, style=style)
+    short.truncate(width, overflow="ellipsis")
+    wrapped = textwrap.wrap(text, width - 7) or [""]
+    if len(wrapped) > 2:
+        wrapped = [wrapped[0], crop(" ".join(wrapped[1:]), width - 7)]
+    full = []
+    for index, part in enumerate(wrapped):
+        line = Text(f"  {label if index == 0 else '':<4} ", style=label_style)
+        line.append(part, style=style)
+        full.append(line)
+    return _Item(short, full)
+
+
+@dataclass
+class _Group:
+    """One primary stage's lines: a heading, then evidence and actions, the first of each always shown."""
+
+    head: Text
+    why: list[_Item]
+    do: list[_Item]
+
+    @property
+    def minimum(self) -> int:
+        return 1 + min(len(self.why), 1) + min(len(self.do), 1)
+
+    def _steps(self) -> list[tuple[str, _Item]]:
+        """The ways to spend one more line, most useful first: unwrap the first evidence and
+        action, then add (and unwrap) the further ones."""
+        firsts = [item for item in (self.why[:1] + self.do[:1])]
+        steps = [("expand", item) for item in firsts if len(item.full) > 1]
+        for item in self.why[1:2] + self.do[1:3]:
+            steps.append(("add", item))
+            if len(item.full) > 1:
+                steps.append(("expand", item))
+        return steps
+
+    @property
+    def extra(self) -> int:
+        return len(self._steps())
+
+    def lines(self, extra: int) -> list[Text]:
+        taken = self._steps()[:extra]
+        added = {id(item) for kind, item in taken if kind == "add"} | {id(i) for i in self.why[:1] + self.do[:1]}
+        expanded = {id(item) for kind, item in taken if kind == "expand"}
+        out = [self.head]
+        for item in self.why + self.do:
+            if id(item) in added:
+                out += item.lines(id(item) in expanded)
+        return out
+
+
+def _groups(engines: list[_EngineView], enter: float, width: int) -> list[_Group]:
+    """Engines grouped by primary stage, the strongest stage first, engines with none last."""
+    by_stage: dict[str, list[_EngineView]] = {}
+    for engine in engines:
+        by_stage.setdefault(engine.primary, []).append(engine)
+    ordered = sorted(by_stage.items(), key=lambda i: (i[0] in NO_STAGE, -max(e.score for e in i[1]), i[0]))
+    groups = []
+    for stage, members in ordered:
+        names = engine_set([e.name for e in members], len(engines))
+        top = max(members, key=lambda e: e.score)
+        if stage in NO_STAGE:
+            head = Text(f"no bottleneck on {names}", style="bold green")
+            why: list[_Item] = []
+            if top.scores:
+                head.append(f": no stage reaches {enter:g}; nearest {top.nearest_stage} {top.score:.2f}")
+                evidence = top.evidence_for(top.nearest_stage)
+                if evidence and top.score > 0 and len(ordered) == 1:  # alone, say why it came close
+                    why = [_item("why", f"{top.name}: {evidence[0]}", width, "dim")]
+            head.truncate(width, overflow="ellipsis")
+            groups.append(_Group(head, why, []))
+            continue
+        head = Text(stage, style="bold yellow")
+        head.append(f" on {names}")
+        head.truncate(width, overflow="ellipsis")
+        evidence = top.evidence_for(stage) or ["see /diagnosis"]
+        why = [_item("why", f"{top.name} {top.score:.2f}: {evidence[0]}", width)]
+        why += [_item("", line, width) for line in evidence[1:2]]
+        do = [_item("do", action, width, "green") for action in (top.actions or ["see /diagnosis"])[:3]]
+        groups.append(_Group(head, why, do))
+    return groups
+
+
+def _diagnosis_block(groups: list[_Group], width: int, budget: int) -> list[Text]:
+    """The groups in `budget` lines: each group's minimum, strongest first, then what room is left
+    to the strongest groups' further evidence and actions."""
+    shown: list[_Group] = []
+    for index, group in enumerate(groups):
+        later = len(groups) - index - 1
+        if sum(g.minimum for g in shown) + group.minimum + (1 if later else 0) > budget:
+            break
+        shown.append(group)
+    hidden = len(groups) - len(shown)
+    room = budget - sum(g.minimum for g in shown) - (1 if hidden else 0)
+    lines: list[Text] = []
+    for group in shown:
+        extra = min(room, group.extra)
+        room -= extra
+        lines += group.lines(extra)
+    if hidden:
+        lines.append(Text(crop(f"… {hidden} more stage group(s): see /diagnosis", width), style="dim"))
+    return lines[: max(budget, 0)]
+
+
+def _pages(status: DemoStatus, width: int, budget: int) -> list[Text]:
+    if status.alertmanager_url is None:
+        return [Text(crop("pages  Alertmanager not running (apt-get install prometheus-alertmanager)", width), "dim")]
+    pending = f" · {status.pending_alerts} pending in Prometheus" if status.pending_alerts else ""
+    if status.pages is None:
+        return [Text(crop("pages  Alertmanager not answering" + pending, width), style="dim")]
+    if not status.pages:
+        return [Text(crop("pages  none firing" + pending, width), style="green")]
+    by_alert: dict[tuple[str, str], list[str]] = {}
+    for page in status.pages:
+        by_alert.setdefault((page.severity, page.alertname), []).append(page.engine)
+    ordered = sorted(by_alert.items(), key=lambda item: (item[0][0] != "critical", item[0][1]))
+    paged_engines = len({page.engine for page in status.pages if page.engine})
+    lines = []
+    for index, ((severity, alertname), engines) in enumerate(ordered):
+        if index == budget - 1 and len(ordered) > budget:
+            lines.append(Text(crop(f"       … {len(ordered) - index} more alerts{pending}", width), style="dim"))
+            break
+        where = engine_set(sorted({e for e in engines if e}), paged_engines) if any(engines) else ""
+        line = Text("pages  " if index == 0 else "       ", style="bold")
+        line.append(f"{severity} ", style="bold red" if severity == "critical" else "yellow")
+        line.append(alertname + (f" on {where}" if where else "") + (pending if index == 0 else ""))
+        line.truncate(width, overflow="ellipsis")
+        lines.append(line)
+    return lines
+
+
+def try_commands(status: DemoStatus) -> list[str]:
+    """Commands a reader can paste while the demo runs: the same node through `once`, the diagnosis."""
+    return [
+        f"llm-bottleneck-exporter once --engine vllm={status.simulator_url}/engine/0/metrics "
+        f"--gpu dcgm-exporter={status.simulator_url}/gpu/metrics",
+        f"curl -s {status.exporter_url}/diagnosis",
+    ]
+
+
+# ----------------------------------------------------------------------------------------- frames
+def render_frame(
+    status: DemoStatus, reading: ExporterReading, diagnosis: dict[str, Any] | None, width: int, height: int
+) -> list[Text]:
+    """The screen for a terminal of `width` x `height` cells, at most `height` lines of `width` cells."""
+    engines = _engines(reading, diagnosis)
+    roomy = height > MIN_HEIGHT
+    if diagnosis is None:
+        groups = [_Group(Text(crop("diagnosis  /diagnosis not answering yet", width), style="dim"), [], [])]
+    else:
+        groups = _groups(engines, (diagnosis.get("thresholds") or {}).get("enter_score", 0.6), width)
+    pages = _pages(status, width, budget=3 if roomy else 2)
+    body = _table(engines, reading, width) + _hardware(reading, status, width)
+    needed = sum(group.minimum for group in groups)
+    top = _header(status, width, 2)
+    if height - len(top) - len(body) - len(pages) - 2 < needed:  # the note gives way to the diagnosis
+        top = _header(status, width, 1)
+    top += body
+    alerts = f"{status.prometheus_url}/alerts" if status.prometheus_url else f"{status.exporter_url}/metrics"
+    next_line = Text("next   ", style="bold")
+    next_line.append(f"{status.exporter_url}/diagnosis  {alerts}")
+    next_line.truncate(width, overflow="ellipsis")
+    dashboard = Text(crop(f"       Grafana: {DASHBOARD} · Ctrl-C stops", width), style="dim")
+    budget = height - len(top) - len(pages) - 2
+    middle = _diagnosis_block(groups, width, budget)
+    spare = budget - len(middle)
+    rule = Text("─" * width, style="dim")
+    tries = [Text(crop("try    " + line, width), style="dim") for line in try_commands(status)]
+    lines = top + ([rule] if spare >= 2 else []) + middle + ([rule] if spare >= 2 else []) + pages
+    lines += [next_line, dashboard] + (tries if spare >= 4 else [])
+    return lines[:height]
+
+
+def frame_text(lines: Sequence[Text]) -> str:
+    """A frame as plain text (tests, the captures in docs/simulator.md)."""
+    return "\n".join(line.plain.rstrip() for line in lines)
+
+
+def plain_line(status: DemoStatus, reading: ExporterReading, diagnosis: dict[str, Any] | None) -> str:
+    """One frame as one logfmt-style line: what a pipe or a log file gets instead of a redrawn screen."""
+    engines = _engines(reading, diagnosis)
+    counts: dict[str, int] = {}
+    for engine in engines:
+        counts[engine.primary] = counts.get(engine.primary, 0) + 1
+    primary = ",".join(f"{stage}:{n}" for stage, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    fields = [
+        f"t={status.simulated_seconds:.0f}s",
+        f"phase={status.phase}",
+        f"expected={status.expected_stage}",
+        f"engines={len(engines)}",
+        f"primary={primary or MISSING}",
+    ]
+    active = [e for e in engines if e.primary not in NO_STAGE]
+    if active:
+        top = max(active, key=lambda e: e.score)
+        fields.append(f"top={top.name}:{top.primary}:{top.score:.2f}")
+    values = reading.engines.values()
+    fields += [
+        f"waiting={span((e.get('waiting') for e in values), '.0f')}",
+        f"kv={span((e.get('kv') for e in values), '.2f')}",
+        f"dram={span((g.get('dram') for g in reading.gpus.values()), '.2f')}",
+        f"sm={span((g.get('sm') for g in reading.gpus.values()), '.2f')}",
+        f"rdma_tx={span((p.get('tx') for p in reading.ports.values()), '.2f')}",
+    ]
+    if status.pages is not None:
+        fields += [f"pages={len(status.pages)}", f"pending={status.pending_alerts}"]
+    return " ".join(fields)
