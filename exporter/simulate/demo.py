@@ -11,6 +11,8 @@ removes the temporary files.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -75,7 +77,10 @@ def run_demo(args: argparse.Namespace) -> int:
     exporter: subprocess.Popen[bytes] | None = None
     companions: list[Companion] = []
     stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP too: closing the terminal must stop the exporter, Prometheus and Alertmanager, which
+    # run in their own sessions and would otherwise outlive the demo.
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in handled}
     try:
         exporter, log_path = _start_exporter(node, server, workdir, args.listen)
         poll_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
@@ -93,7 +98,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 "(Debian: apt-get install prometheus prometheus-alertmanager)",
                 file=sys.stderr,
             )
-        _show(node, server, exporter_url, companions, args, stop)
+        _show(node, server, exporter_url, companions, args, stop, workdir / "stderr.log")
         return 0
     finally:
         for companion in reversed(companions):
@@ -155,6 +160,7 @@ def _show(
     companions: list[Companion],
     args: argparse.Namespace,
     stop: threading.Event,
+    stderr_log: Path,
 ) -> None:
     """Redraw one screen in place on a terminal; print one line per frame otherwise (or with --plain)."""
     deadline = None if args.duration is None else time.monotonic() + args.duration
@@ -174,23 +180,57 @@ def _show(
                     return
             stop.wait(wait)
 
+    scenario = node.scenario
+    print(f"llm-bottleneck-exporter demo: scenario {scenario.name} ({scenario.stages_text})", flush=True)
     if plain:
-        scenario = node.scenario
-        print(f"llm-bottleneck-exporter demo: scenario {scenario.name} ({scenario.stages_text})", flush=True)
         first = True
         for status, reading, diagnosis in frames():
             if first:
-                links = f"exporter {exporter_url}/metrics {exporter_url}/diagnosis  simulator {server.url}/"
-                links += "".join(f"  {name} {url}" for name, url in urls.items())
-                print(links + "\ntry: " + "\ntry: ".join(try_commands(status)), flush=True)
+                print(_introduction(status, urls), flush=True)
                 first = False
             print(plain_line(status, reading, diagnosis), flush=True)
         return
+    with server.lock:
+        print(_introduction(_status(scenario, node.phase, node.now, exporter_url, server.url, {}), urls), flush=True)
     console = Console()
-    with Live(console=console, auto_refresh=False, vertical_overflow="crop") as live:
+    # A line written below a full-height screen would scroll it: while it is drawn, warnings and
+    # tracebacks from the threads go to a file and are shown when the screen is gone.
+    with (
+        _stderr_to(stderr_log),
+        Live(console=console, auto_refresh=False, vertical_overflow="crop", redirect_stderr=False) as live,
+    ):
         for status, reading, diagnosis in frames():
             width, height = console.size
             live.update(Group(*render_frame(status, reading, diagnosis, width, height)), refresh=True)
+    written = stderr_log.read_text(errors="replace").splitlines() if stderr_log.exists() else []
+    if written:
+        sys.stderr.write(f"while the screen was drawn, {len(written)} lines went to stderr; the last ones:\n")
+        sys.stderr.write("\n".join(written[-20:]) + "\n")
+
+
+def _introduction(status: DemoStatus, urls: dict[str, str]) -> str:
+    links = f"exporter {status.exporter_url}/metrics  simulator {status.simulator_url}/"
+    links += "".join(f"  {name} {url}" for name, url in urls.items())
+    return links + "\nwhile it runs, try: " + "\n                    ".join(try_commands(status))
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """sys.stderr and the logging handlers that write to it, into `path` for the duration."""
+    original = sys.stderr
+    handlers = [
+        h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler) and h.stream is original
+    ]
+    with open(path, "w", encoding="utf-8") as log_file:
+        sys.stderr = log_file
+        for handler in handlers:
+            handler.setStream(log_file)
+        try:
+            yield
+        finally:
+            sys.stderr = original
+            for handler in handlers:
+                handler.setStream(original)
 
 
 def _read_exporter(exporter_url: str) -> tuple[ExporterReading, dict | None]:

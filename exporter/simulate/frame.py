@@ -245,7 +245,9 @@ def _groups(engines: list[_EngineView], enter: float, width: int) -> list[_Group
         if stage in NO_STAGE:
             head = Text(f"no bottleneck on {names}", style="bold green")
             why: list[_Item] = []
-            if top.scores:
+            if top.scores and top.score == 0:
+                head.append(": every stage scores 0")
+            elif top.scores:
                 head.append(f": no stage reaches {enter:g}; nearest {top.nearest_stage} {top.score:.2f}")
                 evidence = top.evidence_for(top.nearest_stage)
                 if evidence and top.score > 0 and len(ordered) == 1:  # alone, say why it came close
@@ -348,9 +350,10 @@ def render_frame(
     middle = _diagnosis_block(groups, width, budget)
     spare = budget - len(middle)
     rule = Text("─" * width, style="dim")
-    tries = [Text(crop("try    " + line, width), style="dim") for line in try_commands(status)]
+    fitting = [line for line in try_commands(status) if len(line) <= width - 7]  # a cropped command is no use
+    tries = [Text("try    " + line, style="dim") for line in fitting]
     lines = top + ([rule] if spare >= 2 else []) + middle + ([rule] if spare >= 2 else []) + pages
-    lines += [next_line, dashboard] + (tries if spare >= 4 else [])
+    lines += [next_line, dashboard] + (tries if spare >= 2 + len(tries) else [])
     return lines[:height]
 
 
