@@ -232,8 +232,9 @@ class _Group:
         return out
 
 
-def _groups(engines: list[_EngineView], enter: float, width: int) -> list[_Group]:
-    """Engines grouped by primary stage, the strongest stage first, engines with none last."""
+def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoStatus) -> list[_Group]:
+    """Engines grouped by primary stage, the strongest stage first, engines with none last; each
+    heading says whether the phase expects that stage, since that is what the demo is checking."""
     by_stage: dict[str, list[_EngineView]] = {}
     for engine in engines:
         by_stage.setdefault(engine.primary, []).append(engine)
@@ -257,6 +258,12 @@ def _groups(engines: list[_EngineView], enter: float, width: int) -> list[_Group
             continue
         head = Text(stage, style="bold yellow")
         head.append(f" on {names}")
+        if stage == status.expected_stage:
+            head.append(" · expected", style="green")
+        elif stage in status.secondary_stages:
+            head.append(" · expected secondary", style="yellow")
+        else:
+            head.append(f" · phase expects {status.expected_stage}", style="bold red")
         head.truncate(width, overflow="ellipsis")
         evidence = top.evidence_for(stage) or ["see /diagnosis"]
         why = [_item("why", f"{top.name} {top.score:.2f}: {evidence[0]}", width)]
@@ -287,7 +294,7 @@ def _diagnosis_block(groups: list[_Group], width: int, budget: int) -> list[Text
     return lines[: max(budget, 0)]
 
 
-def _pages(status: DemoStatus, width: int, budget: int) -> list[Text]:
+def _pages(status: DemoStatus, width: int, budget: int, engines: int) -> list[Text]:
     if status.alertmanager_url is None:
         return [Text(crop("pages  Alertmanager not running (apt-get install prometheus-alertmanager)", width), "dim")]
     pending = f" · {status.pending_alerts} pending in Prometheus" if status.pending_alerts else ""
@@ -299,13 +306,12 @@ def _pages(status: DemoStatus, width: int, budget: int) -> list[Text]:
     for page in status.pages:
         by_alert.setdefault((page.severity, page.alertname), []).append(page.engine)
     ordered = sorted(by_alert.items(), key=lambda item: (item[0][0] != "critical", item[0][1]))
-    paged_engines = len({page.engine for page in status.pages if page.engine})
     lines = []
-    for index, ((severity, alertname), engines) in enumerate(ordered):
+    for index, ((severity, alertname), names) in enumerate(ordered):
         if index == budget - 1 and len(ordered) > budget:
             lines.append(Text(crop(f"       … {len(ordered) - index} more alerts{pending}", width), style="dim"))
             break
-        where = engine_set(sorted({e for e in engines if e}), paged_engines) if any(engines) else ""
+        where = engine_set(sorted({e for e in names if e}), engines) if any(names) else ""
         line = Text("pages  " if index == 0 else "       ", style="bold")
         line.append(f"{severity} ", style="bold red" if severity == "critical" else "yellow")
         line.append(alertname + (f" on {where}" if where else "") + (pending if index == 0 else ""))
@@ -333,8 +339,8 @@ def render_frame(
     if diagnosis is None:
         groups = [_Group(Text(crop("diagnosis  /diagnosis not answering yet", width), style="dim"), [], [])]
     else:
-        groups = _groups(engines, (diagnosis.get("thresholds") or {}).get("enter_score", 0.6), width)
-    pages = _pages(status, width, budget=3 if roomy else 2)
+        groups = _groups(engines, (diagnosis.get("thresholds") or {}).get("enter_score", 0.6), width, status)
+    pages = _pages(status, width, 3 if roomy else 2, len(engines))
     body = _table(engines, reading, width) + _hardware(reading, status, width)
     needed = sum(group.minimum for group in groups)
     top = _header(status, width, 2)

@@ -109,7 +109,8 @@ def test_the_frame_fits_80x24_and_names_each_engines_stage_with_evidence_and_act
     assert DECODE_ACTION in text
     assert "vllm-codellama-13b-3 0.71: KV-cache usage up to 0.97" in text  # the KV-bound engine: its own block
     assert KV_ACTION[:60] in text
-    assert "decode_memory_bandwidth on vllm-codellama-13b-{0,1,2,4,5,7}" in text
+    assert "decode_memory_bandwidth on vllm-codellama-13b-{0,1,2,4,5,7} · expected" in text
+    assert "kv_cache_capacity on vllm-codellama-13b-3 · expected secondary" in text
     assert "no bottleneck on vllm-codellama-13b-6" in text
 
 
@@ -118,6 +119,8 @@ def test_the_frame_says_the_phase_pages_and_where_to_look_next():
     assert "phase 2/3 long-template: expects decode_memory_bandwidth" in text
     assert "critical LLMDecodeMemoryBandwidthSaturated on vllm-codellama-13b-{0,1}" in text
     assert "warning LLMKVCacheSaturated on vllm-codellama-13b-3" in text
+    everywhere = tuple(Page("LLMKVCacheSaturated", "critical", name) for name in ENGINES[:3])
+    assert "LLMKVCacheSaturated on vllm-codellama-13b-{0,1,2}" in "\n".join(_screen(80, 24, pages=everywhere))
     assert "http://127.0.0.1:9477/diagnosis" in text and "http://127.0.0.1:53709/alerts" in text
     assert "dashboards/generated/bottleneck-diagnosis.json" in text
     assert "(no cross-node traffic in this scenario)" in text  # the RDMA row says why it reads zero
