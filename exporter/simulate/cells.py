@@ -1,17 +1,21 @@
-"""Fitting values into a terminal's cells: cropping with an ellipsis, ranges, short engine lists.
+"""Fitting the demo's screen into a terminal's cells: cropping with an ellipsis, ranges, short
+engine lists, and groups of lines that shrink to a line budget and grow with the room left.
 
-The demo's screen (frame.py) must fit 80 columns, so every piece of text it shows goes through
-these; they count cells (rich.cells), not characters, so "–" and "…" are measured right.
+The demo's screen (frame.py) must fit 80x24, so every piece of text it shows goes through these;
+they count cells (rich.cells), not characters, so "–" and "…" are measured right.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import textwrap
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich.cells import cell_len
+from rich.text import Text
 
 from exporter.simulate.view import natural_key
 
@@ -62,3 +66,89 @@ def engine_set(names: Sequence[str], total: int) -> str:
     if len(prefix) >= 3:
         return prefix + "{" + ",".join(n[len(prefix) :] for n in names) + "}"
     return ", ".join(names)
+
+
+@dataclass
+class Item:
+    """An evidence or action line: one cropped line, or wrapped over two when there is room."""
+
+    short: Text
+    full: list[Text]
+
+    def lines(self, expanded: bool) -> list[Text]:
+        return self.full if expanded else [self.short]
+
+
+def labelled_item(label: str, text: str, width: int, style: str = "") -> Item:
+    label_style = "bold " + style if style else "bold"
+    short = Text(f"  {label:<4} ", style=label_style)
+    short.append(text, style=style)
+    short.truncate(width, overflow="ellipsis")
+    wrapped = textwrap.wrap(text, width - 7) or [""]
+    if len(wrapped) > 2:
+        wrapped = [wrapped[0], crop(" ".join(wrapped[1:]), width - 7)]
+    full = []
+    for index, part in enumerate(wrapped):
+        line = Text(f"  {label if index == 0 else '':<4} ", style=label_style)
+        line.append(part, style=style)
+        full.append(line)
+    return Item(short, full)
+
+
+@dataclass
+class Group:
+    """One primary stage's lines: a heading, then evidence and actions, the first of each always shown."""
+
+    head: Text
+    why: list[Item]
+    do: list[Item]
+
+    @property
+    def minimum(self) -> int:
+        return 1 + min(len(self.why), 1) + min(len(self.do), 1)
+
+    def _steps(self) -> list[tuple[str, Item]]:
+        """The ways to spend one more line, most useful first: unwrap the first evidence and
+        action, then add (and unwrap) the further ones."""
+        firsts = [item for item in (self.why[:1] + self.do[:1])]
+        steps = [("expand", item) for item in firsts if len(item.full) > 1]
+        for item in self.why[1:2] + self.do[1:3]:
+            steps.append(("add", item))
+            if len(item.full) > 1:
+                steps.append(("expand", item))
+        return steps
+
+    @property
+    def extra(self) -> int:
+        return len(self._steps())
+
+    def lines(self, extra: int) -> list[Text]:
+        taken = self._steps()[:extra]
+        added = {id(item) for kind, item in taken if kind == "add"} | {id(i) for i in self.why[:1] + self.do[:1]}
+        expanded = {id(item) for kind, item in taken if kind == "expand"}
+        out = [self.head]
+        for item in self.why + self.do:
+            if id(item) in added:
+                out += item.lines(id(item) in expanded)
+        return out
+
+
+def fit_groups(groups: list[Group], width: int, budget: int) -> list[Text]:
+    """The groups in `budget` lines: each group's minimum, strongest first, then what room is left
+    to the strongest groups' further evidence and actions."""
+    shown: list[Group] = []
+    for index, group in enumerate(groups):
+        later = len(groups) - index - 1
+        if sum(g.minimum for g in shown) + group.minimum + (1 if later else 0) > budget:
+            break
+        shown.append(group)
+    hidden = len(groups) - len(shown)
+    room = budget - sum(g.minimum for g in shown) - (1 if hidden else 0)
+    lines: list[Text] = []
+    for group in shown:
+        extra = min(room, group.extra)
+        room -= extra
+        lines += group.lines(extra)
+    if hidden:
+        lines.append(Text(crop(f"… {hidden} more stage group(s): see /diagnosis", width), style="dim"))
+    return lines[: max(budget, 0)]

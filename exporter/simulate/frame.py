@@ -21,7 +21,18 @@ from typing import Any
 
 from rich.text import Text
 
-from exporter.simulate.cells import MISSING, crop, crop_left, engine_set, number, span
+from exporter.simulate.cells import (
+    MISSING,
+    Group,
+    Item,
+    crop,
+    crop_left,
+    engine_set,
+    fit_groups,
+    labelled_item,
+    number,
+    span,
+)
 from exporter.simulate.view import ExporterReading, natural_key
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
@@ -167,72 +178,7 @@ def _hardware(reading: ExporterReading, status: DemoStatus, width: int) -> list[
     return [Text(crop(gpu_line, width)), Text(crop(rdma_line, width))]
 
 
-@dataclass
-class _Item:
-    """An evidence or action line: one cropped line, or wrapped over two when there is room."""
-
-    short: Text
-    full: list[Text]
-
-    def lines(self, expanded: bool) -> list[Text]:
-        return self.full if expanded else [self.short]
-
-
-def _item(label: str, text: str, width: int, style: str = "") -> _Item:
-    label_style = "bold " + style if style else "bold"
-    short = Text(f"  {label:<4} ", style=label_style)
-    short.append(text, style=style)
-    short.truncate(width, overflow="ellipsis")
-    wrapped = textwrap.wrap(text, width - 7) or [""]
-    if len(wrapped) > 2:
-        wrapped = [wrapped[0], crop(" ".join(wrapped[1:]), width - 7)]
-    full = []
-    for index, part in enumerate(wrapped):
-        line = Text(f"  {label if index == 0 else '':<4} ", style=label_style)
-        line.append(part, style=style)
-        full.append(line)
-    return _Item(short, full)
-
-
-@dataclass
-class _Group:
-    """One primary stage's lines: a heading, then evidence and actions, the first of each always shown."""
-
-    head: Text
-    why: list[_Item]
-    do: list[_Item]
-
-    @property
-    def minimum(self) -> int:
-        return 1 + min(len(self.why), 1) + min(len(self.do), 1)
-
-    def _steps(self) -> list[tuple[str, _Item]]:
-        """The ways to spend one more line, most useful first: unwrap the first evidence and
-        action, then add (and unwrap) the further ones."""
-        firsts = [item for item in (self.why[:1] + self.do[:1])]
-        steps = [("expand", item) for item in firsts if len(item.full) > 1]
-        for item in self.why[1:2] + self.do[1:3]:
-            steps.append(("add", item))
-            if len(item.full) > 1:
-                steps.append(("expand", item))
-        return steps
-
-    @property
-    def extra(self) -> int:
-        return len(self._steps())
-
-    def lines(self, extra: int) -> list[Text]:
-        taken = self._steps()[:extra]
-        added = {id(item) for kind, item in taken if kind == "add"} | {id(i) for i in self.why[:1] + self.do[:1]}
-        expanded = {id(item) for kind, item in taken if kind == "expand"}
-        out = [self.head]
-        for item in self.why + self.do:
-            if id(item) in added:
-                out += item.lines(id(item) in expanded)
-        return out
-
-
-def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoStatus) -> list[_Group]:
+def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoStatus) -> list[Group]:
     """Engines grouped by primary stage, the strongest stage first, engines with none last; each
     heading says whether the phase expects that stage, since that is what the demo is checking."""
     by_stage: dict[str, list[_EngineView]] = {}
@@ -245,16 +191,16 @@ def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoSt
         top = max(members, key=lambda e: e.score)
         if stage in NO_STAGE:
             head = Text(f"no bottleneck on {names}", style="bold green")
-            why: list[_Item] = []
+            why: list[Item] = []
             if top.scores and top.score == 0:
                 head.append(": every stage scores 0")
             elif top.scores:
                 head.append(f": no stage reaches {enter:g}; nearest {top.nearest_stage} {top.score:.2f}")
                 evidence = top.evidence_for(top.nearest_stage)
                 if evidence and top.score > 0 and len(ordered) == 1:  # alone, say why it came close
-                    why = [_item("why", f"{top.name}: {evidence[0]}", width, "dim")]
+                    why = [labelled_item("why", f"{top.name}: {evidence[0]}", width, "dim")]
             head.truncate(width, overflow="ellipsis")
-            groups.append(_Group(head, why, []))
+            groups.append(Group(head, why, []))
             continue
         head = Text(stage, style="bold yellow")
         head.append(f" on {names}")
@@ -265,33 +211,16 @@ def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoSt
         else:
             head.append(f" · phase expects {status.expected_stage}", style="bold red")
         head.truncate(width, overflow="ellipsis")
+        if not top.scores:  # the /metrics gauge names a stage, but /diagnosis was read a round apart
+            missing = "not in this round's /diagnosis (read between two collections); next refresh"
+            groups.append(Group(head, [labelled_item("why", missing, width, "dim")], []))
+            continue
         evidence = top.evidence_for(stage) or ["see /diagnosis"]
-        why = [_item("why", f"{top.name} {top.score:.2f}: {evidence[0]}", width)]
-        why += [_item("", line, width) for line in evidence[1:2]]
-        do = [_item("do", action, width, "green") for action in (top.actions or ["see /diagnosis"])[:3]]
-        groups.append(_Group(head, why, do))
+        why = [labelled_item("why", f"{top.name} {top.score:.2f}: {evidence[0]}", width)]
+        why += [labelled_item("", line, width) for line in evidence[1:2]]
+        do = [labelled_item("do", action, width, "green") for action in (top.actions or ["see /diagnosis"])[:3]]
+        groups.append(Group(head, why, do))
     return groups
-
-
-def _diagnosis_block(groups: list[_Group], width: int, budget: int) -> list[Text]:
-    """The groups in `budget` lines: each group's minimum, strongest first, then what room is left
-    to the strongest groups' further evidence and actions."""
-    shown: list[_Group] = []
-    for index, group in enumerate(groups):
-        later = len(groups) - index - 1
-        if sum(g.minimum for g in shown) + group.minimum + (1 if later else 0) > budget:
-            break
-        shown.append(group)
-    hidden = len(groups) - len(shown)
-    room = budget - sum(g.minimum for g in shown) - (1 if hidden else 0)
-    lines: list[Text] = []
-    for group in shown:
-        extra = min(room, group.extra)
-        room -= extra
-        lines += group.lines(extra)
-    if hidden:
-        lines.append(Text(crop(f"… {hidden} more stage group(s): see /diagnosis", width), style="dim"))
-    return lines[: max(budget, 0)]
 
 
 def _pages(status: DemoStatus, width: int, budget: int, engines: int) -> list[Text]:
@@ -337,7 +266,7 @@ def render_frame(
     engines = _engines(reading, diagnosis)
     roomy = height > MIN_HEIGHT
     if diagnosis is None:
-        groups = [_Group(Text(crop("diagnosis  /diagnosis not answering yet", width), style="dim"), [], [])]
+        groups = [Group(Text(crop("diagnosis  /diagnosis not answering yet", width), style="dim"), [], [])]
     else:
         groups = _groups(engines, (diagnosis.get("thresholds") or {}).get("enter_score", 0.6), width, status)
     pages = _pages(status, width, 3 if roomy else 2, len(engines))
@@ -353,7 +282,7 @@ def render_frame(
     next_line.truncate(width, overflow="ellipsis")
     dashboard = Text(crop(f"       Grafana: {DASHBOARD} · Ctrl-C stops", width), style="dim")
     budget = height - len(top) - len(pages) - 2
-    middle = _diagnosis_block(groups, width, budget)
+    middle = fit_groups(groups, width, budget)
     spare = budget - len(middle)
     rule = Text("─" * width, style="dim")
     fitting = [line for line in try_commands(status) if len(line) <= width - 7]  # a cropped command is no use
