@@ -202,10 +202,31 @@ def _show(
         for status, reading, diagnosis in frames():
             width, height = console.size
             live.update(Group(*render_frame(status, reading, diagnosis, width, height)), refresh=True)
-    written = stderr_log.read_text(errors="replace").splitlines() if stderr_log.exists() else []
-    if written:
-        sys.stderr.write(f"while the screen was drawn, {len(written)} lines went to stderr; the last ones:\n")
-        sys.stderr.write("\n".join(written[-20:]) + "\n")
+    if stderr_log.exists():
+        sys.stderr.write(summarize_stderr(stderr_log.read_text(errors="replace")))
+
+
+#: how Python's socketserver frames the traceback of a request that failed
+_REQUEST_FAILURE_RULE = "-" * 40
+
+
+def summarize_stderr(text: str) -> str:
+    """What went to stderr while the screen was drawn, for after it: a count of the requests a
+    client dropped mid-way (the exporter's scrape timing out on a loaded machine reads as a
+    connection reset in the simulator), and the last lines of anything else."""
+    dropped, other = 0, []
+    for index, block in enumerate(text.split(_REQUEST_FAILURE_RULE)):
+        lines = [line for line in block.splitlines() if line.strip()]
+        if index % 2 and lines and lines[-1].startswith(("ConnectionResetError", "BrokenPipeError")):
+            dropped += 1
+        else:
+            other += lines
+    out = f"while the screen was drawn, {dropped} requests to the simulator were dropped by their client\n"
+    out = out if dropped else ""
+    if other:
+        out += f"while the screen was drawn, {len(other)} lines went to stderr; the last ones:\n"
+        out += "\n".join(other[-20:]) + "\n"
+    return out
 
 
 def _introduction(status: DemoStatus, urls: dict[str, str]) -> str:

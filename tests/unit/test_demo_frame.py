@@ -11,7 +11,7 @@ from rich.cells import cell_len
 from rich.console import Console, Group
 
 from exporter.simulate.cells import MISSING, crop, engine_set, number, span
-from exporter.simulate.demo import rdma_idle_reason
+from exporter.simulate.demo import rdma_idle_reason, summarize_stderr
 from exporter.simulate.frame import DemoStatus, Page, frame_text, plain_line, render_frame
 from exporter.simulate.scenario import load_scenario
 from exporter.simulate.view import ExporterReading
@@ -191,3 +191,18 @@ def test_rdma_rows_say_why_they_read_zero():
     assert rdma_idle_reason(seed, seed.phases[0]) == "no cross-node traffic in this scenario"
     congested = load_scenario("cross-node-congestion")
     assert rdma_idle_reason(congested, congested.phases[0]) == "no cross-node traffic in this phase"
+
+
+def test_after_the_screen_dropped_requests_are_counted_and_other_errors_shown():
+    reset = (
+        "----------------------------------------\n"
+        "Exception occurred during processing of request from ('127.0.0.1', 58626)\n"
+        "Traceback (most recent call last):\n"
+        "ConnectionResetError: [Errno 104] Connection reset by peer\n"
+        "----------------------------------------\n"
+    )
+    summary = summarize_stderr(reset * 3 + "ts=1 level=WARNING msg='prometheus did not start'\n")
+    assert summary.startswith("while the screen was drawn, 3 requests to the simulator were dropped")
+    assert "1 lines went to stderr" in summary and "prometheus did not start" in summary
+    assert "Traceback" not in summary
+    assert summarize_stderr("") == ""
