@@ -77,6 +77,7 @@ class _EngineView:
     scores: dict[str, float]
     evidence: list[str]
     actions: list[str]
+    down: bool = False  # llm_engine_up 0: the exporter's last scrape of it failed
 
     @property
     def nearest_stage(self) -> str:
@@ -105,7 +106,8 @@ def _engines(reading: ExporterReading, diagnosis: dict[str, Any] | None) -> list
         doc = by_name.get(name, {})
         primary = doc.get("primary") or str(reading.engines.get(name, {}).get("primary") or MISSING)
         scores, evidence, actions = dict(doc.get("scores", {})), list(doc.get("evidence", [])), doc.get("actions", [])
-        views.append(_EngineView(name, primary, scores, evidence, list(actions)))
+        down = reading.engines.get(name, {}).get("up") == 0
+        views.append(_EngineView(name, primary, scores, evidence, list(actions), down))
     return views
 
 
@@ -149,7 +151,10 @@ def _table(engines: list[_EngineView], reading: ExporterReading, width: int) -> 
             row += f" {number(sm, '.2f'):>5} {number(dram, '.2f'):>5}"
         line = Text(row + "  ")
         quiet = engine.primary in NO_STAGE
-        line.append(f"{crop(engine.primary, stage_width):<24}", style="dim" if quiet else "bold yellow")
+        if engine.down:
+            line.append(crop("down: last scrape failed", stage_width), style="bold red")
+        else:
+            line.append(f"{crop(engine.primary, stage_width):<24}", style="dim" if quiet else "bold yellow")
         if wide and not quiet:
             line.append(f"  {engine.score:.2f}")
         line.truncate(width, overflow="ellipsis")
@@ -183,7 +188,8 @@ def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoSt
     heading says whether the phase expects that stage, since that is what the demo is checking."""
     by_stage: dict[str, list[_EngineView]] = {}
     for engine in engines:
-        by_stage.setdefault(engine.primary, []).append(engine)
+        if not engine.down:
+            by_stage.setdefault(engine.primary, []).append(engine)
     ordered = sorted(by_stage.items(), key=lambda i: (i[0] in NO_STAGE, -max(e.score for e in i[1]), i[0]))
     groups = []
     for stage, members in ordered:
@@ -220,6 +226,12 @@ def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoSt
         why += [labelled_item("", line, width) for line in evidence[1:2]]
         do = [labelled_item("do", action, width, "green") for action in (top.actions or ["see /diagnosis"])[:3]]
         groups.append(Group(head, why, do))
+    down = [e.name for e in engines if e.down]
+    if down:
+        head = Text(f"{engine_set(down, len(engines))} down", style="bold red")
+        head.append(": the exporter's last scrape failed (llm_exporter_source_errors_total says why)")
+        head.truncate(width, overflow="ellipsis")
+        groups.append(Group(head, [], []))
     return groups
 
 

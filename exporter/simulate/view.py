@@ -21,6 +21,7 @@ class ExporterReading:
 
 
 _ENGINE_GAUGES = {
+    "llm_engine_up": "up",  # an engine whose last scrape failed keeps its row, marked down
     "llm_engine_requests_running": "running",
     "llm_engine_requests_waiting": "waiting",
     "llm_engine_kv_cache_usage_ratio": "kv",

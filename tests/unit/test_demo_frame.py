@@ -206,3 +206,16 @@ def test_after_the_screen_dropped_requests_are_counted_and_other_errors_shown():
     assert "1 lines went to stderr" in summary and "prometheus did not start" in summary
     assert "Traceback" not in summary
     assert summarize_stderr("") == ""
+
+
+def test_an_engine_whose_scrape_failed_keeps_its_row_marked_down():
+    reading = _reading()
+    reading.engines[ENGINES[6]] = {"up": 0.0}
+    diagnosis = _diagnosis()
+    diagnosis["engines"] = [e for e in diagnosis["engines"] if e["engine"] != ENGINES[6]]
+    screen = frame_text(render_frame(_status(), reading, diagnosis, 80, 24)).split("\n")
+    assert len(screen) <= 24 and max(cell_len(line) for line in screen) <= 80
+    row = next(line for line in screen if line.startswith(ENGINES[6] + " "))
+    assert "down: last scrape failed" in row
+    assert any(line.startswith("vllm-codellama-13b-6 down: the exporter's last scrape failed") for line in screen)
+    assert not any(line.startswith("no bottleneck") for line in screen)  # a down engine is not "no bottleneck"
