@@ -285,7 +285,7 @@ def _status(
         prometheus_url=prometheus,
         alertmanager_url=alertmanager,
         pages=_firing_pages(alertmanager) if alertmanager else None,
-        pending_alerts=_pending_alerts(prometheus) if prometheus else 0,
+        pending_alerts=_pending_alerts(prometheus) if prometheus else (),
         rdma_idle_reason=rdma_idle_reason(scenario, phase),
     )
 
@@ -310,10 +310,11 @@ def _firing_pages(alertmanager_url: str) -> tuple[Page, ...] | None:
     )
 
 
-def _pending_alerts(prometheus_url: str) -> int:
+def _pending_alerts(prometheus_url: str) -> tuple[str, ...]:
     """Alerts Prometheus holds in their `for:` (they page when it has passed)."""
     try:
         alerts = requests.get(prometheus_url + "/api/v1/alerts", timeout=2).json()["data"]["alerts"]
     except (requests.RequestException, ValueError, KeyError, TypeError):
         return 0
-    return sum(1 for a in alerts if isinstance(a, dict) and a.get("state") == "pending")
+    pending = [a for a in alerts if isinstance(a, dict) and a.get("state") == "pending"]
+    return tuple(str(a.get("labels", {}).get("alertname", "?")) for a in pending)

@@ -66,7 +66,7 @@ class DemoStatus:
     prometheus_url: str | None = None
     alertmanager_url: str | None = None
     pages: tuple[Page, ...] | None = None  # None: no Alertmanager to ask (or it did not answer)
-    pending_alerts: int = 0  # alerts Prometheus holds in their `for:` before they page
+    pending_alerts: tuple[str, ...] = ()  # names of the alerts Prometheus holds in their `for:`, one per alert
     rdma_idle_reason: str = "no cross-node traffic in this scenario"
 
 
@@ -238,11 +238,15 @@ def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoSt
 def _pages(status: DemoStatus, width: int, budget: int, engines: int) -> list[Text]:
     if status.alertmanager_url is None:
         return [Text(crop("pages  Alertmanager not running (apt-get install prometheus-alertmanager)", width), "dim")]
-    pending = f" · {status.pending_alerts} pending in Prometheus" if status.pending_alerts else ""
+    pending = f" · {len(status.pending_alerts)} pending" if status.pending_alerts else ""
     if status.pages is None:
         return [Text(crop("pages  Alertmanager not answering" + pending, width), style="dim")]
     if not status.pages:
-        return [Text(crop("pages  none firing" + pending, width), style="green")]
+        counts: dict[str, int] = {}
+        for name in status.pending_alerts:
+            counts[name] = counts.get(name, 0) + 1
+        named = ", ".join(f"{name} ×{n}" for name, n in sorted(counts.items(), key=lambda i: (-i[1], i[0])))
+        return [Text(crop("pages  none firing" + (f" · pending {named}" if named else ""), width), style="green")]
     by_alert: dict[tuple[str, str], list[str]] = {}
     for page in status.pages:
         by_alert.setdefault((page.severity, page.alertname), []).append(page.engine)
@@ -255,9 +259,16 @@ def _pages(status: DemoStatus, width: int, budget: int, engines: int) -> list[Te
         where = engine_set(sorted({e for e in names if e}), engines) if any(names) else ""
         line = Text("pages  " if index == 0 else "       ", style="bold")
         line.append(f"{severity} ", style="bold red" if severity == "critical" else "yellow")
-        line.append(alertname + (f" on {where}" if where else "") + (pending if index == 0 else ""))
+        line.append(alertname + (f" on {where}" if where else ""))
         line.truncate(width, overflow="ellipsis")
         lines.append(line)
+    if pending and not any(line.plain.startswith("       …") for line in lines):
+        # the pending count where it fits: after a page line with room, else a line of its own
+        roomy = [line for line in lines if line.cell_len + len(pending) <= width]
+        if roomy:
+            roomy[-1].append(pending, style="dim")
+        elif len(lines) < budget:
+            lines.append(Text("       " + pending.lstrip(" ·"), style="dim"))
     return lines
 
 
@@ -336,5 +347,5 @@ def plain_line(status: DemoStatus, reading: ExporterReading, diagnosis: dict[str
         f"rdma_tx={span((p.get('tx') for p in reading.ports.values()), '.2f')}",
     ]
     if status.pages is not None:
-        fields += [f"pages={len(status.pages)}", f"pending={status.pending_alerts}"]
+        fields += [f"pages={len(status.pages)}", f"pending={len(status.pending_alerts)}"]
     return " ".join(fields)

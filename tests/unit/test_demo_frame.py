@@ -85,7 +85,7 @@ def _status(**changes) -> DemoStatus:
             Page("LLMDecodeMemoryBandwidthSaturated", "critical", ENGINES[1]),
             Page("LLMKVCacheSaturated", "warning", ENGINES[3]),
         ),
-        "pending_alerts": 4,
+        "pending_alerts": ("LLMKVCacheSaturated",) * 3 + ("LLMTimeToFirstTokenP99High",),
     }
     return DemoStatus(**{**fields, **changes})
 
@@ -124,6 +124,9 @@ def test_the_frame_says_the_phase_pages_and_where_to_look_next():
     assert "http://127.0.0.1:9477/diagnosis" in text and "http://127.0.0.1:53709/alerts" in text
     assert "dashboards/generated/bottleneck-diagnosis.json" in text
     assert "(no cross-node traffic in this scenario)" in text  # the RDMA row says why it reads zero
+    assert "warning LLMKVCacheSaturated on vllm-codellama-13b-3 · 4 pending" in text
+    quiet = "\n".join(_screen(80, 24, pages=()))
+    assert "pages  none firing · pending LLMKVCacheSaturated ×3, LLMTimeToFirstTokenP99High ×1" in quiet
 
 
 @pytest.mark.parametrize("width", [80, 100, 132, 200])
