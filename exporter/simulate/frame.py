@@ -245,7 +245,8 @@ def _pages(status: DemoStatus, width: int, budget: int, engines: int) -> list[Te
         counts: dict[str, int] = {}
         for name in status.pending_alerts:
             counts[name] = counts.get(name, 0) + 1
-        named = ", ".join(f"{name} ×{n}" for name, n in sorted(counts.items(), key=lambda i: (-i[1], i[0])))
+        ordered_names = sorted(counts.items(), key=lambda i: (-i[1], i[0]))
+        named = ", ".join(name + (f" ×{n}" if n > 1 else "") for name, n in ordered_names)
         return [Text(crop("pages  none firing" + (f" · pending {named}" if named else ""), width), style="green")]
     by_alert: dict[tuple[str, str], list[str]] = {}
     for page in status.pages:
