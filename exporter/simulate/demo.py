@@ -315,6 +315,6 @@ def _pending_alerts(prometheus_url: str) -> tuple[str, ...]:
     try:
         alerts = requests.get(prometheus_url + "/api/v1/alerts", timeout=2).json()["data"]["alerts"]
     except (requests.RequestException, ValueError, KeyError, TypeError):
-        return 0
+        return ()
     pending = [a for a in alerts if isinstance(a, dict) and a.get("state") == "pending"]
     return tuple(str(a.get("labels", {}).get("alertname", "?")) for a in pending)

@@ -112,7 +112,7 @@ def _engines(reading: ExporterReading, diagnosis: dict[str, Any] | None) -> list
 
 
 def _gpu_mean(reading: ExporterReading, engine: str, key: str) -> float | None:
-    values = [g[key] for g in reading.gpus.values() if g.get("engine") == engine and isinstance(g.get(key), float)]
+    values = [v for g in reading.gpus.values() if g.get("engine") == engine and isinstance(v := g.get(key), float)]
     return sum(values) / len(values) if values else None
 
 

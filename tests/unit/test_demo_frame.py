@@ -11,7 +11,7 @@ from rich.cells import cell_len
 from rich.console import Console, Group
 
 from exporter.simulate.cells import MISSING, crop, engine_set, number, span
-from exporter.simulate.demo import rdma_idle_reason, summarize_stderr
+from exporter.simulate.demo import _firing_pages, _pending_alerts, rdma_idle_reason, summarize_stderr
 from exporter.simulate.frame import DemoStatus, Page, frame_text, plain_line, render_frame
 from exporter.simulate.scenario import load_scenario
 from exporter.simulate.view import ExporterReading
@@ -222,3 +222,12 @@ def test_an_engine_whose_scrape_failed_keeps_its_row_marked_down():
     assert "down: last scrape failed" in row
     assert any(line.startswith("vllm-codellama-13b-6 down: the exporter's last scrape failed") for line in screen)
     assert not any(line.startswith("no bottleneck") for line in screen)  # a down engine is not "no bottleneck"
+
+
+def test_companions_not_answering_read_as_nothing_pending_and_pages_unknown():
+    from tests.support import free_port
+
+    nobody = f"http://127.0.0.1:{free_port()}"
+    assert _pending_alerts(nobody) == ()
+    assert _firing_pages(nobody) is None  # the frame then says "Alertmanager not answering"
+    assert "pages  Alertmanager not answering" in "\n".join(_screen(80, 24, pages=None))
