@@ -14,6 +14,7 @@ demo knows about its own scenario and companions (DemoStatus), never the simulat
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -178,7 +179,8 @@ def _hardware(reading: ExporterReading, status: DemoStatus, width: int) -> list[
     else:
         tx, rx = span((p.get("tx") for p in ports), ".2f"), span((p.get("rx") for p in ports), ".2f")
         rdma_line = f"RDMA  {len(ports)} ports: tx {tx}, rx {rx}"
-        if max(p.get("tx", 0.0) + p.get("rx", 0.0) for p in ports) < 0.005:
+        rates = [v for p in ports for v in (p.get("tx"), p.get("rx")) if isinstance(v, float) and not math.isnan(v)]
+        if rates and max(rates) < 0.005:  # reads 0.00: say why rather than leave it to look broken
             rdma_line += f" ({status.rdma_idle_reason})"
     return [Text(crop(gpu_line, width)), Text(crop(rdma_line, width))]
 
@@ -229,7 +231,7 @@ def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoSt
     down = [e.name for e in engines if e.down]
     if down:
         head = Text(f"{engine_set(down, len(engines))} down", style="bold red")
-        head.append(": the exporter's last scrape failed (llm_exporter_source_errors_total says why)")
+        head.append(": scrape failed, see llm_exporter_source_errors_total")
         head.truncate(width, overflow="ellipsis")
         groups.append(Group(head, [], []))
     return groups

@@ -189,6 +189,16 @@ def test_cells_helpers():
     assert engine_set([ENGINES[10 % 8], ENGINES[0]], 8) == "vllm-codellama-13b-{0,2}"
 
 
+def test_rdma_row_says_why_it_reads_zero_even_when_a_rate_is_not_known_yet():
+    reading = _reading()
+    reading.ports["mlx5_0/1"] = {"tx": float("nan"), "rx": 0.0}
+    text = frame_text(render_frame(_status(), reading, _diagnosis(), 80, 24))
+    assert "RDMA  8 ports: tx 0.00, rx 0.00 (no cross-node traffic in this scenario)" in text
+    reading.ports["mlx5_0/1"] = {"tx": 0.31, "rx": 0.02}
+    text = frame_text(render_frame(_status(), reading, _diagnosis(), 80, 24))
+    assert "RDMA  8 ports: tx 0.00–0.31, rx 0.00–0.02\n" in text  # traffic: no excuse given
+
+
 def test_rdma_rows_say_why_they_read_zero():
     seed = load_scenario("prompt-growth")
     assert rdma_idle_reason(seed, seed.phases[0]) == "no cross-node traffic in this scenario"
@@ -220,7 +230,7 @@ def test_an_engine_whose_scrape_failed_keeps_its_row_marked_down():
     assert len(screen) <= 24 and max(cell_len(line) for line in screen) <= 80
     row = next(line for line in screen if line.startswith(ENGINES[6] + " "))
     assert "down: last scrape failed" in row
-    assert any(line.startswith("vllm-codellama-13b-6 down: the exporter's last scrape failed") for line in screen)
+    assert "vllm-codellama-13b-6 down: scrape failed, see llm_exporter_source_errors_total" in screen
     assert not any(line.startswith("no bottleneck") for line in screen)  # a down engine is not "no bottleneck"
 
 
