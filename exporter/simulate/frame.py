@@ -203,7 +203,7 @@ def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoSt
             if top.scores and top.score == 0:
                 head.append(": every stage scores 0")
             elif top.scores:
-                head.append(f": no stage reaches {enter:g}; nearest {top.nearest_stage} {top.score:.2f}")
+                head.append(f": nearest {top.nearest_stage} {top.score:.2f} (enters at {enter:g})")
                 evidence = top.evidence_for(top.nearest_stage)
                 if evidence and top.score > 0 and len(ordered) == 1:  # alone, say why it came close
                     why = [labelled_item("why", f"{top.name}: {evidence[0]}", width, "dim")]

@@ -111,7 +111,7 @@ def test_the_frame_fits_80x24_and_names_each_engines_stage_with_evidence_and_act
     assert KV_ACTION[:60] in text
     assert "decode_memory_bandwidth on vllm-codellama-13b-{0,1,2,4,5,7} · expected" in text
     assert "kv_cache_capacity on vllm-codellama-13b-3 · expected secondary" in text
-    assert "no bottleneck on vllm-codellama-13b-6" in text
+    assert "no bottleneck on vllm-codellama-13b-6: nearest queueing 0.10 (enters at 0.6)" in text
 
 
 def test_the_frame_says_the_phase_pages_and_where_to_look_next():
