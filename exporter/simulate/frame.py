@@ -185,6 +185,11 @@ def _hardware(reading: ExporterReading, status: DemoStatus, width: int) -> list[
     return [Text(crop(gpu_line, width)), Text(crop(rdma_line, width))]
 
 
+def _longest_fitting(head: Text, endings: list[str], width: int) -> str:
+    """The first of `endings` (longest first) that fits after `head`; else the last, to be cropped."""
+    return next((end for end in endings if head.cell_len + len(end) <= width), endings[-1])
+
+
 def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoStatus) -> list[Group]:
     """Engines grouped by primary stage, the strongest stage first, engines with none last; each
     heading says whether the phase expects that stage, since that is what the demo is checking."""
@@ -203,7 +208,8 @@ def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoSt
             if top.scores and top.score == 0:
                 head.append(": every stage scores 0")
             elif top.scores:
-                head.append(f": nearest {top.nearest_stage} {top.score:.2f} (enters at {enter:g})")
+                nearest = f": nearest {top.nearest_stage} {top.score:.2f}"
+                head.append(_longest_fitting(head, [nearest + f" (enters at {enter:g})", nearest], width))
                 evidence = top.evidence_for(top.nearest_stage)
                 if evidence and top.score > 0 and len(ordered) == 1:  # alone, say why it came close
                     why = [labelled_item("why", f"{top.name}: {evidence[0]}", width, "dim")]
@@ -231,7 +237,9 @@ def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoSt
     down = [e.name for e in engines if e.down]
     if down:
         head = Text(f"{engine_set(down, len(engines))} down", style="bold red")
-        head.append(": scrape failed, see llm_exporter_source_errors_total")
+        head.append(
+            _longest_fitting(head, [": scrape failed, see llm_exporter_source_errors_total", ": scrape failed"], width)
+        )
         head.truncate(width, overflow="ellipsis")
         groups.append(Group(head, [], []))
     return groups

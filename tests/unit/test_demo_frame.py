@@ -231,6 +231,9 @@ def test_an_engine_whose_scrape_failed_keeps_its_row_marked_down():
     row = next(line for line in screen if line.startswith(ENGINES[6] + " "))
     assert "down: last scrape failed" in row
     assert "vllm-codellama-13b-6 down: scrape failed, see llm_exporter_source_errors_total" in screen
+    reading.engines[ENGINES[7]] = {"up": 0.0}  # two down: the line drops its pointer rather than crop it
+    screen = frame_text(render_frame(_status(), reading, diagnosis, 80, 24)).split("\n")
+    assert "vllm-codellama-13b-{6,7} down: scrape failed" in screen
     assert not any(line.startswith("no bottleneck") for line in screen)  # a down engine is not "no bottleneck"
 
 
