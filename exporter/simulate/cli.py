@@ -2,7 +2,7 @@
 
 llm-bottleneck-exporter simulate --list
 llm-bottleneck-exporter simulate --scenario NAME|FILE [--listen HOST:PORT] [--sysfs-out DIR] [--seed N]
-llm-bottleneck-exporter demo [--scenario NAME|FILE] [--listen HOST:PORT] [--duration SECONDS]
+llm-bottleneck-exporter demo [--scenario NAME|FILE] [--listen HOST:PORT] [--duration SECONDS] [--refresh S] [--plain]
 """
 
 from __future__ import annotations
@@ -46,7 +46,9 @@ def add_demo_parser(commands: argparse._SubParsersAction) -> None:
         "demo",
         help="a simulated node plus the exporter, with a live view of the key signals",
         description="Start a simulated node (prompt-growth by default) and the exporter reading it, and show "
-        "the exporter's view of it every few seconds. Ctrl-C stops everything.",
+        "the exporter's view of it every few seconds, redrawn in place: per engine the primary stage, its evidence "
+        "and action from /diagnosis, the phase and what it expects, firing pages and where to look next. "
+        "Ctrl-C stops everything.",
     )
     parser.add_argument(
         "--scenario",
@@ -63,6 +65,11 @@ def add_demo_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", metavar="N", type=int, help="random seed (default: the scenario's)")
     parser.add_argument("--duration", metavar="SECONDS", type=float, help="stop after this many seconds")
     parser.add_argument("--refresh", metavar="SECONDS", type=float, default=3.0, help="view refresh (default 3)")
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="print one line per frame instead of redrawing the screen (the default when stdout is not a terminal)",
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:

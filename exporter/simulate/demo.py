@@ -3,13 +3,16 @@
 The node runs in this process on a free loopback port (with its sysfs tree in a temporary
 directory); the exporter is the real `serve`, started as a subprocess with a generated
 configuration file, listening on --listen (127.0.0.1:9477 by default). The view polls the
-exporter's /metrics every few seconds. Ctrl-C (or --duration) stops all of it and removes the
-temporary files.
+exporter's /metrics and /diagnosis every few seconds and redraws one screen (frame.py), or prints
+one line per frame when stdout is not a terminal. Ctrl-C (or --duration) stops all of it and
+removes the temporary files.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -19,21 +22,24 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import requests
 import yaml
+from rich.console import Console, Group
+from rich.live import Live
 
 from exporter.config import parse_listen
 from exporter.simulate.companions import start_monitoring, terminate_group
 from exporter.simulate.exporter_view import exporter_settings
+from exporter.simulate.frame import DemoStatus, Page, plain_line, render_frame, try_commands
 from exporter.simulate.node import SimulatedNode
-from exporter.simulate.scenario import load_scenario
+from exporter.simulate.scenario import Phase, Scenario, load_scenario
 from exporter.simulate.server import SimulationServer
-from exporter.simulate.view import parse_exporter_metrics, render_view
+from exporter.simulate.view import ExporterReading, parse_exporter_metrics
 from exporter.validation import ConfigError
 
 EXPORTER_INTERVAL_SECONDS = 2.0
@@ -72,7 +78,10 @@ def run_demo(args: argparse.Namespace) -> int:
     exporter: subprocess.Popen[bytes] | None = None
     companions: list[Companion] = []
     stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP too: closing the terminal must stop the exporter, Prometheus and Alertmanager, which
+    # run in their own sessions and would otherwise outlive the demo.
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in handled}
     try:
         exporter, log_path = _start_exporter(node, server, workdir, args.listen)
         poll_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
@@ -90,7 +99,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 "(Debian: apt-get install prometheus prometheus-alertmanager)",
                 file=sys.stderr,
             )
-        _show(node, server, exporter_url, companions, args, stop)
+        _show(node, server, exporter_url, companions, args, stop, workdir / "stderr.log")
         return 0
     finally:
         for companion in reversed(companions):
@@ -152,30 +161,161 @@ def _show(
     companions: list[Companion],
     args: argparse.Namespace,
     stop: threading.Event,
+    stderr_log: Path,
 ) -> None:
+    """Redraw one screen in place on a terminal; print one line per frame otherwise (or with --plain)."""
     deadline = None if args.duration is None else time.monotonic() + args.duration
-    clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
-    extra = "".join(f"  {c.name}: {c.url}" for c in companions)
-    while not stop.is_set():
+    urls = {c.name: c.url for c in companions}
+    plain = getattr(args, "plain", False) or not sys.stdout.isatty()
+
+    def frames() -> Iterator[tuple[DemoStatus, ExporterReading, dict | None]]:
+        while not stop.is_set():
+            reading, diagnosis = _read_exporter(exporter_url)
+            with server.lock:
+                phase, now = node.phase, node.now
+            yield _status(node.scenario, phase, now, exporter_url, server.url, urls), reading, diagnosis
+            wait = args.refresh
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    return
+            stop.wait(wait)
+
+    scenario = node.scenario
+    print(f"llm-bottleneck-exporter demo: scenario {scenario.name} ({scenario.stages_text})", flush=True)
+    if plain:
+        first = True
+        for status, reading, diagnosis in frames():
+            if first:
+                print(_introduction(status, urls), flush=True)
+                first = False
+            print(plain_line(status, reading, diagnosis), flush=True)
+        return
+    with server.lock:
+        print(_introduction(_status(scenario, node.phase, node.now, exporter_url, server.url, {}), urls), flush=True)
+    console = Console()
+    # A line written below a full-height screen would scroll it: while it is drawn, warnings and
+    # tracebacks from the threads go to a file and are shown when the screen is gone.
+    with (
+        _stderr_to(stderr_log),
+        Live(console=console, auto_refresh=False, vertical_overflow="crop", redirect_stderr=False) as live,
+    ):
+        for status, reading, diagnosis in frames():
+            width, height = console.size
+            live.update(Group(*render_frame(status, reading, diagnosis, width, height)), refresh=True)
+    if stderr_log.exists():
+        sys.stderr.write(summarize_stderr(stderr_log.read_text(errors="replace")))
+
+
+#: how Python's socketserver frames the traceback of a request that failed
+_REQUEST_FAILURE_RULE = "-" * 40
+
+
+def summarize_stderr(text: str) -> str:
+    """What went to stderr while the screen was drawn, for after it: a count of the requests a
+    client dropped mid-way (the exporter's scrape timing out on a loaded machine reads as a
+    connection reset in the simulator), and the last lines of anything else."""
+    dropped, other = 0, []
+    for index, block in enumerate(text.split(_REQUEST_FAILURE_RULE)):
+        lines = [line for line in block.splitlines() if line.strip()]
+        if index % 2 and lines and lines[-1].startswith(("ConnectionResetError", "BrokenPipeError")):
+            dropped += 1
+        else:
+            other += lines
+    out = f"while the screen was drawn, {dropped} requests to the simulator were dropped by their client\n"
+    out = out if dropped else ""
+    if other:
+        out += f"while the screen was drawn, {len(other)} lines went to stderr; the last ones:\n"
+        out += "\n".join(other[-20:]) + "\n"
+    return out
+
+
+def _introduction(status: DemoStatus, urls: dict[str, str]) -> str:
+    links = f"exporter {status.exporter_url}/metrics  simulator {status.simulator_url}/"
+    links += "".join(f"  {name} {url}" for name, url in urls.items())
+    return links + "\nwhile it runs, try: " + "\n                    ".join(try_commands(status))
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """sys.stderr and the logging handlers that write to it, into `path` for the duration."""
+    original = sys.stderr
+    handlers = [
+        h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler) and h.stream is original
+    ]
+    with open(path, "w", encoding="utf-8") as log_file:
+        sys.stderr = log_file
+        for handler in handlers:
+            handler.setStream(log_file)
         try:
-            text = requests.get(exporter_url + "/metrics", timeout=5).text
-        except requests.RequestException as exc:
-            text = ""
-            print(f"exporter not answering: {exc}", file=sys.stderr)
-        with server.lock:
-            phase, now = node.phase, node.now
-        header = (
-            f"llm-bottleneck-exporter demo - scenario {node.scenario.name}, simulated t={now:.0f}s, phase "
-            f"{phase.name} (expected stage: {phase.expected_stage})\nexporter: {exporter_url}/metrics  "
-            f"simulator: {server.url}/{extra}   Ctrl-C stops"
-        )
-        status = [line for c in companions for line in getattr(c, "status_lines", lambda: [])()]
-        body = render_view(parse_exporter_metrics(text), header) + ("\n\n" + "\n".join(status) if status else "")
-        sys.stdout.write(clear + body + ("" if clear else "\n"))
-        sys.stdout.flush()
-        wait = args.refresh
-        if deadline is not None:
-            wait = min(wait, deadline - time.monotonic())
-            if wait <= 0:
-                return
-        stop.wait(wait)
+            yield
+        finally:
+            sys.stderr = original
+            for handler in handlers:
+                handler.setStream(original)
+
+
+def _read_exporter(exporter_url: str) -> tuple[ExporterReading, dict | None]:
+    """The exporter's /metrics (parsed) and /diagnosis; empty or None where it does not answer."""
+    try:
+        reading = parse_exporter_metrics(requests.get(exporter_url + "/metrics", timeout=5).text)
+    except requests.RequestException:
+        reading = ExporterReading()
+    try:
+        diagnosis = requests.get(exporter_url + "/diagnosis", timeout=5).json()
+    except (requests.RequestException, ValueError):
+        diagnosis = None
+    return reading, diagnosis if isinstance(diagnosis, dict) else None
+
+
+def _status(
+    scenario: Scenario, phase: Phase, now: float, exporter_url: str, simulator_url: str, urls: dict[str, str]
+) -> DemoStatus:
+    alertmanager, prometheus = urls.get("alertmanager"), urls.get("prometheus")
+    return DemoStatus(
+        scenario=scenario.name,
+        simulated_seconds=now,
+        phase=phase.name,
+        phase_number=scenario.phases.index(phase) + 1,
+        phase_count=len(scenario.phases),
+        expected_stage=phase.expected_stage,
+        secondary_stages=phase.secondary_stages,
+        note=phase.note,
+        exporter_url=exporter_url,
+        simulator_url=simulator_url,
+        prometheus_url=prometheus,
+        alertmanager_url=alertmanager,
+        pages=_firing_pages(alertmanager) if alertmanager else None,
+        pending_alerts=_pending_alerts(prometheus) if prometheus else (),
+        rdma_idle_reason=rdma_idle_reason(scenario, phase),
+    )
+
+
+def rdma_idle_reason(scenario: Scenario, phase: Phase) -> str:
+    """Why the RDMA ports read zero: traffic comes only from TP groups spanning nodes or others' load."""
+    spans_nodes = any(group.nodes > 1 for group in scenario.replicas)
+    if not spans_nodes and not any(p.network.background_utilization > 0 for p in scenario.phases):
+        return "no cross-node traffic in this scenario"
+    return "no cross-node traffic in this phase"
+
+
+def _firing_pages(alertmanager_url: str) -> tuple[Page, ...] | None:
+    try:
+        alerts = requests.get(alertmanager_url + "/api/v2/alerts", params={"active": "true"}, timeout=2).json()
+    except (requests.RequestException, ValueError):
+        return None
+    return tuple(
+        Page(a["labels"].get("alertname", "?"), a["labels"].get("severity", "?"), a["labels"].get("engine", ""))
+        for a in alerts
+        if isinstance(a, dict) and a.get("status", {}).get("state") == "active" and isinstance(a.get("labels"), dict)
+    )
+
+
+def _pending_alerts(prometheus_url: str) -> tuple[str, ...]:
+    """Alerts Prometheus holds in their `for:` (they page when it has passed)."""
+    try:
+        alerts = requests.get(prometheus_url + "/api/v1/alerts", timeout=2).json()["data"]["alerts"]
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return ()
+    pending = [a for a in alerts if isinstance(a, dict) and a.get("state") == "pending"]
+    return tuple(str(a.get("labels", {}).get("alertname", "?")) for a in pending)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -184,9 +185,19 @@ def test_demo_runs_for_its_duration_and_stops_everything(tmp_path):
         env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    last = done.stdout.rsplit("llm-bottleneck-exporter demo", 1)[-1]
-    assert "scenario prompt-growth" in done.stdout
-    assert "vllm-codellama-13b-7" in last and "DRAM active" in last and "mlx5_7/1" in last
+    # stdout is a pipe: the plain mode, one line per frame and no escape sequences
+    assert "\x1b" not in done.stdout
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("llm-bottleneck-exporter demo: scenario prompt-growth")
+    assert any("/engine/0/metrics" in line for line in lines if "once --engine vllm=" in line)  # a command to try
+    frames = [line for line in lines if line.startswith("t=")]
+    assert len(frames) >= 3, done.stdout  # 20 s at a 5 s refresh
+    # the RDMA rate needs two collections: "–" (never "-") until then
+    frame = re.compile(
+        r"t=\d+s phase=baseline expected=none engines=8 primary=\S+ .*dram=0\.\d\d.* rdma_tx=(0\.00|–)(\s|$)"
+    )
+    assert all(frame.match(line) for line in frames), frames
+    assert re.search(r" rdma_tx=0\.00(\s|$)", frames[-1]), frames[-1]
     with socket.socket() as probe:  # the exporter subprocess is gone: its port is free again
         probe.bind(("127.0.0.1", port))
     assert list(tmp_path.iterdir()) == []  # its temporary directory is removed
