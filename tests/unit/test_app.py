@@ -71,3 +71,33 @@ def test_publish_joins_process_samples_and_adds_reloads_and_the_diagnosis() -> N
     assert by_name["llm_bottleneck_primary"]
     assert exporter.diagnosis()["engines"][0]["engine"] == "e1"
     assert exporter.rendered.body(openmetrics=False, gzipped=False)[0].count(b"llm_engine_up{") == 1
+
+
+def test_engines_found_after_start_get_process_cpu_and_gpu_attribution() -> None:
+    """The host source and attribution ask for the engines through one callable (configured and
+    discovered alike), so an engine that appears later is measured like a configured one. The
+    'engine' here is a socket this test process listens on."""
+    import os
+    import socket
+
+    from exporter.attribution import Attributor, GpuRef
+    from exporter.settings import EngineTarget, GpuAttribution
+    from exporter.sources.host import HostSource
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        found: list[EngineTarget] = []
+        host = HostSource(lambda: found, window_seconds=60, rescan_seconds=0)
+        clock = [0.0]
+        attributor = Attributor(GpuAttribution(pod_resources_socket=""), lambda: found, clock=lambda: clock[0])
+        gpu = GpuRef("0", "GPU-0", frozenset({os.getpid()}))
+        assert not [m for m in host.collect(0.0) if m.name.startswith("llm_engine_process_")]
+        assert attributor.attribute([gpu]) == [{}]
+
+        found.append(EngineTarget(url=f"http://127.0.0.1:{port}/metrics", name="ns/discovered"))
+        clock[0] += GpuAttribution().refresh_seconds  # its lookups are cached that long
+        threads = [m for m in host.collect(5.0) if m.name == "llm_engine_process_threads"]
+        assert [dict(m.labels) for m in threads] == [{"engine": "ns/discovered"}]
+        assert attributor.attribute([gpu]) == [{"engine": "ns/discovered"}]
