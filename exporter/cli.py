@@ -21,7 +21,7 @@ from exporter.config import ConfigError, build, load_file, parse_engine_flag
 from exporter.exposition import RenderedSnapshot, render_text
 from exporter.server import ExporterHTTPServer
 from exporter.settings import Config
-from exporter.webconfig import WebGuard
+from exporter.webguard import WebGuard
 
 PROG = "llm-bottleneck-exporter"
 EXIT_USAGE = 2
