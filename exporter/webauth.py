@@ -1,6 +1,6 @@
 """Basic auth and request budgets for the web config: bcrypt checks that are paid once per
-credential and cost the same for unknown users, failures throttled per client address, and the
-configured `rate_limit`, which only requests that passed auth spend.
+credential, cost the same for unknown users and run two at a time at most, failures throttled per
+client address, and the configured `rate_limit`, which only requests that passed auth spend.
 
 The order matters (a security review's findings): a rate limit checked before auth let an
 unauthenticated flood turn every real scrape into a 429, and bcrypt run on every request let a
@@ -26,8 +26,12 @@ from exporter.webconfig import bcrypt_cost
 #: verified credentials remembered (exporter-toolkit caches them the same way)
 AUTH_CACHE_SIZE = 1024
 #: failed checks a client address may make at once, and the seconds until it may make one more
-AUTH_FAILURE_BURST = 16
+AUTH_FAILURE_BURST = 10
 AUTH_FAILURE_SECONDS = 1.0
+#: bcrypt checks run at once, whatever the number of clients: each takes a core for its duration
+#: (about 0.1 s at cost 10); a check that waits longer than this for its turn is answered 429
+BCRYPT_CONCURRENCY = 2
+BCRYPT_WAIT_SECONDS = 5.0
 #: client addresses whose failures are tracked; the least recently seen are forgotten first
 TRACKED_CLIENTS = 4096
 
@@ -53,7 +57,7 @@ class TokenBucket:
 class Verdict(Enum):
     ALLOWED = "allowed"
     DENIED = "denied"  # 401
-    THROTTLED = "throttled"  # 429: this client failed too often; no bcrypt was run
+    THROTTLED = "throttled"  # 429, and no bcrypt run: this client failed too often, or checks queue up
 
 
 class BasicAuth:
@@ -64,6 +68,7 @@ class BasicAuth:
         self._verified: OrderedDict[bytes, None] = OrderedDict()
         self._failures: OrderedDict[str, TokenBucket] = OrderedDict()
         self._dummies: dict[int, bytes] = {}
+        self._bcrypt_turns = threading.BoundedSemaphore(BCRYPT_CONCURRENCY)
 
     def check(self, authorization: str | None, users: Mapping[str, bytes], client: str) -> Verdict:
         credentials = _credentials(authorization)
@@ -80,11 +85,15 @@ class BasicAuth:
             # never comes here again, so in effect only failures do.
             if not self._failure_budget(client).take():
                 return Verdict.THROTTLED
+        if not self._bcrypt_turns.acquire(timeout=BCRYPT_WAIT_SECONDS):
+            return Verdict.THROTTLED
         try:
             # An unknown user costs a check at the users' cost too, so timing does not tell who exists.
             ok = bcrypt.checkpw(password.encode(), hashed or self.dummy_hash(users)) and hashed is not None
         except ValueError:  # bcrypt >= 5 refuses passwords over 72 bytes; so does Go's
             ok = False
+        finally:
+            self._bcrypt_turns.release()
         if ok:
             with self._lock:
                 self._verified[key] = None
