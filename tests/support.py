@@ -101,7 +101,17 @@ class RouteServer:
 class ExporterProcess:
     """The real `llm-bottleneck-exporter serve` as a subprocess on a free loopback port."""
 
-    def __init__(self, *args: str, interval: float = 0.5, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *args: str,
+        interval: float = 0.5,
+        env: dict[str, str] | None = None,
+        auth: tuple[str, str] | None = None,
+        nofile: int | None = None,
+    ) -> None:
+        """`auth`: basic auth credentials for the readiness checks and `metrics()`; `nofile`: the
+        server's descriptor limit (RLIMIT_NOFILE), to see what it does when it runs short."""
+        self.auth = auth
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"exporter-{self.port}.log"
@@ -126,6 +136,7 @@ class ExporterProcess:
             cwd=REPO,
             env={**os.environ, **(env or {})},
             start_new_session=True,
+            preexec_fn=None if nofile is None else lambda: _limit_descriptors(nofile),
         )
         self.wait_ready()
 
@@ -136,7 +147,7 @@ class ExporterProcess:
                 raise RuntimeError(f"exporter exited with {self.process.returncode}:\n{self.log()}")
             try:
                 if (
-                    requests.get(self.base_url + "/healthz", timeout=1).status_code == 200
+                    requests.get(self.base_url + "/healthz", auth=self.auth, timeout=1).status_code == 200
                     and "llm_exporter_build_info" in self.metrics()
                 ):
                     return
@@ -146,7 +157,7 @@ class ExporterProcess:
         raise RuntimeError(f"exporter not ready after {timeout}s:\n{self.log()}")
 
     def metrics(self) -> str:
-        return requests.get(self.base_url + "/metrics", timeout=5).text
+        return requests.get(self.base_url + "/metrics", auth=self.auth, timeout=5).text
 
     def wait_for(self, predicate: Callable[[str], bool], timeout: float = 15.0) -> str:
         """Poll /metrics until `predicate(text)` holds; return that text."""
@@ -172,6 +183,14 @@ class ExporterProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _limit_descriptors(count: int) -> None:
+    """In the child before exec: a soft descriptor limit of `count` (the hard one stays)."""
+    import resource
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, hard))
 
 
 def series_value(text: str, name: str, **labels: str) -> float | None:

@@ -375,9 +375,9 @@ def test_serve_with_a_bad_web_config_exits_2_with_one_line(tmp_path):
 
 
 def test_rate_limit_answers_429_past_the_burst(tmp_path):
-    from exporter.webconfig import WebGuard
+    from exporter.webguard import WebGuard
 
     guard = WebGuard(str(write_web_config(tmp_path, "rate_limit:\n  interval: 1m\n  burst: 2\n")))
-    assert [guard.refusal(None) for _ in range(2)] == [None, None]
-    refusal = guard.refusal(None)
+    assert [guard.refusal(None, "127.0.0.1") for _ in range(2)] == [None, None]
+    refusal = guard.refusal(None, "127.0.0.1")
     assert refusal is not None and refusal[0] == 429
