@@ -37,7 +37,8 @@ MAX_ACCEPT_BACKOFF_SECONDS = 1.0
 
 
 def connection_limit(maximum: int = MAX_CONNECTIONS) -> int:
-    """At most a quarter of the descriptor limit: the sources, logs and libraries need the rest."""
+    """At most a quarter of the descriptor limit: a TLS connection takes two descriptors (the
+    handshake runs on a duplicate), and the sources, logs and libraries need the rest."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return maximum

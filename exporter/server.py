@@ -11,6 +11,8 @@ import io
 import json
 import logging
 import socket
+import sys
+import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
@@ -60,6 +62,7 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         # Before binding: a failed bind calls server_close, which closes the reserve.
         self.slots = ConnectionSlots(max_connections or connection_limit())
         self._reserve = DescriptorReserve()
+        self._thread_slot = threading.local()
         super().__init__(address, _Handler)
         self.rendered = rendered
         self.healthy = healthy
@@ -91,7 +94,10 @@ class ExporterHTTPServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away (or was evicted) mid-request is routine; anything else is a bug."""
-        log.debug("connection from %s ended with an error", client_address[0], exc_info=True)
+        if isinstance(sys.exc_info()[1], OSError):  # reset, broken pipe, timeout, TLS error
+            log.debug("connection from %s ended: %s", client_address[0], sys.exc_info()[1])
+        else:
+            log.exception("error answering %s", client_address[0])
 
     def service_actions(self) -> None:
         """Run by serve_forever between accepts and at every poll interval."""
@@ -107,15 +113,28 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         if self.web is None or not self.web.tls_enabled:
             super().finish_request(request, client_address)
             return
-        self.slots.of(request.fileno()).wait(HANDSHAKE_TIMEOUT_SECONDS)
-        wrapped = self.web.wrap(request)
-        if wrapped is None:
-            return
+        # TLS runs on a duplicate of the descriptor: the connection's own stays open, under its
+        # slot, until shutdown_request, whatever the handshake does with the duplicate.
+        self.connection_slot().wait(HANDSHAKE_TIMEOUT_SECONDS)
+        duplicate = request.dup()
         try:
-            super().finish_request(wrapped, client_address)
+            wrapped = self.web.wrap(duplicate)
+            if wrapped is None:
+                return
+            try:
+                super().finish_request(wrapped, client_address)
+            finally:
+                wrapped.close()
         finally:
-            self.slots.release_fd(wrapped.fileno())
-            wrapped.close()
+            duplicate.close()  # a no-op once wrapped: the TLS socket took the descriptor over
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        self._thread_slot.slot = self.slots.of(request.fileno())
+        super().process_request_thread(request, client_address)
+
+    def connection_slot(self) -> Slot:
+        """The slot of the connection this thread serves."""
+        return self._thread_slot.slot
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -131,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.slot: Slot = self.server.slots.of(self.connection.fileno())
+        self.slot = self.server.connection_slot()
 
     def handle_one_request(self) -> None:
         """One request: wait for its first byte (idle), read its headers (against the header
