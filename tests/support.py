@@ -7,7 +7,9 @@ Everything binds to 127.0.0.1 on a free port and stops itself; nothing reaches p
 from __future__ import annotations
 
 import os
+import selectors
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -191,6 +193,40 @@ def _limit_descriptors(count: int) -> None:
 
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (count, hard))
+
+
+def open_idle(port: int, count: int, first_bytes: bytes = b"") -> list[socket.socket]:
+    """`count` connections to loopback `port` that send `first_bytes`, then nothing."""
+    sockets = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        if first_bytes:
+            sock.sendall(first_bytes)
+        sockets.append(sock)
+    return sockets
+
+
+def closed_by_server(sockets: list[socket.socket], within: float, enough: int | None = None) -> int:
+    """How many of `sockets` the server closed (EOF or reset) within `within` seconds; stops
+    looking once `enough` are (all, by default)."""
+    closed = 0
+    with selectors.DefaultSelector() as selector:
+        for sock in sockets:
+            sock.setblocking(False)  # readable may mean TLS records that carry no data (session tickets)
+            selector.register(sock, selectors.EVENT_READ)
+        deadline = time.monotonic() + within
+        while closed < (enough or len(sockets)) and time.monotonic() < deadline:
+            for key, _events in selector.select(timeout=0.2):
+                try:
+                    ended = not key.fileobj.recv(4096)  # type: ignore[union-attr]
+                except (BlockingIOError, ssl.SSLWantReadError):
+                    ended = False
+                except OSError:  # reset
+                    ended = True
+                if ended:
+                    selector.unregister(key.fileobj)
+                    closed += 1
+    return closed
 
 
 def series_value(text: str, name: str, **labels: str) -> float | None:

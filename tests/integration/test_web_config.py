@@ -29,7 +29,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from exporter.config import ConfigError
 from exporter.simulate.companions import terminate_group
 from exporter.webconfig import load_web_config
-from tests.support import REPO, free_port
+from tests.support import REPO, closed_by_server, free_port, open_idle
 
 pytestmark = pytest.mark.integration
 
@@ -227,6 +227,24 @@ def test_missing_or_wrong_credentials_get_401(basic_auth_exporter, pki, auth):
         assert response.status_code == 401
         assert response.headers["WWW-Authenticate"].startswith("Basic ")
         assert "llm_" not in response.text
+
+
+def test_connections_idle_after_a_tls_handshake_make_way_for_a_scrape(basic_auth_exporter, pki):
+    """Was: each held a thread and a descriptor for as long as the client liked."""
+    context = ssl.create_default_context(cafile=str(pki.ca.path))
+    # One at a time, each handshake complete before the next connection: idle *after* TLS.
+    idle = [
+        context.wrap_socket(open_idle(basic_auth_exporter.port, 1)[0], server_hostname="127.0.0.1") for _ in range(100)
+    ]
+    try:
+        response = requests.get(
+            basic_auth_exporter.url + "/metrics", verify=str(pki.ca.path), auth=(USER, PASSWORD), timeout=10
+        )
+        assert response.status_code == 200
+        assert closed_by_server(idle, within=10, enough=100 - 64) >= 100 - 64
+    finally:
+        for sock in idle:
+            sock.close()
 
 
 def test_plain_http_on_the_tls_port_gets_no_metrics(basic_auth_exporter):
