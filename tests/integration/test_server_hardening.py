@@ -73,6 +73,42 @@ def test_idle_connections_past_the_descriptor_limit_neither_starve_a_scrape_nor_
             sock.close()
 
 
+OUT_OF_DESCRIPTORS_SERVER = """
+import sys
+from exporter.exposition import RenderedSnapshot
+from exporter.server import ExporterHTTPServer
+
+server = ExporterHTTPServer(("127.0.0.1", 0), RenderedSnapshot(), lambda: (True, "ok"), max_connections=100000)
+hog = []
+try:
+    while True:  # every descriptor left: the next accept() fails with EMFILE
+        hog.append(open("/dev/null"))
+except OSError:
+    pass
+print(server.server_address[1], flush=True)
+server.serve_forever(poll_interval=0.1)
+"""
+
+
+def test_out_of_descriptors_pending_connections_are_closed_not_spun_on():
+    """Was: accept() failing with EMFILE left the connection pending, so the accept loop woke at once
+    again, at 97 % CPU, for as long as it lasted."""
+    server = subprocess.Popen(
+        [sys.executable, "-c", OUT_OF_DESCRIPTORS_SERVER], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        port = int(server.stdout.readline())  # type: ignore[union-attr]
+        clients = open_idle(port, 3)
+        try:
+            assert closed_by_server(clients, within=15) == 3  # one at a time, each with the reserve descriptor
+        finally:
+            for sock in clients:
+                sock.close()
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+
+
 def test_a_connection_that_sends_nothing_or_trickles_its_headers_is_closed():
     """Was: no timeout at all; an idle or slowloris connection held a thread and a descriptor forever."""
     with ExporterProcess() as exporter:
