@@ -28,7 +28,7 @@ import requests
 from exporter.validation import ConfigError
 from exporter.webconfig import load_web_config
 from tests.integration.test_web_config import CertificateAuthority, write_web_config
-from tests.support import ExporterProcess, closed_by_server, free_port, open_idle
+from tests.support import REPO, ExporterProcess, closed_by_server, free_port, open_idle
 
 pytestmark = pytest.mark.integration
 
@@ -94,7 +94,11 @@ def test_out_of_descriptors_pending_connections_are_closed_not_spun_on():
     """Was: accept() failing with EMFILE left the connection pending, so the accept loop woke at once
     again, at 97 % CPU, for as long as it lasted."""
     server = subprocess.Popen(
-        [sys.executable, "-c", OUT_OF_DESCRIPTORS_SERVER], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", OUT_OF_DESCRIPTORS_SERVER],
+        cwd=REPO,  # `-c` imports `exporter` from the working directory
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         port = int(server.stdout.readline())  # type: ignore[union-attr]
