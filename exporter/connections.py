@@ -4,18 +4,21 @@ clients can starve a real scrape or run the process out of descriptors.
 Each connection is either *waiting* (for a TLS handshake, for the next request on a keep-alive
 connection, or for the rest of a request's headers), with a deadline, or *busy* (a request is
 being answered, which takes milliseconds: every body is rendered beforehand). When all slots are
-taken, a new connection evicts the connection that has been waiting longest, since a scraper sends
-its request as soon as it connects while an idle or slowloris client is, by then, the oldest
-waiter. Waiters past their deadline are shut down by `reap`, called from the accept loop.
+taken, a new connection evicts the connection that has been waiting longest with nothing unread,
+since a scraper sends its request as soon as it connects while an idle or slowloris client is, by
+then, the oldest waiter. Waiters past their deadline are shut down by `reap`, called from the accept loop.
 """
 
 from __future__ import annotations
 
+import array
 import errno
+import fcntl
 import logging
 import os
 import resource
 import socket
+import termios
 import threading
 import time
 
@@ -79,7 +82,7 @@ class ConnectionSlots:
                 waiting = [slot for slot in live if slot.deadline is not None]
                 if not waiting or len(self._slots) >= self.limit + EVICTION_SLACK:
                     return None
-                self._evict(min(waiting, key=lambda slot: slot.since))
+                self._evict(_victim(waiting))
             slot = self._slots[sock.fileno()] = Slot(sock.fileno(), sock.family)
             return slot
 
@@ -115,6 +118,22 @@ class ConnectionSlots:
                 duplicate.shutdown(socket.SHUT_RDWR)
         except OSError as exc:  # already gone, or no descriptor for the duplicate
             log.debug("evicting connection %d: %s", slot.fd, exc)
+
+
+def _victim(waiting: list[Slot]) -> Slot:
+    """The longest waiter with nothing unread: one whose request has arrived (its thread has not
+    read it yet, on a busy machine) is a scrape about to be served, not an idle client."""
+    by_age = sorted(waiting, key=lambda slot: slot.since)
+    return next((slot for slot in by_age if not _unread_bytes(slot.fd)), by_age[0])
+
+
+def _unread_bytes(fd: int) -> int:
+    count = array.array("i", [0])
+    try:
+        fcntl.ioctl(fd, termios.FIONREAD, count)
+    except OSError:
+        return 0
+    return count[0]
 
 
 class DescriptorReserve:
