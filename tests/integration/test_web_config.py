@@ -334,7 +334,8 @@ def _served_certificate(port: int, ca: Path) -> bytes:
             "tls_server_config.client_auth_type",
         ),
         (
-            "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  client_auth_type: RequireAndVerifyClientCert\n",
+            "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n"
+            "  client_auth_type: RequireAndVerifyClientCert\n",
             "tls_server_config.client_ca_file",
         ),
         (
