@@ -22,7 +22,7 @@ from exporter.exposition import RenderedSnapshot, render_text
 from exporter.monitoring.config import DEPLOYED_EXPORTER_CONFIG
 from exporter.server import ExporterHTTPServer
 from exporter.settings import Config
-from exporter.webconfig import WebGuard
+from exporter.webguard import WebGuard
 
 PROG = "llm-bottleneck-exporter"
 EXIT_USAGE = 2

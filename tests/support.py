@@ -7,7 +7,9 @@ Everything binds to 127.0.0.1 on a free port and stops itself; nothing reaches p
 from __future__ import annotations
 
 import os
+import selectors
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -102,7 +104,17 @@ class RouteServer:
 class ExporterProcess:
     """The real `llm-bottleneck-exporter serve` as a subprocess on a free loopback port."""
 
-    def __init__(self, *args: str, interval: float = 0.5, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *args: str,
+        interval: float = 0.5,
+        env: dict[str, str] | None = None,
+        auth: tuple[str, str] | None = None,
+        nofile: int | None = None,
+    ) -> None:
+        """`auth`: basic auth credentials for the readiness checks and `metrics()`; `nofile`: the
+        server's descriptor limit (RLIMIT_NOFILE), to see what it does when it runs short."""
+        self.auth = auth
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"exporter-{self.port}.log"
@@ -127,6 +139,7 @@ class ExporterProcess:
             cwd=REPO,
             env={**os.environ, **(env or {})},
             start_new_session=True,
+            preexec_fn=None if nofile is None else lambda: _limit_descriptors(nofile),
         )
         self.wait_ready()
 
@@ -137,7 +150,7 @@ class ExporterProcess:
                 raise RuntimeError(f"exporter exited with {self.process.returncode}:\n{self.log()}")
             try:
                 if (
-                    requests.get(self.base_url + "/healthz", timeout=1).status_code == 200
+                    requests.get(self.base_url + "/healthz", auth=self.auth, timeout=1).status_code == 200
                     and "llm_exporter_build_info" in self.metrics()
                 ):
                     return
@@ -147,7 +160,7 @@ class ExporterProcess:
         raise RuntimeError(f"exporter not ready after {timeout}s:\n{self.log()}")
 
     def metrics(self) -> str:
-        return requests.get(self.base_url + "/metrics", timeout=5).text
+        return requests.get(self.base_url + "/metrics", auth=self.auth, timeout=5).text
 
     def wait_for(self, predicate: Callable[[str], bool], timeout: float = 15.0) -> str:
         """Poll /metrics until `predicate(text)` holds; return that text."""
@@ -173,6 +186,48 @@ class ExporterProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _limit_descriptors(count: int) -> None:
+    """In the child before exec: a soft descriptor limit of `count` (the hard one stays)."""
+    import resource
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, hard))
+
+
+def open_idle(port: int, count: int, first_bytes: bytes = b"") -> list[socket.socket]:
+    """`count` connections to loopback `port` that send `first_bytes`, then nothing."""
+    sockets = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        if first_bytes:
+            sock.sendall(first_bytes)
+        sockets.append(sock)
+    return sockets
+
+
+def closed_by_server(sockets: list[socket.socket], within: float, enough: int | None = None) -> int:
+    """How many of `sockets` the server closed (EOF or reset) within `within` seconds; stops
+    looking once `enough` are (all, by default)."""
+    closed = 0
+    with selectors.DefaultSelector() as selector:
+        for sock in sockets:
+            sock.setblocking(False)  # readable may mean TLS records that carry no data (session tickets)
+            selector.register(sock, selectors.EVENT_READ)
+        deadline = time.monotonic() + within
+        while closed < (enough or len(sockets)) and time.monotonic() < deadline:
+            for key, _events in selector.select(timeout=0.2):
+                try:
+                    ended = not key.fileobj.recv(4096)  # type: ignore[union-attr]
+                except (BlockingIOError, ssl.SSLWantReadError):
+                    ended = False
+                except OSError:  # reset
+                    ended = True
+                if ended:
+                    selector.unregister(key.fileobj)
+                    closed += 1
+    return closed
 
 
 def series_value(text: str, name: str, **labels: str) -> float | None:

@@ -29,7 +29,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from exporter.config import ConfigError
 from exporter.process_group import terminate_group
 from exporter.webconfig import load_web_config
-from tests.support import REPO, free_port
+from tests.support import REPO, closed_by_server, free_port, open_idle
 
 pytestmark = pytest.mark.integration
 
@@ -229,6 +229,24 @@ def test_missing_or_wrong_credentials_get_401(basic_auth_exporter, pki, auth):
         assert "llm_" not in response.text
 
 
+def test_connections_idle_after_a_tls_handshake_make_way_for_a_scrape(basic_auth_exporter, pki):
+    """Was: each held a thread and a descriptor for as long as the client liked."""
+    context = ssl.create_default_context(cafile=str(pki.ca.path))
+    # One at a time, each handshake complete before the next connection: idle *after* TLS.
+    idle = [
+        context.wrap_socket(open_idle(basic_auth_exporter.port, 1)[0], server_hostname="127.0.0.1") for _ in range(100)
+    ]
+    try:
+        response = requests.get(
+            basic_auth_exporter.url + "/metrics", verify=str(pki.ca.path), auth=(USER, PASSWORD), timeout=10
+        )
+        assert response.status_code == 200
+        assert closed_by_server(idle, within=10, enough=100 - 64) >= 100 - 64
+    finally:
+        for sock in idle:
+            sock.close()
+
+
 def test_plain_http_on_the_tls_port_gets_no_metrics(basic_auth_exporter):
     response = requests.get(
         basic_auth_exporter.url.replace("https://", "http://") + "/metrics", auth=(USER, PASSWORD), timeout=5
@@ -316,7 +334,8 @@ def _served_certificate(port: int, ca: Path) -> bytes:
             "tls_server_config.client_auth_type",
         ),
         (
-            "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  client_auth_type: RequireAndVerifyClientCert\n",
+            "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n"
+            "  client_auth_type: RequireAndVerifyClientCert\n",
             "tls_server_config.client_ca_file",
         ),
         (
@@ -375,9 +394,9 @@ def test_serve_with_a_bad_web_config_exits_2_with_one_line(tmp_path):
 
 
 def test_rate_limit_answers_429_past_the_burst(tmp_path):
-    from exporter.webconfig import WebGuard
+    from exporter.webguard import WebGuard
 
     guard = WebGuard(str(write_web_config(tmp_path, "rate_limit:\n  interval: 1m\n  burst: 2\n")))
-    assert [guard.refusal(None) for _ in range(2)] == [None, None]
-    refusal = guard.refusal(None)
+    assert [guard.refusal(None, "127.0.0.1") for _ in range(2)] == [None, None]
+    refusal = guard.refusal(None, "127.0.0.1")
     assert refusal is not None and refusal[0] == 429

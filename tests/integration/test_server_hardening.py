@@ -1,0 +1,283 @@
+"""The findings of an outside security review of a running `serve` ("Hardening"), one test each.
+
+Idle and slow connections, a small descriptor limit, unauthenticated floods, bcrypt costs, a web
+config truncated while running and header injection, each against the real `serve` process on
+loopback where it can be (source addresses 127.0.0.2/3 stand in for other clients), in process
+where what is checked is a decision (which hash bcrypt is given, what is logged).
+
+Nothing here measures speed: the bounds are generous deadlines for something that otherwise never
+happens. tests/perf/bench_server_hardening.py prints the figures.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import bcrypt
+import pytest
+import requests
+
+from exporter.validation import ConfigError
+from exporter.webconfig import load_web_config
+from tests.integration.test_web_config import CertificateAuthority, write_web_config
+from tests.support import REPO, ExporterProcess, closed_by_server, free_port, open_idle
+
+pytestmark = pytest.mark.integration
+
+USER, PASSWORD = "prometheus", "correct horse battery staple"
+HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def status_from(source: str, port: int, authorization: str | None = None, method: str = "GET") -> int:
+    """One request to /metrics from the loopback address `source` (the client's IP, as the server sees it)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10, source_address=(source, 0))
+    try:
+        connection.request(method, "/metrics", headers={"Authorization": authorization} if authorization else {})
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def low_descriptor_exporter() -> Iterator[ExporterProcess]:
+    """`serve` with 128 descriptors, the review's setting."""
+    with ExporterProcess(nofile=128) as exporter:
+        yield exporter
+
+
+def test_idle_connections_past_the_descriptor_limit_neither_starve_a_scrape_nor_linger(low_descriptor_exporter):
+    """Was: 200 idle connections with 128 descriptors spun the accept loop (EMFILE) and scrapes timed out."""
+    idle = open_idle(low_descriptor_exporter.port, 200)
+    try:
+        response = requests.get(low_descriptor_exporter.base_url + "/metrics", timeout=10)
+        assert response.status_code == 200 and "llm_exporter_build_info" in response.text
+        # The excess is closed promptly (each newcomer evicts the longest idle one), not left to hold
+        # a thread and a descriptor; what stays open is within the connection cap.
+        assert closed_by_server(idle, within=10, enough=200 - 64) >= 200 - 64
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+OUT_OF_DESCRIPTORS_SERVER = """
+import sys
+from exporter.exposition import RenderedSnapshot
+from exporter.server import ExporterHTTPServer
+
+server = ExporterHTTPServer(("127.0.0.1", 0), RenderedSnapshot(), lambda: (True, "ok"), max_connections=100000)
+hog = []
+try:
+    while True:  # every descriptor left: the next accept() fails with EMFILE
+        hog.append(open("/dev/null"))
+except OSError:
+    pass
+print(server.server_address[1], flush=True)
+server.serve_forever(poll_interval=0.1)
+"""
+
+
+def test_out_of_descriptors_pending_connections_are_closed_not_spun_on():
+    """Was: accept() failing with EMFILE left the connection pending, so the accept loop woke at once
+    again, at 97 % CPU, for as long as it lasted."""
+    server = subprocess.Popen(
+        [sys.executable, "-c", OUT_OF_DESCRIPTORS_SERVER],
+        cwd=REPO,  # `-c` imports `exporter` from the working directory
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        port = int(server.stdout.readline())  # type: ignore[union-attr]
+        clients = open_idle(port, 3)
+        try:
+            assert closed_by_server(clients, within=15) == 3  # one at a time, each with the reserve descriptor
+        finally:
+            for sock in clients:
+                sock.close()
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+
+
+def test_a_connection_that_sends_nothing_or_trickles_its_headers_is_closed():
+    """Was: no timeout at all; an idle or slowloris connection held a thread and a descriptor forever."""
+    with ExporterProcess() as exporter:
+        silent = open_idle(exporter.port, 1)[0]
+        trickling = open_idle(exporter.port, 1, b"GET /metrics HTTP/1.1\r\n")[0]
+        try:
+            deadline = time.monotonic() + 25  # the header timeout is 10 s; the old server never closed them
+            trickled_until_closed = True
+            while time.monotonic() < deadline:
+                try:
+                    trickling.sendall(b"X")  # one byte of a header every half second: never a full request
+                except OSError:
+                    break
+                time.sleep(0.5)
+            else:
+                trickled_until_closed = False
+            assert trickled_until_closed, "the slow client was never cut off"
+            assert closed_by_server([silent], within=max(0.0, deadline - time.monotonic())) == 1
+        finally:
+            silent.close()
+            trickling.close()
+
+
+def test_head_answers_metrics_and_healthz_without_a_body():
+    with ExporterProcess() as exporter:
+        for path in ("/metrics", "/healthz"):
+            got = requests.get(exporter.base_url + path, timeout=5)
+            head = requests.head(exporter.base_url + path, timeout=5)
+            assert head.status_code == 200, path  # was 501
+            assert head.content == b""
+            assert head.headers["Content-Type"] == got.headers["Content-Type"]
+            if path == "/healthz":  # /metrics may have been re-rendered in between; its length moves
+                assert head.headers["Content-Length"] == str(len(got.content))
+            assert int(head.headers["Content-Length"]) > 0
+
+
+@pytest.fixture
+def auth_exporter(tmp_path: Path) -> Iterator[ExporterProcess]:
+    """Plain HTTP with basic auth and a rate limit of 40 requests a minute."""
+    config = write_web_config(
+        tmp_path, f"basic_auth_users:\n  {USER}: {HASH}\nrate_limit:\n  interval: 1m\n  burst: 40\n"
+    )
+    with ExporterProcess("--web.config.file", str(config), auth=(USER, PASSWORD)) as exporter:
+        exporter.web_config = config  # type: ignore[attr-defined]
+        yield exporter
+
+
+def test_an_unauthenticated_flood_does_not_spend_the_rate_limit_of_authenticated_scrapes(auth_exporter):
+    """Was: the rate limit ran before auth, so a flood without credentials got real scrapes 429."""
+    flood = [status_from("127.0.0.2", auth_exporter.port) for _ in range(60)]
+    assert set(flood) == {401}
+    assert status_from("127.0.0.1", auth_exporter.port, basic(USER, PASSWORD)) == 200
+
+
+def test_failed_logins_are_throttled_per_client_address(auth_exporter):
+    """Was: no throttle on failures (each one a bcrypt check), and the only limit was global."""
+    wrong = basic(USER, "guess")
+    answers = [status_from("127.0.0.2", auth_exporter.port, wrong) for _ in range(40)]
+    assert answers[0] == 401 and answers[-1] == 429  # throttled without running bcrypt
+    assert status_from("127.0.0.3", auth_exporter.port, wrong) == 401  # another client is not
+    assert status_from("127.0.0.1", auth_exporter.port, basic(USER, PASSWORD)) == 200
+
+
+def test_verified_credentials_are_not_hashed_again(tmp_path, monkeypatch):
+    from exporter.webguard import WebGuard
+
+    guard = WebGuard(str(write_web_config(tmp_path, f"basic_auth_users:\n  {USER}: {HASH}\n")))
+    checks = []
+    original = bcrypt.checkpw
+    monkeypatch.setattr(bcrypt, "checkpw", lambda password, hashed: checks.append(hashed) or original(password, hashed))
+    assert [guard.refusal(basic(USER, PASSWORD), "127.0.0.1") for _ in range(5)] == [None] * 5
+    assert len(checks) == 1
+
+
+def test_an_unknown_user_costs_a_bcrypt_check_at_the_configured_cost(tmp_path, monkeypatch):
+    """Was: the dummy hash for unknown users always had cost 10, so timing told users at other costs apart."""
+    from exporter.webguard import WebGuard
+
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=5)).decode()
+    guard = WebGuard(str(write_web_config(tmp_path, f"basic_auth_users:\n  {USER}: {hashed}\n")))
+    given = []
+    original = bcrypt.checkpw
+    monkeypatch.setattr(bcrypt, "checkpw", lambda password, hashed: given.append(hashed) or original(password, hashed))
+    refusal = guard.refusal(basic("mallory", PASSWORD), "127.0.0.1")
+    assert refusal is not None and refusal[0] == 401
+    assert [h[:7] for h in given] == [b"$2b$05$"]
+
+
+@pytest.mark.parametrize("cost", ["03", "17", "99"])
+def test_bcrypt_costs_out_of_range_are_refused_at_load(tmp_path, cost):
+    hashed = f"$2b${cost}$" + HASH[7:]
+    path = write_web_config(tmp_path, f"basic_auth_users:\n  alice: {hashed}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_web_config(str(path))
+    assert str(raised.value).startswith(f"{path}: basic_auth_users.alice: bcrypt cost {cost} is out of range 4..16")
+
+
+def test_a_tls_key_readable_by_others_is_warned_about(tmp_path, caplog):
+    from exporter.webguard import WebGuard
+
+    issued = CertificateAuthority(tmp_path, "ca").issue("exporter", [], _server_auth())
+    config = write_web_config(tmp_path, f"tls_server_config:\n  cert_file: {issued.cert}\n  key_file: {issued.key}\n")
+    with caplog.at_level(logging.WARNING, logger="exporter.webguard"):
+        os.chmod(issued.key, 0o600)
+        WebGuard(str(config))
+        assert not [r for r in caplog.records if "readable by group or others" in r.getMessage()]
+        os.chmod(issued.key, 0o644)
+        WebGuard(str(config))
+    assert [r for r in caplog.records if "readable by group or others" in r.getMessage()]
+
+
+def _server_auth():  # noqa: ANN202 - an x509 OID
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    return ExtendedKeyUsageOID.SERVER_AUTH
+
+
+def _reload_noticed(exporter: ExporterProcess, marker: str, seen: int) -> None:
+    """Poll (requests trigger the re-read) until the log has more than `seen` lines with `marker`."""
+    deadline = time.monotonic() + 15
+    while exporter.log().count(marker) <= seen and time.monotonic() < deadline:
+        status_from("127.0.0.4", exporter.port)
+        time.sleep(0.2)
+
+
+def test_a_web_config_truncated_or_broken_at_run_time_keeps_auth_on(auth_exporter):
+    """Was: a 0-byte file turned auth off (logged at INFO) and the next broken file kept that."""
+    config: Path = auth_exporter.web_config  # type: ignore[attr-defined]
+    for text in ("", "basic_auth_users: [", "http_server_config:\n  headers:\n    X-Content-Type-Options: nosniff\n"):
+        seen = auth_exporter.log().count("web config:")
+        config.write_text(text)
+        _reload_noticed(auth_exporter, "web config:", seen)
+        assert "level=ERROR logger=exporter.webguard" in auth_exporter.log()
+        assert status_from("127.0.0.1", auth_exporter.port) == 401, text
+        assert status_from("127.0.0.1", auth_exporter.port, basic(USER, PASSWORD)) == 200
+
+
+def _serve_exit(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    """`serve` with this web config; it should exit at once, the old one served (hence the timeout)."""
+    path = write_web_config(tmp_path, text)
+    command = [sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{free_port()}", "--gpu", "none"]
+    try:
+        return subprocess.run([*command, "--web.config.file", str(path)], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"serve kept running with the web config {text!r}") from exc
+
+
+HEADERS = "http_server_config:\n  headers:\n"
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("", ""),
+        ("# nothing but a comment\n", ""),
+        (
+            HEADERS + "    Content-Security-Policy: \"default-src 'self'\\r\\nSet-Cookie: a=b\"\n",
+            "Content-Security-Policy",
+        ),
+        (HEADERS + '    X-XSS-Protection: "1\\nX-Injected: yes"\n', "X-XSS-Protection"),
+    ],
+    ids=["empty", "only-a-comment", "crlf-in-a-header", "lf-in-a-header"],
+)
+def test_serve_refuses_an_empty_web_config_or_one_injecting_headers(tmp_path, text, key):
+    result = _serve_exit(tmp_path, text)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert "web-config.yml: " + (f"http_server_config.headers.{key}: " if key else "empty") in result.stderr
