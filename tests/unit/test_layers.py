@@ -37,7 +37,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("discovery", ("exporter.discovery",)),
     ("pipeline", ("exporter.loop", "exporter.diagnosis", "exporter.exposition")),
     ("app", ("exporter.app",)),
-    ("serving", ("exporter.webconfig", "exporter.server")),
+    (
+        "serving",
+        ("exporter.webconfig", "exporter.webauth", "exporter.webguard", "exporter.connections", "exporter.server"),
+    ),
     ("monitoring", ("exporter.monitoring", "exporter.generate", "exporter.reference")),
     ("simulator", ("exporter.simulate",)),
     ("cli", ("exporter.cli", "exporter.__main__")),
