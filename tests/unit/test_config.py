@@ -130,3 +130,48 @@ def test_empty_file_is_the_default_configuration(tmp_path: Path) -> None:
 def test_the_documented_example_is_valid() -> None:
     config = build(load_file(str(REPO / "docs" / "example-config.yaml")))
     assert [e.name for e in config.engines] == ["vllm-0", "127.0.0.1:30000"]
+
+
+# -- bounds (hardening review: each passed check-config and then failed at run time) ------------
+
+
+def test_yaml_alias_bombs_are_refused_before_anything_walks_them(tmp_path: Path) -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]  # 10**9 leaves
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match=r"bomb.yaml: more than \d+ YAML aliases"):
+        load_file(str(path))
+
+
+def test_deep_nesting_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.yaml"
+    path.write_text("engines: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match=r"deep.yaml: nested deeper than \d+ levels"):
+        load_file(str(path))
+
+
+def test_a_file_past_the_size_bound_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "huge.yaml"
+    path.write_text("# " + "x" * (2 * 1024 * 1024) + "\n")
+    with pytest.raises(ConfigError, match=r"huge.yaml: larger than"):
+        load_file(str(path))
+
+
+@pytest.mark.parametrize(
+    "data, where",
+    [
+        ({"interval_seconds": 1e300}, "interval_seconds"),  # killed the loop thread (timer overflow)
+        ({"interval_seconds": 1e-9}, "interval_seconds"),  # a busy loop
+        ({"engine_defaults": {"timeout_seconds": 1e10}}, "engine_defaults.timeout_seconds"),  # every round failed
+        ({"engines": [{"url": "http://a:1/m", "timeout_seconds": 1e10}]}, "engines[0].timeout_seconds"),
+        ({"window_seconds": 1e300, "interval_seconds": 5}, "window_seconds"),
+        ({"engine_defaults": {"max_series": 1e300}}, "engine_defaults.max_series"),
+        ({"gpu_attribution": {"refresh_seconds": 1e300}}, "gpu_attribution.refresh_seconds"),
+    ],
+)
+def test_numeric_settings_out_of_range_name_the_key(data: dict, where: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        build(data)
+    assert caught.value.where == where
+    assert "must be at" in str(caught.value)
