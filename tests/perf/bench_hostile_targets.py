@@ -1,0 +1,190 @@
+"""Benchmark: the real `serve` with 8 hostile targets at their caps, against 8 normal ones.
+
+One exporter process lives through four phases, each configured by rewriting its file and sending
+SIGHUP, and each measured from /proc/PID/status:
+
+1. baseline: 8 normal vLLM targets (a real capture) - peak RSS (VmHWM) and RSS;
+2. hostile: the same 8 plus 8 hostile targets at their caps at once (below) - peak RSS, with
+   VmHWM reset at the start of the phase, so the figure is that phase's alone;
+3. after: back to the 8 normal targets - RSS once the hostile ones are gone;
+4. shutdown: a target that sends its body a byte a second, then SIGTERM - seconds to exit.
+
+The hostile targets: 16 MiB (just under the cap) of short lines, the same gzip-compressed, one
+wanted line of 16 MiB, 9,000 wanted series with 1,000-character label values (under max_series
+and max_label_value_length), a body over the cap, a TGI whose /info is 300 MB, a TGI whose /info
+trickles a byte a second, a body that trickles a byte a second. Everything is on loopback and
+every trickle stops when the benchmark does. It prints the figures and exits 1 when the hostile
+peak is over the budget (256 MiB), 0 otherwise.
+
+    python tests/perf/bench_hostile_targets.py [--phase-seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.hostile import (  # noqa: E402
+    KV_SATURATED,
+    TGI_METRICS,
+    endless_json,
+    peak_rss_bytes,
+    reset_peak_rss,
+    rss_bytes,
+    short_lines_body,
+    trickle,
+)
+from tests.support import ExporterProcess, RouteServer, fixture_text, respond_with, series_value  # noqa: E402
+
+MiB = 1024 * 1024
+CAP = 16 * MiB
+BUDGET = 256 * MiB
+
+
+def gzipped(body: bytes) -> object:
+    data = gzip.compress(body, compresslevel=6)
+
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/plain; version=0.0.4")
+        handler.send_header("Content-Encoding", "gzip")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    return respond
+
+
+def over_the_cap(total: int) -> object:
+    """A body with no Content-Length that goes on past the cap, sent 1 MiB at a time."""
+    piece = b"ab 1\n" * (MiB // 5)
+
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/plain; version=0.0.4")
+        handler.send_header("Connection", "close")
+        handler.close_connection = True
+        handler.end_headers()
+        for _ in range(total // len(piece)):
+            handler.wfile.write(piece)
+
+    return respond
+
+
+def hostile_routes(stop: threading.Event) -> dict[str, object]:
+    short = short_lines_body(CAP)
+    long_line = b"vllm:num_requests_running{" + b'x="y",' * ((CAP - 100) // 6) + b"} 1\n"
+    value = "m" * 1000
+    series = "".join(f'vllm:num_requests_running{{model_name="{value}{i}"}} 1\n' for i in range(9000)).encode()
+    return {
+        "/short-lines": respond_with(short),
+        "/short-lines-gzip": gzipped(short),
+        "/one-long-line": respond_with(long_line),
+        "/many-series": respond_with(series),
+        "/over-the-cap": over_the_cap(4 * CAP),
+        "/tgi-huge-info/metrics": respond_with(TGI_METRICS),
+        "/info": endless_json(300 * MiB),
+        "/trickle": trickle(stop, "text/plain; version=0.0.4"),
+    }
+
+
+def trickling_info_server(stop: threading.Event) -> RouteServer:
+    """TGI asks /info at its own root, so the trickling /info needs a server of its own."""
+    return RouteServer({"/metrics": respond_with(TGI_METRICS), "/info": trickle(stop)})
+
+
+def outcome(text: str, name: str) -> str:
+    """`up` and the errors by reason of one target, from the exporter's own series."""
+    errors = []
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "llm_exporter_source_errors_total" and sample.labels.get("target") == name:
+                errors.append(f"{sample.labels['reason']} {sample.value:g}")
+    return f"up {series_value(text, 'llm_engine_up', engine=name)}, errors: {', '.join(errors) or 'none'}"
+
+
+def reload(exporter: ExporterProcess, config: Path, engines: list[dict], reloads: int) -> int:
+    config.write_text(yaml.safe_dump({"engines": engines}))
+    os.kill(exporter.process.pid, signal.SIGHUP)
+    exporter.wait_for(
+        lambda t: f'llm_exporter_config_reloads_total{{result="success"}} {float(reloads + 1)}' in t, 30.0
+    )
+    return reloads + 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--phase-seconds", type=float, default=15.0)
+    args = parser.parse_args()
+    stop = threading.Event()
+    normal = RouteServer({f"/e{i}": respond_with(fixture_text(KV_SATURATED)) for i in range(8)})
+    hostile = RouteServer(hostile_routes(stop))
+    info_trickle = trickling_info_server(stop)
+    normal_engines = [{"url": normal.url(f"/e{i}"), "name": f"normal-{i}", "type": "vllm"} for i in range(8)]
+    vllm_paths = ("/short-lines", "/short-lines-gzip", "/one-long-line", "/many-series", "/over-the-cap", "/trickle")
+    hostile_engines = [{"url": hostile.url(p), "name": p.strip("/"), "type": "vllm"} for p in vllm_paths]
+    hostile_engines += [
+        {"url": hostile.url("/tgi-huge-info/metrics"), "name": "tgi-huge-info", "type": "tgi"},
+        {"url": info_trickle.url("/metrics"), "name": "tgi-trickling-info", "type": "tgi"},
+    ]
+    workdir = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
+    config = workdir / "config.yaml"
+    config.write_text(yaml.safe_dump({"engines": normal_engines}))
+    started = time.monotonic()
+    exporter = ExporterProcess("--config", str(config), interval=1.0)
+    try:
+        pid = exporter.process.pid
+        time.sleep(args.phase_seconds)
+        baseline_peak, baseline_rss = peak_rss_bytes(pid), rss_bytes(pid)
+
+        reloads = reload(exporter, config, normal_engines + hostile_engines, 0)
+        reset_peak_rss(pid)
+        time.sleep(args.phase_seconds)
+        hostile_peak = peak_rss_bytes(pid)
+        served = exporter.metrics()
+
+        reloads = reload(exporter, config, normal_engines, reloads)
+        time.sleep(args.phase_seconds)
+        after_rss = rss_bytes(pid)
+
+        reload(
+            exporter, config, [*normal_engines, {"url": hostile.url("/trickle"), "name": "t", "type": "vllm"}], reloads
+        )
+        time.sleep(2.5)  # a trickling fetch is in flight
+        sigterm = time.monotonic()
+        os.killpg(pid, signal.SIGTERM)
+        exporter.process.wait(timeout=120)
+        shutdown_seconds = time.monotonic() - sigterm
+    finally:
+        stop.set()
+        exporter.close()
+        for server in (normal, hostile, info_trickle):
+            server.close()
+    took = time.monotonic() - started
+    print(f"phases of {args.phase_seconds:g} s, interval 1 s, 8 normal + 8 hostile targets ({took:.0f} s in all)")
+    print(f"baseline (8 normal):        peak RSS {baseline_peak / MiB:6.1f} MiB, RSS {baseline_rss / MiB:6.1f} MiB")
+    print(f"with 8 hostile at caps:     peak RSS {hostile_peak / MiB:6.1f} MiB (budget {BUDGET / MiB:.0f} MiB)")
+    print(
+        f"after the hostile are gone: RSS      {after_rss / MiB:6.1f} MiB ({(after_rss - baseline_rss) / MiB:+.1f} MiB)"
+    )
+    print(f"shutdown after SIGTERM with a 1 byte/s target: {shutdown_seconds:.2f} s")
+    for engine in hostile_engines:
+        print(f"  {engine['name']:20} {outcome(served, engine['name'])}")
+    return 0 if hostile_peak < BUDGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
