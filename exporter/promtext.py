@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
 LabelKey = tuple[tuple[str, str], ...]
 ParsedSamples = dict[str, dict[LabelKey, float]]
@@ -23,6 +24,8 @@ _LABEL_ESCAPED = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"
 # and read the exemplar's value as the sample's.
 _LABEL_SET_END = re.compile(r'(?:[^"}]|"(?:[^"\\]|\\.)*")*\}')
 _ESCAPE = re.compile(r"\\(.)")
+# A `# TYPE` line's family, or a sample line's name (up to its labels or value).
+_NAMES = re.compile(r"\n(?:#[ \t]+TYPE[ \t]+([^\s]+)|([^{ \n#][^{ \n]*))")
 _ESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
 
 
@@ -81,29 +84,63 @@ def parse_wanted(
 
     Sample names are matched exactly as they appear on the wire (`foo_bucket`, `foo_total`).
     Lines that cannot be parsed are skipped, not fatal: one bad line must not hide the rest.
-    The text is split a block at a time, so a body of short lines never becomes one list of them.
     """
     parser = WantedParser(wanted, max_series, max_label_value_length)
-    for lines in text_blocks(text):
-        if not parser.feed(lines):
+    for block in text_blocks(text):
+        if not parser.feed(block):
             break
     return parser.result
 
 
-def text_blocks(text: str, block_chars: int = 1 << 16) -> Iterator[list[str]]:
-    """The lines of `text`, split about `block_chars` at a time (always at a line end)."""
+def text_blocks(text: str, block_chars: int = 1 << 16) -> Iterator[str]:
+    """`text` in blocks of whole lines of about `block_chars` (what a body streams in as)."""
     start, size = 0, len(text)
     while start < size:
         end = text.find("\n", start + block_chars)
         if end == -1:
-            yield text[start:].split("\n")
+            yield text[start:]
             return
-        yield text[start:end].split("\n")
+        yield text[start:end]
         start = end + 1
 
 
+@lru_cache(maxsize=64)
+def _wanted_lines(wanted: frozenset[str]) -> re.Pattern[str]:
+    """A regex finding the lines that start with a wanted name followed by `{` or a space.
+
+    The scan runs in C, so an unwanted line costs a few nanoseconds, not a turn of a Python loop:
+    a body of millions of short unwanted lines is read at memory speed. The names are factored into
+    a trie, since sre tries the alternatives of a group one after another.
+    """
+    # A literal "\n" first, not `^` with MULTILINE: sre then skips to each newline at C speed
+    # instead of trying the pattern at every character. Blocks are fed with a "\n" in front.
+    return re.compile("\n(" + _trie_pattern(sorted(wanted)) + r"(?=[{ ])[^\n]*)")
+
+
+def _trie_pattern(names: list[str]) -> str:
+    if not names:
+        return "(?!)"  # matches nothing
+    trie: dict[str, dict] = {}
+    for name in names:
+        node = trie
+        for char in name:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def pattern(node: dict[str, dict]) -> str:
+        branches = [re.escape(char) + pattern(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if "" in node:  # a name ends here and longer ones go on
+            return body + "?" if len(branches) == 1 and len(body) == 1 else "(?:" + body + ")?"
+        return body
+
+    return pattern(trie)
+
+
 class WantedParser:
-    """`parse_wanted` fed as the body streams in: blocks of lines in, wanted samples kept.
+    """`parse_wanted` fed as the body streams in: blocks of whole lines in, wanted samples kept.
 
     Only wanted series are held (counted as they come, refused past `max_series`), and, for the
     first `names_head_chars` characters, the distinct names seen (at most MAX_NAMES), which engine
@@ -118,6 +155,7 @@ class WantedParser:
         names_head_chars: int = 0,
     ) -> None:
         self._wanted = frozenset(wanted)
+        self._lines = _wanted_lines(self._wanted)
         self._max_series = max_series
         self._max_label_value_length = max_label_value_length
         self.result: ParsedSamples = {name: {} for name in self._wanted}
@@ -126,20 +164,19 @@ class WantedParser:
         self.names: set[str] = set()
         self._names_budget = names_head_chars
 
-    def feed(self, lines: Iterable[str]) -> bool:
-        """Parse one block; False once `# EOF` was seen (the rest is not to be read)."""
+    def feed(self, block: str) -> bool:
+        """Parse one block of whole lines; False once `# EOF` was seen (the rest is not to be read)."""
+        eof = 0 if block.startswith("# EOF") else block.find("\n# EOF")
+        if eof != -1:
+            block = block[:eof]
         if self._names_budget > 0:
-            lines = list(lines)
-            self._names_budget = _add_names(lines, self.names, self._names_budget)
+            self._names_budget = _add_names(block, self.names, self._names_budget)
         wanted_set = self._wanted
         max_series = self._max_series
         max_label_value_length = self._max_label_value_length
         result = self.result
-        for line in lines:
-            if not line or line[0] == "#":
-                if line.startswith("# EOF"):
-                    return False
-                continue
+        for match in self._lines.finditer("\n" + block):
+            line = match.group(1)
             brace = line.find("{")
             space = line.find(" ")
             if brace != -1 and (space == -1 or brace < space):
@@ -187,7 +224,7 @@ class WantedParser:
                 if max_series is not None and self.series > max_series:
                     raise TooManySeries(f"more than {max_series} wanted series")
             bucket[labels] = value
-        return True
+        return eof == -1
 
 
 def sample_names(text: str, limit_bytes: int = NAMES_HEAD_CHARS) -> set[str]:
@@ -197,27 +234,15 @@ def sample_names(text: str, limit_bytes: int = NAMES_HEAD_CHARS) -> set[str]:
     with no samples.
     """
     names: set[str] = set()
-    _add_names(text[:limit_bytes].split("\n"), names, limit_bytes)
+    _add_names(text, names, limit_bytes)
     return names
 
 
-def _add_names(lines: list[str], names: set[str], budget: int) -> int:
-    """Add the names of `lines` while the character budget and MAX_NAMES last; the budget left."""
-    for line in lines:
-        if budget <= 0 or len(names) >= MAX_NAMES:
+def _add_names(block: str, names: set[str], budget: int) -> int:
+    """Add the names in the first `budget` characters of `block` while MAX_NAMES lasts; return the
+    budget left. A regex finds them, so a head of short lines costs no Python turn per line."""
+    for match in _NAMES.finditer("\n" + block[:budget]):
+        if len(names) >= MAX_NAMES:
             return 0
-        budget -= len(line) + 1
-        if not line:
-            continue
-        if line[0] == "#":
-            parts = line.split(None, 3)
-            if len(parts) >= 3 and parts[1] == "TYPE":
-                names.add(parts[2][:MAX_LINE_CHARS])
-            continue
-        end = len(line)
-        for sep in ("{", " "):
-            pos = line.find(sep)
-            if pos != -1 and pos < end:
-                end = pos
-        names.add(line[:end][:MAX_LINE_CHARS])
-    return budget
+        names.add(match.group(1) or match.group(2))
+    return budget - len(block) - 1

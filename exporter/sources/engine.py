@@ -42,6 +42,7 @@ _COUNTERS = {
 
 #: TGI's /info is a small JSON document (model id, a few settings): a megabyte is plenty
 INFO_MAX_BYTES = 1024 * 1024
+KNOWN_TYPE_HEAD_CHARS = 64 * 1024
 _EVERY_WANTED = frozenset().union(*(mapping.wanted() for mapping in MAPPINGS.values()), {_PROCESS_CPU})
 
 
@@ -110,10 +111,13 @@ class EngineSource(Source):
                     f"{self._shown_url}: got JSON, not Prometheus text "
                     "(trtllm-serve serves Prometheus text at /prometheus/metrics)",
                 )
-            parser = WantedParser(wanted, limits.max_series, limits.max_label_value_length, NAMES_HEAD_CHARS)
+            # Detection reads names from the first MiB; once the type is known a block's worth tells
+            # a payload that declares the families from one that is not this engine's any more.
+            head = NAMES_HEAD_CHARS if self._mapping is None else KNOWN_TYPE_HEAD_CHARS
+            parser = WantedParser(wanted, limits.max_series, limits.max_label_value_length, head)
             try:
-                for lines in body.line_blocks():
-                    if not parser.feed(lines):
+                for block in body.line_blocks():
+                    if not parser.feed(block):
                         break
             except TooManySeries as exc:
                 raise SourceError("cardinality", f"{self._shown_url}: {exc}") from exc
