@@ -19,15 +19,21 @@ a target's data must come from the target. URLs in messages have their userinfo 
 from __future__ import annotations
 
 import codecs
+import contextvars
 import ctypes
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
+import requests.adapters
+import urllib3
+import urllib3.connection
 import urllib3.exceptions
 
 from exporter.promtext import MAX_LINE_CHARS
@@ -61,7 +67,57 @@ def origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme.lower(), (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(parts.scheme.lower())
 
 
-class SameOriginSession(requests.Session):
+#: the sockets of the request in flight in this thread, for `open_body`'s header watchdog
+_IN_FLIGHT: contextvars.ContextVar[list[socket.socket]] = contextvars.ContextVar("in_flight")
+
+
+def _track(sock: object) -> None:
+    in_flight = _IN_FLIGHT.get(None)
+    if in_flight is not None and isinstance(sock, socket.socket):
+        in_flight.append(sock)
+
+
+class _TrackedConnection(urllib3.connection.HTTPConnection):
+    def getresponse(self) -> Any:
+        _track(self.sock)
+        return super().getresponse()
+
+
+class _TrackedTLSConnection(urllib3.connection.HTTPSConnection):
+    def getresponse(self) -> Any:
+        _track(self.sock)
+        return super().getresponse()
+
+
+class _Pool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _TrackedConnection
+
+
+class _TLSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _TrackedTLSConnection
+
+
+class _DeadlineAdapter(requests.adapters.HTTPAdapter):
+    """Connections that tell `open_body` their socket as the request goes out.
+
+    urllib3's read timeout is per read, so a server sending its status line and headers a byte at
+    a time would hold the fetch as long as it liked; a timer shuts the socket at the deadline,
+    which wakes the blocked read.
+    """
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
+
+
+class _DeadlineSession(requests.Session):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mount("http://", _DeadlineAdapter())
+        self.mount("https://", _DeadlineAdapter())
+
+
+class SameOriginSession(_DeadlineSession):
     """Follows a redirect only to the same scheme, host and port; any other 3xx comes back as it
     is, and `open_body` refuses it by name."""
 
@@ -76,7 +132,7 @@ class SameOriginSession(requests.Session):
         return target
 
 
-class NoRedirectSession(requests.Session):
+class NoRedirectSession(_DeadlineSession):
     """Follows no redirect at all (discovered targets: a redirect could point anywhere)."""
 
     def get_redirect_target(self, resp: requests.Response) -> None:
@@ -176,6 +232,11 @@ def open_body(
     """
     shown = redact(url)
     deadline = time.monotonic() + timeout_seconds
+    in_flight: list[socket.socket] = []
+    token = _IN_FLIGHT.set(in_flight)
+    watchdog = threading.Timer(timeout_seconds, _shut_down, (in_flight,))
+    watchdog.daemon = True
+    watchdog.start()
     try:
         response = session.get(
             url,
@@ -189,7 +250,12 @@ def open_body(
     except requests.Timeout as exc:
         raise SourceError("timeout", f"{shown}: no response within {timeout_seconds:g}s") from exc
     except requests.RequestException as exc:
+        if time.monotonic() >= deadline:  # the watchdog shut the socket
+            raise SourceError("timeout", f"{shown}: no response within {timeout_seconds:g}s") from exc
         raise SourceError("connection", f"{shown}: {_short(exc)}") from exc
+    finally:
+        watchdog.cancel()
+        _IN_FLIGHT.reset(token)
     with response:
         if response.is_redirect:
             location = redact(urljoin(response.url, response.headers.get("Location", "")))
@@ -227,6 +293,15 @@ def release_free_memory() -> None:
     peak 68 -> 59 MiB, and RSS once they are gone +13 -> +9 MiB over the baseline."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
+
+
+def _shut_down(sockets: list[socket.socket]) -> None:
+    """At the deadline: wake a read still waiting for the status line or headers."""
+    for sock in sockets:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def fetch_text(

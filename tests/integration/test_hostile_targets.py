@@ -93,7 +93,7 @@ def test_a_trickling_info_costs_the_model_label_not_the_target_nor_the_shutdown(
         exporter.wait_for(lambda t: counted.calls["/info"] >= 2, TEXT_TIMEOUT)
         text = exporter.metrics()
         assert series_value(text, "llm_engine_up", engine_type="tgi") == 1.0
-        assert series_value(text, "llm_exporter_source_errors_total", reason="timeout") is None
+        assert series_value(text, "llm_exporter_source_errors_total", source="engine", reason="timeout") is None
         # SIGTERM while /info trickles: the collection ends at its deadline, so exit is prompt
         # (it used to wait for the trickle, minutes).
         os.killpg(exporter.process.pid, signal.SIGTERM)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import tracemalloc
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -187,3 +188,38 @@ def test_credentials_are_refused_in_the_dcgm_exporter_and_api_urls_too() -> None
         build({}, {"gpu": ("dcgm-exporter=http://u:pw@h:9400/metrics", "--gpu")})
     with pytest.raises(ConfigError, match="kubernetes.api_url: credentials in the URL"):
         build({"kubernetes": {"api_url": "https://u:pw@h:6443"}})
+
+
+TRICKLED_RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
+
+
+def _trickling_headers(sent: list[int]) -> Callable[[BaseHTTPRequestHandler], None]:
+    """Status line and headers a byte every 0.2 s: each read returns well within any read timeout."""
+
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        handler.close_connection = True
+        for byte in TRICKLED_RESPONSE:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            sent.append(byte)
+            time.sleep(0.2)
+
+    return respond
+
+
+def test_headers_that_trickle_are_cut_at_the_deadline() -> None:
+    sent: list[int] = []
+    server = RouteServer({"/metrics": _trickling_headers(sent)})
+    source = EngineSource(
+        EngineTarget(url=server.url("/metrics"), name="e", type="vllm", limits=ScrapeLimits(timeout_seconds=1.0)),
+        60.0,
+    )
+    try:
+        with pytest.raises(SourceError) as caught:
+            source.collect(0.0)
+        assert caught.value.reason == "timeout"
+        # Given up while the headers were still coming, not once they were all in (some 13 s).
+        assert len(sent) < TRICKLED_RESPONSE.index(b"\r\n\r\n")
+    finally:
+        source.close()
+        server.close()
