@@ -165,10 +165,15 @@ def _read_token(path: str) -> str:
 
 
 def _status_message(response: requests.Response) -> str:
+    """The API's reason for an error status, from at most 64 KiB of its body within 5 s."""
     try:
-        return str(response.json().get("message", ""))[:300]
+        data = bytes(Body(response, "", time.monotonic() + 5.0, 5.0, 64 * 1024).read())
+    except SourceError:
+        return "(no readable reason)"
+    try:
+        return str(json.loads(data).get("message", ""))[:300]
     except (ValueError, AttributeError):
-        return response.text[:300]
+        return data[:300].decode("utf-8", errors="replace")
 
 
 def in_cluster_api(settings: KubernetesSettings, environ: Mapping[str, str]) -> tuple[str, bool | str]:
