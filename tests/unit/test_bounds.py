@@ -223,3 +223,28 @@ def test_headers_that_trickle_are_cut_at_the_deadline() -> None:
     finally:
         source.close()
         server.close()
+
+
+def _forbidden_trickle(handler: BaseHTTPRequestHandler) -> None:
+    """A 403 whose body comes a byte every 0.2 s (12 s in all)."""
+    handler.send_response(403)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Connection", "close")
+    handler.close_connection = True
+    handler.end_headers()
+    for byte in b'{"message": "' + b"f" * 44 + b'"}':
+        handler.wfile.write(bytes([byte]))
+        handler.wfile.flush()
+        time.sleep(0.2)
+
+
+def test_an_api_error_whose_reason_trickles_is_reported_without_it() -> None:
+    server = RouteServer({"/api/v1/pods": _forbidden_trickle})
+    api = kubeapi.KubernetesApi(server.url(""), "", False)
+    try:
+        with pytest.raises(kubeapi.ApiError, match="HTTP 403") as caught:
+            api.list_pods("node")
+        assert "(no readable reason)" in str(caught.value)
+    finally:
+        api.close()
+        server.close()
