@@ -23,6 +23,7 @@ from exporter.settings import (
     GpuAttribution,
     GpuSettings,
     KubernetesSettings,
+    ScrapeAuth,
     ScrapeLimits,
     Thresholds,
 )
@@ -48,7 +49,8 @@ TOP_LEVEL_KEYS = (
     "max_exported_series",
 )
 KUBERNETES_KEYS = ("enabled", "node_name", "api_url", "token_file", "ca_file", "resync_seconds", "max_engines")
-ENGINE_KEYS = ("url", "type", "name", "model", *ScrapeLimits.keys())
+ENGINE_KEYS = ("url", "type", "name", "model", "basic_auth", "bearer_token_file", *ScrapeLimits.keys())
+BASIC_AUTH_KEYS = ("username", "password", "password_file")
 GPU_ATTRIBUTION_KEYS = tuple(f.name for f in fields(GpuAttribution))
 
 # Range checks beyond "positive": an interval of 1e-9 s is a busy loop, 1e300 s overflows the
@@ -154,7 +156,7 @@ def _kubernetes(value: Any, where: str, limits: ScrapeLimits) -> KubernetesSetti
     return KubernetesSettings(
         enabled=v.boolean(value.get("enabled", defaults.enabled), f"{where}.enabled"),
         node_name=v.optional_string(value.get("node_name"), f"{where}.node_name"),
-        api_url=None if api_url is None else v.url(api_url, f"{where}.api_url"),
+        api_url=None if api_url is None else _url(api_url, f"{where}.api_url"),
         token_file=paths["token_file"],
         ca_file=paths["ca_file"],
         resync_seconds=v.positive_number(
@@ -261,11 +263,12 @@ def _engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarg
         limits = {f.name: item.get(f.name, getattr(defaults, f.name)) for f in fields(ScrapeLimits)}
         entries.append(
             {
-                "url": v.url(item["url"], f"{at}.url" if at != "--engine" else at),
+                "url": _url(item["url"], f"{at}.url" if at != "--engine" else at),
                 "type": None if engine_type is None else v.choice(engine_type, f"{at}.type", ENGINE_TYPES),
                 "name": v.optional_string(item.get("name"), f"{at}.name"),
                 "model": v.optional_string(item.get("model"), f"{at}.model"),
                 "limits": _checked_limits(limits, at),
+                "auth": _auth(item, at),
             }
         )
     names = engine_names([e["url"] for e in entries], [e["name"] for e in entries])
@@ -275,7 +278,7 @@ def _engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarg
             raise ConfigError(f"{where}[{index}]", f"duplicate engine {name!r} (same as entry {seen[name]})")
         seen[name] = index
     return tuple(
-        EngineTarget(url=e["url"], name=name, type=e["type"], model=e["model"], limits=e["limits"])
+        EngineTarget(url=e["url"], name=name, type=e["type"], model=e["model"], limits=e["limits"], auth=e["auth"])
         for e, name in zip(entries, names)
     )
 
@@ -283,7 +286,7 @@ def _engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarg
 def engine_names(urls: Sequence[str], names: Sequence[str | None]) -> list[str]:
     """The `engine` label: the configured name, else host:port, plus the path when several
     unnamed targets share one host:port."""
-    netlocs = [urlsplit(url).netloc for url in urls]
+    netlocs = [urlsplit(url).netloc.rpartition("@")[2] for url in urls]  # never user:password@
     result = []
     for url, name, netloc in zip(urls, names, netlocs):
         if name:
@@ -295,6 +298,42 @@ def engine_names(urls: Sequence[str], names: Sequence[str | None]) -> list[str]:
     return result
 
 
+def _url(value: Any, where: str) -> str:
+    """An http(s) URL without credentials: userinfo would reach the `engine` label, logs and error
+    messages (this one does not echo the URL, for that reason)."""
+    try:
+        netloc = urlsplit(value).netloc if isinstance(value, str) else ""
+    except ValueError:
+        netloc = ""  # v.url says what is wrong with it
+    if "@" in netloc:
+        raise ConfigError(
+            where,
+            "credentials in the URL would show in labels and logs; "
+            "give them as basic_auth: {username, password_file} (docs/configuration.md)",
+        )
+    return v.url(value, where)
+
+
+def _auth(item: Mapping[str, Any], at: str) -> ScrapeAuth:
+    """`basic_auth: {username, password | password_file}` and `bearer_token_file`, one of the two."""
+    token_file = v.optional_string(item.get("bearer_token_file"), f"{at}.bearer_token_file")
+    if "basic_auth" not in item:
+        return ScrapeAuth(bearer_token_file=token_file)
+    where = f"{at}.basic_auth"
+    basic = v.section(item["basic_auth"], where, BASIC_AUTH_KEYS)
+    if token_file is not None:
+        raise ConfigError(where, "give basic_auth or bearer_token_file, not both")
+    if "username" not in basic:
+        raise ConfigError(f"{where}.username", "missing")
+    password = v.optional_string(basic.get("password"), f"{where}.password")
+    password_file = v.optional_string(basic.get("password_file"), f"{where}.password_file")
+    if password is not None and password_file is not None:
+        raise ConfigError(where, "give password or password_file, not both")
+    return ScrapeAuth(
+        username=v.string(basic["username"], f"{where}.username"), password=password, password_file=password_file
+    )
+
+
 def _gpu(value: Any, where: str, dcgm_address: Any) -> GpuSettings:
     text = v.string(value, where)
     address = v.string(dcgm_address, "dcgm_address")
@@ -302,7 +341,7 @@ def _gpu(value: Any, where: str, dcgm_address: Any) -> GpuSettings:
     if mode == "dcgm-exporter":
         if not sep:
             raise ConfigError(where, "dcgm-exporter needs a URL: dcgm-exporter=http://HOST:9400/metrics")
-        return GpuSettings(mode, v.url(url, where), address)
+        return GpuSettings(mode, _url(url, where), address)
     if sep or mode not in GPU_MODES:
         raise ConfigError(where, f"unknown GPU mode {text!r} (known: auto, nvml, dcgm, dcgm-exporter=URL, none)")
     return GpuSettings(mode, None, address)

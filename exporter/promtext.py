@@ -11,7 +11,8 @@ values and duplicate series (the last one wins, as a later write would in a TSDB
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
 LabelKey = tuple[tuple[str, str], ...]
 ParsedSamples = dict[str, dict[LabelKey, float]]
@@ -23,6 +24,8 @@ _LABEL_ESCAPED = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"
 # and read the exemplar's value as the sample's.
 _LABEL_SET_END = re.compile(r'(?:[^"}]|"(?:[^"\\]|\\.)*")*\}')
 _ESCAPE = re.compile(r"\\(.)")
+# A `# TYPE` line's family, or a sample line's name (up to its labels or value).
+_NAMES = re.compile(r"\n(?:#[ \t]+TYPE[ \t]+([^\s]+)|([^{ \n#][^{ \n]*))")
 _ESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
 
 
@@ -40,6 +43,12 @@ class LabelValueTooLong(TooManySeries):
 
 
 DEFAULT_MAX_LABEL_VALUE_LENGTH = 1024
+#: a wanted line longer than this is refused (LineTooLong); the streaming reader keeps no more of one
+MAX_LINE_CHARS = 64 * 1024
+#: engine detection reads names from this much of the head of a payload...
+NAMES_HEAD_CHARS = 1 << 20
+#: ...and keeps at most this many: real engines expose a few hundred, a hostile one millions
+MAX_NAMES = 4096
 
 
 def _unescape(value: str) -> str:
@@ -60,6 +69,11 @@ def parse_labels(body: str) -> LabelKey | None:
     return tuple(pairs)
 
 
+class LineTooLong(TooManySeries):
+    """A wanted line longer than MAX_LINE_CHARS: its labels would be parsed into ever more pairs
+    (a 16 MiB line of `x="y",` is millions of tuples), so it is refused like a long value."""
+
+
 def parse_wanted(
     text: str,
     wanted: Iterable[str],
@@ -71,80 +85,164 @@ def parse_wanted(
     Sample names are matched exactly as they appear on the wire (`foo_bucket`, `foo_total`).
     Lines that cannot be parsed are skipped, not fatal: one bad line must not hide the rest.
     """
-    wanted_set = frozenset(wanted)
-    result: ParsedSamples = {name: {} for name in wanted_set}
-    series = 0
-    for line in text.split("\n"):
-        if not line or line[0] == "#":
-            if line.startswith("# EOF"):
-                break
-            continue
-        brace = line.find("{")
-        space = line.find(" ")
-        if brace != -1 and (space == -1 or brace < space):
-            name = line[:brace]
-            if name not in wanted_set:
-                continue
-            close = line.rfind("}")
-            if close < brace:
-                continue
-            if line.count("}") > 1:
-                end = _LABEL_SET_END.match(line, brace + 1)
-                if end is None:
+    parser = WantedParser(wanted, max_series, max_label_value_length)
+    for block in text_blocks(text):
+        if not parser.feed(block):
+            break
+    return parser.result
+
+
+def text_blocks(text: str, block_chars: int = 1 << 16) -> Iterator[str]:
+    """`text` in blocks of whole lines of about `block_chars` (what a body streams in as)."""
+    start, size = 0, len(text)
+    while start < size:
+        end = text.find("\n", start + block_chars)
+        if end == -1:
+            yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
+
+
+@lru_cache(maxsize=64)
+def _wanted_lines(wanted: frozenset[str]) -> re.Pattern[str]:
+    """A regex finding the lines that start with a wanted name followed by `{` or a space.
+
+    The scan runs in C, so an unwanted line costs a few nanoseconds, not a turn of a Python loop:
+    a body of millions of short unwanted lines is read at memory speed. The names are factored into
+    a trie, since sre tries the alternatives of a group one after another.
+    """
+    # A literal "\n" first, not `^` with MULTILINE: sre then skips to each newline at C speed
+    # instead of trying the pattern at every character. Blocks are fed with a "\n" in front.
+    return re.compile("\n(" + _trie_pattern(sorted(wanted)) + r"(?=[{ ])[^\n]*)")
+
+
+def _trie_pattern(names: list[str]) -> str:
+    if not names:
+        return "(?!)"  # matches nothing
+    trie: dict[str, dict] = {}
+    for name in names:
+        node = trie
+        for char in name:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def pattern(node: dict[str, dict]) -> str:
+        branches = [re.escape(char) + pattern(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if "" in node:  # a name ends here and longer ones go on
+            return body + "?" if len(branches) == 1 and len(body) == 1 else "(?:" + body + ")?"
+        return body
+
+    return pattern(trie)
+
+
+class WantedParser:
+    """`parse_wanted` fed as the body streams in: blocks of whole lines in, wanted samples kept.
+
+    Only wanted series are held (counted as they come, refused past `max_series`), and, for the
+    first `names_head_chars` characters, the distinct names seen (at most MAX_NAMES), which engine
+    detection needs; nothing else of the payload outlives its block.
+    """
+
+    def __init__(
+        self,
+        wanted: Iterable[str],
+        max_series: int | None = None,
+        max_label_value_length: int | None = DEFAULT_MAX_LABEL_VALUE_LENGTH,
+        names_head_chars: int = 0,
+    ) -> None:
+        self._wanted = frozenset(wanted)
+        self._lines = _wanted_lines(self._wanted)
+        self._max_series = max_series
+        self._max_label_value_length = max_label_value_length
+        self.result: ParsedSamples = {name: {} for name in self._wanted}
+        self.series = 0
+        #: sample and `# TYPE` names from the head of the payload (see `sample_names`)
+        self.names: set[str] = set()
+        self._names_budget = names_head_chars
+
+    def feed(self, block: str) -> bool:
+        """Parse one block of whole lines; False once `# EOF` was seen (the rest is not to be read)."""
+        eof = 0 if block.startswith("# EOF") else block.find("\n# EOF")
+        if eof != -1:
+            block = block[:eof]
+        if self._names_budget > 0:
+            self._names_budget = _add_names(block, self.names, self._names_budget)
+        wanted_set = self._wanted
+        max_series = self._max_series
+        max_label_value_length = self._max_label_value_length
+        result = self.result
+        for match in self._lines.finditer("\n" + block):
+            line = match.group(1)
+            brace = line.find("{")
+            space = line.find(" ")
+            if brace != -1 and (space == -1 or brace < space):
+                name = line[:brace]
+                if name not in wanted_set:
                     continue
-                close = end.end() - 1
-            labels = parse_labels(line[brace + 1 : close])
-            if labels is None:
+                if len(line) > MAX_LINE_CHARS:
+                    raise LineTooLong(f"{name} line is over {MAX_LINE_CHARS} characters long")
+                close = line.rfind("}")
+                if close < brace:
+                    continue
+                if line.count("}") > 1:
+                    end = _LABEL_SET_END.match(line, brace + 1)
+                    if end is None:
+                        continue
+                    close = end.end() - 1
+                labels = parse_labels(line[brace + 1 : close])
+                if labels is None:
+                    continue
+                if max_label_value_length is not None and close - brace > max_label_value_length:
+                    for label, label_value in labels:
+                        if len(label_value) > max_label_value_length:
+                            raise LabelValueTooLong(
+                                f"{name} label {label} is {len(label_value)} characters long "
+                                f"(cap {max_label_value_length})"
+                            )
+                rest = line[close + 1 :].split()
+            else:
+                if space == -1:
+                    continue
+                name = line[:space]
+                if name not in wanted_set:
+                    continue
+                labels = ()
+                rest = line[space + 1 :].split()
+            if not rest:
                 continue
-            if max_label_value_length is not None and close - brace > max_label_value_length:
-                for label, label_value in labels:
-                    if len(label_value) > max_label_value_length:
-                        raise LabelValueTooLong(
-                            f"{name} label {label} is {len(label_value)} characters long (cap {max_label_value_length})"
-                        )
-            rest = line[close + 1 :].split()
-        else:
-            if space == -1:
+            try:
+                value = float(rest[0])
+            except ValueError:
                 continue
-            name = line[:space]
-            if name not in wanted_set:
-                continue
-            labels = ()
-            rest = line[space + 1 :].split()
-        if not rest:
-            continue
-        try:
-            value = float(rest[0])
-        except ValueError:
-            continue
-        bucket = result[name]
-        if labels not in bucket:
-            series += 1
-            if max_series is not None and series > max_series:
-                raise TooManySeries(f"more than {max_series} wanted series")
-        bucket[labels] = value
-    return result
+            bucket = result[name]
+            if labels not in bucket:
+                self.series += 1
+                if max_series is not None and self.series > max_series:
+                    raise TooManySeries(f"more than {max_series} wanted series")
+            bucket[labels] = value
+        return eof == -1
 
 
-def sample_names(text: str, limit_bytes: int = 1 << 20) -> set[str]:
+def sample_names(text: str, limit_bytes: int = NAMES_HEAD_CHARS) -> set[str]:
     """The distinct sample and family names in (the head of) a payload, for engine detection.
 
     `# TYPE` lines count too: an engine that has not served a request yet may expose families
     with no samples.
     """
     names: set[str] = set()
-    for line in text[:limit_bytes].split("\n"):
-        if not line:
-            continue
-        if line[0] == "#":
-            parts = line.split(None, 3)
-            if len(parts) >= 3 and parts[1] == "TYPE":
-                names.add(parts[2])
-            continue
-        end = len(line)
-        for sep in ("{", " "):
-            pos = line.find(sep)
-            if pos != -1 and pos < end:
-                end = pos
-        names.add(line[:end])
+    _add_names(text, names, limit_bytes)
     return names
+
+
+def _add_names(block: str, names: set[str], budget: int) -> int:
+    """Add the names in the first `budget` characters of `block` while MAX_NAMES lasts; return the
+    budget left. A regex finds them, so a head of short lines costs no Python turn per line."""
+    for match in _NAMES.finditer("\n" + block[:budget]):
+        if len(names) >= MAX_NAMES:
+            return 0
+        names.add(match.group(1) or match.group(2))
+    return budget - len(block) - 1

@@ -38,6 +38,21 @@ class ScrapeLimits:
 
 
 @dataclass(frozen=True)
+class ScrapeAuth:
+    """Credentials for one engine's scrapes, as a Prometheus scrape config states them.
+
+    Files are read at each scrape (re-read only when they change), so a rotated token needs no
+    reload. Per engine only: `engine_defaults` also applies to discovered pods, and a credential
+    must not go to whatever pod an annotation points at.
+    """
+
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a repr, hence never logged
+    password_file: str | None = None
+    bearer_token_file: str | None = None
+
+
+@dataclass(frozen=True)
 class EngineTarget:
     """One engine endpoint, configured or discovered; `name` is the `engine` label value."""
 
@@ -50,6 +65,8 @@ class EngineTarget:
     labels: tuple[tuple[str, str], ...] = ()
     #: discovered targets never follow a redirect: it could point anywhere, not at the pod
     follow_redirects: bool = True
+    #: `basic_auth` / `bearer_token_file` of this engine (none by default)
+    auth: ScrapeAuth = field(default_factory=ScrapeAuth)
 
 
 @dataclass(frozen=True)

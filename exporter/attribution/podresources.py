@@ -21,6 +21,11 @@ LIST_METHOD = "/v1.PodResourcesLister/List"
 # Device plugins that hand out NVIDIA GPUs: whole GPUs, MIG slices (`nvidia.com/mig-1g.10gb`) and
 # renamed shared resources (`nvidia.com/gpu.shared` with time-slicing).
 GPU_RESOURCE_PREFIX = "nvidia.com/"
+# The largest List answer accepted. A node's answer is a few KB per pod (devices, CPU ids, memory
+# blocks) and a node runs at most a few hundred pods; gRPC's own default (4 MiB) is stated here
+# rather than inherited, and lowered, so a runaway kubelet (or whatever holds the socket) cannot
+# make the exporter hold more.
+MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True, order=True)
@@ -108,7 +113,9 @@ class PodResourcesClient:
             request_class, response_class = _message_classes()
             # A new channel per client, not per call: gRPC reconnects it after a kubelet restart,
             # which recreates the socket (hence mounting the directory, not the file).
-            self._channel = grpc.insecure_channel(f"unix://{self.socket_path}")
+            self._channel = grpc.insecure_channel(
+                f"unix://{self.socket_path}", options=[("grpc.max_receive_message_length", MAX_RESPONSE_BYTES)]
+            )
             self._call = self._channel.unary_unary(
                 LIST_METHOD,
                 request_serializer=lambda message: message.SerializeToString(),
@@ -116,6 +123,7 @@ class PodResourcesClient:
             )
             self._request = request_class()
         try:
+            # `timeout` is gRPC's deadline for the whole call, connection and answer included.
             response = self._call(self._request, timeout=self.timeout_seconds)
         except grpc.RpcError as exc:
             code = exc.code().name if hasattr(exc, "code") else "UNKNOWN"

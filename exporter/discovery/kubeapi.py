@@ -11,17 +11,25 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import requests
 
 from exporter.settings import KubernetesSettings
+from exporter.sources.base import SourceError
+from exporter.sources.http_fetch import Body
 from exporter.validation import ConfigError
 
 # A watch event is one pod; the API server refuses objects over ~1.5 MB (etcd's request limit).
 MAX_EVENT_BYTES = 4 * 1024 * 1024
-LIST_PAGE_SIZE = 500
+# A page is held whole and decoded into dicts (several times its size): 100 pods of a few tens of
+# KB each is a few MB, and the cap stops an API (or a proxy in front of it) that sends more.
+LIST_PAGE_SIZE = 100
+MAX_PAGE_BYTES = 32 * 1024 * 1024
+# A watch lasts timeoutSeconds; this bounds what it may send in that time (events are bounded each).
+MAX_WATCH_BYTES = 1024 * 1024 * 1024
 CONNECT_TIMEOUT_SECONDS = 10.0
 REQUEST_TIMEOUT_SECONDS = 30.0
 
@@ -50,9 +58,17 @@ class KubernetesApi:
         items: list[dict[str, Any]] = []
         params = {"fieldSelector": f"spec.nodeName={node_name}", "limit": str(LIST_PAGE_SIZE)}
         while True:
-            response = self._get(params, stream=False, read_timeout=REQUEST_TIMEOUT_SECONDS)
+            deadline = time.monotonic() + REQUEST_TIMEOUT_SECONDS
+            response = self._get(params, read_timeout=REQUEST_TIMEOUT_SECONDS)
             try:
-                body = response.json()
+                with response:
+                    body = json.loads(
+                        Body(response, self.base_url, deadline, REQUEST_TIMEOUT_SECONDS, MAX_PAGE_BYTES).read()
+                    )
+                if not isinstance(body, dict):
+                    raise ValueError(f"a {type(body).__name__}, not an object")
+            except SourceError as exc:
+                raise ApiError(f"list pods: {exc}") from exc
             except ValueError as exc:
                 raise ApiError(f"list pods: response is not JSON ({exc})") from exc
             items.extend(item for item in body.get("items") or [] if isinstance(item, dict))
@@ -70,11 +86,13 @@ class KubernetesApi:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
-        response = self._get(params, stream=True, read_timeout=timeout_seconds + REQUEST_TIMEOUT_SECONDS)
+        lifetime = timeout_seconds + REQUEST_TIMEOUT_SECONDS
+        deadline = time.monotonic() + lifetime
+        response = self._get(params, read_timeout=lifetime)
         self._response = response
-        return self._events(response)
+        return self._events(Body(response, self.base_url, deadline, lifetime, MAX_WATCH_BYTES))
 
-    def _get(self, params: dict[str, str], stream: bool, read_timeout: float) -> requests.Response:
+    def _get(self, params: dict[str, str], read_timeout: float) -> requests.Response:
         headers = {"Accept": "application/json"}
         if self._token_file:
             headers["Authorization"] = f"Bearer {_read_token(self._token_file)}"
@@ -83,7 +101,7 @@ class KubernetesApi:
                 f"{self.base_url}/api/v1/pods",
                 params=params,
                 headers=headers,
-                stream=stream,
+                stream=True,
                 timeout=(CONNECT_TIMEOUT_SECONDS, read_timeout),
             )
         except requests.RequestException as exc:
@@ -98,26 +116,30 @@ class KubernetesApi:
             raise ApiError(f"HTTP {response.status_code} from {self.base_url}: {message}{hint}")
         return response
 
-    def _events(self, response: requests.Response) -> Iterator[dict[str, Any]]:
-        buffer = b""
-        with response:
-            while True:
-                try:
-                    chunk = response.raw.read1(65536)
-                except Exception as exc:  # urllib3 or socket errors, or close() from another thread
-                    raise ApiError(f"watch interrupted: {exc.__class__.__name__}: {exc}") from exc
-                if not chunk:
-                    return
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        try:
-                            yield json.loads(line)
-                        except ValueError as exc:
-                            raise ApiError(f"watch event is not JSON ({exc})") from exc
-                if len(buffer) > MAX_EVENT_BYTES:
-                    raise ApiError(f"watch event over {MAX_EVENT_BYTES} bytes")
+    def _events(self, body: Body) -> Iterator[dict[str, Any]]:
+        """One JSON event per line; the watch ends at its deadline (timeoutSeconds and a margin)
+        even if the server keeps it open, and no event may grow past MAX_EVENT_BYTES."""
+        buffer = bytearray()
+        with body.response:
+            try:
+                for chunk in body.chunks():
+                    buffer += chunk
+                    start = 0
+                    while (end := buffer.find(b"\n", start)) != -1:
+                        line = bytes(buffer[start:end])
+                        start = end + 1
+                        if line.strip():
+                            try:
+                                yield json.loads(line)
+                            except ValueError as exc:
+                                raise ApiError(f"watch event is not JSON ({exc})") from exc
+                    del buffer[:start]
+                    if len(buffer) > MAX_EVENT_BYTES:
+                        raise ApiError(f"watch event over {MAX_EVENT_BYTES} bytes")
+            except SourceError as exc:  # a read failed, or close() from another thread
+                if exc.reason == "timeout":
+                    return  # as if the server had ended it: the caller watches again
+                raise ApiError(f"watch interrupted: {exc}") from exc
 
     def close(self) -> None:
         """Also from another thread: shutting the socket down wakes a read blocked in the watch
@@ -143,10 +165,15 @@ def _read_token(path: str) -> str:
 
 
 def _status_message(response: requests.Response) -> str:
+    """The API's reason for an error status, from at most 64 KiB of its body within 5 s."""
     try:
-        return str(response.json().get("message", ""))[:300]
+        data = bytes(Body(response, "", time.monotonic() + 5.0, 5.0, 64 * 1024).read())
+    except SourceError:
+        return "(no readable reason)"
+    try:
+        return str(json.loads(data).get("message", ""))[:300]
     except (ValueError, AttributeError):
-        return response.text[:300]
+        return data[:300].decode("utf-8", errors="replace")
 
 
 def in_cluster_api(settings: KubernetesSettings, environ: Mapping[str, str]) -> tuple[str, bool | str]:

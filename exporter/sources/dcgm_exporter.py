@@ -13,14 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import requests
-
 from exporter.attribution import Attributor, GpuRef, PodContainer
 from exporter.model import Metric
 from exporter.promtext import LabelKey, TooManySeries, parse_wanted
 from exporter.sources.base import Source, SourceError
 from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, attributed_samples, scaled
-from exporter.sources.http_fetch import fetch_text
+from exporter.sources.http_fetch import SameOriginSession, fetch_text
 
 # (family, scale) by dcgm-exporter metric name; old name first, DCGM 4.6 name second.
 _PERCENT, _RATIO = PERCENT, 1.0
@@ -153,7 +151,7 @@ class DcgmExporterSource(Source):
         self._attributor = attributor
         self._max_response_bytes = max_response_bytes
         self._max_series = max_series
-        self._session = requests.Session()
+        self._session = SameOriginSession()  # a redirect elsewhere would export another host's GPUs
 
     def collect(self, now: float) -> list[Metric]:
         text, _ = fetch_text(self._session, self.url, self.timeout_seconds, self._max_response_bytes)

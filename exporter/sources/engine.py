@@ -6,25 +6,26 @@ error counts: a dead or garbage-spewing engine never hides the others.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from urllib.parse import urlsplit, urlunsplit
 
-import requests
-
 from exporter.budget import CARDINALITY, cap_target, keep_known_first
 from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
 from exporter.model import EngineReading, Metric, QuantileSummary, Sample
-from exporter.promtext import TooManySeries, parse_wanted, sample_names
+from exporter.promtext import NAMES_HEAD_CHARS, ParsedSamples, TooManySeries, WantedParser
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.engines import MAPPINGS, detect
 from exporter.sources.engines.common import HISTOGRAM_KEYS, DeclarativeMapping
-from exporter.sources.http_fetch import fetch_text
+from exporter.sources.http_fetch import NoRedirectSession, SameOriginSession, open_body, redact
+from exporter.sources.scrape_auth import authorizer
 from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
 
 log = logging.getLogger(__name__)
@@ -43,11 +44,10 @@ _COUNTERS = {
 }
 
 
-class _NoRedirectSession(requests.Session):
-    """A session that returns a 3xx as it is (the scrape then fails with its status)."""
-
-    def get_redirect_target(self, resp: requests.Response) -> None:
-        return None
+#: TGI's /info is a small JSON document (model id, a few settings): a megabyte is plenty
+INFO_MAX_BYTES = 1024 * 1024
+KNOWN_TYPE_HEAD_CHARS = 64 * 1024
+_EVERY_WANTED = frozenset().union(*(mapping.wanted() for mapping in MAPPINGS.values()), {_PROCESS_CPU})
 
 
 class EngineSource(Source):
@@ -64,7 +64,9 @@ class EngineSource(Source):
         # `once` has no earlier scrape to diff against: count the engine's lifetime instead.
         self._lifetime_baseline = lifetime_baseline
         self._mapping: DeclarativeMapping | None = MAPPINGS[target.type] if target.type else None
-        self._session = requests.Session() if target.follow_redirects else _NoRedirectSession()
+        self._session = SameOriginSession() if target.follow_redirects else NoRedirectSession()
+        self._session.auth = authorizer(target.auth)
+        self._shown_url = redact(target.url)
         self._windows: dict[tuple[str, str], DeltaWindow] = {}
         self._info_model: str | None = None
         self._known_models: tuple[str, ...] = ()
@@ -76,29 +78,10 @@ class EngineSource(Source):
         return self._mapping.engine_type if self._mapping else "unknown"
 
     def collect(self, now: float) -> list[Metric]:
-        text, content_type = fetch_text(
-            self._session, self.config.url, self.timeout_seconds, self.config.limits.max_response_bytes
-        )
-        if "json" in content_type:
-            raise SourceError(
-                "parse",
-                f"{self.config.url}: got JSON, not Prometheus text "
-                "(trtllm-serve serves Prometheus text at /prometheus/metrics)",
-            )
-        mapping = self._mapping or detect(sample_names(text))
-        if mapping is None:
-            raise SourceError("parse", f"{self.config.url}: no known engine metrics in the response")
-        try:
-            parsed = parse_wanted(
-                text,
-                mapping.wanted() | {_PROCESS_CPU},
-                self.config.limits.max_series,
-                self.config.limits.max_label_value_length,
-            )
-        except TooManySeries as exc:
-            raise SourceError("cardinality", f"{self.config.url}: {exc}") from exc
-        if not any(parsed.values()) and not mapping.matches(sample_names(text)):
-            raise SourceError("parse", f"{self.config.url}: no {mapping.engine_type} metrics in the response")
+        started = time.monotonic()
+        mapping, parsed, names = self._scrape()
+        if not any(parsed.values()) and not mapping.matches(names):
+            raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
             self._mapping = mapping
@@ -108,7 +91,7 @@ class EngineSource(Source):
             # Up, but nothing served yet (families declared, no samples): still say it is up.
             readings = [EngineReading(model=self.config.model or (self._known_models or ("",))[0])]
         if mapping.needs_model_from_info:
-            model = self._model_without_label()
+            model = self._model_without_label(self.timeout_seconds - (time.monotonic() - started))
             for reading in readings:
                 reading.model = reading.model or model
         # prometheus_client's process collector (vLLM, SGLang, trtllm-serve) labels nothing: the
@@ -120,6 +103,39 @@ class EngineSource(Source):
         self._known_models = tuple(r.model for r in readings)
         self._forget_windows({r.model for r in readings})
         return self._within_series_cap([metric for reading in readings for metric in self._render(now, reading)])
+
+    def _scrape(self) -> tuple[DeclarativeMapping, ParsedSamples, set[str]]:
+        """Fetch and parse in one pass as the body streams in: (mapping, wanted samples, head names).
+
+        Before the engine type is known every mapping's names are wanted, so detection needs no
+        second pass over a body that is never held whole.
+        """
+        limits = self.config.limits
+        wanted = self._mapping.wanted() | {_PROCESS_CPU} if self._mapping else _EVERY_WANTED
+        with open_body(self._session, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
+            if "json" in body.content_type:
+                raise SourceError(
+                    "parse",
+                    f"{self._shown_url}: got JSON, not Prometheus text "
+                    "(trtllm-serve serves Prometheus text at /prometheus/metrics)",
+                )
+            # Detection reads names from the first MiB; once the type is known a block's worth tells
+            # a payload that declares the families from one that is not this engine's any more.
+            head = NAMES_HEAD_CHARS if self._mapping is None else KNOWN_TYPE_HEAD_CHARS
+            parser = WantedParser(wanted, limits.max_series, limits.max_label_value_length, head)
+            try:
+                for block in body.line_blocks():
+                    if not parser.feed(block):
+                        break
+            except TooManySeries as exc:
+                raise SourceError("cardinality", f"{self._shown_url}: {exc}") from exc
+        mapping = self._mapping or detect(parser.names)
+        if mapping is None:
+            raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")
+        parsed = parser.result
+        if self._mapping is None:
+            parsed = {name: parsed[name] for name in mapping.wanted() | {_PROCESS_CPU}}
+        return mapping, parsed, parser.names
 
     def down_metrics(self) -> list[Metric]:
         models = self._known_models or (self.config.model or "",)
@@ -210,19 +226,24 @@ class EngineSource(Source):
         for key in [k for k in self._windows if k[0] not in models]:
             del self._windows[key]
 
-    def _model_without_label(self) -> str:
-        """TGI labels nothing with the model: take it from the config, else from its /info."""
+    def _model_without_label(self, seconds_left: float) -> str:
+        """TGI labels nothing with the model: take it from the config, else from its /info.
+
+        /info gets half the time the scrape has left, so a slow /info costs the model label, not
+        the scrape: the loop marks a source down once its collect outlives the timeout.
+        """
         if self.config.model:
             return self.config.model
-        if self._info_model is None:
+        if self._info_model is None and seconds_left > 0:
             parts = urlsplit(self.config.url)
             info_url = urlunsplit((parts.scheme, parts.netloc, "/info", "", ""))
             try:
-                response = self._session.get(info_url, timeout=self.timeout_seconds)
-                model_id = response.json().get("model_id") if response.ok else None
-            except (requests.RequestException, ValueError, AttributeError):
+                with open_body(self._session, info_url, seconds_left / 2, INFO_MAX_BYTES, "application/json") as body:
+                    model_id = json.loads(body.read()).get("model_id")
+            except (SourceError, ValueError, AttributeError) as exc:
+                log.debug("engine %s: no model from /info: %s", self.target, exc)
                 model_id = None
             if not model_id:
                 return ""  # asked again next scrape: /info may only answer once the model loaded
             self._info_model = str(model_id)
-        return self._info_model
+        return self._info_model or ""

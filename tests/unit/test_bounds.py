@@ -1,10 +1,18 @@
-"""Bounds on what one target may make the exporter hold (issue 11): the label-value length cap."""
+"""Bounds on what one target may make the exporter hold: the label-value length cap (issue 11);
+memory, deadlines and credentials of every outbound fetch (issue "Hardening")."""
 
 from __future__ import annotations
+
+import json
+import time
+import tracemalloc
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from exporter.config import ConfigError, build
+from exporter.discovery import kubeapi
 from exporter.promtext import DEFAULT_MAX_LABEL_VALUE_LENGTH, LabelValueTooLong, TooManySeries, parse_wanted
 from exporter.settings import EngineTarget, ScrapeLimits
 from exporter.sources.base import SourceError
@@ -72,4 +80,171 @@ def test_engine_source_reports_a_long_label_value_as_cardinality() -> None:
         )
         assert any(m.name == "llm_engine_up" and m.value == 1.0 for m in roomy.collect(0.0))
     finally:
+        server.close()
+
+
+# --- issue "Hardening": memory, deadlines and credentials of every outbound fetch -------------
+
+MiB = 1024 * 1024
+
+
+def test_parsing_a_body_of_short_lines_never_holds_a_list_of_all_of_them() -> None:
+    # 4 MiB of "ab 1" lines is a million strings (~60 MB) if split at once; a block at a time,
+    # a few hundred KB.
+    text = "ab 1\n" * (4 * MiB // 5) + "a 2\n"
+    tracemalloc.start()
+    try:
+        parsed = parse_wanted(text, {"a"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert parsed == {"a": {(): 2.0}}
+    assert peak < 4 * MiB
+
+
+def test_a_wanted_line_of_a_million_label_pairs_is_refused_not_parsed() -> None:
+    # Each pair would be a tuple of two strings: a line under the body cap could cost hundreds of MB.
+    text = "a{" + 'x="y",' * 200_000 + "} 1\nb 2\n"
+    with pytest.raises(TooManySeries, match="line is over"):
+        parse_wanted(text, {"a", "b"})
+    assert parse_wanted(text, {"b"}) == {"b": {(): 2.0}}  # unwanted, it is only skipped
+
+
+def _trickling_watch(handler: BaseHTTPRequestHandler) -> None:
+    """A watch that sends one event, a byte every 0.2 s (each read well within any read timeout)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Connection", "close")
+    handler.close_connection = True
+    handler.end_headers()
+    for byte in b'{"type": "BOOKMARK", "object": {}}\n':
+        handler.wfile.write(bytes([byte]))
+        handler.wfile.flush()
+        time.sleep(0.2)
+
+
+def test_a_trickling_watch_ends_at_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kubeapi, "REQUEST_TIMEOUT_SECONDS", 0.5)
+    server = RouteServer({"/api/v1/pods": _trickling_watch})
+    api = kubeapi.KubernetesApi(server.url(""), "", False)
+    try:
+        # timeoutSeconds 1 plus the 0.5 s margin: the event (7 s of trickle) never completes.
+        assert list(api.watch_pods("node", "1", 1)) == []
+    finally:
+        api.close()
+        server.close()
+
+
+def test_a_pod_list_page_over_its_cap_is_an_error_not_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kubeapi, "MAX_PAGE_BYTES", 4096, raising=False)
+    page = json.dumps({"metadata": {"resourceVersion": "7"}, "items": [{"pad": "x" * 100} for _ in range(100)]})
+    server = RouteServer({"/api/v1/pods": respond_with(page, content_type="application/json")})
+    api = kubeapi.KubernetesApi(server.url(""), "", False)
+    try:
+        with pytest.raises(kubeapi.ApiError, match="cap"):
+            api.list_pods("node")
+    finally:
+        api.close()
+        server.close()
+
+
+def test_basic_auth_and_bearer_token_file_are_engine_keys_with_the_password_out_of_reprs() -> None:
+    config = build(
+        {
+            "engines": [
+                {"url": "http://a:1/metrics", "basic_auth": {"username": "u", "password": "hunter2"}},
+                {"url": "http://b:1/metrics", "bearer_token_file": "/run/token"},
+            ]
+        }
+    )
+    basic, bearer = (engine.auth for engine in config.engines)
+    assert (basic.username, basic.password, bearer.bearer_token_file) == ("u", "hunter2", "/run/token")
+    assert "hunter2" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"url": "http://u:hunter2@a:1/metrics"}, r"engines\[0\].url: credentials in the URL .* basic_auth"),
+        ({"url": "http://a:1/m", "basic_auth": {"password": "p"}}, r"engines\[0\].basic_auth.username: missing"),
+        (
+            {"url": "http://a:1/m", "basic_auth": {"username": "u", "password": "p", "password_file": "/f"}},
+            "password or password_file, not both",
+        ),
+        (
+            {"url": "http://a:1/m", "basic_auth": {"username": "u"}, "bearer_token_file": "/t"},
+            "basic_auth or bearer_token_file, not both",
+        ),
+    ],
+)
+def test_credentials_errors_name_the_key_and_never_echo_the_secret(entry: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        build({"engines": [entry]})
+    assert "hunter2" not in str(caught.value)
+
+
+def test_credentials_are_refused_in_the_dcgm_exporter_and_api_urls_too() -> None:
+    with pytest.raises(ConfigError, match="--gpu: credentials in the URL"):
+        build({}, {"gpu": ("dcgm-exporter=http://u:pw@h:9400/metrics", "--gpu")})
+    with pytest.raises(ConfigError, match="kubernetes.api_url: credentials in the URL"):
+        build({"kubernetes": {"api_url": "https://u:pw@h:6443"}})
+
+
+TRICKLED_RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
+
+
+def _trickling_headers(sent: list[int]) -> Callable[[BaseHTTPRequestHandler], None]:
+    """Status line and headers a byte every 0.2 s: each read returns well within any read timeout."""
+
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        handler.close_connection = True
+        for byte in TRICKLED_RESPONSE:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            sent.append(byte)
+            time.sleep(0.2)
+
+    return respond
+
+
+def test_headers_that_trickle_are_cut_at_the_deadline() -> None:
+    sent: list[int] = []
+    server = RouteServer({"/metrics": _trickling_headers(sent)})
+    source = EngineSource(
+        EngineTarget(url=server.url("/metrics"), name="e", type="vllm", limits=ScrapeLimits(timeout_seconds=1.0)),
+        60.0,
+    )
+    try:
+        with pytest.raises(SourceError) as caught:
+            source.collect(0.0)
+        assert caught.value.reason == "timeout"
+        # Given up while the headers were still coming, not once they were all in (some 13 s).
+        assert len(sent) < TRICKLED_RESPONSE.index(b"\r\n\r\n")
+    finally:
+        source.close()
+        server.close()
+
+
+def _forbidden_trickle(handler: BaseHTTPRequestHandler) -> None:
+    """A 403 whose body comes a byte every 0.2 s (12 s in all)."""
+    handler.send_response(403)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Connection", "close")
+    handler.close_connection = True
+    handler.end_headers()
+    for byte in b'{"message": "' + b"f" * 44 + b'"}':
+        handler.wfile.write(bytes([byte]))
+        handler.wfile.flush()
+        time.sleep(0.2)
+
+
+def test_an_api_error_whose_reason_trickles_is_reported_without_it() -> None:
+    server = RouteServer({"/api/v1/pods": _forbidden_trickle})
+    api = kubeapi.KubernetesApi(server.url(""), "", False)
+    try:
+        with pytest.raises(kubeapi.ApiError, match="HTTP 403") as caught:
+            api.list_pods("node")
+        assert "(no readable reason)" in str(caught.value)
+    finally:
+        api.close()
         server.close()
