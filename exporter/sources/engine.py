@@ -23,7 +23,7 @@ from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.engines import MAPPINGS, detect
-from exporter.sources.engines.common import HISTOGRAM_KEYS, DeclarativeMapping
+from exporter.sources.engines.common import HISTOGRAM_KEYS, EngineMapping
 from exporter.sources.http_fetch import NoRedirectSession, SameOriginSession, open_body, redact
 from exporter.sources.scrape_auth import authorizer
 from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
@@ -63,7 +63,7 @@ class EngineSource(Source):
         self._window_seconds = window_seconds
         # `once` has no earlier scrape to diff against: count the engine's lifetime instead.
         self._lifetime_baseline = lifetime_baseline
-        self._mapping: DeclarativeMapping | None = MAPPINGS[target.type] if target.type else None
+        self._mapping: EngineMapping | None = MAPPINGS[target.type] if target.type else None
         self._session = SameOriginSession() if target.follow_redirects else NoRedirectSession()
         self._session.auth = authorizer(target.auth)
         self._shown_url = redact(target.url)
@@ -104,7 +104,7 @@ class EngineSource(Source):
         self._forget_windows({r.model for r in readings})
         return self._within_series_cap([metric for reading in readings for metric in self._render(now, reading)])
 
-    def _scrape(self) -> tuple[DeclarativeMapping, ParsedSamples, set[str]]:
+    def _scrape(self) -> tuple[EngineMapping, ParsedSamples, set[str]]:
         """Fetch and parse in one pass as the body streams in: (mapping, wanted samples, head names).
 
         Before the engine type is known every mapping's names are wanted, so detection needs no

@@ -170,6 +170,9 @@ class EngineMapping(ABC):
     # The exposition has no model label: the model comes from the configuration or the engine's
     # `/info` endpoint (TGI).
     needs_model_from_info: bool = False
+    # The latency histograms it reads, by wire name and unit: the recording rules read the engines'
+    # own histograms under these names when Prometheus scrapes the engines too.
+    histograms: tuple[HistogramSignal, ...] = ()
 
     @property
     @abstractmethod
@@ -193,7 +196,6 @@ class DeclarativeMapping(EngineMapping):
     """An engine schema described by its signals; subclasses override `finish` for quirks."""
 
     signals: tuple[Signal, ...] = ()
-    histograms: tuple[HistogramSignal, ...] = ()
     duplicate_labels: frozenset[str] = frozenset()
     extra_names: tuple[str, ...] = ()  # wire names read only by finish()
 
