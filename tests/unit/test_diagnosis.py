@@ -232,6 +232,23 @@ def test_engine_going_down_drops_its_history() -> None:
     run(diagnoser, 5, lambda i: engine_metrics(waiting=20, kv=0.97))
     gauges = diagnoser.update([Sample("llm_engine_up", ENGINE, 0.0)], 100.0)
     assert gauges == [] and diagnoser.latest == {}
+    assert diagnoser._histories == {}, "gone for longer than twice the level window: forgotten"
+
+
+def test_one_missed_collection_keeps_the_itl_baseline_of_a_slowing_engine() -> None:
+    # A scrape that timed out during the seed case's incident must not restart the engine's history:
+    # the slowed ITL would become its best and decode bandwidth would never show.
+    def make(i: int) -> list[Metric]:
+        if i == 14:
+            return [Sample("llm_engine_up", ENGINE, 0.0)]
+        slowed = i >= 10
+        return engine_metrics(running=20, waiting=10 * max(0, i - 9), itl_p95=0.05 if slowed else 0.02) + gpu_metrics(
+            0.5, 0.95, 0.15
+        )
+
+    d, _ = run(Diagnoser(), 30, make)
+    assert d.primary == "decode_memory_bandwidth"
+    assert any("2.5x its best" in line for line in d.evidence)
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -1.0, 1e12])
