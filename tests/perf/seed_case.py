@@ -31,7 +31,6 @@ TAIL_SECONDS = 60.0
 class Target:
     """One figure of the seed and how far the simulation may be from it."""
 
-    label: str
     seed: str
     low: float
     high: float
@@ -43,7 +42,7 @@ def figures(phases: dict[str, WindowSummary]) -> dict[str, float]:
     return {
         "baseline P99 e2e (s)": base.e2e_p99,
         "long-template P99 e2e (s)": long.e2e_p99,
-        "P99 ratio long / baseline": long.e2e_p99 / base.e2e_p99,
+        "P99 long / baseline P99": long.e2e_p99 / base.e2e_p99,
         "throughput change (req/s)": long.requests_per_second / base.requests_per_second - 1.0,
         "running per replica, baseline": base.running,
         "running per replica, long-template": long.running,
@@ -51,23 +50,25 @@ def figures(phases: dict[str, WindowSummary]) -> dict[str, float]:
         "SM active, long-template": long.sm_active,
         "DRAM active, long-template": long.dram_active,
         "remedied P99 e2e (s)": fixed.e2e_p99,
+        "remedied P99 / baseline P99": fixed.e2e_p99 / base.e2e_p99,
         "remedied throughput / baseline": fixed.requests_per_second / base.requests_per_second,
     }
 
 
 # The seed's figures with the tolerances the issue accepts.
 TARGETS = {
-    "baseline P99 e2e (s)": Target("", "0.8", 0.6, 1.0),
-    "long-template P99 e2e (s)": Target("", "2.5", 1.75, 3.25),
-    "P99 ratio long / baseline": Target("", "3.1", 2.17, 4.03),
-    "throughput change (req/s)": Target("", "-40 %", -0.50, -0.30),
-    "running per replica, baseline": Target("", "32", 28, 36),
-    "running per replica, long-template": Target("", "18", 14, 22),
-    "waiting per replica, long-template": Target("", "growing", 1.0, float("inf")),
-    "SM active, long-template": Target("", "0.45", 0.37, 0.53),
-    "DRAM active, long-template": Target("", "0.95", 0.90, 1.0),
-    "remedied P99 e2e (s)": Target("", "0.95", 0.71, 1.19),
-    "remedied throughput / baseline": Target("", "95 %", 0.88, 1.02),
+    "baseline P99 e2e (s)": Target("0.8", 0.6, 1.0),
+    "long-template P99 e2e (s)": Target("2.5", 1.75, 3.25),
+    "P99 long / baseline P99": Target("3.1", 2.17, 4.03),
+    "throughput change (req/s)": Target("-40 %", -0.50, -0.30),
+    "running per replica, baseline": Target("32", 28, 36),
+    "running per replica, long-template": Target("18", 14, 22),
+    "waiting per replica, long-template": Target("growing", 1.0, float("inf")),
+    "SM active, long-template": Target("0.45", 0.37, 0.53),
+    "DRAM active, long-template": Target("0.95", 0.90, 1.0),
+    "remedied P99 e2e (s)": Target("0.95", 0.71, 1.19),
+    "remedied P99 / baseline P99": Target("1.19", 0.89, 1.48),
+    "remedied throughput / baseline": Target("95 %", 0.88, 1.02),
 }
 
 
@@ -87,7 +88,7 @@ def main() -> int:
         target = TARGETS[name]
         ok = target.low <= value <= target.high
         misses += not ok
-        shown = f"{value:+.0%}" if "change" in name else (f"{value:.0%}" if "/ baseline" in name else f"{value:.2f}")
+        shown = f"{value:+.0%}" if "change" in name else (f"{value:.0%}" if "throughput /" in name else f"{value:.2f}")
         print(f"{name:<38}{target.seed:>9}{shown:>11}  [{target.low:g}, {target.high:g}]{'' if ok else '  MISS'}")
     for name, window in phases.items():
         print(
