@@ -75,7 +75,13 @@ class Diagnoser:
             del self._histories[key]
             del self._last_seen[key]
             self._active = {k: v for k, v in self._active.items() if k[0] != key}
+        # An engine within its grace keeps its last verdict (and its row in /diagnosis) rather
+        # than vanishing for one collection.
+        previous = self.latest
         self.latest = {key: self._diagnose(key, self._histories[key]) for key in inputs}
+        for key in self._histories:
+            if key not in self.latest and key in previous:
+                self.latest[key] = previous[key]
         self.generated_at = time.time()
         return [m for d in self.latest.values() for m in self._gauges(d)]
 
@@ -108,6 +114,13 @@ class Diagnoser:
         for stage in ordered:
             if active[stage] or stage == ordered[0]:
                 evidence += [f"{stage} {scores[stage]:.2f}: {line}" for line in results[stage].evidence]
+        unattributed = history.latest().unattributed_gpus
+        if unattributed:
+            # Said once per engine whatever stage leads: its verdict was reached without GPU data.
+            evidence.append(
+                f"GPU signals of {len(unattributed)} GPUs on this node are unattributed (no engine label, several "
+                "engines): not used for this engine; set gpu_attribution to use them"
+            )
         actions = [a for s in ordered if active[s] for a in ACTIONS[s]]
         return EngineDiagnosis(key, scores, active, results, primary, evidence, actions)
 

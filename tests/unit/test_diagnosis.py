@@ -246,9 +246,13 @@ def test_one_missed_collection_keeps_the_itl_baseline_of_a_slowing_engine() -> N
             0.5, 0.95, 0.15
         )
 
-    d, _ = run(Diagnoser(), 30, make)
+    diagnoser = Diagnoser()
+    d, _ = run(diagnoser, 30, make)
     assert d.primary == "decode_memory_bandwidth"
     assert any("2.5x its best" in line for line in d.evidence)
+    missed = diagnoser.update([Sample("llm_engine_up", ENGINE, 0.0)], 30 * 5.0)
+    assert diagnoser.latest[("e0", "vllm", "m")].primary == "decode_memory_bandwidth", "the last verdict stays"
+    assert any(m.name == "llm_bottleneck_primary" and m.value == 1.0 for m in missed)
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -1.0, 1e12])
@@ -323,6 +327,7 @@ def test_unattributed_gpus_on_a_node_of_several_engines_decide_no_engines_stage_
     assert d.results["decode_memory_bandwidth"].evidence[0].startswith("no GPU DRAM activity")
     assert "8 GPUs on this node are unattributed" in d.results["decode_memory_bandwidth"].evidence[0]
     assert not any("DRAM active 0.97" in line for line in d.evidence)
+    assert any(line.startswith("GPU signals of 8 GPUs on this node are unattributed") for line in d.evidence)
 
 
 def test_slow_tokens_with_a_busy_core_and_no_gpu_data_read_host_overhead_not_decode() -> None:
