@@ -53,6 +53,7 @@ class Diagnoser:
     def __init__(self, thresholds: Thresholds | None = None) -> None:
         self.thresholds = thresholds or Thresholds()
         self._histories: dict[EngineKey, History] = {}
+        self._last_seen: dict[EngineKey, float] = {}
         self._active: dict[tuple[EngineKey, str], bool] = {}
         self.latest: dict[EngineKey, EngineDiagnosis] = {}
         self.generated_at: float = time.time()
@@ -64,10 +65,23 @@ class Diagnoser:
         for key, engine in inputs.items():
             history = self._histories.setdefault(key, History(max(t.baseline_seconds, t.level_seconds * 2)))
             history.add(now, engine)
-        for key in [k for k in self._histories if k not in inputs]:  # engine gone or down
+            self._last_seen[key] = now
+        # An engine missing from one collection (a scrape that timed out on a busy host) keeps its
+        # history and hysteresis: dropping them would restart its ITL baseline in the middle of an
+        # incident, where the slowed tokens become "its best" and decode bandwidth can no longer show.
+        # Only an engine gone for longer than the level window twice over is forgotten.
+        forget_before = now - 2 * t.level_seconds
+        for key in [k for k in self._histories if k not in inputs and self._last_seen[k] < forget_before]:
             del self._histories[key]
+            del self._last_seen[key]
             self._active = {k: v for k, v in self._active.items() if k[0] != key}
+        # An engine within its grace keeps its last verdict (and its row in /diagnosis) rather
+        # than vanishing for one collection.
+        previous = self.latest
         self.latest = {key: self._diagnose(key, self._histories[key]) for key in inputs}
+        for key in self._histories:
+            if key not in self.latest and key in previous:
+                self.latest[key] = previous[key]
         self.generated_at = time.time()
         return [m for d in self.latest.values() for m in self._gauges(d)]
 
@@ -100,6 +114,13 @@ class Diagnoser:
         for stage in ordered:
             if active[stage] or stage == ordered[0]:
                 evidence += [f"{stage} {scores[stage]:.2f}: {line}" for line in results[stage].evidence]
+        unattributed = history.latest().unattributed_gpus
+        if unattributed:
+            # Said once per engine whatever stage leads: its verdict was reached without GPU data.
+            evidence.append(
+                f"GPU signals of {len(unattributed)} GPUs on this node are unattributed (no engine label, several "
+                "engines): not used for this engine; set gpu_attribution to use them"
+            )
         actions = [a for s in ordered if active[s] for a in ACTIONS[s]]
         return EngineDiagnosis(key, scores, active, results, primary, evidence, actions)
 

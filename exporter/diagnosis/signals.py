@@ -36,6 +36,9 @@ class EngineInputs:
     e2e_seconds_total: float | None = None
     process_cpu_seconds_total: float | None = None
     gpus: list[str] = field(default_factory=list)
+    #: GPUs on the node that no attribution tied to an engine while several engines run: their
+    #: ratios cannot be this engine's, so they are left out and the evidence says so
+    unattributed_gpus: list[str] = field(default_factory=list)
     sm_active: float | None = None
     dram_active: float | None = None
     tensor_active: float | None = None
@@ -79,8 +82,10 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
     """Join engine, GPU, RDMA and host metrics into one EngineInputs per live engine.
 
     GPUs join their engine through the `engine` label set by attribution; where no GPU carries an
-    engine label and the node runs one engine, the node's GPUs are that engine's. RDMA ports are
-    node-wide, so every engine on the node sees them.
+    engine label and the node runs one engine, the node's GPUs are that engine's. With several
+    engines, unattributed GPUs are nobody's: averaging them into every engine would let one
+    engine's busy GPUs decide another's stage, so each engine only records that they exist. RDMA
+    ports are node-wide, so every engine on the node sees them.
     """
     engines: dict[EngineKey, EngineInputs] = {}
     gpu_values: dict[str, dict[str, list[float]]] = {}  # engine name ("" unattributed) → field → values
@@ -125,6 +130,8 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
             inputs.gpus = sorted(gpu_ids[gpu_owner], key=lambda g: (len(g), g))
             for attr, values in gpu_values[gpu_owner].items():
                 setattr(inputs, attr, fmean(values))
+        elif "" in gpu_ids:
+            inputs.unattributed_gpus = sorted(gpu_ids[""], key=lambda g: (len(g), g))
         if rdma.get("utilization"):
             inputs.rdma_utilization = max(rdma["utilization"])
         for attr, totals in (

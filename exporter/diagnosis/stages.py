@@ -68,6 +68,36 @@ def _requests_in_engine(h: History, t: Thresholds) -> float:
     return max(running, h.rate("e2e_seconds_total", t.level_seconds) or 0.0)
 
 
+def _no_gpu_line(h: History, what: str) -> str:
+    """`what`, and why: unattributed GPUs on a node of several engines are named as such."""
+    unattributed = h.latest().unattributed_gpus
+    if not unattributed:
+        return what
+    return (
+        f"{what} (GPU signals of {len(unattributed)} GPUs on this node are unattributed: no engine label, "
+        "several engines; set gpu_attribution to use them)"
+    )
+
+
+def _host_busy(h: History, t: Thresholds) -> float:
+    """0-1: the engine's process keeps about a core busy (its own CPU counter, not the node's)."""
+    return ramp(
+        h.rate("process_cpu_seconds_total", t.level_seconds), t.engine_cpu_cores_busy - 0.3, t.engine_cpu_cores_busy
+    )
+
+
+def _prefill_stalls(h: History, t: Thresholds) -> float:
+    """0-1: prompt tokens dominate and the first token is slow beyond queueing (decode waits behind prefills)."""
+    prompt_rate = h.rate("prompt_tokens_total", t.level_seconds)
+    gen_rate = h.rate("generation_tokens_total", t.level_seconds)
+    ttft = h.mean("ttft_p95", t.level_seconds)
+    if prompt_rate is None or gen_rate is None or prompt_rate + gen_rate <= 0 or ttft is None:
+        return 0.0
+    own_ttft = max(0.0, ttft - (h.mean("queue_p95", t.level_seconds) or 0.0))
+    share = prompt_rate / (prompt_rate + gen_rate)
+    return ramp(share, 0.6, 0.9) * ramp(own_ttft, t.ttft_p95_seconds * 0.5, t.ttft_p95_seconds)
+
+
 def kv_cache_capacity(h: History, t: Thresholds) -> StageResult:
     result = StageResult()
     kv = h.maximum("kv_usage", t.level_seconds)
@@ -146,8 +176,15 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
             line += f", tensor active {tensor:.2f}"
         result.evidence.append(line + f" (practical DRAM peak ~{t.dram_active_saturated:g})")
     else:
-        result.evidence.append("no GPU DRAM activity for this engine: scored from inter-token latency alone")
-        result.score = decoding * max(slowing, ramp(itl, t.itl_p95_seconds * 0.5, t.itl_p95_seconds)) * 0.8
+        result.evidence.append(
+            _no_gpu_line(h, "no GPU DRAM activity for this engine") + ": scored from inter-token latency alone"
+        )
+        # Slow tokens alone fit a host-bound engine and prefill stalls as well as HBM: what the
+        # engine's own process CPU and prompt share explain is taken off.
+        explained = max(_host_busy(h, t), 0.5 * _prefill_stalls(h, t))
+        result.score = (
+            decoding * max(slowing, ramp(itl, t.itl_p95_seconds * 0.5, t.itl_p95_seconds)) * 0.8 * (1.0 - explained)
+        )
     if itl is not None:
         line = f"ITL p95 {itl * 1000:.1f} ms"
         if slowdown is not None and slowdown > 1.05:
@@ -179,7 +216,9 @@ def prefill_compute(h: History, t: Thresholds) -> StageResult:
         )
         result.evidence.append(f"tensor active {tensor:.2f} on {_gpus(h)}")
     else:
-        result.evidence.append("no GPU tensor activity for this engine: scored from TTFT beyond queueing")
+        result.evidence.append(
+            _no_gpu_line(h, "no GPU tensor activity for this engine") + ": scored from TTFT beyond queueing"
+        )
         result.score = ramp(own_ttft, t.ttft_p95_seconds * 0.5, t.ttft_p95_seconds) * prefill_heavy
     if share is not None:
         result.evidence.append(f"prompt tokens are {share:.0%} of tokens processed ({prompt_rate:.0f}/s)")
@@ -225,8 +264,12 @@ def host_overhead(h: History, t: Thresholds) -> StageResult:
         return result
     # Without GPU data a busy engine core is only half the evidence: it cannot reach `enter_score`
     # alone (a CPU engine, or a fast GPU engine, legitimately keeps its scheduler core busy).
+    # Without GPU data, tokens slowing while the core is busy stand in for the starved GPU.
+    _, slowdown = _itl_slowdown(h, t)
     starved = (
-        1.0 - ramp(busy_gpu, t.sm_active_ineffective - 0.2, t.sm_active_ineffective) if busy_gpu is not None else 0.5
+        1.0 - ramp(busy_gpu, t.sm_active_ineffective - 0.2, t.sm_active_ineffective)
+        if busy_gpu is not None
+        else 0.5 + 0.5 * _slowing(slowdown, t)
     )
     cpu_bound = ramp(cpu, t.engine_cpu_cores_busy - 0.3, t.engine_cpu_cores_busy) if cpu is not None else 0.5
     dram = h.mean("dram_active", t.level_seconds)
@@ -237,6 +280,8 @@ def host_overhead(h: History, t: Thresholds) -> StageResult:
         parts.append(f"GPU busy {busy_gpu:.2f} while {in_engine:.1f} requests are in the engine")
     if cpu is not None:
         parts.append(f"engine process at {cpu:.2f} CPU cores")
+    if busy_gpu is None:
+        parts.append(_no_gpu_line(h, "no GPU activity for this engine"))
     result.evidence.append("; ".join(parts))
     return result
 

@@ -95,7 +95,10 @@ class OfflineResult:
         arrived = [r for r in self.requests if start <= r.arrival < end and r.finish_reason != "rejected"]
         # Unfinished requests count with the time they have waited so far: a growing queue shows.
         e2e = sorted((r.finished if r.done else now) - r.arrival for r in arrived)
-        ttft = sorted((r.first_token if r.first_token >= 0 else now) - r.arrival for r in arrived)
+        # An aborted request never gets a first token: it waited until its client gave up, not until now.
+        ttft = sorted(
+            (r.first_token if r.first_token >= 0 else (r.finished if r.done else now)) - r.arrival for r in arrived
+        )
         done = [r for r in self.requests if r.finish_reason in SUCCESS and start <= r.finished < end]
         tpot = sorted((r.finished - r.first_token) / (r.generated - 1) for r in done if r.generated > 1)
         samples = [s for s in self.samples if start < s.t <= end] or self.samples[-1:]

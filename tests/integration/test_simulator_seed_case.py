@@ -5,7 +5,9 @@ fell 40 %, running fell 32 -> 18 while waiting grew, SM active 45 %, DRAM active
 caching, max_model_len 4096 and shortest-job-first brought P99 back to 950 ms. The simulator must
 reproduce the directions, the ratios the issue states, and the GPU signature; its absolute
 latencies are longer than the seed's because its answers are long enough for decode to dominate
-GPU time, which the seed's DRAM/SM counters imply.
+GPU time, which the seed's DRAM/SM counters imply (docs/simulator.md, "The seed case", shows why
+both cannot hold at once). Clients give up on a request queued for a minute, so the queue grows to
+the ceiling that patience sets and the backlog the remedies meet is bounded.
 """
 
 from __future__ import annotations
@@ -27,21 +29,25 @@ def phases() -> dict[str, WindowSummary]:
     return {p.name: result.phase_window(p.name, tail_seconds=TAIL_SECONDS) for p in result.scenario.phases}
 
 
-def test_p99_latency_at_least_doubles_after_the_prompt_change(phases):
-    assert phases["long-template"].e2e_p99 >= 2 * phases["baseline"].e2e_p99
+def test_p99_latency_triples_after_the_prompt_change(phases):
+    # The seed: 800 ms -> 2.5 s, x3.1; accepted within 30 %.
+    ratio = phases["long-template"].e2e_p99 / phases["baseline"].e2e_p99
+    assert 3.1 * 0.7 <= ratio <= 3.1 * 1.3
 
 
-def test_throughput_falls_after_the_prompt_change(phases):
+def test_throughput_falls_by_about_forty_percent_after_the_prompt_change(phases):
+    # Throughput is completed requests per second (and generated tokens, the same answers).
     before, after = phases["baseline"], phases["long-template"]
-    assert after.requests_per_second < 0.8 * before.requests_per_second
-    assert after.output_tokens_per_second < 0.8 * before.output_tokens_per_second
+    assert 0.5 <= after.requests_per_second / before.requests_per_second <= 0.7
+    assert 0.5 <= after.output_tokens_per_second / before.output_tokens_per_second <= 0.7
 
 
 def test_running_falls_and_waiting_grows_after_the_prompt_change(phases):
     before, after = phases["baseline"], phases["long-template"]
     assert after.running < 0.85 * before.running
+    assert 14 <= after.running <= 22  # the seed's 18, within 4
     assert before.waiting < 1.0
-    assert after.waiting_last > after.waiting > 10  # still growing at the end of the phase
+    assert after.waiting > 50  # grown to the ceiling the clients' one-minute patience sets
 
 
 def test_decode_is_memory_bound_after_the_prompt_change(phases):
@@ -53,6 +59,15 @@ def test_decode_is_memory_bound_after_the_prompt_change(phases):
 def test_remedies_bring_p99_back_within_one_and_a_half_times_the_original(phases):
     assert phases["remedied"].e2e_p99 <= 1.5 * phases["baseline"].e2e_p99
     assert phases["remedied"].waiting < 1.0
+
+
+def test_remedies_drain_the_backlog_within_two_minutes() -> None:
+    result = run_offline(load_scenario("prompt-growth"))
+    remedied = next(p for p in result.scenario.phases if p.name == "remedied")
+    baseline = result.phase_window("baseline", tail_seconds=TAIL_SECONDS)
+    after_two_minutes = result.window(remedied.start_seconds + 120, remedied.start_seconds + 180)
+    assert after_two_minutes.waiting < 1.0
+    assert after_two_minutes.ttft_p99 < 2 * baseline.ttft_p99 + 1.0
 
 
 def test_kv_cache_stays_below_saturation_before_the_change(phases):

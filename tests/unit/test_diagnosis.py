@@ -232,6 +232,27 @@ def test_engine_going_down_drops_its_history() -> None:
     run(diagnoser, 5, lambda i: engine_metrics(waiting=20, kv=0.97))
     gauges = diagnoser.update([Sample("llm_engine_up", ENGINE, 0.0)], 100.0)
     assert gauges == [] and diagnoser.latest == {}
+    assert diagnoser._histories == {}, "gone for longer than twice the level window: forgotten"
+
+
+def test_one_missed_collection_keeps_the_itl_baseline_of_a_slowing_engine() -> None:
+    # A scrape that timed out during the seed case's incident must not restart the engine's history:
+    # the slowed ITL would become its best and decode bandwidth would never show.
+    def make(i: int) -> list[Metric]:
+        if i == 14:
+            return [Sample("llm_engine_up", ENGINE, 0.0)]
+        slowed = i >= 10
+        return engine_metrics(running=20, waiting=10 * max(0, i - 9), itl_p95=0.05 if slowed else 0.02) + gpu_metrics(
+            0.5, 0.95, 0.15
+        )
+
+    diagnoser = Diagnoser()
+    d, _ = run(diagnoser, 30, make)
+    assert d.primary == "decode_memory_bandwidth"
+    assert any("2.5x its best" in line for line in d.evidence)
+    missed = diagnoser.update([Sample("llm_engine_up", ENGINE, 0.0)], 30 * 5.0)
+    assert diagnoser.latest[("e0", "vllm", "m")].primary == "decode_memory_bandwidth", "the last verdict stays"
+    assert any(m.name == "llm_bottleneck_primary" and m.value == 1.0 for m in missed)
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -1.0, 1e12])
@@ -289,3 +310,30 @@ def test_a_busy_engine_core_without_gpu_data_is_not_host_overhead_alone() -> Non
     d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(running=2, cpu_seconds=1.0 * 5 * i))
     assert d.primary == "none"
     assert 0.0 < d.scores["host_overhead"] < 0.6
+
+
+def test_unattributed_gpus_on_a_node_of_several_engines_decide_no_engines_stage_and_are_named() -> None:
+    other = {"engine": "e1", "engine_type": "vllm", "model": "m"}
+
+    def node(i: int) -> list[Metric]:
+        # e0 decodes steadily; e1 exists; the node's GPUs carry no engine label and read saturated HBM.
+        return (
+            engine_metrics(running=16, itl_p95=0.02 if i < 10 else 0.09)
+            + [Sample("llm_engine_up", other, 1.0), Sample("llm_engine_requests_running", other, 1.0)]
+            + gpu_metrics(0.4, 0.97, 0.1, gpus=8, engine=None)
+        )
+
+    d, _ = run(Diagnoser(), 40, node)
+    assert d.results["decode_memory_bandwidth"].evidence[0].startswith("no GPU DRAM activity")
+    assert "8 GPUs on this node are unattributed" in d.results["decode_memory_bandwidth"].evidence[0]
+    assert not any("DRAM active 0.97" in line for line in d.evidence)
+    assert any(line.startswith("GPU signals of 8 GPUs on this node are unattributed") for line in d.evidence)
+
+
+def test_slow_tokens_with_a_busy_core_and_no_gpu_data_read_host_overhead_not_decode() -> None:
+    def make(i: int) -> list[Metric]:
+        return engine_metrics(running=8, itl_p95=0.005 if i < 10 else 0.03, cpu_seconds=0.95 * 5 * i)
+
+    d, _ = run(Diagnoser(), 40, make)
+    assert d.primary == "host_overhead"
+    assert d.scores["decode_memory_bandwidth"] < 0.4

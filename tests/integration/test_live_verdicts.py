@@ -1,0 +1,204 @@
+"""Verdicts that hold in real time: every built-in scenario served live, read by a real `serve`.
+
+The fast-forwarded tests run the exporter on the simulator's clock; here the simulator follows the
+wall clock (`simulate --scenario FILE`) and the exporter is the real `serve` subprocess with the
+configuration the demo uses (`exporter_settings`), polled on `/diagnosis` as a user would. Each
+scenario is compressed to its first two phases: 90 s of the first (after `warmup_seconds` is
+fast-forwarded) and 120 s of the second. A read counts once the exporter's 60 s window has filled
+in its phase; then every engine must read the phase's expected stage in >= 85 % of the reads of an
+incident phase and `none` in >= 95 % of a healthy one. A second `serve` reads the same simulator
+with plain CLI flags and no GPU attribution: there no engine of a multi-engine node may take the
+node's unattributed GPUs for its own, and the evidence must say so. All scenarios run at once
+(about 4 minutes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from exporter.simulate import load_scenario
+from exporter.simulate.exporter_view import exporter_settings
+from exporter.simulate.node import SimulatedNode
+from exporter.simulate.scenario import builtin_names
+from tests.support import REPO, free_port
+
+pytestmark = pytest.mark.integration
+
+LIVE_BASELINE_SECONDS = 90.0
+LIVE_INCIDENT_SECONDS = 120.0
+WINDOW_SECONDS = 60.0  # the exporter's quantile window (exporter_settings: max(60, 4 x interval))
+INTERVAL_SECONDS = 5.0
+POLL_SECONDS = 5.0
+
+
+def compressed(name: str) -> tuple[str, float]:
+    """The scenario's first two phases, the warmup ending LIVE_BASELINE_SECONDS before the second;
+    and the simulated time the live run ends. A one-phase scenario runs LIVE_INCIDENT_SECONDS live."""
+    text = resources.files("exporter.simulate").joinpath("scenarios", f"{name}.yaml").read_text()
+    data = yaml.safe_load(text)
+    data["phases"] = data["phases"][:2]
+    if len(data["phases"]) == 1:
+        return text, float(data.get("warmup_seconds", 60)) + LIVE_INCIDENT_SECONDS
+    # A second phase that starts early is moved later, so that the first still gets its live minutes.
+    onset = max(float(data["phases"][1]["start_seconds"]), LIVE_BASELINE_SECONDS)
+    data["phases"][1]["start_seconds"] = onset
+    data["warmup_seconds"] = onset - LIVE_BASELINE_SECONDS
+    return yaml.safe_dump(data, sort_keys=False), onset + LIVE_INCIDENT_SECONDS
+
+
+@dataclass
+class LiveRun:
+    name: str
+    end: float  # simulated seconds
+    reads: list[tuple[str, bool, list[str]]] = field(default_factory=list)  # phase, evaluated, primaries
+    #: the same reads from a second `serve` started with plain CLI flags and no GPU attribution
+    plain_reads: list[tuple[str, bool, list[str]]] = field(default_factory=list)
+    plain_evidence: list[list[str]] = field(default_factory=list)  # per engine, at the last read
+    expected: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+
+def _wait_for(url: str, process: subprocess.Popen, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"{url}: process exited with {process.returncode}")
+        try:
+            if requests.get(url, timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"{url} did not answer within {seconds:g} s")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def live_run(name: str, workdir: Path) -> LiveRun:
+    text, end = compressed(name)
+    scenario_file = workdir / f"{name}.yaml"
+    scenario_file.write_text(text)
+    sysfs = workdir / f"{name}-sys"
+    sysfs.mkdir()
+    sim_port, exporter_port = free_port(), free_port()
+    sim_url = f"http://127.0.0.1:{sim_port}"
+    command = [sys.executable, "-m", "exporter"]
+    popen = {"cwd": REPO, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+    run = LiveRun(name, end)
+    sim = subprocess.Popen(
+        [*command, "simulate", "--scenario", str(scenario_file), "--listen", f"127.0.0.1:{sim_port}"]
+        + ["--sysfs-out", str(sysfs)],
+        **popen,
+    )
+    exporter = plain = None
+    try:
+        _wait_for(sim_url + "/", sim, 120)
+        node = SimulatedNode(load_scenario(str(scenario_file)))
+        config = workdir / f"{name}-exporter.yaml"
+        config.write_text(yaml.safe_dump(exporter_settings(node, sim_url, str(sysfs), INTERVAL_SECONDS)))
+        exporter = subprocess.Popen(
+            [*command, "serve", "--config", str(config), "--listen", f"127.0.0.1:{exporter_port}"], **popen
+        )
+        plain_port = free_port()
+        engines = [a for i in range(len(node.replicas)) for a in ("--engine", f"vllm={sim_url}/engine/{i}/metrics")]
+        plain = subprocess.Popen(
+            [*command, "serve", *engines, "--gpu", f"dcgm-exporter={sim_url}/gpu/metrics", "--sysfs", str(sysfs)]
+            + ["--listen", f"127.0.0.1:{plain_port}"],
+            **popen,
+        )
+        _wait_for(f"http://127.0.0.1:{exporter_port}/healthz", exporter, 60)
+        _wait_for(f"http://127.0.0.1:{plain_port}/healthz", plain, 60)
+        started: float | None = None
+        run.expected = {p.name: p.expected_stage for p in node.scenario.phases}
+        deadline = time.monotonic() + end + 60.0  # the live part is shorter than `end`: warmup is fast-forwarded
+        while time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+            try:
+                index = requests.get(sim_url + "/", timeout=10).json()
+                report = requests.get(f"http://127.0.0.1:{exporter_port}/diagnosis", timeout=10).json()
+                plain_report = requests.get(f"http://127.0.0.1:{plain_port}/diagnosis", timeout=10).json()
+            except requests.RequestException:
+                continue  # a read lost to a busy host is not a verdict
+            now = float(index["simulated_seconds"])
+            started = now if started is None else started
+            phase = index["phase"]
+            since = now - max(float(phase["start_seconds"]), started)
+            run.reads.append((phase["name"], since >= WINDOW_SECONDS, [e["primary"] for e in report["engines"]]))
+            plain_primaries = [e["primary"] for e in plain_report["engines"]]
+            run.plain_reads.append((phase["name"], since >= WINDOW_SECONDS, plain_primaries))
+            run.plain_evidence = [e["evidence"] for e in plain_report["engines"]]
+            if now >= end:
+                break
+    except Exception as exc:  # reported by the scenario's own test, not by the fixture
+        run.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        for process in (exporter, plain):
+            if process is not None:
+                _stop(process)
+        _stop(sim)
+    return run
+
+
+@pytest.fixture(scope="module")
+def live_runs() -> Iterator[dict[str, LiveRun]]:
+    names = builtin_names()
+    with tempfile.TemporaryDirectory(prefix="live-verdicts-") as tmp, ThreadPoolExecutor(len(names)) as pool:
+        yield dict(zip(names, pool.map(lambda n: live_run(n, Path(tmp)), names)))
+
+
+def share(run: LiveRun, phase: str, plain: bool = False) -> tuple[float, int]:
+    """Share of engine readings of `phase`'s expected stage over its evaluated reads, and their count."""
+    reads = run.plain_reads if plain else run.reads
+    readings = [p for name, evaluated, primaries in reads if name == phase and evaluated for p in primaries]
+    expected = run.expected[phase]
+    return (sum(p == expected for p in readings) / len(readings) if readings else 0.0), len(readings)
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_each_phase_reads_its_expected_stage_live(live_runs: dict[str, LiveRun], name: str) -> None:
+    run = live_runs[name]
+    assert not run.error, run.error
+    for phase, expected in run.expected.items():
+        fraction, count = share(run, phase)
+        plain_fraction, _ = share(run, phase, plain=True)
+        print(f"{name}/{phase}: {fraction:.0%} of {count} engine reads {expected}; plain flags {plain_fraction:.0%}")
+        floor = 0.95 if expected == "none" else 0.85
+        detail = json.dumps([r for r in run.reads if r[0] == phase])
+        assert count > 0, f"{name}/{phase}: no evaluated reads: {detail}"
+        assert fraction >= floor, f"{name}/{phase}: {fraction:.0%} read {expected} (need {floor:.0%}): {detail}"
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_plain_flags_never_let_unattributed_gpus_decide(live_runs: dict[str, LiveRun], name: str) -> None:
+    """With `--engine ... --gpu dcgm-exporter=...` and no attribution, a node of several engines
+    gives no engine the node's GPU ratios, and every engine's evidence says why."""
+    run = live_runs[name]
+    assert not run.error, run.error
+    assert run.plain_evidence, "the plain-flags exporter diagnosed no engine"
+    if len(run.plain_evidence) == 1:
+        return  # one engine on the node: its GPUs are the node's
+    for evidence in run.plain_evidence:
+        text = " | ".join(evidence)
+        assert "DRAM active" not in text and "tensor active" not in text, text
+        assert "unattributed" in text, text
