@@ -15,7 +15,7 @@ from typing import Any
 
 from exporter.catalogue import STAGES as STAGE_IDS
 from exporter.diagnosis.actions import ACTIONS
-from exporter.diagnosis.signals import EngineKey, History, engine_inputs
+from exporter.diagnosis.signals import EngineKey, History, engine_inputs, engine_key
 from exporter.diagnosis.stages import STAGES, StageResult
 from exporter.model import Metric, Sample
 from exporter.settings import Thresholds
@@ -69,9 +69,15 @@ class Diagnoser:
         # An engine missing from one collection (a scrape that timed out on a busy host) keeps its
         # history and hysteresis: dropping them would restart its ITL baseline in the middle of an
         # incident, where the slowed tokens become "its best" and decode bandwidth can no longer show.
-        # Only an engine gone for longer than the level window twice over is forgotten.
+        # Only an engine down for longer than the level window twice over is forgotten; one whose
+        # source is gone (a removed target, a deleted pod: no `llm_engine_up` at all) goes at once.
         forget_before = now - 2 * t.level_seconds
-        for key in [k for k in self._histories if k not in inputs and self._last_seen[k] < forget_before]:
+        down = {
+            engine_key(m.labels) for m in metrics if m.name == "llm_engine_up" and isinstance(m, Sample) and not m.value
+        }
+        for key in [
+            k for k in self._histories if k not in inputs and (k not in down or self._last_seen[k] < forget_before)
+        ]:
             del self._histories[key]
             del self._last_seen[key]
             self._active = {k: v for k, v in self._active.items() if k[0] != key}

@@ -73,7 +73,7 @@ _GPU_RATIOS = {
 }
 
 
-def _key(labels: Labels) -> EngineKey:
+def engine_key(labels: Labels) -> EngineKey:
     get = labels.get
     return (get("engine", ""), get("engine_type", ""), get("model", ""))
 
@@ -100,16 +100,16 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
                 if family == name:
                     value = dict(metric.quantiles).get(q)
                     if value is not None and not math.isnan(value):
-                        setattr(engines.setdefault(_key(labels), EngineInputs()), attr, value)
+                        setattr(engines.setdefault(engine_key(labels), EngineInputs()), attr, value)
             if name == _E2E_SUMMARY and not math.isnan(metric.sum):
-                engines.setdefault(_key(labels), EngineInputs()).e2e_seconds_total = metric.sum
+                engines.setdefault(engine_key(labels), EngineInputs()).e2e_seconds_total = metric.sum
             continue
         assert isinstance(metric, Sample)
         if name == "llm_engine_up":
             if metric.value == 1.0:
-                up.add(_key(labels))
+                up.add(engine_key(labels))
         elif name in _ENGINE_GAUGES:
-            setattr(engines.setdefault(_key(labels), EngineInputs()), _ENGINE_GAUGES[name], metric.value)
+            setattr(engines.setdefault(engine_key(labels), EngineInputs()), _ENGINE_GAUGES[name], metric.value)
         elif name in _GPU_RATIOS:
             owner = labels.get("engine", "")
             gpu_values.setdefault(owner, {}).setdefault(_GPU_RATIOS[name], []).append(metric.value)

@@ -235,6 +235,17 @@ def test_engine_going_down_drops_its_history() -> None:
     assert diagnoser._histories == {}, "gone for longer than twice the level window: forgotten"
 
 
+def test_an_engine_whose_source_is_gone_loses_its_verdict_at_once() -> None:
+    """A removed target or a deleted pod exports no `llm_engine_up` at all: its gauges and its
+    /diagnosis row go with it, not after the grace a down engine gets."""
+    diagnoser = Diagnoser()
+    run(diagnoser, 5, lambda i: engine_metrics(waiting=20, kv=0.97))
+    assert diagnoser.latest
+    other = {**ENGINE, "engine": "e1"}
+    gauges = diagnoser.update([Sample("llm_engine_up", other, 0.0)], 25.0)
+    assert gauges == [] and diagnoser.latest == {} and diagnoser._histories == {}
+
+
 def test_one_missed_collection_keeps_the_itl_baseline_of_a_slowing_engine() -> None:
     # A scrape that timed out during the seed case's incident must not restart the engine's history:
     # the slowed ITL would become its best and decode bandwidth would never show.
