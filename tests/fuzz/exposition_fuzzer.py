@@ -23,19 +23,20 @@ with atheris.instrument_imports(include=["exporter"]):
     from exporter.sources.engine import EngineSource
 
 from tests.fuzz.harness import run  # noqa: E402
-from tests.fuzz.properties import assert_renders_and_parses_back, collect  # noqa: E402
+from tests.fuzz.properties import assert_renders_and_parses_back, canned_open_body, collect  # noqa: E402
 
 ENGINE_TYPES = (None, "vllm", "sglang", "tgi", "trtllm", "triton")
 URL = "http://127.0.0.1:9/metrics"
-_payload: list[str] = [""]
+_payload: list[bytes] = [b""]
 
 
 def _serve_payload(*_: object) -> tuple[str, str]:
-    return _payload[0], "text/plain; version=0.0.4"
+    return _payload[0].decode("utf-8", errors="replace"), "text/plain; version=0.0.4"  # as fetch_text decodes
 
 
-# The sources fetch through these names; the harness answers instead of a server.
-engine_module.fetch_text = _serve_payload
+# The sources fetch through these names; the harness answers instead of a server. The engine source
+# streams its body (open_body), dcgm-exporter reads it whole (fetch_text).
+engine_module.open_body = canned_open_body(lambda: _payload[0])
 dcgm_exporter_module.fetch_text = _serve_payload
 
 
@@ -55,7 +56,7 @@ def test_one_input(data: bytes) -> None:
     rounds = (body, body) if cut < 0 else (body[:cut], body[cut + 3 :])
     metrics, statuses = [], []
     for now, payload in zip((0.0, 5.0), rounds):
-        _payload[0] = payload.decode("utf-8", errors="replace")  # as fetch_text decodes
+        _payload[0] = payload
         metrics, status = collect(source, now)
         statuses = [status]
     assert_renders_and_parses_back(metrics, statuses)

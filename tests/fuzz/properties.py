@@ -10,8 +10,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -19,6 +21,7 @@ from exporter.exposition import render_text
 from exporter.loop import Snapshot, SourceStatus
 from exporter.model import Metric, QuantileSummary
 from exporter.sources.base import Source, SourceError
+from exporter.sources.http_fetch import READ_BYTES, line_blocks
 
 
 def collect(
@@ -70,3 +73,36 @@ def change_file(path: Path, fate: str, content: bytes = b"") -> None:
     else:
         path.unlink()
         path.mkdir()
+
+
+class CannedBody:
+    """What `http_fetch.open_body` yields, for a payload held in memory: the same chunking into
+    socket-sized reads and the same line blocks, so the engine source parses it as it would a
+    streamed response."""
+
+    def __init__(self, data: bytes, content_type: str) -> None:
+        self.data = data
+        self.content_type = content_type
+        self.size = len(data)
+
+    def chunks(self) -> Iterator[bytes]:
+        for start in range(0, len(self.data), READ_BYTES):
+            yield self.data[start : start + READ_BYTES]
+
+    def line_blocks(self) -> Iterator[str]:
+        return line_blocks(self.chunks())
+
+    def read(self) -> bytearray:
+        return bytearray(self.data)
+
+
+def canned_open_body(
+    payload: Callable[[], bytes], content_type: str = "text/plain; version=0.0.4"
+) -> Callable[..., AbstractContextManager[CannedBody]]:
+    """A stand-in for `open_body` (same call shape) that answers `payload()` instead of a server."""
+
+    @contextmanager
+    def open_body(*_args: Any, **_kwargs: Any) -> Iterator[CannedBody]:
+        yield CannedBody(payload(), content_type)
+
+    return open_body

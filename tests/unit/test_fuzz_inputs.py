@@ -32,7 +32,7 @@ from exporter.sources.dcgm_exporter import DcgmExporterSource
 from exporter.sources.engine import EngineSource
 from exporter.sources.rdma import RdmaSource
 from exporter.webconfig import load_web_config
-from tests.fuzz.properties import FILE_FATES, assert_renders_and_parses_back, change_file, collect
+from tests.fuzz.properties import FILE_FATES, assert_renders_and_parses_back, canned_open_body, change_file, collect
 from tests.support import ENGINE_FIXTURES, FIXTURES
 from tests.sysfs_trees import build_fixture_tree, roce_mlx5_tree
 
@@ -123,7 +123,7 @@ def test_engine_source_on_mutated_payloads(payload: str, engine_type: str | None
     )
     statuses = []
     metrics: list = []
-    with mock.patch("exporter.sources.engine.fetch_text", return_value=(payload, "text/plain; version=0.0.4")):
+    with mock.patch("exporter.sources.engine.open_body", canned_open_body(payload.encode)):
         for now in (0.0, 5.0):  # the second round exercises the windows (deltas, resets)
             metrics, status = _collect(source, now)
         statuses.append(status)
@@ -134,8 +134,7 @@ def test_engine_source_on_mutated_payloads(payload: str, engine_type: str | None
 @given(st.binary(max_size=4096))
 def test_engine_source_on_arbitrary_bytes(data: bytes) -> None:
     source = EngineSource(EngineTarget(url="http://127.0.0.1:9/metrics", name="e"), 60.0)
-    text = data.decode("utf-8", errors="replace")
-    with mock.patch("exporter.sources.engine.fetch_text", return_value=(text, "text/plain")):
+    with mock.patch("exporter.sources.engine.open_body", canned_open_body(lambda: data, "text/plain")):
         metrics, status = _collect(source)
     assert_renders_and_parses_back(metrics, [status])
 
