@@ -128,7 +128,7 @@ class VllmServer:
         enable_prefix_caching: bool | None = None,
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
-        startup_timeout_s: float = 240.0,
+        startup_timeout_s: float = 600.0,
         log_path: Path | None = None,
     ) -> None:
         """Configure, do not start yet.
