@@ -23,7 +23,6 @@ import contextvars
 import ctypes
 import re
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -38,6 +37,7 @@ import urllib3.exceptions
 
 from exporter.promtext import MAX_LINE_CHARS
 from exporter.sources.base import SourceError
+from exporter.sources.deadline_watch import WATCHDOG
 
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
 READ_BYTES = 65536
@@ -101,8 +101,8 @@ class _DeadlineAdapter(requests.adapters.HTTPAdapter):
     """Connections that tell `open_body` their socket as the request goes out.
 
     urllib3's read timeout is per read, so a server sending its status line and headers a byte at
-    a time would hold the fetch as long as it liked; a timer shuts the socket at the deadline,
-    which wakes the blocked read.
+    a time would hold the fetch as long as it liked; the shared watchdog (deadline_watch) shuts
+    the socket at the deadline, which wakes the blocked read.
     """
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
@@ -234,9 +234,7 @@ def open_body(
     deadline = time.monotonic() + timeout_seconds
     in_flight: list[socket.socket] = []
     token = _IN_FLIGHT.set(in_flight)
-    watchdog = threading.Timer(timeout_seconds, _shut_down, (in_flight,))
-    watchdog.daemon = True
-    watchdog.start()
+    watchdog = WATCHDOG.watch(timeout_seconds, lambda: _shut_down(in_flight))
     try:
         response = session.get(
             url,
