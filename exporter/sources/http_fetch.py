@@ -110,11 +110,44 @@ class _DeadlineAdapter(requests.adapters.HTTPAdapter):
         self.poolmanager.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
 
 
+def _as_is(request: requests.PreparedRequest) -> requests.PreparedRequest:
+    """An auth that adds nothing: what "no netrc entry" is remembered as."""
+    return request
+
+
 class _DeadlineSession(requests.Session):
+    """Also remembers, per origin, what requests reads from the environment on every request
+    (proxy variables, CA bundle variables, ~/.netrc): walking os.environ and stat-ing netrc files
+    cost ~0.3 ms of CPU per scrape per target. The environment is read at the first request to an
+    origin, as a daemon's environment does not change under it."""
+
     def __init__(self) -> None:
         super().__init__()
         self.mount("http://", _DeadlineAdapter())
         self.mount("https://", _DeadlineAdapter())
+        self._environment: dict[tuple[object, ...], dict[str, Any]] = {}
+        self._netrc: dict[tuple[str, str], Any] = {}
+
+    def merge_environment_settings(
+        self, url: str, proxies: Any, stream: Any, verify: Any, cert: Any
+    ) -> dict[str, Any]:
+        if not self.trust_env or proxies or not isinstance(verify, (bool, str, type(None))):
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.netloc, stream, verify, cert if isinstance(cert, (str, type(None))) else tuple(cert))
+        settings = self._environment.get(key)
+        if settings is None:
+            settings = self._environment[key] = super().merge_environment_settings(url, {}, stream, verify, cert)
+        return {**settings, "proxies": dict(settings["proxies"])}
+
+    def prepare_request(self, request: requests.Request) -> requests.PreparedRequest:
+        if self.trust_env and not request.auth and not self.auth:
+            parts = urlsplit(request.url)
+            key = (parts.scheme, parts.netloc)
+            if key not in self._netrc:
+                self._netrc[key] = requests.utils.get_netrc_auth(request.url) or _as_is
+            request.auth = self._netrc[key]
+        return super().prepare_request(request)
 
 
 class SameOriginSession(_DeadlineSession):
