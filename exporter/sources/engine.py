@@ -123,9 +123,8 @@ class EngineSource(Source):
             # Detection reads names from the first MiB; once the type is known a block's worth tells
             # a payload that declares the families from one that is not this engine's any more.
             head = NAMES_HEAD_CHARS if self._mapping is None else KNOWN_TYPE_HEAD_CHARS
-            parser = WantedParser(
-                wanted, limits.max_series, limits.max_label_value_length, head, names_on_demand=self._mapping is not None
-            )
+            known = self._mapping is not None
+            parser = WantedParser(wanted, limits.max_series, limits.max_label_value_length, head, names_on_demand=known)
             try:
                 for block in body.line_blocks():
                     if not parser.feed(block):

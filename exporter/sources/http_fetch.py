@@ -128,9 +128,7 @@ class _DeadlineSession(requests.Session):
         self._environment: dict[tuple[object, ...], dict[str, Any]] = {}
         self._netrc: dict[tuple[str, str], Any] = {}
 
-    def merge_environment_settings(
-        self, url: str, proxies: Any, stream: Any, verify: Any, cert: Any
-    ) -> dict[str, Any]:
+    def merge_environment_settings(self, url: str, proxies: Any, stream: Any, verify: Any, cert: Any) -> dict[str, Any]:
         if not self.trust_env or proxies or not isinstance(verify, (bool, str, type(None))):
             return super().merge_environment_settings(url, proxies, stream, verify, cert)
         parts = urlsplit(url)

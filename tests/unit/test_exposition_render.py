@@ -12,7 +12,7 @@ from exporter.exposition import RenderedSnapshot, _render, render_text
 from exporter.loop import Snapshot, SourceStatus
 from exporter.model import Metric, QuantileSummary, Sample
 
-HOSTILE_VALUES = ['plain', 'quote " inside', "back\\slash", "new\nline", "ünïcødé ✓", "", "a}b{c", 'x="y",z']
+HOSTILE_VALUES = ["plain", 'quote " inside', "back\\slash", "new\nline", "ünïcødé ✓", "", "a}b{c", 'x="y",z']
 VALUES = [0.0, -0.0, 1.0, 3.5, 1e-9, 123456789.0, 1e21, -7.25, math.inf, -math.inf, math.nan, 2**53]
 
 
