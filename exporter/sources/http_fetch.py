@@ -125,13 +125,13 @@ class _DeadlineSession(requests.Session):
         super().__init__()
         self.mount("http://", _DeadlineAdapter())
         self.mount("https://", _DeadlineAdapter())
-        self._environment: dict[tuple[object, ...], dict[str, Any]] = {}
+        self._environment: dict[tuple[object, ...], Any] = {}
         self._netrc: dict[tuple[str, str], Any] = {}
 
-    def merge_environment_settings(self, url: str, proxies: Any, stream: Any, verify: Any, cert: Any) -> dict[str, Any]:
+    def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
         if not self.trust_env or proxies or not isinstance(verify, (bool, str, type(None))):
             return super().merge_environment_settings(url, proxies, stream, verify, cert)
-        parts = urlsplit(url)
+        parts = urlsplit(str(url))
         key = (parts.scheme, parts.netloc, stream, verify, cert if isinstance(cert, (str, type(None))) else tuple(cert))
         settings = self._environment.get(key)
         if settings is None:
