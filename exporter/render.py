@@ -39,8 +39,10 @@ _headers: dict[str, tuple[str, str]] = {}
 
 
 def go_float(value: float) -> str:
-    """prometheus_client's floatToGoString, inlined for the common case."""
+    """prometheus_client's floatToGoString, with a fast path for the common case."""
     d = float(value)
+    if -_INF < d < 1e6:  # finite, below where Go's exponent form starts: Python's repr is Go's
+        return repr(d)
     if d == _INF:
         return "+Inf"
     if d == -_INF:
@@ -98,6 +100,31 @@ def _header(name: str) -> tuple[str, str]:
     return header
 
 
+#: label set (as its items, in insertion order) -> its `{…}`; kept across renders, since the
+#: label sets of a node repeat every collection; cleared when it outgrows twice the last render's
+_braces: dict[tuple[tuple[str, str], ...], str] = {}
+_quantile_braces: dict[tuple[tuple[tuple[str, str], ...], tuple[float, ...]], tuple[str, ...]] = {}
+
+
+def _braces_of(items: tuple[tuple[str, str], ...]) -> str:
+    text = _braces.get(items)
+    if text is None:
+        inner = label_string(dict(items))
+        text = _braces[items] = "{" + inner + "}" if inner else ""
+    return text
+
+
+def _quantile_braces_of(items: tuple[tuple[str, str], ...], quantiles: tuple[float, ...]) -> tuple[str, ...]:
+    key = (items, quantiles)
+    texts = _quantile_braces.get(key)
+    if texts is None:
+        labels = dict(items)
+        texts = _quantile_braces[key] = tuple(
+            "{" + label_string({**labels, "quantile": repr(q)}) + "}" for q in quantiles
+        )
+    return texts
+
+
 def render_formats(metrics: Iterable[Metric]) -> tuple[bytes, bytes]:
     """(text 0.0.4 body, OpenMetrics body), families in catalogue order, as prometheus_client
     would render `exporter.exposition.families(metrics)`."""
@@ -113,40 +140,58 @@ def render_formats(metrics: Iterable[Metric]) -> tuple[bytes, bytes]:
         raise KeyError(f"families missing from the catalogue: {sorted(missing)}")
     text: list[str] = []
     openmetrics: list[str] = []
-    # A label set is formatted once per render: by id, since the metrics (and so their label
-    # dicts) stay alive until this returns; dicts are compared by identity, never mutated here.
-    formatted: dict[int, str] = {}
-
-    def braces(labels: Mapping[str, str]) -> str:
-        key = id(labels)
-        cached = formatted.get(key)
-        if cached is None:
-            inner = label_string(labels)
-            cached = formatted[key] = "{" + inner + "}" if inner else ""
-        return cached
-
-    def line(name: str, labels: str, value: float) -> None:
-        text_name, om_name = _names(name)
-        rest = f"{labels} {go_float(value)}\n"
-        text.append(text_name + rest)
-        openmetrics.append(om_name + rest)
-
+    # Per render, by id: the metrics (and so their label dicts) stay alive until this returns.
+    by_id: dict[int, tuple[tuple[str, str], ...]] = {}
+    seen = len(_braces) + len(_quantile_braces)
     for name in CATALOGUE:
         members = grouped.get(name)
         if not members:
             continue
         text_header, om_header = _header(name)
+        lines: list[str] = []
+        om_lines: list[str] | None = None  # only where the formats spell a sample name apart
+        is_summary = CATALOGUE[name].type == "summary"
+        names: tuple[tuple[str, str], ...] = (
+            (_names(name), _names(name + "_count"), _names(name + "_sum")) if is_summary else (_names(name),)
+        )
+        if any(text_name != om_name for text_name, om_name in names):
+            om_lines = []
+        if is_summary:
+            for member in members:
+                assert isinstance(member, QuantileSummary)
+                items = by_id.get(id(member.labels))
+                if items is None:
+                    items = by_id[id(member.labels)] = tuple(member.labels.items())
+                labels = _braces_of(items)
+                quantiles = member.quantiles
+                marks = _quantile_braces_of(items, tuple(q for q, _ in quantiles))
+                rows = [(names[0], mark, value) for mark, (_, value) in zip(marks, quantiles)]
+                rows += [(names[1], labels, member.count), (names[2], labels, member.sum)]
+                for (text_name, om_name), mark, value in rows:
+                    rest = f"{mark} {go_float(value)}\n"
+                    lines.append(text_name + rest)
+                    if om_lines is not None:
+                        om_lines.append(om_name + rest)
+        else:
+            text_name, om_name = names[0]
+            for member in members:
+                items = by_id.get(id(member.labels))
+                if items is None:
+                    items = by_id[id(member.labels)] = tuple(member.labels.items())
+                value = member.value  # type: ignore[union-attr]  # a summary family holds summaries only
+                # go_float's fast path, inlined: most of a render is these lines
+                shown = repr(value) if type(value) is float and -_INF < value < 1e6 else go_float(value)
+                rest = f"{_braces_of(items)} {shown}\n"
+                lines.append(text_name + rest)
+                if om_lines is not None:
+                    om_lines.append(om_name + rest)
+        body = "".join(lines)
         text.append(text_header)
+        text.append(body)
         openmetrics.append(om_header)
-        for member in members:
-            labels = braces(member.labels)
-            if isinstance(member, QuantileSummary):
-                for quantile, value in member.quantiles:
-                    with_quantile = {**member.labels, "quantile": repr(quantile)}
-                    line(name, "{" + label_string(with_quantile) + "}", value)
-                line(name + "_count", labels, member.count)
-                line(name + "_sum", labels, member.sum)
-            else:
-                line(name, labels, member.value)
+        openmetrics.append(body if om_lines is None else "".join(om_lines))
     openmetrics.append("# EOF\n")
+    if len(_braces) + len(_quantile_braces) > 2 * max(seen, 4096):  # label sets that no longer occur
+        _braces.clear()
+        _quantile_braces.clear()
     return "".join(text).encode("utf-8"), "".join(openmetrics).encode("utf-8")
