@@ -31,6 +31,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
 import requests.adapters
+import requests.auth
 import urllib3
 import urllib3.connection
 import urllib3.exceptions
@@ -46,6 +47,8 @@ MAX_REDIRECTS = 3
 #: a body at least this large is followed by `release_free_memory`
 TRIM_AFTER_BYTES = 4 * 1024 * 1024
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: prepared requests a session remembers (a target's /metrics and /info: a handful)
+MAX_PREPARED = 16
 _USERINFO = re.compile(r"//[^/@\s]*@")
 
 
@@ -127,6 +130,7 @@ class _DeadlineSession(requests.Session):
         self.mount("https://", _DeadlineAdapter())
         self._environment: dict[tuple[object, ...], Any] = {}
         self._netrc: dict[tuple[str, str], Any] = {}
+        self._prepared: dict[tuple[object, ...], requests.PreparedRequest] = {}
 
     def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
         if not self.trust_env or proxies or not isinstance(verify, (bool, str, type(None))):
@@ -139,13 +143,45 @@ class _DeadlineSession(requests.Session):
         return {**settings, "proxies": dict(settings["proxies"])}
 
     def prepare_request(self, request: requests.Request) -> requests.PreparedRequest:
+        """requests' own, remembered per URL and headers: preparing parses the URL, merges cookie
+        jars and headers (~0.3 ms); a copy of the same GET is ~10 µs. The auth is applied to every
+        copy again (a rotated token file is read as before); anything with a body, cookies or
+        hooks is prepared afresh."""
         if self.trust_env and not request.auth and not self.auth:
             parts = urlsplit(request.url)
-            key = (parts.scheme, parts.netloc)
-            if key not in self._netrc:
-                self._netrc[key] = requests.utils.get_netrc_auth(request.url) or _as_is
-            request.auth = self._netrc[key]
-        return super().prepare_request(request)
+            origin_key = (parts.scheme, parts.netloc)
+            if origin_key not in self._netrc:
+                self._netrc[origin_key] = requests.utils.get_netrc_auth(request.url) or _as_is
+            request.auth = self._netrc[origin_key]
+        params = request.params
+        if (
+            request.data
+            or request.files
+            or request.json is not None
+            or request.cookies
+            or len(self.cookies)
+            or any(request.hooks.values())
+            or not isinstance(params, Mapping | None)
+        ):
+            return super().prepare_request(request)
+        key = (
+            request.method,
+            request.url,
+            tuple(sorted((request.headers or {}).items())),
+            tuple(sorted((params or {}).items())),
+        )
+        template = self._prepared.get(key)
+        if template is None:
+            if len(self._prepared) >= MAX_PREPARED:
+                self._prepared.clear()
+            template = self._prepared[key] = super().prepare_request(request)
+        prepared = template.copy()
+        auth = request.auth or self.auth
+        if isinstance(auth, tuple) and len(auth) == 2:  # as requests' prepare_auth takes it
+            auth = requests.auth.HTTPBasicAuth(*auth)
+        if callable(auth):
+            prepared = auth(prepared)
+        return prepared
 
 
 class SameOriginSession(_DeadlineSession):
