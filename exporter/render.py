@@ -142,6 +142,7 @@ def render_formats(metrics: Iterable[Metric]) -> tuple[bytes, bytes]:
     openmetrics: list[str] = []
     # Per render, by id: the metrics (and so their label dicts) stay alive until this returns.
     by_id: dict[int, tuple[tuple[str, str], ...]] = {}
+    marks_by_id: dict[int, str] = {}
     seen = len(_braces) + len(_quantile_braces)
     for name in CATALOGUE:
         members = grouped.get(name)
@@ -173,18 +174,20 @@ def render_formats(metrics: Iterable[Metric]) -> tuple[bytes, bytes]:
                     if om_lines is not None:
                         om_lines.append(om_name + rest)
         else:
+            # Most of a render is this loop: the label mark by id, go_float's fast path inlined.
             text_name, om_name = names[0]
+            append = lines.append
             for member in members:
-                items = by_id.get(id(member.labels))
-                if items is None:
-                    items = by_id[id(member.labels)] = tuple(member.labels.items())
+                mark = marks_by_id.get(id(member.labels))
+                if mark is None:
+                    mark = marks_by_id[id(member.labels)] = _braces_of(tuple(member.labels.items()))
                 value = member.value  # type: ignore[union-attr]  # a summary family holds summaries only
-                # go_float's fast path, inlined: most of a render is these lines
                 shown = repr(value) if type(value) is float and -_INF < value < 1e6 else go_float(value)
-                rest = f"{_braces_of(items)} {shown}\n"
-                lines.append(text_name + rest)
-                if om_lines is not None:
-                    om_lines.append(om_name + rest)
+                if om_lines is None:
+                    append(f"{text_name}{mark} {shown}\n")
+                else:
+                    append(f"{text_name}{mark} {shown}\n")
+                    om_lines.append(f"{om_name}{mark} {shown}\n")
         body = "".join(lines)
         text.append(text_header)
         text.append(body)
