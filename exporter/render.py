@@ -178,16 +178,16 @@ def render_formats(metrics: Iterable[Metric]) -> tuple[bytes, bytes]:
             text_name, om_name = names[0]
             append = lines.append
             for member in members:
-                mark = marks_by_id.get(id(member.labels))
-                if mark is None:
-                    mark = marks_by_id[id(member.labels)] = _braces_of(tuple(member.labels.items()))
+                label_mark = marks_by_id.get(id(member.labels))
+                if label_mark is None:
+                    label_mark = marks_by_id[id(member.labels)] = _braces_of(tuple(member.labels.items()))
                 value = member.value  # type: ignore[union-attr]  # a summary family holds summaries only
                 shown = repr(value) if type(value) is float and -_INF < value < 1e6 else go_float(value)
                 if om_lines is None:
-                    append(f"{text_name}{mark} {shown}\n")
+                    append(f"{text_name}{label_mark} {shown}\n")
                 else:
-                    append(f"{text_name}{mark} {shown}\n")
-                    om_lines.append(f"{om_name}{mark} {shown}\n")
+                    append(f"{text_name}{label_mark} {shown}\n")
+                    om_lines.append(f"{om_name}{label_mark} {shown}\n")
         body = "".join(lines)
         text.append(text_header)
         text.append(body)
