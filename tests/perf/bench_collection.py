@@ -68,6 +68,7 @@ def serve_engines(targets: int, many_series: bool) -> None:
         server.routes[f"/engine-{index}/metrics"] = respond_with(capture)
     if many_series:
         server.routes["/big/metrics"] = respond_with(vllm_text(model_names(5000)))
+    server.routes["/requests"] = lambda handler: respond_with(str(server.requests_seen))(handler)
     print(server.port, flush=True)
     sys.stdin.read()  # until the parent closes it
 
@@ -134,11 +135,19 @@ def cpu_seconds(process: psutil.Process) -> float:
     return times.user + times.system
 
 
-def idle_cpu_per_round(process: psutil.Process, interval: float, rounds: int) -> float:
-    """CPU seconds per collection round over `rounds` intervals nobody scrapes."""
-    before = cpu_seconds(process)
+def requests_served(engines_port: int) -> int:
+    return int(requests.get(f"http://127.0.0.1:{engines_port}/requests", timeout=30).text)
+
+
+def idle_cpu_per_round(process: psutil.Process, interval: float, rounds: int, engines_port: int, targets: int) -> float:
+    """CPU seconds per collection round over `rounds` intervals nobody scrapes. Rounds are counted
+    from the engine requests they made (one per target), so a round that overran its interval
+    (a loaded machine, many targets) is not counted twice."""
+    before, served = cpu_seconds(process), requests_served(engines_port)
     time.sleep(interval * rounds)
-    return (cpu_seconds(process) - before) / rounds
+    used = cpu_seconds(process) - before
+    made = (requests_served(engines_port) - served - 1) / targets  # less this process' own /requests
+    return used / max(made, 1.0)
 
 
 def paced_scrapes(port: int, count: int, period: float, path: str = "/metrics") -> list[float]:
@@ -192,7 +201,7 @@ def measure(code: Path, sizes: list[int], interval: float, rounds: int, scrapes:
             try:
                 wait_all_up(exporter.port, targets)
                 process = psutil.Process(exporter.process.pid)
-                figures.cpu_per_round[targets] = idle_cpu_per_round(process, interval, rounds)
+                figures.cpu_per_round[targets] = idle_cpu_per_round(process, interval, rounds, engines_port, targets)
                 if targets in (8, max(sizes)):
                     count = scrapes if targets == 8 else max(10, scrapes // 2)
                     latencies = paced_scrapes(exporter.port, count, interval)
