@@ -159,7 +159,8 @@ class Exporter:
             for result, count in self.reloads.items()
         )
         metrics = (*join_process_samples(snapshot.metrics), *counts)
-        metrics = (*metrics, *self.diagnoser.update(metrics, self._clock()))
+        if snapshot.complete:  # a partial first-round snapshot (exporter.loop) is not diagnosed
+            metrics = (*metrics, *self.diagnoser.update(metrics, self._clock()))
         kept, error_counts = self.series_budget.apply(metrics, snapshot.error_counts, self.config.max_exported_series)
         enriched = dataclasses.replace(snapshot, metrics=tuple(kept), error_counts=error_counts)
         self.latest = enriched

@@ -1,8 +1,10 @@
 """Render a Snapshot as Prometheus text (0.0.4) or OpenMetrics with prometheus_client.
 
 The custom collector builds metric families fresh from the snapshot, as prometheus_client intends
-for exporters that proxy other systems: no global metric objects, nothing to reset. Rendering runs
-once per published snapshot (per format, on first request), so a scrape is a dictionary lookup.
+for exporters that proxy other systems: no global metric objects, nothing to reset. That collector
+is the reference; bodies are written by exporter.render, which matches it byte for byte at a tenth
+of the cost. Every format is rendered when a snapshot is published, so a scrape is a dictionary
+lookup.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from exporter import __version__
 from exporter.catalogue import CATALOGUE
 from exporter.loop import Snapshot
 from exporter.model import Metric, QuantileSummary, Sample
+from exporter.render import render_formats
 
 # The text body is format 0.0.4 (DESIGN.md's contract); prometheus_client >= 0.22 names its
 # CONTENT_TYPE_LATEST "version=1.0.0" (the UTF-8 names format) for the same bytes.
@@ -85,33 +88,50 @@ class SnapshotCollector(Collector):
 
 
 class RenderedSnapshot:
-    """The latest snapshot rendered once per format (and gzip), shared by all scrapers."""
+    """The latest snapshot in every format a scraper asks for (text 0.0.4 and OpenMetrics, each
+    plain and gzip'd), all prepared when the snapshot is published: a scrape is a dictionary
+    lookup, never a render, even the first one after a new snapshot (Prometheus scrapes once per
+    interval, so it always is the first one)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
-        self._cache: dict[tuple[bool, bool], bytes] = {}
+        self._cache: dict[tuple[bool, bool], bytes] = _prepared(None)
 
     def publish(self, snapshot: Snapshot) -> None:
-        text = _render(snapshot, openmetrics=False)
+        prepared = _prepared(snapshot)
         with self._lock:
             self._snapshot = snapshot
-            self._cache = {(False, False): text}
+            self._cache = prepared
 
     def body(self, openmetrics: bool, gzipped: bool) -> tuple[bytes, str]:
         content_type = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
         with self._lock:
-            cached = self._cache.get((openmetrics, gzipped))
-            if cached is None:
-                plain = self._cache.get((openmetrics, False))
-                if plain is None:
-                    plain = self._cache[(openmetrics, False)] = _render(self._snapshot, openmetrics)
-                cached = gzip.compress(plain, compresslevel=6) if gzipped else plain
-                self._cache[(openmetrics, gzipped)] = cached
-        return cached, content_type
+            return self._cache[(openmetrics, gzipped)], content_type
+
+
+#: gzip level for the prepared bodies: level 1 compresses an exposition body to within a few per
+#: cent of level 6 in a third of the time (tests/perf/bench_render.py prints both), and every
+#: snapshot is compressed twice whether or not anyone asks for gzip
+GZIP_LEVEL = 1
+
+
+def _prepared(snapshot: Snapshot | None) -> dict[tuple[bool, bool], bytes]:
+    if snapshot is None:
+        text, openmetrics = b"", b"# EOF\n"
+    else:
+        text, openmetrics = render_formats(snapshot_metrics(snapshot))
+    return {
+        (False, False): text,
+        (True, False): openmetrics,
+        (False, True): gzip.compress(text, compresslevel=GZIP_LEVEL),
+        (True, True): gzip.compress(openmetrics, compresslevel=GZIP_LEVEL),
+    }
 
 
 def _render(snapshot: Snapshot | None, openmetrics: bool) -> bytes:
+    """prometheus_client's own rendering of a snapshot: the reference `render_formats` must match
+    byte for byte (tests/unit/test_exposition_render.py), and the baseline of bench_render.py."""
     registry = CollectorRegistry(auto_describe=False)
     collector = SnapshotCollector()
     collector.snapshot = snapshot
@@ -121,4 +141,4 @@ def _render(snapshot: Snapshot | None, openmetrics: bool) -> bytes:
 
 def render_text(snapshot: Snapshot) -> bytes:
     """Text format 0.0.4 of one snapshot, for `once`."""
-    return _render(snapshot, openmetrics=False)
+    return render_formats(snapshot_metrics(snapshot))[0]

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ALL_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 # Extra time the loop grants beyond a source's own timeout, so the source's own clean error
 # (with its precise reason) usually wins over the loop's blunt one.
 TIMEOUT_GRACE_SECONDS = 0.25
+#: in a loop's first round, how often what has returned is published while slower sources run
+FIRST_ROUND_PUBLISH_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,13 @@ class Snapshot:
     error_counts: dict[tuple[str, str, str], int]
     generated_at: float  # wall clock, for /diagnosis and logs
     sequence: int = 0
+    #: (source, target) of the sources still running when a partial snapshot of a loop's first
+    #: round was published; empty in every complete snapshot
+    pending: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.pending
 
 
 @dataclass
@@ -114,6 +123,8 @@ class CollectionLoop:
             if running is not None and running.source is source:
                 continue
             self._in_flight[id(source)] = _Running(self._executor.submit(self._run_source, source, now), now, source)
+        if self.snapshot is None and self._on_snapshot is not None:
+            self._publish_as_sources_return(sources)
         metrics: list[Metric] = []
         statuses: list[SourceStatus] = []
         for source in sources:
@@ -130,20 +141,14 @@ class CollectionLoop:
                 metrics.extend(source.down_metrics())
                 continue
             del self._in_flight[index]
-            error = outcome.error
-            if error is not None:
-                if isinstance(error, SourceError):
-                    reason, message = error.reason, str(error)
-                else:  # a bug in one source must not stop the others
-                    log.error("source %s %s raised", source.name, source.target, exc_info=error)
-                    reason, message = "exception", repr(error)
-                statuses.append(self._failed(source, reason, message, outcome.duration_seconds))
-                metrics.extend(source.down_metrics())
-                continue
-            metrics.extend(outcome.metrics)
-            for reason in outcome.discards:  # up, but part of its output was left out: one count per round
+            status, produced, reasons = self._result(source, outcome)
+            for reason in reasons:
                 self._count(source, reason)
-            statuses.append(SourceStatus(source.name, source.target, True, outcome.duration_seconds))
+            if not status.up:
+                shown = source.target or "-"
+                log.warning("source %s %s down (%s): %s", source.name, shown, status.error, outcome.error)
+            metrics.extend(produced)
+            statuses.append(status)
         self._sequence += 1
         snapshot = Snapshot(
             metrics=tuple(metrics),
@@ -157,6 +162,72 @@ class CollectionLoop:
         if self._on_snapshot is not None:
             self._on_snapshot(snapshot)
         return snapshot
+
+    def _result(self, source: Source, outcome: _Outcome) -> tuple[SourceStatus, list[Metric], list[str]]:
+        """(status, series, reasons to count) of one returned run: no side effects, so a partial
+        snapshot of the first round can show it before the round is complete."""
+        error = outcome.error
+        if error is not None:
+            if isinstance(error, SourceError):
+                reason = error.reason
+            else:  # a bug in one source must not stop the others
+                log.error("source %s %s raised", source.name, source.target, exc_info=error)
+                reason = "exception"
+            status = SourceStatus(source.name, source.target, False, outcome.duration_seconds, reason)
+            return status, source.down_metrics(), [reason]
+        # up, but part of its output was left out: one count per round
+        status = SourceStatus(source.name, source.target, True, outcome.duration_seconds)
+        return status, outcome.metrics, list(outcome.discards)
+
+    def _publish_as_sources_return(self, sources: Sequence[Source]) -> None:
+        """The first round (of this loop: at start and after a reload) publishes what has returned
+        every FIRST_ROUND_PUBLISH_SECONDS while slower sources still run, so /metrics does not wait
+        on the slowest source (up to its timeout) for its first series.
+
+        A source still running is absent from such a partial snapshot (no series, no
+        `llm_exporter_source_up`: neither up nor failed yet); the round then completes as any other
+        and publishes the complete snapshot. Readiness (`last_completed_monotonic`) still means the
+        first complete collection, and the partial snapshots count no errors.
+        """
+        runs = {id(source): self._in_flight[id(source)] for source in sources}
+        published = 0
+        while True:
+            pending = [run.future for run in runs.values() if not run.future.done()]
+            if not pending:
+                return
+            now = self._clock()
+            last_deadline = max(
+                run.started + run.source.timeout_seconds + TIMEOUT_GRACE_SECONDS
+                for run in runs.values()
+                if not run.future.done()
+            )
+            if now >= last_deadline:
+                return  # the round's own wait reports them as timed out
+            wait(pending, timeout=min(FIRST_ROUND_PUBLISH_SECONDS, last_deadline - now), return_when=ALL_COMPLETED)
+            done = [source for source in sources if runs[id(source)].future.done()]
+            if len(done) == len(sources):
+                return  # complete: the round publishes it
+            if len(done) == published:
+                continue
+            published = len(done)
+            metrics: list[Metric] = []
+            statuses: list[SourceStatus] = []
+            for source in done:
+                status, produced, _ = self._result(source, runs[id(source)].future.result())
+                metrics.extend(produced)
+                statuses.append(status)
+            pending_names = tuple((s.name, s.target) for s in sources if not runs[id(s)].future.done())
+            partial = Snapshot(
+                metrics=tuple(metrics),
+                statuses=tuple(statuses),
+                error_counts=dict(self._error_counts),
+                generated_at=time.time(),
+                sequence=self._sequence,
+                pending=pending_names,
+            )
+            self.snapshot = partial
+            assert self._on_snapshot is not None
+            self._on_snapshot(partial)
 
     def inherit_error_counts(self, previous: CollectionLoop) -> None:
         """Continue the error counters of the loop this one replaces (a configuration reload), so

@@ -160,10 +160,24 @@ class History:
         return self.points[-1][1]
 
     def values(self, attr: str, seconds: float) -> list[float]:
+        return [value for _, value in self._window(attr, seconds)]
+
+    def _window(self, attr: str, seconds: float) -> list[tuple[float, float]]:
+        """(t, value) of the points in the last `seconds` that have `attr`, oldest first. Walked
+        from the newest point back to the window's start: stages ask for short windows of a
+        history kept for the long baseline, dozens of times per engine per collection."""
         if not self.points:
             return []
         start = self.points[-1][0] - seconds
-        return [getattr(p, attr) for t, p in self.points if t >= start and getattr(p, attr) is not None]
+        found = []
+        for t, point in reversed(self.points):
+            if t < start:
+                break
+            value = getattr(point, attr)
+            if value is not None:
+                found.append((t, value))
+        found.reverse()
+        return found
 
     def mean(self, attr: str, seconds: float) -> float | None:
         values = self.values(attr, seconds)
@@ -179,10 +193,7 @@ class History:
 
     def rate(self, attr: str, seconds: float) -> float | None:
         """Per-second increase of a counter over the last `seconds`, Prometheus-style on resets."""
-        if not self.points:
-            return None
-        start = self.points[-1][0] - seconds
-        series = [(t, getattr(p, attr)) for t, p in self.points if t >= start and getattr(p, attr) is not None]
+        series = self._window(attr, seconds)
         if len(series) < 2 or series[-1][0] <= series[0][0]:
             return None
         increase = 0.0

@@ -79,8 +79,8 @@ class EngineSource(Source):
 
     def collect(self, now: float) -> list[Metric]:
         started = time.monotonic()
-        mapping, parsed, names = self._scrape()
-        if not any(parsed.values()) and not mapping.matches(names):
+        mapping, parsed, parser = self._scrape()
+        if not any(parsed.values()) and not mapping.matches(parser.names):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
@@ -104,8 +104,9 @@ class EngineSource(Source):
         self._forget_windows({r.model for r in readings})
         return self._within_series_cap([metric for reading in readings for metric in self._render(now, reading)])
 
-    def _scrape(self) -> tuple[EngineMapping, ParsedSamples, set[str]]:
-        """Fetch and parse in one pass as the body streams in: (mapping, wanted samples, head names).
+    def _scrape(self) -> tuple[EngineMapping, ParsedSamples, WantedParser]:
+        """Fetch and parse in one pass as the body streams in: (mapping, wanted samples, the parser,
+        whose `names` of the head are read only when asked).
 
         Before the engine type is known every mapping's names are wanted, so detection needs no
         second pass over a body that is never held whole.
@@ -122,7 +123,8 @@ class EngineSource(Source):
             # Detection reads names from the first MiB; once the type is known a block's worth tells
             # a payload that declares the families from one that is not this engine's any more.
             head = NAMES_HEAD_CHARS if self._mapping is None else KNOWN_TYPE_HEAD_CHARS
-            parser = WantedParser(wanted, limits.max_series, limits.max_label_value_length, head)
+            known = self._mapping is not None
+            parser = WantedParser(wanted, limits.max_series, limits.max_label_value_length, head, names_on_demand=known)
             try:
                 for block in body.line_blocks():
                     if not parser.feed(block):
@@ -135,7 +137,7 @@ class EngineSource(Source):
         parsed = parser.result
         if self._mapping is None:
             parsed = {name: parsed[name] for name in mapping.wanted() | {_PROCESS_CPU}}
-        return mapping, parsed, parser.names
+        return mapping, parsed, parser
 
     def down_metrics(self) -> list[Metric]:
         models = self._known_models or (self.config.model or "",)

@@ -23,7 +23,6 @@ import contextvars
 import ctypes
 import re
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -32,12 +31,14 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
 import requests.adapters
+import requests.auth
 import urllib3
 import urllib3.connection
 import urllib3.exceptions
 
 from exporter.promtext import MAX_LINE_CHARS
 from exporter.sources.base import SourceError
+from exporter.sources.deadline_watch import WATCHDOG
 
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
 READ_BYTES = 65536
@@ -46,6 +47,8 @@ MAX_REDIRECTS = 3
 #: a body at least this large is followed by `release_free_memory`
 TRIM_AFTER_BYTES = 4 * 1024 * 1024
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: prepared requests a session remembers (a target's /metrics and /info: a handful)
+MAX_PREPARED = 16
 _USERINFO = re.compile(r"//[^/@\s]*@")
 
 
@@ -101,8 +104,8 @@ class _DeadlineAdapter(requests.adapters.HTTPAdapter):
     """Connections that tell `open_body` their socket as the request goes out.
 
     urllib3's read timeout is per read, so a server sending its status line and headers a byte at
-    a time would hold the fetch as long as it liked; a timer shuts the socket at the deadline,
-    which wakes the blocked read.
+    a time would hold the fetch as long as it liked; the shared watchdog (deadline_watch) shuts
+    the socket at the deadline, which wakes the blocked read.
     """
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
@@ -110,11 +113,75 @@ class _DeadlineAdapter(requests.adapters.HTTPAdapter):
         self.poolmanager.pool_classes_by_scheme = {"http": _Pool, "https": _TLSPool}
 
 
+def _as_is(request: requests.PreparedRequest) -> requests.PreparedRequest:
+    """An auth that adds nothing: what "no netrc entry" is remembered as."""
+    return request
+
+
 class _DeadlineSession(requests.Session):
+    """Also remembers, per origin, what requests reads from the environment on every request
+    (proxy variables, CA bundle variables, ~/.netrc): walking os.environ and stat-ing netrc files
+    cost ~0.3 ms of CPU per scrape per target. The environment is read at the first request to an
+    origin, as a daemon's environment does not change under it."""
+
     def __init__(self) -> None:
         super().__init__()
         self.mount("http://", _DeadlineAdapter())
         self.mount("https://", _DeadlineAdapter())
+        self._environment: dict[tuple[object, ...], Any] = {}
+        self._netrc: dict[tuple[str, str], Any] = {}
+        self._prepared: dict[tuple[object, ...], requests.PreparedRequest] = {}
+
+    def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
+        if not self.trust_env or proxies or not isinstance(verify, (bool, str, type(None))):
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)
+        parts = urlsplit(str(url))
+        key = (parts.scheme, parts.netloc, stream, verify, cert if isinstance(cert, (str, type(None))) else tuple(cert))
+        settings = self._environment.get(key)
+        if settings is None:
+            settings = self._environment[key] = super().merge_environment_settings(url, {}, stream, verify, cert)
+        return {**settings, "proxies": dict(settings["proxies"])}
+
+    def prepare_request(self, request: requests.Request) -> requests.PreparedRequest:
+        """requests' own, remembered per URL and headers: preparing parses the URL, merges cookie
+        jars and headers (~0.3 ms); a copy of the same GET is ~10 µs. The auth is applied to every
+        copy again (a rotated token file is read as before); anything with a body, cookies or
+        hooks is prepared afresh."""
+        if self.trust_env and not request.auth and not self.auth:
+            parts = urlsplit(request.url)
+            origin_key = (parts.scheme, parts.netloc)
+            if origin_key not in self._netrc:
+                self._netrc[origin_key] = requests.utils.get_netrc_auth(request.url) or _as_is
+            request.auth = self._netrc[origin_key]
+        params = request.params
+        if (
+            request.data
+            or request.files
+            or request.json is not None
+            or request.cookies
+            or len(self.cookies)
+            or any(request.hooks.values())
+            or not isinstance(params, Mapping | None)
+        ):
+            return super().prepare_request(request)
+        key = (
+            request.method,
+            request.url,
+            tuple(sorted((request.headers or {}).items())),
+            tuple(sorted((params or {}).items())),
+        )
+        template = self._prepared.get(key)
+        if template is None:
+            if len(self._prepared) >= MAX_PREPARED:
+                self._prepared.clear()
+            template = self._prepared[key] = super().prepare_request(request)
+        prepared = template.copy()
+        auth = request.auth or self.auth
+        if isinstance(auth, tuple) and len(auth) == 2:  # as requests' prepare_auth takes it
+            auth = requests.auth.HTTPBasicAuth(*auth)
+        if callable(auth):
+            prepared = auth(prepared)
+        return prepared
 
 
 class SameOriginSession(_DeadlineSession):
@@ -234,9 +301,7 @@ def open_body(
     deadline = time.monotonic() + timeout_seconds
     in_flight: list[socket.socket] = []
     token = _IN_FLIGHT.set(in_flight)
-    watchdog = threading.Timer(timeout_seconds, _shut_down, (in_flight,))
-    watchdog.daemon = True
-    watchdog.start()
+    watchdog = WATCHDOG.watch(timeout_seconds, lambda: _shut_down(in_flight))
     try:
         response = session.get(
             url,

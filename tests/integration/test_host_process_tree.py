@@ -207,3 +207,17 @@ def test_every_host_sample_is_in_the_catalogue_with_its_labels(
     assert len({m.name for m in metrics}) == 6
     for metric in metrics:
         assert set(metric.labels) == set(CATALOGUE[metric.name].labels), metric.name
+
+
+def test_one_process_table_walk_finds_what_psutil_children_finds(
+    engine_process: tuple[int, subprocess.Popen, Path],
+) -> None:
+    """Several engines share one walk of the process table per collection (children_index); it
+    finds the same descendants as psutil's own per-process walk."""
+    from exporter.sources.host import children_index, descendants
+
+    _, process, workdir = engine_process
+    _wait_for(workdir / "child_pid")
+    root = psutil.Process(process.pid)
+    assert {p.pid for p in descendants(root, children_index())} == {p.pid for p in root.children(recursive=True)}
+    assert int((workdir / "child_pid").read_text()) in {p.pid for p in descendants(root, children_index())}

@@ -14,7 +14,9 @@ vLLM capture, waits for the first snapshot, then:
 4. prints RSS and the number of series exported.
 
 The load average is printed too: on a shared machine the tail is other processes' doing. Exit
-status 2 when a back-to-back p99 misses the budget.
+status 2 when a back-to-back p99 misses the budget. Back-to-back GETs mostly find the same
+snapshot; the scrape Prometheus makes (one per interval, so always the first of a new snapshot)
+is timed by tests/perf/bench_collection.py, beside node_exporter.
 
     python tests/perf/scrape_latency.py [--targets 8] [--interval 5] [--scrapes 1000] [--cpu-intervals 4]
 """

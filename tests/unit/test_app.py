@@ -101,3 +101,49 @@ def test_engines_found_after_start_get_process_cpu_and_gpu_attribution() -> None
         threads = [m for m in host.collect(5.0) if m.name == "llm_engine_process_threads"]
         assert [dict(m.labels) for m in threads] == [{"engine": "ns/discovered"}]
         assert attributor.attribute([gpu]) == [{"engine": "ns/discovered"}]
+
+
+class SlowSource(Source):
+    """A node-wide source that returns only when the test lets it (within its 30 s timeout)."""
+
+    name = "rdma"
+    timeout_seconds = 30.0
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def collect(self, now: float) -> list[Metric]:
+        self.gate.wait(timeout=30)
+        return [Sample("llm_rdma_port_up", {"device": "mlx5_0", "port": "1"}, 1.0)]
+
+
+def test_the_first_snapshot_does_not_wait_for_the_slowest_source() -> None:
+    """#17.10: an engine that answers at once is served while a slow source still runs; readiness
+    still waits for the first complete collection."""
+    fast, slow = GatedSource(), SlowSource()
+    fast.gate.set()
+    config = Config(gpu=GpuSettings("none"), interval_seconds=60.0, window_seconds=60.0)
+    exporter = Exporter(config, pipeline=Pipeline([fast, slow], []))
+    exporter.start()
+    try:
+        deadline = time.monotonic() + 20
+        body = b""
+        while b"llm_engine_up{" not in body and time.monotonic() < deadline:
+            time.sleep(0.02)
+            body = exporter.rendered.body(openmetrics=False, gzipped=False)[0]
+        assert b"llm_engine_up{" in body, "no engine series while the slow source runs"
+        assert b'llm_exporter_source_up{source="engine",target="e1"} 1.0' in body
+        assert b"llm_rdma_port_up" not in body and b'source="rdma"' not in body  # pending: absent
+        assert exporter.latest is not None and exporter.latest.pending == (("rdma", ""),)
+        assert exporter.health() == (False, "first collection in progress")
+        slow.gate.set()
+        while not exporter.health()[0] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert exporter.health() == (True, "ok")
+        body = exporter.rendered.body(openmetrics=False, gzipped=False)[0]
+        assert b"llm_rdma_port_up" in body and b"llm_engine_up{" in body
+        assert exporter.latest.complete and exporter.latest.statuses[1].up
+        assert exporter.latest.error_counts == {}
+    finally:
+        slow.gate.set()
+        exporter.stop()

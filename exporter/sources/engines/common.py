@@ -60,6 +60,43 @@ def _rank_order(labels: dict[str, str], duplicate_labels: frozenset[str]) -> tup
     return tuple(labels.get(k, "") for k in sorted(duplicate_labels))
 
 
+#: the label sets `_slot_of` remembers, and the characters they hold: cleared past the budget, so
+#: a target that changes its label values every scrape (or a hostile one) costs bounded memory
+_SLOTS: dict[tuple[LabelKey, frozenset[str], frozenset[str]], tuple] = {}
+_SLOT_CHARS_BUDGET = 4 * 1024 * 1024
+_slot_chars = 0
+
+
+def _slot_of(
+    key: LabelKey, ignored: frozenset[str], duplicate_labels: frozenset[str]
+) -> tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], float | None]:
+    """(model, group key, rank order, `le` bound or None when absent or unparsable) of a series.
+
+    Remembered: an engine's label sets are the same every scrape, and working them out again (a
+    dict, two sorts, a float parse) was most of the cost of reading a histogram's ~100 buckets.
+    """
+    global _slot_chars
+    cache_key = (key, ignored, duplicate_labels)
+    slot = _SLOTS.get(cache_key)
+    if slot is not None:
+        return slot
+    labels = dict(key)
+    try:
+        bound: float | None = float(labels.get("le", "nan"))
+    except ValueError:
+        bound = None
+    if bound is not None and math.isnan(bound):
+        bound = None
+    slot = (model_of(labels), _group_key(labels, ignored), _rank_order(labels, duplicate_labels), bound)
+    chars = sum(len(name) + len(value) for name, value in key)
+    if _slot_chars + chars > _SLOT_CHARS_BUDGET:
+        _SLOTS.clear()
+        _slot_chars = 0
+    _SLOTS[cache_key] = slot
+    _slot_chars += chars
+    return slot
+
+
 def first_present(parsed: ParsedSamples, names: Iterable[str]) -> dict[LabelKey, float]:
     """The series of the first name that has any: the newest spelling wins over deprecated ones."""
     for name in names:
@@ -80,11 +117,12 @@ def reduce_by_model(
     ignored = frozenset(MODEL_LABELS) | duplicate_labels | {k for k, _ in match}
     chosen: dict[tuple[str, tuple], tuple[tuple[str, ...], float]] = {}
     for key, value in series.items():
-        labels = dict(key)
-        if any(labels.get(k) != v for k, v in match):
-            continue
-        group = (model_of(labels), _group_key(labels, ignored))
-        order = _rank_order(labels, duplicate_labels)
+        if match:
+            labels = dict(key)
+            if any(labels.get(k) != v for k, v in match):
+                continue
+        model, group_key, order, _ = _slot_of(key, ignored, duplicate_labels)
+        group = (model, group_key)
         if group not in chosen or order < chosen[group][0]:
             chosen[group] = (order, value)
     result: dict[str, float] = {}
@@ -124,15 +162,10 @@ def _assemble(
     # Per model, group (data-parallel rank) and bound keep the lowest duplicate rank's count.
     chosen: dict[tuple[str, tuple, float], tuple[tuple[str, ...], float]] = {}
     for key, value in buckets.items():
-        labels = dict(key)
-        try:
-            bound = float(labels.get("le", "nan"))
-        except ValueError:
+        model, group, order, bound = _slot_of(key, ignored, duplicate_labels)
+        if bound is None:
             continue
-        if math.isnan(bound):
-            continue
-        slot = (model_of(labels), _group_key(labels, ignored), bound)
-        order = _rank_order(labels, duplicate_labels)
+        slot = (model, group, bound)
         if slot not in chosen or order < chosen[slot][0]:
             chosen[slot] = (order, value)
     per_group: dict[tuple[str, tuple], dict[float, float]] = {}

@@ -1,0 +1,65 @@
+"""exporter.render writes what prometheus_client writes, byte for byte, in both formats."""
+
+from __future__ import annotations
+
+import gzip
+import math
+
+import pytest
+
+from exporter.catalogue import CATALOGUE
+from exporter.exposition import RenderedSnapshot, _render, render_text
+from exporter.loop import Snapshot, SourceStatus
+from exporter.model import Metric, QuantileSummary, Sample
+
+HOSTILE_VALUES = ["plain", 'quote " inside', "back\\slash", "new\nline", "ünïcødé ✓", "", "a}b{c", 'x="y",z']
+VALUES = [0.0, -0.0, 1.0, 3.5, 1e-9, 123456789.0, 1e21, -7.25, math.inf, -math.inf, math.nan, 2**53]
+
+
+def every_family(hostile: bool) -> list[Metric]:
+    """One or more samples of every catalogue family, sharing label dicts as sources do."""
+    metrics: list[Metric] = []
+    for index, (name, spec) in enumerate(CATALOGUE.items()):
+        for copy in range(2):
+            value = HOSTILE_VALUES[(index + copy) % len(HOSTILE_VALUES)] if hostile else f"v{copy}"
+            labels = {"engine": f"e{copy}", "model": value, "zz_last": "1", "a_first": value}
+            number = VALUES[(index + copy) % len(VALUES)]
+            if spec.type == "summary":
+                quantiles = ((0.5, number), (0.95, math.nan), (0.99, 2.0))
+                metrics.append(QuantileSummary(name, labels, quantiles, 10.0, number))
+            else:
+                metrics.append(Sample(name, labels, number))
+                metrics.append(Sample(name, {}, number) if copy else Sample(name, labels, -number))
+    return metrics
+
+
+def snapshot_of(metrics: list[Metric]) -> Snapshot:
+    statuses = (SourceStatus("engine", "e0", True, 0.004), SourceStatus("rdma", "", False, 2.25, "timeout"))
+    return Snapshot(tuple(metrics), statuses, {("engine", "e0", "parse"): 3, ("rdma", "", "timeout"): 1}, 0.0, 1)
+
+
+@pytest.mark.parametrize("hostile", [False, True])
+def test_both_formats_match_prometheus_client(hostile: bool) -> None:
+    snapshot = snapshot_of(every_family(hostile))
+    rendered = RenderedSnapshot()
+    rendered.publish(snapshot)
+    for openmetrics in (False, True):
+        reference = _render(snapshot, openmetrics)
+        plain, _ = rendered.body(openmetrics, gzipped=False)
+        assert plain == reference
+        zipped, _ = rendered.body(openmetrics, gzipped=True)
+        assert gzip.decompress(zipped) == reference
+    assert render_text(snapshot) == _render(snapshot, openmetrics=False)
+
+
+def test_every_format_is_ready_before_any_scrape_and_empty_before_the_first_snapshot() -> None:
+    rendered = RenderedSnapshot()
+    assert rendered.body(False, False)[0] == _render(None, openmetrics=False) == b""
+    assert rendered.body(True, True)[0] and gzip.decompress(rendered.body(True, True)[0]) == b"# EOF\n"
+    rendered.publish(snapshot_of(every_family(False)))
+    assert set(rendered._cache) == {(False, False), (False, True), (True, False), (True, True)}
+
+
+def test_a_family_missing_from_the_catalogue_is_refused() -> None:
+    with pytest.raises(KeyError, match="missing from the catalogue"):
+        RenderedSnapshot().publish(snapshot_of([Sample("not_a_catalogue_family", {}, 1.0)]))
