@@ -142,10 +142,9 @@ def _device_order(key: DeviceKey) -> tuple[tuple[int, str], ...]:
     return tuple((int(part), "") if part.isdigit() else (1 << 30, part) for part in key)
 
 
-class DeviceExporterSource(Source):
-    """Scrape one vendor exporter's /metrics (bounded: deadline, byte cap, series cap)."""
-
-    spec: DeviceExporterSpec
+class ExporterIngest(Source):
+    """Scrape another exporter's /metrics (bounded: deadline, byte cap, series cap) and render the
+    readings `parse` finds; shared by the dcgm-exporter ingest and the vendors' exporters."""
 
     def __init__(
         self,
@@ -163,16 +162,29 @@ class DeviceExporterSource(Source):
         self._max_series = max_series
         self._session = SameOriginSession()  # a redirect elsewhere would export another host's devices
 
+    def parse(self, text: str, max_series: int) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
+        """The readings in one payload, each with the pods the exporter names for it."""
+        raise NotImplementedError
+
     def collect(self, now: float) -> list[Metric]:
         text, _ = fetch_text(self._session, self.url, self.timeout_seconds, self._max_response_bytes)
         try:
-            readings, owners = readings_from_text(self.spec, text, self._max_series)
+            readings, owners = self.parse(text, self._max_series)
         except TooManySeries as exc:
             raise SourceError("cardinality", f"{self.url}: {exc}") from exc
         if not readings:
-            raise SourceError("parse", f"{self.url}: no {self.name} device metrics in the response")
+            raise SourceError("parse", f"{self.url}: no {self.name} GPU metrics in the response")
         refs = [GpuRef(r.index, r.uuid, owners=pods) for r, pods in zip(readings, owners)]
         return attributed_samples(readings, refs, self._attributor)
 
     def close(self) -> None:
         self._session.close()
+
+
+class DeviceExporterSource(ExporterIngest):
+    """A vendor's exporter, read through its spec."""
+
+    spec: DeviceExporterSpec
+
+    def parse(self, text: str, max_series: int) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
+        return readings_from_text(self.spec, text, max_series)

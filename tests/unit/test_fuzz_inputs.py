@@ -143,7 +143,7 @@ def test_engine_source_on_arbitrary_bytes(data: bytes) -> None:
 @given(mutated_capture(DCGM_CAPTURES))
 def test_dcgm_exporter_source_on_mutated_payloads(payload: str) -> None:
     source = DcgmExporterSource("http://127.0.0.1:9/metrics")
-    with mock.patch("exporter.sources.dcgm_exporter.fetch_text", return_value=(payload, "text/plain")):
+    with mock.patch("exporter.sources.device_exporter.fetch_text", return_value=(payload, "text/plain")):
         metrics, status = _collect(source)
     assert_renders_and_parses_back(metrics, [status])
 
