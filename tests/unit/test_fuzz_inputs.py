@@ -29,8 +29,8 @@ from exporter.loop import SourceStatus
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source
 from exporter.sources.dcgm_exporter import DcgmExporterSource
-from exporter.sources.gpu import DEVICE_EXPORTERS
 from exporter.sources.engine import EngineSource
+from exporter.sources.gpu import DEVICE_EXPORTERS
 from exporter.sources.rdma import RdmaSource
 from exporter.webconfig import load_web_config
 from tests.fuzz.properties import FILE_FATES, assert_renders_and_parses_back, canned_open_body, change_file, collect
