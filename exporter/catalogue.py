@@ -18,7 +18,24 @@ ENGINE_LABELS = ("engine", "engine_type", "model")
 ENGINE_SERIES_LABELS = ENGINE_LABELS + ("pod", "namespace", "container")
 # `engine` when the GPU is attributed to one; `pod`/`namespace`/`container` when known (kubelet
 # pod-resources or dcgm-exporter); `gpu_i_id`/`gpu_i_profile` on MIG instances (dcgm-exporter ingest).
-GPU_LABELS = ("gpu", "uuid", "gpu_model", "engine", "pod", "namespace", "container", "gpu_i_id", "gpu_i_profile")
+# `vendor` on every GPU series ("nvidia", "amd", "ascend", "gaudi"); AMD partitions keep their
+# `gpu_partition_id`/`compute_partition`/`memory_partition`, Ascend chips their `pci_bus_id`.
+GPU_LABELS = (
+    "gpu",
+    "uuid",
+    "gpu_model",
+    "vendor",
+    "engine",
+    "pod",
+    "namespace",
+    "container",
+    "gpu_i_id",
+    "gpu_i_profile",
+    "gpu_partition_id",
+    "compute_partition",
+    "memory_partition",
+    "pci_bus_id",
+)
 RDMA_LABELS = ("device", "port")
 HOST_CPU_LABELS = ("cpu",)
 SOURCE_LABELS = ("source", "target")
@@ -129,7 +146,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec(
             "llm_gpu_utilization_ratio",
             "gauge",
-            "NVML utilization: fraction of time any kernel ran (not how busy the SMs were).",
+            "Fraction of time any kernel ran (NVML utilization; AMD gfx activity, Ascend AI Core, Gaudi "
+            "utilization), not how busy the SMs were.",
             GPU_LABELS,
         ),
         _spec(
@@ -154,7 +172,7 @@ CATALOGUE: dict[str, MetricSpec] = {
             "llm_gpu_dram_active_ratio",
             "gauge",
             "Fraction of cycles device memory was sending or receiving data (DCGM 1005 / GPM); practical peak about "
-            "0.8.",
+            "0.8. AMD: memory-controller (UMC) activity; Ascend: HBM bandwidth utilization (docs/metrics.md).",
             GPU_LABELS,
         ),
         _spec("llm_gpu_memory_used_bytes", "gauge", "HBM in use.", GPU_LABELS),
@@ -202,6 +220,30 @@ CATALOGUE: dict[str, MetricSpec] = {
             "1 while the driver reports this clock-event (throttle) reason, else 0 (NVML clocks-event reasons / DCGM "
             "112).",
             GPU_LABELS + ("reason",),
+        ),
+        _spec(
+            "llm_gpu_healthy",
+            "gauge",
+            "1 while the device reports itself healthy, else 0 (AMD gpu_health, Ascend health_status).",
+            GPU_LABELS,
+        ),
+        _spec(
+            "llm_gpu_ecc_errors_total",
+            "counter",
+            "Device-memory ECC errors since the driver loaded, by severity (correctable, uncorrectable).",
+            GPU_LABELS + ("severity",),
+        ),
+        _spec(
+            "llm_gpu_interconnect_transmit_bytes_total",
+            "counter",
+            "Bytes sent over the vendor's scale-up links (AMD XGMI), all links summed, by link.",
+            GPU_LABELS + ("link",),
+        ),
+        _spec(
+            "llm_gpu_interconnect_receive_bytes_total",
+            "counter",
+            "Bytes received over the vendor's scale-up links (AMD XGMI), all links summed, by link.",
+            GPU_LABELS + ("link",),
         ),
         # RDMA ports
         _spec("llm_rdma_port_up", "gauge", "1 if the port state is ACTIVE, else 0.", RDMA_LABELS),

@@ -51,7 +51,10 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         "(detected from the metric names when omitted); replaces engines from the file",
     )
     parser.add_argument(
-        "--gpu", metavar="MODE", help=f"auto, nvml, dcgm, dcgm-exporter=URL or none (default {_DEFAULTS.gpu.mode})"
+        "--gpu",
+        metavar="MODE",
+        help="auto, nvml, dcgm, dcgm-exporter=URL, amdsmi, amd-exporter=URL, ascend-exporter=URL, "
+        f"gaudi-exporter=URL or none (default {_DEFAULTS.gpu.mode})",
     )
     parser.add_argument("--sysfs", metavar="DIR", help=f"sysfs mount point (default {_DEFAULTS.sysfs})")
     parser.add_argument(

@@ -17,6 +17,7 @@ from exporter import validation as v
 from exporter.settings import (
     ENGINE_TYPES,
     GPU_MODES,
+    GPU_URL_MODES,
     LOG_LEVELS,
     Config,
     EngineTarget,
@@ -334,14 +335,18 @@ def _auth(item: Mapping[str, Any], at: str) -> ScrapeAuth:
     )
 
 
+KNOWN_GPU_MODES = ", ".join(f"{m}=URL" if m in GPU_URL_MODES else m for m in GPU_MODES)
+
+
 def _gpu(value: Any, where: str, dcgm_address: Any) -> GpuSettings:
     text = v.string(value, where)
     address = v.string(dcgm_address, "dcgm_address")
     mode, sep, url = text.partition("=")
-    if mode == "dcgm-exporter":
+    if mode in GPU_URL_MODES:
         if not sep:
-            raise ConfigError(where, "dcgm-exporter needs a URL: dcgm-exporter=http://HOST:9400/metrics")
+            port = {"dcgm-exporter": 9400, "amd-exporter": 5000, "ascend-exporter": 8082, "gaudi-exporter": 41611}
+            raise ConfigError(where, f"{mode} needs a URL: {mode}=http://HOST:{port[mode]}/metrics")
         return GpuSettings(mode, _url(url, where), address)
     if sep or mode not in GPU_MODES:
-        raise ConfigError(where, f"unknown GPU mode {text!r} (known: auto, nvml, dcgm, dcgm-exporter=URL, none)")
+        raise ConfigError(where, f"unknown GPU mode {text!r} (known: {KNOWN_GPU_MODES})")
     return GpuSettings(mode, None, address)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from exporter.catalogue import CATALOGUE
 from exporter.sanity import rules_reference
+from exporter.vendor_reference import vendor_reference
 
 _SECTIONS = (
     ("llm_engine_", "Inference engines"),
@@ -41,7 +42,7 @@ def metrics_reference() -> str:
         lines += ["", "## Other", "", "| family | type | labels | meaning |", "|---|---|---|---|"]
         for s in rest:
             lines.append(f"| `{s.name}` | {s.type} | {', '.join(f'`{label}`' for label in s.labels)} | {s.help} |")
-    lines += ["", *rules_reference()]
+    lines += [*vendor_reference(), "", *rules_reference()]
     return "\n".join(lines) + "\n"
 
 

@@ -14,7 +14,19 @@ from dataclasses import dataclass, field, fields
 DEFAULT_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 ENGINE_TYPES = ("sglang", "tgi", "triton", "trtllm", "vllm")  # each has a mapping in sources/engines/
-GPU_MODES = ("auto", "nvml", "dcgm", "dcgm-exporter", "none")
+GPU_MODES = (
+    "auto",
+    "nvml",
+    "dcgm",
+    "dcgm-exporter",
+    "amdsmi",
+    "amd-exporter",
+    "ascend-exporter",
+    "gaudi-exporter",
+    "none",
+)
+#: GPU modes that ingest another exporter and so need `=URL`
+GPU_URL_MODES = ("dcgm-exporter", "amd-exporter", "ascend-exporter", "gaudi-exporter")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -74,7 +86,7 @@ class GpuSettings:
     """Which GPU source to run (`--gpu`, `dcgm_address`)."""
 
     mode: str = "auto"
-    url: str | None = None  # for mode dcgm-exporter
+    url: str | None = None  # for the modes that ingest an exporter (GPU_URL_MODES)
     #: DCGM host engine; "embedded" starts one in-process
     dcgm_address: str = "localhost:5555"
 

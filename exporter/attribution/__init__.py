@@ -35,6 +35,8 @@ class GpuRef:
     pids: frozenset[int] = frozenset()
     # Pods the source itself reported for this GPU (dcgm-exporter's pod labels).
     owners: frozenset[PodContainer] = frozenset()
+    # Other names a device plugin may give it (an AMD GPU's PCI address).
+    device_ids: tuple[str, ...] = ()
 
 
 class Attributor:
@@ -111,7 +113,7 @@ class Attributor:
             return set()
         owners: set[PodContainer] = set()
         # The device plugin reports UUIDs by default, `nvidiaN` with --device-id-strategy=index.
-        for key in (gpu.uuid, f"nvidia{gpu.index}", gpu.index):
+        for key in (gpu.uuid, f"nvidia{gpu.index}", gpu.index, *gpu.device_ids):
             if key:
                 owners |= self._pod_devices.get(key, set())
         return owners

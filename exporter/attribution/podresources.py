@@ -19,8 +19,10 @@ log = logging.getLogger(__name__)
 
 LIST_METHOD = "/v1.PodResourcesLister/List"
 # Device plugins that hand out NVIDIA GPUs: whole GPUs, MIG slices (`nvidia.com/mig-1g.10gb`) and
-# renamed shared resources (`nvidia.com/gpu.shared` with time-slicing).
-GPU_RESOURCE_PREFIX = "nvidia.com/"
+# renamed shared resources (`nvidia.com/gpu.shared` with time-slicing); AMD's (`amd.com/gpu`, device
+# IDs are PCI addresses), Huawei's (`huawei.com/Ascend910`, IDs `Ascend910-N`) and Intel's Gaudi
+# (`habana.ai/gaudi`).
+GPU_RESOURCE_PREFIXES = ("nvidia.com/", "amd.com/", "huawei.com/", "habana.ai/")
 # The largest List answer accepted. A node's answer is a few KB per pod (devices, CPU ids, memory
 # blocks) and a node runs at most a few hundred pods; gRPC's own default (4 MiB) is stated here
 # rather than inherited, and lowered, so a runaway kubelet (or whatever holds the socket) cannot
@@ -75,7 +77,7 @@ def _message_classes() -> tuple[Any, Any]:
 
 
 def gpu_devices(response: Any) -> dict[str, set[PodContainer]]:
-    """Device ID → the containers it is assigned to, for NVIDIA resources only.
+    """Device ID → the containers it is assigned to, for accelerator resources only.
 
     Shared GPUs appear once per sharing pod, with IDs such as `GPU-…::2` (time-slicing replicas):
     the suffix is dropped so each maps back to its physical GPU.
@@ -84,7 +86,7 @@ def gpu_devices(response: Any) -> dict[str, set[PodContainer]]:
     for pod in response.pod_resources:
         for container in pod.containers:
             for device in container.devices:
-                if not device.resource_name.startswith(GPU_RESOURCE_PREFIX):
+                if not device.resource_name.startswith(GPU_RESOURCE_PREFIXES):
                     continue
                 for device_id in device.device_ids:
                     key = device_id.split("::", 1)[0]

@@ -36,6 +36,8 @@ class EngineInputs:
     e2e_seconds_total: float | None = None
     process_cpu_seconds_total: float | None = None
     gpus: list[str] = field(default_factory=list)
+    #: the `vendor` labels of those GPUs ("nvidia" where a series has none)
+    gpu_vendors: list[str] = field(default_factory=list)
     #: GPUs on the node that no attribution tied to an engine while several engines run: their
     #: ratios cannot be this engine's, so they are left out and the evidence says so
     unattributed_gpus: list[str] = field(default_factory=list)
@@ -90,6 +92,7 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
     engines: dict[EngineKey, EngineInputs] = {}
     gpu_values: dict[str, dict[str, list[float]]] = {}  # engine name ("" unattributed) → field → values
     gpu_ids: dict[str, set[str]] = {}
+    gpu_vendors: dict[str, set[str]] = {}
     rdma: dict[str, list[float]] = {}
     up: set[EngineKey] = set()
     for metric in metrics:
@@ -114,6 +117,7 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
             owner = labels.get("engine", "")
             gpu_values.setdefault(owner, {}).setdefault(_GPU_RATIOS[name], []).append(metric.value)
             gpu_ids.setdefault(owner, set()).add(labels.get("gpu", "?"))
+            gpu_vendors.setdefault(owner, set()).add(labels.get("vendor", "nvidia"))
         elif name in ("llm_rdma_port_transmit_utilization_ratio", "llm_rdma_port_receive_utilization_ratio"):
             rdma.setdefault("utilization", []).append(metric.value)
         elif name in ("llm_rdma_port_cnp_handled_total", "llm_rdma_port_cnp_sent_total"):
@@ -128,6 +132,7 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
         gpu_owner = key[0] if key[0] in gpu_values else ("" if single_engine and "" in gpu_values else None)
         if gpu_owner is not None:
             inputs.gpus = sorted(gpu_ids[gpu_owner], key=lambda g: (len(g), g))
+            inputs.gpu_vendors = sorted(gpu_vendors[gpu_owner])
             for attr, values in gpu_values[gpu_owner].items():
                 setattr(inputs, attr, fmean(values))
         elif "" in gpu_ids:

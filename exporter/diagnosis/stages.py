@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from exporter.diagnosis.signals import History
+from exporter.diagnosis.vendors import bandwidth_signal, missing_bandwidth_reason
 from exporter.settings import Thresholds
 
 
@@ -161,6 +162,9 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
     result = StageResult()
     in_engine = _requests_in_engine(h, t)
     dram = h.mean("dram_active", t.level_seconds)
+    vendors = h.latest().gpu_vendors
+    signal = bandwidth_signal(vendors)
+    busy, saturated = signal.band(t)
     sm = h.mean("sm_active", t.level_seconds)
     tensor = h.mean("tensor_active", t.level_seconds)
     itl, slowdown = _itl_slowdown(h, t)
@@ -168,17 +172,17 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
     slowing = _slowing(slowdown, t)
     if dram is not None:
         compute_light = 1.0 - ramp(tensor, t.tensor_active_high, t.tensor_active_high + 0.3)
-        result.score = decoding * ramp(dram, t.dram_active_busy, t.dram_active_saturated) * compute_light * slowing
-        line = f"DRAM active {dram:.2f} on {_gpus(h)}"
+        result.score = decoding * ramp(dram, busy, saturated) * compute_light * slowing
+        line = f"{signal.name} {dram:.2f} on {_gpus(h)}"
         if sm is not None:
             line += f" while SM active {sm:.2f}"
         if tensor is not None:
             line += f", tensor active {tensor:.2f}"
-        result.evidence.append(line + f" (practical DRAM peak ~{t.dram_active_saturated:g})")
+        result.evidence.append(line + f" (practical peak ~{saturated:g})")
     else:
-        result.evidence.append(
-            _no_gpu_line(h, "no GPU DRAM activity for this engine") + ": scored from inter-token latency alone"
-        )
+        # A vendor without any bandwidth signal says so; otherwise the signal is merely missing here.
+        lacking = missing_bandwidth_reason(vendors) or _no_gpu_line(h, "no GPU DRAM activity for this engine")
+        result.evidence.append(lacking + ": scored from inter-token latency alone")
         # Slow tokens alone fit a host-bound engine and prefill stalls as well as HBM: what the
         # engine's own process CPU and prompt share explain is taken off.
         explained = max(_host_busy(h, t), 0.5 * _prefill_stalls(h, t))

@@ -18,7 +18,7 @@ from exporter.config import build
 from exporter.loop import Snapshot
 from exporter.simulate.dcgm_text import POD_NAMESPACE, pod_name
 from exporter.simulate.node import SimulatedNode
-from exporter.simulate.server import SimulationServer
+from exporter.simulate.server import GPU_TEXT_FORMATS, SimulationServer
 
 
 def exporter_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | None, interval: float) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def exporter_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | None,
         "engines": [
             {"name": name, "type": "vllm", "url": f"{base_url}/engine/{i}/metrics"} for i, name in enumerate(names)
         ],
-        "gpu": f"dcgm-exporter={base_url}/gpu/metrics",
+        "gpu": f"{GPU_TEXT_FORMATS[node.scenario.node.gpu.vendor]}={base_url}/gpu/metrics",
         "interval_seconds": interval,
         "window_seconds": max(60.0, 4 * interval),
         # The simulated pods exist only in dcgm-exporter's labels: no processes, no kubelet to ask.

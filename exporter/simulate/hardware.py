@@ -10,6 +10,8 @@ Sources (see shared/research/diagnosis-method.md §1.1 and §1.3):
   vLLM paper's 800 KB per token [S3].
 - HBM capacities are what nvidia-smi reports (81920 MiB for A100 80GB, 81559 MiB for H100 80GB
   HBM3, 143771 MiB for H200); recalled from public nvidia-smi output, not re-checked.
+- AMD Instinct MI300X (the one non-NVIDIA GPU, for AMD nodes): AMD's datasheet figures as quoted
+  in its comment.
 - Clocks, TDP and NVLink bandwidth are datasheet values (A100 1410 MHz boost, 400 W, NVLink3
   600 GB/s; H100/H200 1980 MHz, 700 W, NVLink4 900 GB/s), recalled: they only feed cosmetic gauges
   (clock, power) and the intra-node all-reduce time, which is small next to HBM time.
@@ -37,6 +39,8 @@ class GpuSpec:
     mem_clock_mhz: int
     tdp_watts: float
     idle_watts: float
+    #: whose GPU: "nvidia" nodes serve dcgm-exporter's text, "amd" nodes AMD device-metrics-exporter's
+    vendor: str = "nvidia"
 
     @property
     def ridge_flops_per_byte(self) -> float:
@@ -84,6 +88,12 @@ GPUS: dict[str, GpuSpec] = {
         GpuSpec("a100-80gb", "NVIDIA A100-SXM4-80GB", 81920 * MIB, 2.039e12, 312e12, 600e9, 1410, 1593, 400.0, 60.0),
         GpuSpec("h100-sxm", "NVIDIA H100 80GB HBM3", 81559 * MIB, 3.35e12, 989.4e12, 900e9, 1980, 2619, 700.0, 70.0),
         GpuSpec("h200", "NVIDIA H200", 143771 * MIB, 4.8e12, 989.4e12, 900e9, 1980, 3201, 700.0, 75.0),
+        # AMD Instinct MI300X: 192 GB HBM3 at 5.3 TB/s, 1307.4 dense BF16 TFLOP/s, 7 XGMI links of
+        # 128 GB/s (AMD datasheet); 196592 MB is what amd-smi reports; 2100 MHz peak engine clock,
+        # 1300 MHz memory clock, 750 W (datasheet, recalled; cosmetic gauges only).
+        GpuSpec(
+            "mi300x", "AMD Instinct MI300X", 196592 * MIB, 5.3e12, 1307.4e12, 896e9, 2100, 1300, 750.0, 140.0, "amd"
+        ),
     )
 }
 

@@ -1,6 +1,7 @@
 """The simulated node on the wire: vLLM, dcgm-exporter and sysfs, advancing in real time.
 
-Routes: `/engine/<i>/metrics` (replica i in vLLM V1 text), `/gpu/metrics` (dcgm-exporter text),
+Routes: `/engine/<i>/metrics` (replica i in vLLM V1 text), `/gpu/metrics` (dcgm-exporter text, AMD
+device-metrics-exporter text on a node of AMD GPUs),
 `/` (a JSON index: scenario, current phase and its expected stage, the engine URLs), `/healthz`.
 The scenario is fast-forwarded by its `warmup_seconds` before the first request is answered, so
 queues and caches are already in their steady state; after that a ticker advances the model to
@@ -19,12 +20,15 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from exporter.simulate.amd_text import render_amd
 from exporter.simulate.dcgm_text import pod_name, render_dcgm
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.sysfs import SysfsWriter
 from exporter.simulate.vllm_text import render_vllm
 
 log = logging.getLogger(__name__)
+#: the exporter whose text `/gpu/metrics` speaks, by GPU vendor (also the `--gpu` mode that reads it)
+GPU_TEXT_FORMATS = {"nvidia": "dcgm-exporter", "amd": "amd-exporter"}
 TEXT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TICK_SECONDS = 0.1
 SYSFS_SECONDS = 1.0
@@ -114,7 +118,8 @@ class SimulationServer:
                 replica = self.node.replicas[int(match.group(1))]
                 return 200, TEXT_TYPE, render_vllm(replica, self.started_wall).encode()
             if path == "/gpu/metrics":
-                return 200, TEXT_TYPE, render_dcgm(self.node, self.gpu_window_seconds).encode()
+                render = render_amd if self.node.scenario.node.gpu.vendor == "amd" else render_dcgm
+                return 200, TEXT_TYPE, render(self.node, self.gpu_window_seconds).encode()
             if path in ("/", "/index.json"):
                 return 200, "application/json", (json.dumps(self.index(), indent=2) + "\n").encode()
         if path == "/healthz":
@@ -147,7 +152,7 @@ class SimulationServer:
             ],
             "gpu": {
                 "url": "/gpu/metrics",
-                "format": "dcgm-exporter",
+                "format": GPU_TEXT_FORMATS[scenario.node.gpu.vendor],
                 "model": scenario.node.gpu.model_name,
                 "count": len(node.gpus),
             },

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from exporter.attribution import Attributor, GpuRef, PodContainer
-from exporter.model import Metric
-from exporter.promtext import LabelKey, TooManySeries, parse_wanted
-from exporter.sources.base import Source, SourceError
-from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, attributed_samples, scaled
-from exporter.sources.http_fetch import SameOriginSession, fetch_text
+from exporter.attribution import PodContainer
+from exporter.promtext import LabelKey, parse_wanted
+from exporter.sources.device_exporter import ExporterIngest
+from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, scaled
 
 # (family, scale) by dcgm-exporter metric name; old name first, DCGM 4.6 name second.
 _PERCENT, _RATIO = PERCENT, 1.0
@@ -134,33 +132,11 @@ def _index_order(text: str) -> tuple[int, str]:
     return (int(text), "") if text.isdigit() else (1 << 30, text)
 
 
-class DcgmExporterSource(Source):
+class DcgmExporterSource(ExporterIngest):
     name = "dcgm-exporter"
 
-    def __init__(
-        self,
-        url: str,
-        attributor: Attributor | None = None,
-        timeout_seconds: float = 5.0,
-        max_response_bytes: int = 16 * 1024 * 1024,
-        max_series: int = 20_000,
-    ) -> None:
-        self.url = url
-        self.target = url
-        self.timeout_seconds = timeout_seconds
-        self._attributor = attributor
-        self._max_response_bytes = max_response_bytes
-        self._max_series = max_series
-        self._session = SameOriginSession()  # a redirect elsewhere would export another host's GPUs
-
-    def collect(self, now: float) -> list[Metric]:
-        text, _ = fetch_text(self._session, self.url, self.timeout_seconds, self._max_response_bytes)
-        try:
-            readings, owners = readings_from_text(text, self._max_series)
-        except TooManySeries as exc:
-            raise SourceError("cardinality", f"{self.url}: {exc}") from exc
-        if not readings:
-            raise SourceError("parse", f"{self.url}: no dcgm-exporter GPU metrics in the response")
+    def parse(self, text: str, max_series: int) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
+        readings, owners = readings_from_text(text, max_series)
         for reading, pods in zip(readings, owners):
             for label, values in (
                 ("namespace", {p.namespace for p in pods}),
@@ -170,8 +146,4 @@ class DcgmExporterSource(Source):
                 values.discard("")
                 if values:
                     reading.labels[label] = ",".join(sorted(values))
-        refs = [GpuRef(r.index, r.uuid, owners=pods) for r, pods in zip(readings, owners)]
-        return attributed_samples(readings, refs, self._attributor)
-
-    def close(self) -> None:
-        self._session.close()
+        return readings, owners

@@ -1,8 +1,10 @@
-"""Choose the GPU source for `--gpu` (auto, nvml, dcgm, dcgm-exporter=URL, none), with the NVML
-probe and process list that choice needs.
+"""Choose the GPU source for `--gpu` (auto, nvml, dcgm, dcgm-exporter=URL, amdsmi, amd-exporter=URL,
+ascend-exporter=URL, gaudi-exporter=URL, none), with the NVML probe and process list that choice needs.
 
 `auto` prefers a DCGM host engine that answers (it already runs the node's one profiling session,
-and reading it adds no second one), else NVML with GPM where the GPUs have it, else nothing. The
+and reading it adds no second one), else NVML with GPM where the GPUs have it, else AMD SMI where
+the node has AMD GPUs, else nothing. The vendors' exporters are never guessed: they run as their
+own DaemonSets at addresses only the deployment knows, so their modes name a URL. The
 choice is logged once with the reason for each rejected option, and shows in `/metrics` as the
 `source` label of `llm_exporter_source_up`.
 """
@@ -15,10 +17,15 @@ from types import ModuleType
 
 from exporter.attribution import Attributor
 from exporter.settings import GpuSettings
+from exporter.sources.amd_exporter import AmdExporterSource
+from exporter.sources.amd_smi import AmdSmiSource, amdsmi_available
+from exporter.sources.ascend_exporter import AscendExporterSource
 from exporter.sources.base import Source, SourceError
 from exporter.sources.dcgm import DcgmSource
 from exporter.sources.dcgm_connection import dcgm_answers
 from exporter.sources.dcgm_exporter import DcgmExporterSource
+from exporter.sources.device_exporter import DeviceExporterSource
+from exporter.sources.gaudi_exporter import GaudiExporterSource
 from exporter.sources.gpu_common import quietly
 from exporter.sources.nvml import NvmlSource
 from exporter.sources.nvml_reader import load_pynvml
@@ -26,6 +33,12 @@ from exporter.sources.nvml_reader import load_pynvml
 log = logging.getLogger(__name__)
 
 Probe = Callable[[], tuple[bool, str]]
+#: `--gpu MODE=URL` modes that ingest a vendor's device exporter
+DEVICE_EXPORTERS: dict[str, type[DeviceExporterSource]] = {
+    "amd-exporter": AmdExporterSource,
+    "ascend-exporter": AscendExporterSource,
+    "gaudi-exporter": GaudiExporterSource,
+}
 
 
 def build_gpu_source(
@@ -34,6 +47,7 @@ def build_gpu_source(
     interval_seconds: float,
     dcgm_probe: Probe | None = None,
     nvml_probe: Probe | None = None,
+    amdsmi_probe: Probe | None = None,
 ) -> Source | None:
     """The GPU source `gpu.mode` asks for, or None; `attributor` is closed when none is built."""
     mode = gpu.mode
@@ -45,6 +59,13 @@ def build_gpu_source(
         assert gpu.url is not None
         log.info("gpu: ingesting dcgm-exporter at %s", gpu.url)
         return DcgmExporterSource(gpu.url, attributor)
+    if mode in DEVICE_EXPORTERS:
+        assert gpu.url is not None
+        log.info("gpu: ingesting %s at %s", mode, gpu.url)
+        return DEVICE_EXPORTERS[mode](gpu.url, attributor)
+    if mode == "amdsmi":
+        log.info("gpu: AMD SMI (--gpu amdsmi)")
+        return AmdSmiSource(attributor)
     if mode == "nvml":
         log.info("gpu: NVML (--gpu nvml)")
         return NvmlSource(attributor)
@@ -59,7 +80,16 @@ def build_gpu_source(
     if nvml_ok:
         log.info("gpu: auto chose NVML (%s; not DCGM: %s)", nvml_why, dcgm_why)
         return NvmlSource(attributor)
-    log.info("gpu: auto found no GPU telemetry (DCGM: %s; NVML: %s); GPU families are absent", dcgm_why, nvml_why)
+    amd_ok, amd_why = (amdsmi_probe or amdsmi_available)()
+    if amd_ok:
+        log.info("gpu: auto chose AMD SMI (%s; not DCGM: %s; not NVML: %s)", amd_why, dcgm_why, nvml_why)
+        return AmdSmiSource(attributor)
+    log.info(
+        "gpu: auto found no GPU telemetry (DCGM: %s; NVML: %s; AMD SMI: %s); GPU families are absent",
+        dcgm_why,
+        nvml_why,
+        amd_why,
+    )
     attributor.close()
     return None
 

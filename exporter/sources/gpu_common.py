@@ -1,4 +1,4 @@
-"""What the three GPU sources (NVML, DCGM, dcgm-exporter ingest) share: one reading per GPU,
+"""What the GPU sources (NVML, DCGM, dcgm-exporter, amdsmi and the vendors' exporters) share: one reading per GPU,
 and the one way it becomes `llm_gpu_*` samples with attribution labels.
 
 Each source turns its own format into `GpuReading`s; only this module knows label names, so a GPU
@@ -75,6 +75,10 @@ class GpuReading:
     xid_counts: dict[int, float] = field(default_factory=dict)
     pids: frozenset[int] = frozenset()
     labels: dict[str, str] = field(default_factory=dict)
+    #: whose device this is, the `vendor` label: "nvidia", "amd", "ascend", "gaudi"
+    vendor: str = "nvidia"
+    #: samples of families with a label of their own (`severity`, `link`): (family, labels, value)
+    labelled: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
 
     def set(self, family: str, value: float | None) -> None:
         """Record a value unless it is missing or not a number (NaN means "no data" upstream)."""
@@ -84,7 +88,13 @@ class GpuReading:
 
 def base_labels(reading: GpuReading) -> dict[str, str]:
     """gpu/uuid/gpu_model plus the source's own labels; an unknown (empty) value is left out."""
-    labels = {"gpu": reading.index, "uuid": reading.uuid, "gpu_model": reading.model, **reading.labels}
+    labels = {
+        "gpu": reading.index,
+        "uuid": reading.uuid,
+        "gpu_model": reading.model,
+        "vendor": reading.vendor,
+        **reading.labels,
+    }
     return {key: value for key, value in labels.items() if value}
 
 
@@ -110,6 +120,7 @@ def render_readings(readings: Sequence[GpuReading], attribution: Sequence[Mappin
         samples.append(Sample("llm_gpu_up", labels, 1.0 if reading.up else 0.0))
         if reading.up:
             samples.extend(Sample(family, labels, value) for family, value in reading.values.items())
+            samples.extend(Sample(family, {**labels, **own}, value) for family, own, value in reading.labelled)
             if reading.throttle_reasons is not None:
                 samples.extend(throttle_samples(reading.throttle_reasons, labels))
         for xid, count in sorted(reading.xid_counts.items()):

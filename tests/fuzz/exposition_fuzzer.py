@@ -16,7 +16,7 @@ import atheris
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 with atheris.instrument_imports(include=["exporter"]):
-    import exporter.sources.dcgm_exporter as dcgm_exporter_module
+    import exporter.sources.device_exporter as exporter_ingest_module
     import exporter.sources.engine as engine_module
     from exporter.settings import EngineTarget
     from exporter.sources.dcgm_exporter import DcgmExporterSource
@@ -35,9 +35,9 @@ def _serve_payload(*_: object) -> tuple[str, str]:
 
 
 # The sources fetch through these names; the harness answers instead of a server. The engine source
-# streams its body (open_body), dcgm-exporter reads it whole (fetch_text).
+# streams its body (open_body), dcgm-exporter reads it whole (fetch_text, in the shared exporter ingest).
 engine_module.open_body = canned_open_body(lambda: _payload[0])
-dcgm_exporter_module.fetch_text = _serve_payload
+exporter_ingest_module.fetch_text = _serve_payload
 
 
 def test_one_input(data: bytes) -> None:

@@ -83,6 +83,7 @@ def test_reports_every_gpu_with_identity_and_units(source):
         "gpu": "2",
         "uuid": "GPU-00000002-5e1f-4c1a-9d2b-0000a0000002",
         "gpu_model": "NVIDIA H200",
+        "vendor": "nvidia",
     }
     node = eight_gpu_node()["gpus"][2]
     assert gpu2["llm_gpu_memory_used_bytes"].value == node["memory_used"]

@@ -43,7 +43,7 @@ def expected_from_capture(text: str) -> dict:
                 continue
             name, convert = EXPECTED[sample.name]
             labels = sample.labels
-            ours = {"gpu": labels["gpu"], "uuid": labels["UUID"], "gpu_model": labels["modelName"]}
+            ours = {"gpu": labels["gpu"], "uuid": labels["UUID"], "gpu_model": labels["modelName"], "vendor": "nvidia"}
             if labels.get("GPU_I_ID"):
                 ours.update(gpu_i_id=labels["GPU_I_ID"], gpu_i_profile=labels["GPU_I_PROFILE"])
             for label in ("namespace", "pod", "container"):
@@ -102,7 +102,9 @@ def test_nvml_eight_gpus_gpm_on_hopper_then_gpu5_lost(nvml_node):
     write_state(state, with_changes(eight_gpu_node(), gpu5={"lost": True}))
     second = series(run_once("--gpu", "nvml", env=env).stdout)
     assert values_by(second, "llm_gpu_up") == {**{str(i): 1.0 for i in range(8)}, "5": 0.0}
-    assert [labels for labels in labels_of(second, "5")] == [{"gpu": "5"}]  # only llm_gpu_up, identity unknown
+    assert [labels for labels in labels_of(second, "5")] == [
+        {"gpu": "5", "vendor": "nvidia"}
+    ]  # only llm_gpu_up, identity unknown
 
     def others(found):
         return {k: v for k, v in found.items() if dict(k[1]).get("gpu") != "5"}

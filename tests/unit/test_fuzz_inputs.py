@@ -30,6 +30,7 @@ from exporter.settings import EngineTarget
 from exporter.sources.base import Source
 from exporter.sources.dcgm_exporter import DcgmExporterSource
 from exporter.sources.engine import EngineSource
+from exporter.sources.gpu import DEVICE_EXPORTERS
 from exporter.sources.rdma import RdmaSource
 from exporter.webconfig import load_web_config
 from tests.fuzz.properties import FILE_FATES, assert_renders_and_parses_back, canned_open_body, change_file, collect
@@ -40,7 +41,13 @@ FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCh
 
 ENGINE_CAPTURES = sorted(ENGINE_FIXTURES.glob("*.prom"))
 DCGM_CAPTURES = sorted((FIXTURES / "dcgm-exporter").glob("*.prom"))
-_LINES = {path: path.read_text(encoding="utf-8").split("\n") for path in (*ENGINE_CAPTURES, *DCGM_CAPTURES)}
+# The vendors' exporters (AMD, Ascend, Gaudi): every capture, one mutated payload source.
+DEVICE_CAPTURES = sorted(
+    p for d in ("amd-exporter", "ascend-exporter", "gaudi-exporter") for p in (FIXTURES / d).glob("*.txt")
+)
+_LINES = {
+    path: path.read_text(encoding="utf-8").split("\n") for path in (*ENGINE_CAPTURES, *DCGM_CAPTURES, *DEVICE_CAPTURES)
+}
 
 _NUMBERS = st.sampled_from(
     [
@@ -143,7 +150,16 @@ def test_engine_source_on_arbitrary_bytes(data: bytes) -> None:
 @given(mutated_capture(DCGM_CAPTURES))
 def test_dcgm_exporter_source_on_mutated_payloads(payload: str) -> None:
     source = DcgmExporterSource("http://127.0.0.1:9/metrics")
-    with mock.patch("exporter.sources.dcgm_exporter.fetch_text", return_value=(payload, "text/plain")):
+    with mock.patch("exporter.sources.device_exporter.fetch_text", return_value=(payload, "text/plain")):
+        metrics, status = _collect(source)
+    assert_renders_and_parses_back(metrics, [status])
+
+
+@FUZZ
+@given(mutated_capture(DEVICE_CAPTURES), st.sampled_from(["amd", "ascend", "gaudi"]))
+def test_vendor_exporter_sources_on_mutated_payloads(payload: str, vendor: str) -> None:
+    source = DEVICE_EXPORTERS[f"{vendor}-exporter"]("http://127.0.0.1:9/metrics")
+    with mock.patch("exporter.sources.device_exporter.fetch_text", return_value=(payload, "text/plain")):
         metrics, status = _collect(source)
     assert_renders_and_parses_back(metrics, [status])
 

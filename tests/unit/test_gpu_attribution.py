@@ -266,3 +266,24 @@ def test_bad_dcgm_address_names_the_key():
     with pytest.raises(ConfigError) as raised:
         build({"dcgm_address": ""})
     assert raised.value.where == "dcgm_address"
+
+
+def test_gpu_devices_keeps_amd_ascend_and_gaudi_resources():
+    _, response_class = _message_classes()
+    response = response_class()
+    container = response.pod_resources.add(name="p", namespace="ns").containers.add(name="c")
+    # The device plugins' IDs: AMD's are PCI addresses, Huawei's AscendNNN-N, Intel's the device name.
+    container.devices.add(resource_name="amd.com/gpu", device_ids=["0000:0c:00.0"])
+    container.devices.add(resource_name="huawei.com/Ascend910", device_ids=["Ascend910-3"])
+    container.devices.add(resource_name="habana.ai/gaudi", device_ids=["hl1"])
+    owner = PodContainer("ns", "p", "c")
+    assert gpu_devices(response) == {"0000:0c:00.0": {owner}, "Ascend910-3": {owner}, "hl1": {owner}}
+
+
+def test_an_amd_gpu_is_found_in_pod_resources_by_its_pci_address():
+    pods = FakePods({"0000:0c:00.0": {PodContainer("serving", "vllm-a-0", "vllm")}})
+    settings = GpuAttribution(engine_pods={"vllm-a": ("serving", "vllm-a-0")})
+    ref = GpuRef("0", "00ff74a1-0000-1000-80b7-9a0c1d5e8000", device_ids=("0000:0c:00.0",))
+    assert attributor(settings, pods=pods).attribute([ref]) == [
+        {"namespace": "serving", "pod": "vllm-a-0", "container": "vllm", "engine": "vllm-a"}
+    ]

@@ -204,7 +204,7 @@ def test_fields_map_by_id_to_our_units(engine):
         "llm_gpu_nvlink_receive_bytes_per_second": 4.0e10,
     }
     labels = next(m.labels for m in metrics if m.name == "llm_gpu_up" and m.labels["gpu"] == "1")
-    assert labels == {"gpu": "1", "uuid": "GPU-bbbb", "gpu_model": "NVIDIA H100 80GB HBM3"}
+    assert labels == {"gpu": "1", "uuid": "GPU-bbbb", "gpu_model": "NVIDIA H100 80GB HBM3", "vendor": "nvidia"}
     throttle = {
         m.labels["reason"]: m.value
         for m in metrics

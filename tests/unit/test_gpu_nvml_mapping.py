@@ -100,8 +100,8 @@ def test_a_down_gpu_keeps_only_up_and_its_xids():
     reading = NvmlGpuReading(index=5, uuid="GPU-5", up=False, power_milliwatts=1, xid_counts={79: 1.0})
     samples = render_readings([gpu_reading(reading)], [{}])
     assert [(s.name, s.labels, s.value) for s in samples] == [
-        ("llm_gpu_up", {"gpu": "5", "uuid": "GPU-5"}, 0.0),
-        ("llm_gpu_xid_errors_total", {"gpu": "5", "uuid": "GPU-5", "xid": "79"}, 1.0),
+        ("llm_gpu_up", {"gpu": "5", "uuid": "GPU-5", "vendor": "nvidia"}, 0.0),
+        ("llm_gpu_xid_errors_total", {"gpu": "5", "uuid": "GPU-5", "vendor": "nvidia", "xid": "79"}, 1.0),
     ]
 
 

@@ -1,4 +1,4 @@
-"""`--gpu` chooses the GPU source; `auto` prefers DCGM, then NVML, then none, and says why."""
+"""`--gpu` chooses the GPU source; `auto` prefers DCGM, then NVML, then AMD SMI, then none, and says why."""
 
 from __future__ import annotations
 
@@ -9,8 +9,12 @@ import pytest
 from exporter.app import build_pipeline
 from exporter.attribution import Attributor
 from exporter.config import build
+from exporter.sources.amd_exporter import AmdExporterSource
+from exporter.sources.amd_smi import AmdSmiSource
+from exporter.sources.ascend_exporter import AscendExporterSource
 from exporter.sources.dcgm import DcgmSource
 from exporter.sources.dcgm_exporter import DcgmExporterSource
+from exporter.sources.gaudi_exporter import GaudiExporterSource
 from exporter.sources.gpu import build_gpu_source
 from exporter.sources.nvml import NvmlSource
 
@@ -33,10 +37,25 @@ def gpu_args(config):
         ("nvml", NvmlSource),
         ("dcgm", DcgmSource),
         ("dcgm-exporter=http://127.0.0.1:9400/metrics", DcgmExporterSource),
+        ("amdsmi", AmdSmiSource),
+        ("amd-exporter=http://127.0.0.1:5000/metrics", AmdExporterSource),
+        ("ascend-exporter=http://127.0.0.1:8082/metrics", AscendExporterSource),
+        ("gaudi-exporter=http://127.0.0.1:41611/metrics", GaudiExporterSource),
     ],
 )
 def test_explicit_modes_do_not_probe(gpu, kind):
-    assert isinstance(build_gpu_source(*gpu_args(build({"gpu": gpu})), dcgm_probe=refuse, nvml_probe=refuse), kind)
+    source = build_gpu_source(*gpu_args(build({"gpu": gpu})), dcgm_probe=refuse, nvml_probe=refuse, amdsmi_probe=refuse)
+    assert isinstance(source, kind)
+    if "=" in gpu:
+        assert source.target == gpu.partition("=")[2]
+
+
+@pytest.mark.parametrize("mode, port", [("amd-exporter", 5000), ("ascend-exporter", 8082), ("gaudi-exporter", 41611)])
+def test_an_exporter_mode_without_a_url_names_the_usual_one(mode, port):
+    from exporter.validation import ConfigError
+
+    with pytest.raises(ConfigError, match=f"{mode}=http://HOST:{port}/metrics"):
+        build({"gpu": mode})
 
 
 def test_none_builds_nothing():
@@ -56,10 +75,17 @@ def test_auto_falls_back_to_nvml(caplog):
     assert "auto chose NVML" in caplog.text and "nothing there" in caplog.text
 
 
-def test_auto_with_neither_runs_without_gpu_families(caplog):
+def test_auto_falls_back_to_amd_smi(caplog):
     caplog.set_level(logging.INFO)
-    assert build_gpu_source(*gpu_args(build({})), dcgm_probe=NO, nvml_probe=NO) is None
-    assert "auto found no GPU telemetry" in caplog.text
+    source = build_gpu_source(*gpu_args(build({})), dcgm_probe=NO, nvml_probe=NO, amdsmi_probe=YES)
+    assert isinstance(source, AmdSmiSource)
+    assert "auto chose AMD SMI" in caplog.text
+
+
+def test_auto_with_none_runs_without_gpu_families(caplog):
+    caplog.set_level(logging.INFO)
+    assert build_gpu_source(*gpu_args(build({})), dcgm_probe=NO, nvml_probe=NO, amdsmi_probe=NO) is None
+    assert "auto found no GPU telemetry" in caplog.text and "AMD SMI: nothing there" in caplog.text
 
 
 def test_the_registry_adds_the_gpu_source():

@@ -156,7 +156,9 @@ def test_service_account_binding_service_and_monitor_point_at_each_other(bundle)
             "namespace": namespace,
         }
     ]
-    service = one(bundle, "Service")
+    # The exporter's own objects; an overlay may add some in another namespace (ascend's access to npu-exporter).
+    own = [d for d in bundle if d["metadata"].get("namespace", namespace) == namespace]
+    service = one(own, "Service")
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(9477, "metrics")]
@@ -168,7 +170,7 @@ def test_service_account_binding_service_and_monitor_point_at_each_other(bundle)
     # The generated rules select job="<Service name>", which is what prometheus-operator sets.
     rules = yaml.safe_dump(one(bundle, "PrometheusRule")["spec"])
     assert f'job="{service["metadata"]["name"]}"' in rules
-    policy = one(bundle, "NetworkPolicy")
+    policy = one(own, "NetworkPolicy")
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
@@ -352,3 +354,34 @@ def test_compose_file_parses_and_every_mounted_path_exists():
     for provider in yaml.safe_load((provisioning / "dashboards" / "llm-bottleneck.yaml").read_text())["providers"]:
         dashboards = on_host("grafana", provider["options"]["path"])
         assert any(dashboards.glob("*.json")), f"no dashboards in {dashboards.relative_to(REPO)} (run generate)"
+
+
+@pytest.mark.parametrize(
+    "overlay, mode, selector, toleration",
+    [
+        ("amd", "amd-exporter", {"feature.node.kubernetes.io/amd-gpu": "true"}, "amd.com/gpu"),
+        ("ascend", "ascend-exporter", {"accelerator": "huawei-Ascend910"}, "huawei.com/Ascend910"),
+    ],
+)
+def test_vendor_overlays_read_the_vendor_exporter_on_the_vendor_s_nodes(overlay, mode, selector, toleration):
+    bundle = render(DEPLOY / "overlays" / overlay)
+    pod = one(bundle, "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == selector and "runtimeClassName" not in pod
+    assert [t["key"] for t in pod["tolerations"]] == [toleration]
+    assert not any(e["name"].startswith("NVIDIA_") for e in pod["containers"][0]["env"])
+    config = build(yaml.safe_load(one(bundle, "ConfigMap", "llm-bottleneck-exporter-config")["data"]["config.yaml"]))
+    assert config.gpu.mode == mode and config.gpu.url and config.gpu.url.endswith("/metrics")
+
+
+def test_ascend_overlay_reaches_only_this_node_s_npu_exporter():
+    bundle = render(DEPLOY / "overlays" / "ascend")
+    config = build(yaml.safe_load(one(bundle, "ConfigMap", "llm-bottleneck-exporter-config")["data"]["config.yaml"]))
+    service = one(bundle, "Service", "npu-exporter-node-local")
+    assert service["spec"]["internalTrafficPolicy"] == "Local" and service["spec"]["selector"] == {
+        "app": "npu-exporter"
+    }
+    assert config.gpu.url == f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:8082/metrics"
+    policy = one(bundle, "NetworkPolicy", "llm-bottleneck-exporter-ingress")
+    pod_labels = one(bundle, "DaemonSet")["spec"]["template"]["metadata"]["labels"]
+    allowed = policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
+    assert allowed.items() <= pod_labels.items()

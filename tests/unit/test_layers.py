@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "serving",
         ("exporter.webconfig", "exporter.webauth", "exporter.webguard", "exporter.connections", "exporter.server"),
     ),
-    ("monitoring", ("exporter.monitoring", "exporter.generate", "exporter.reference")),
+    ("monitoring", ("exporter.monitoring", "exporter.generate", "exporter.reference", "exporter.vendor_reference")),
     ("simulator", ("exporter.simulate",)),
     ("cli", ("exporter.cli", "exporter.__main__")),
 )
