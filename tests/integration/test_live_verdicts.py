@@ -95,7 +95,9 @@ def _stop(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def live_run(name: str, workdir: Path) -> LiveRun:
+def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
+    """One scenario live (`seed`: the simulator's, default the scenario's own; tests/perf/live_shares.py
+    runs others)."""
     text, end = compressed(name)
     scenario_file = workdir / f"{name}.yaml"
     scenario_file.write_text(text)
@@ -108,7 +110,8 @@ def live_run(name: str, workdir: Path) -> LiveRun:
     run = LiveRun(name, end)
     sim = subprocess.Popen(
         [*command, "simulate", "--scenario", str(scenario_file), "--listen", f"127.0.0.1:{sim_port}"]
-        + ["--sysfs-out", str(sysfs)],
+        + ["--sysfs-out", str(sysfs)]
+        + ([] if seed is None else ["--seed", str(seed)]),
         **popen,
     )
     exporter = plain = None
@@ -197,7 +200,13 @@ def test_plain_flags_never_let_unattributed_gpus_decide(live_runs: dict[str, Liv
     assert not run.error, run.error
     assert run.plain_evidence, "the plain-flags exporter diagnosed no engine"
     if len(run.plain_evidence) == 1:
-        return  # one engine on the node: its GPUs are the node's
+        # One engine on the node: its GPUs are the node's, so plain flags must read what the
+        # attributed configuration reads.
+        for phase, expected in run.expected.items():
+            fraction, count = share(run, phase, plain=True)
+            floor = 0.95 if expected == "none" else 0.85
+            assert count > 0 and fraction >= floor, f"{name}/{phase}: plain flags {fraction:.0%} read {expected}"
+        return
     for evidence in run.plain_evidence:
         text = " | ".join(evidence)
         assert "DRAM active" not in text and "tensor active" not in text, text
