@@ -78,3 +78,25 @@ def test_fp8_kv_at_the_utilization_ceiling_drops_the_share_advice() -> None:
     actions = stage_actions("kv_cache_capacity", {"gpu_memory_utilization": "0.95", "kv_cache_dtype": "fp8_e4m3"})
     assert not any("gpu_memory_utilization" in a or "fp8" in a for a in actions)
     assert actions  # shorter contexts and more GPUs remain
+
+
+def test_the_simulated_engine_reports_prefix_caching_as_its_phase_sets_it() -> None:
+    """prompt-growth turns prefix caching on in its remedied phase: the simulator's cache_config_info
+    follows, so the advice after the remedies no longer asks for it."""
+    from exporter.simulate import load_scenario
+    from exporter.simulate.node import SimulatedNode
+    from exporter.simulate.vllm_text import render_vllm
+
+    replica = SimulatedNode(load_scenario("prompt-growth")).replicas[0]
+    mapping = VllmMapping()
+
+    def settings() -> dict[str, str]:
+        return mapping.read(parse_wanted(render_vllm(replica, 0.0), mapping.wanted()))[0].settings
+
+    before = settings()
+    assert before["prefix_caching"] == "false"
+    assert before["gpu_memory_utilization"] == str(replica.config.gpu_memory_utilization)
+    assert int(before["num_gpu_blocks"]) == replica.kv.total_blocks
+    replica.reconfigure(enable_prefix_caching=True)
+    assert settings()["prefix_caching"] == "true"
+    assert not any("enable prefix caching" in a for a in stage_actions("decode_memory_bandwidth", settings()))
