@@ -88,11 +88,18 @@ def _wait_for(url: str, process: subprocess.Popen, seconds: float) -> None:
 
 
 def _stop(process: subprocess.Popen) -> None:
+    """Stop the process group; one that already exited (its group gone) is only reaped."""
     try:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=10)
 
 
 def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
@@ -106,12 +113,14 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
     sim_port, exporter_port = free_port(), free_port()
     sim_url = f"http://127.0.0.1:{sim_port}"
     command = [sys.executable, "-m", "exporter"]
-    popen = {"cwd": REPO, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+    popen = {"cwd": REPO, "stdout": subprocess.DEVNULL, "start_new_session": True}
+    logs = {role: workdir / f"{name}-{role}.log" for role in ("simulate", "serve", "serve-plain")}
     run = LiveRun(name, end)
     sim = subprocess.Popen(
         [*command, "simulate", "--scenario", str(scenario_file), "--listen", f"127.0.0.1:{sim_port}"]
         + ["--sysfs-out", str(sysfs)]
         + ([] if seed is None else ["--seed", str(seed)]),
+        stderr=logs["simulate"].open("w"),
         **popen,
     )
     exporter = plain = None
@@ -121,13 +130,16 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
         config = workdir / f"{name}-exporter.yaml"
         config.write_text(yaml.safe_dump(exporter_settings(node, sim_url, str(sysfs), INTERVAL_SECONDS)))
         exporter = subprocess.Popen(
-            [*command, "serve", "--config", str(config), "--listen", f"127.0.0.1:{exporter_port}"], **popen
+            [*command, "serve", "--config", str(config), "--listen", f"127.0.0.1:{exporter_port}"],
+            stderr=logs["serve"].open("w"),
+            **popen,
         )
         plain_port = free_port()
         engines = [a for i in range(len(node.replicas)) for a in ("--engine", f"vllm={sim_url}/engine/{i}/metrics")]
         plain = subprocess.Popen(
             [*command, "serve", *engines, "--gpu", f"dcgm-exporter={sim_url}/gpu/metrics", "--sysfs", str(sysfs)]
             + ["--listen", f"127.0.0.1:{plain_port}"],
+            stderr=logs["serve-plain"].open("w"),
             **popen,
         )
         _wait_for(f"http://127.0.0.1:{exporter_port}/healthz", exporter, 60)
@@ -156,6 +168,10 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
     except Exception as exc:  # reported by the scenario's own test, not by the fixture
         run.error = f"{type(exc).__name__}: {exc}"
     finally:
+        for role, process in (("simulate", sim), ("serve", exporter), ("serve-plain", plain)):
+            if process is not None and process.poll() is not None:
+                tail = logs[role].read_text(errors="replace")[-1500:]
+                run.error += f"\n{role} exited with {process.returncode}: {tail}"
         for process in (exporter, plain):
             if process is not None:
                 _stop(process)
