@@ -16,6 +16,16 @@ MetricType = Literal["gauge", "counter", "summary"]
 ENGINE_LABELS = ("engine", "engine_type", "model")
 # Series of an engine found through Kubernetes discovery also carry its pod's labels.
 ENGINE_SERIES_LABELS = ENGINE_LABELS + ("pod", "namespace", "container")
+# The engine settings `llm_engine_config_info` carries (where the engine exports them: vLLM's
+# `cache_config_info`), named for what they are, not for one engine's spelling.
+ENGINE_SETTINGS = (
+    "prefix_caching",
+    "gpu_memory_utilization",
+    "block_size",
+    "num_gpu_blocks",
+    "kv_cache_dtype",
+    "kv_cache_size_tokens",
+)
 # `engine` when the GPU is attributed to one; `pod`/`namespace`/`container` when known (kubelet
 # pod-resources or dcgm-exporter); `gpu_i_id`/`gpu_i_profile` on MIG instances (dcgm-exporter ingest).
 # `vendor` on every GPU series ("nvidia", "amd", "ascend", "gaudi"); AMD partitions keep their
@@ -116,6 +126,14 @@ CATALOGUE: dict[str, MetricSpec] = {
             "gauge",
             "Prefix-cache hit ratio 0-1 over the exporter's window (hit tokens / queried tokens).",
             ENGINE_SERIES_LABELS,
+        ),
+        _spec(
+            "llm_engine_config_info",
+            "gauge",
+            "Always 1; labels carry the engine's serving settings where it exports them (vLLM's "
+            "cache_config_info): prefix_caching true/false, gpu_memory_utilization, block_size, num_gpu_blocks, "
+            "kv_cache_dtype, kv_cache_size_tokens; a setting the engine does not report is left out.",
+            ENGINE_SERIES_LABELS + ENGINE_SETTINGS,
         ),
         _spec(
             "llm_engine_time_to_first_token_seconds",

@@ -81,3 +81,6 @@ class EngineReading:
     prefix_cache_hit_ratio: float | None = None
     # Keys: "time_to_first_token", "inter_token_latency", "e2e_request_latency", "queue_time".
     histograms: dict[str, Histogram] = field(default_factory=dict)
+    # The engine's serving settings where it exports them (vLLM's `cache_config_info`), under the
+    # normalized names of `llm_engine_config_info` (ENGINE_SETTINGS): advice names their values.
+    settings: dict[str, str] = field(default_factory=dict)

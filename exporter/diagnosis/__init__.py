@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exporter.catalogue import STAGES as STAGE_IDS
-from exporter.diagnosis.actions import ACTIONS
+from exporter.diagnosis.actions import stage_actions
 from exporter.diagnosis.signals import EngineKey, History, engine_inputs, engine_key
 from exporter.diagnosis.stages import STAGES, StageResult
 from exporter.model import Metric, Sample
@@ -127,7 +127,8 @@ class Diagnoser:
                 f"GPU signals of {len(unattributed)} GPUs on this node are unattributed (no engine label, several "
                 "engines): not used for this engine; set gpu_attribution to use them"
             )
-        actions = [a for s in ordered if active[s] for a in ACTIONS[s]]
+        settings = history.latest().settings
+        actions = [a for s in ordered if active[s] for a in stage_actions(s, settings)]
         return EngineDiagnosis(key, scores, active, results, primary, evidence, actions)
 
     def _gauges(self, d: EngineDiagnosis) -> list[Metric]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 ACTIONS: dict[str, tuple[str, ...]] = {
     "queueing": (
         "add replicas or raise max_num_seqs while KV-cache headroom and latency allow",
@@ -36,3 +38,62 @@ ACTIONS: dict[str, tuple[str, ...]] = {
         "reduce per-step Python work (logprobs, detokenization, guided decoding) or move it off the scheduler",
     ),
 }
+
+# The actions that depend on a setting the engine may export (`llm_engine_config_info`).
+_PREFIX_CACHING = "enable prefix caching"
+_KV_SHARE = "raise the KV-cache share (--gpu-memory-utilization) or quantize the KV cache (fp8)"
+# vLLM's docs suggest up to about 0.95; above it activations and CUDA graphs run out of room.
+_MAX_GPU_MEMORY_UTILIZATION = 0.95
+
+
+def _kv_share(settings: Mapping[str, str]) -> str | None:
+    """The KV-share advice with the engine's own values: its utilization, pool and KV dtype."""
+    utilization = _number(settings.get("gpu_memory_utilization"))
+    quantized = settings.get("kv_cache_dtype", "").startswith("fp8")
+    pool = ""
+    if "kv_cache_size_tokens" in settings:
+        pool = f" (KV pool {settings['kv_cache_size_tokens']} tokens)"
+    elif "num_gpu_blocks" in settings and "block_size" in settings:
+        pool = f" (KV pool {settings['num_gpu_blocks']} blocks of {settings['block_size']} tokens)"
+    quantize = "" if quantized else "quantize the KV cache (--kv-cache-dtype fp8)"
+    if utilization is None:
+        return _KV_SHARE if not quantized else "raise the KV-cache share (--gpu-memory-utilization)"
+    if utilization < _MAX_GPU_MEMORY_UTILIZATION:
+        line = (
+            f"gpu_memory_utilization is {utilization:.2f}{pool}: raise it to {_MAX_GPU_MEMORY_UTILIZATION:.2f} "
+            "for more KV blocks"
+        )
+        return line + (f", or {quantize}" if quantize else "")
+    if quantize:
+        return f"gpu_memory_utilization is already {utilization:.2f}{pool}: {quantize}"
+    return None  # both already done: the remaining actions (shorter contexts, more GPUs) apply
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def stage_actions(stage: str, settings: Mapping[str, str]) -> list[str]:
+    """ACTIONS[stage] for this engine: nothing it already does, and settings named with their values.
+
+    An engine that exports no settings gets the generic advice; one that reports prefix caching on
+    is never told to enable it.
+    """
+    out = []
+    prefix_caching = settings.get("prefix_caching")
+    for line in ACTIONS[stage]:
+        if _PREFIX_CACHING in line:
+            if prefix_caching == "true":
+                continue
+            if prefix_caching == "false":
+                line = line.replace(_PREFIX_CACHING, f"{_PREFIX_CACHING} (it is off: --enable-prefix-caching)", 1)
+        elif line == _KV_SHARE:
+            rewritten = _kv_share(settings)
+            if rewritten is None:
+                continue
+            line = rewritten
+        out.append(line)
+    return out

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import fmean
 
+from exporter.catalogue import ENGINE_SETTINGS
 from exporter.model import Labels, Metric, QuantileSummary, Sample
 
 EngineKey = tuple[str, str, str]  # engine, engine_type, model
@@ -49,6 +50,9 @@ class EngineInputs:
     rdma_cnp_total: float | None = None
     rdma_retransmissions_total: float | None = None
     rdma_xmit_wait_total: float | None = None
+    #: the engine's serving settings from `llm_engine_config_info` (ENGINE_SETTINGS names), so
+    #: advice can name a setting's value and skip what is already on
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 _ENGINE_GAUGES = {
@@ -111,6 +115,10 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
         if name == "llm_engine_up":
             if metric.value == 1.0:
                 up.add(engine_key(labels))
+        elif name == "llm_engine_config_info":
+            engines.setdefault(engine_key(labels), EngineInputs()).settings = {
+                k: labels[k] for k in ENGINE_SETTINGS if k in labels
+            }
         elif name in _ENGINE_GAUGES:
             setattr(engines.setdefault(engine_key(labels), EngineInputs()), _ENGINE_GAUGES[name], metric.value)
         elif name in _GPU_RATIOS:

@@ -190,6 +190,9 @@ class EngineSource(Source):
             value = getattr(reading, field)
             if value is not None:
                 yield Sample(family, labels, value)
+        if reading.settings:
+            # The engine's identity labels win over a setting of the same name.
+            yield Sample("llm_engine_config_info", {**reading.settings, **labels}, 1.0)
         ratio = self._prefix_hit_ratio(now, reading)
         if ratio is not None:
             yield Sample("llm_engine_prefix_cache_hit_ratio", labels, ratio)

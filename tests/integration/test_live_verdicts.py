@@ -88,14 +88,23 @@ def _wait_for(url: str, process: subprocess.Popen, seconds: float) -> None:
 
 
 def _stop(process: subprocess.Popen) -> None:
+    """Stop the process group; one that already exited (its group gone) is only reaped."""
     try:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=10)
 
 
-def live_run(name: str, workdir: Path) -> LiveRun:
+def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
+    """One scenario live (`seed`: the simulator's, default the scenario's own; tests/perf/live_shares.py
+    runs others)."""
     text, end = compressed(name)
     scenario_file = workdir / f"{name}.yaml"
     scenario_file.write_text(text)
@@ -104,11 +113,14 @@ def live_run(name: str, workdir: Path) -> LiveRun:
     sim_port, exporter_port = free_port(), free_port()
     sim_url = f"http://127.0.0.1:{sim_port}"
     command = [sys.executable, "-m", "exporter"]
-    popen = {"cwd": REPO, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+    popen = {"cwd": REPO, "stdout": subprocess.DEVNULL, "start_new_session": True}
+    logs = {role: workdir / f"{name}-{role}.log" for role in ("simulate", "serve", "serve-plain")}
     run = LiveRun(name, end)
     sim = subprocess.Popen(
         [*command, "simulate", "--scenario", str(scenario_file), "--listen", f"127.0.0.1:{sim_port}"]
-        + ["--sysfs-out", str(sysfs)],
+        + ["--sysfs-out", str(sysfs)]
+        + ([] if seed is None else ["--seed", str(seed)]),
+        stderr=logs["simulate"].open("w"),
         **popen,
     )
     exporter = plain = None
@@ -118,13 +130,16 @@ def live_run(name: str, workdir: Path) -> LiveRun:
         config = workdir / f"{name}-exporter.yaml"
         config.write_text(yaml.safe_dump(exporter_settings(node, sim_url, str(sysfs), INTERVAL_SECONDS)))
         exporter = subprocess.Popen(
-            [*command, "serve", "--config", str(config), "--listen", f"127.0.0.1:{exporter_port}"], **popen
+            [*command, "serve", "--config", str(config), "--listen", f"127.0.0.1:{exporter_port}"],
+            stderr=logs["serve"].open("w"),
+            **popen,
         )
         plain_port = free_port()
         engines = [a for i in range(len(node.replicas)) for a in ("--engine", f"vllm={sim_url}/engine/{i}/metrics")]
         plain = subprocess.Popen(
             [*command, "serve", *engines, "--gpu", f"dcgm-exporter={sim_url}/gpu/metrics", "--sysfs", str(sysfs)]
             + ["--listen", f"127.0.0.1:{plain_port}"],
+            stderr=logs["serve-plain"].open("w"),
             **popen,
         )
         _wait_for(f"http://127.0.0.1:{exporter_port}/healthz", exporter, 60)
@@ -153,6 +168,10 @@ def live_run(name: str, workdir: Path) -> LiveRun:
     except Exception as exc:  # reported by the scenario's own test, not by the fixture
         run.error = f"{type(exc).__name__}: {exc}"
     finally:
+        for role, process in (("simulate", sim), ("serve", exporter), ("serve-plain", plain)):
+            if process is not None and process.poll() is not None:
+                tail = logs[role].read_text(errors="replace")[-1500:]
+                run.error += f"\n{role} exited with {process.returncode}: {tail}"
         for process in (exporter, plain):
             if process is not None:
                 _stop(process)
@@ -197,7 +216,13 @@ def test_plain_flags_never_let_unattributed_gpus_decide(live_runs: dict[str, Liv
     assert not run.error, run.error
     assert run.plain_evidence, "the plain-flags exporter diagnosed no engine"
     if len(run.plain_evidence) == 1:
-        return  # one engine on the node: its GPUs are the node's
+        # One engine on the node: its GPUs are the node's, so plain flags must read what the
+        # attributed configuration reads.
+        for phase, expected in run.expected.items():
+            fraction, count = share(run, phase, plain=True)
+            floor = 0.95 if expected == "none" else 0.85
+            assert count > 0 and fraction >= floor, f"{name}/{phase}: plain flags {fraction:.0%} read {expected}"
+        return
     for evidence in run.plain_evidence:
         text = " | ".join(evidence)
         assert "DRAM active" not in text and "tensor active" not in text, text

@@ -39,13 +39,17 @@ def only_reading(text: str, engine_type: str) -> EngineReading:
 
 
 def scalars(reading: EngineReading) -> dict[str, object]:
-    """Every field but the histograms, absent signals included as None."""
-    return {f.name: getattr(reading, f.name) for f in dataclasses.fields(reading) if f.name != "histograms"}
+    """Every field but the histograms and settings (test_engine_settings.py), absent signals as None."""
+    return {
+        f.name: getattr(reading, f.name)
+        for f in dataclasses.fields(reading)
+        if f.name not in ("histograms", "settings")
+    }
 
 
 def signals(model: str, **values: float) -> dict[str, object]:
     """The scalars() of a reading with only `values` present."""
-    fields = {f.name: None for f in dataclasses.fields(EngineReading) if f.name != "histograms"}
+    fields = {f.name: None for f in dataclasses.fields(EngineReading) if f.name not in ("histograms", "settings")}
     unknown = set(values) - set(fields)
     assert not unknown, unknown
     return {**fields, "model": model, **values}

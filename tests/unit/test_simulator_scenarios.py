@@ -47,18 +47,20 @@ def test_list_shows_every_scenario_with_its_stages():
 @pytest.mark.parametrize(
     ("edit", "where"),
     [
-        (("rate_per_second: 20", "rate_per_second: fast"), "workload.rate_per_second"),
+        (("rate_per_second: 21", "rate_per_second: fast"), "workload.rate_per_second"),
         (("expected_stage: decode_memory_bandwidth", "expected_stage: slow"), "phases[1].expected_stage"),
         (("      scheduling: sjf", "      scheduling: random"), "phases[2].engine.scheduling"),
         (("      max_num_seqs: 256", "      max_num_seqs: 256\n      colour: blue"), "replicas[0].engine.colour"),
         (("  gpu: a100-80gb", "  gpu: a100-40gb"), "node.gpu"),
         (("  gpus: 8", "  gpus: 4"), "replicas"),
         (("  gpus: 8", "  gpus: 8.5"), "node.gpus"),
-        (("rate_per_second: 20", "rate_per_second:"), "workload.rate_per_second"),
+        (("rate_per_second: 21", "rate_per_second:"), "workload.rate_per_second"),
     ],
 )
 def test_scenario_errors_name_the_key(edit, where):
-    text = load_scenario_text("prompt-growth").replace(*edit)
+    original = load_scenario_text("prompt-growth")
+    assert edit[0] in original, f"the edit's anchor {edit[0]!r} is no longer in prompt-growth.yaml"
+    text = original.replace(*edit)
     with pytest.raises(ConfigError) as error:
         parse_scenario(text, "edited.yaml")
     assert error.value.where == where
@@ -68,8 +70,8 @@ def test_scenario_errors_name_the_key(edit, where):
     ("edit", "problem"),
     [
         (("  gpus: 8", "  gpus: 8.5"), "node.gpus: must be a whole number, not 8.5"),
-        (("rate_per_second: 20", "rate_per_second:"), "workload.rate_per_second: missing"),
-        (("rate_per_second: 20", "rate_per_second: -1"), "workload.rate_per_second: must be at least 0, not -1"),
+        (("rate_per_second: 21", "rate_per_second:"), "workload.rate_per_second: missing"),
+        (("rate_per_second: 21", "rate_per_second: -1"), "workload.rate_per_second: must be at least 0, not -1"),
     ],
 )
 def test_scenario_errors_have_the_one_shape_where_colon_problem(edit, problem):

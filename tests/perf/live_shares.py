@@ -1,0 +1,65 @@
+"""Live stage shares: every built-in scenario served in real time and read on /diagnosis, per seed.
+
+The same runs as tests/integration/test_live_verdicts.py (its `live_run`: the simulator on the wall
+clock, the real `serve` with the demo's configuration and a second one with plain CLI flags), for
+the seeds given; prints, per scenario and phase, the share of engine reads whose primary stage is
+the phase's expected one, once the exporter's window has filled. All scenarios of one seed run at
+once, as in CI, so the machine is as busy as there.
+
+    python tests/perf/live_shares.py               # seeds 7, 3, 11
+    python tests/perf/live_shares.py --seeds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from exporter.simulate.scenario import builtin_names  # noqa: E402
+from tests.integration.test_live_verdicts import LiveRun, live_run, share  # noqa: E402
+
+
+def others(run: LiveRun, phase: str) -> str:
+    """What the evaluated reads of `phase` said instead of the expected stage, most common first."""
+    counts = Counter(p for name, evaluated, primaries in run.reads if name == phase and evaluated for p in primaries)
+    counts.pop(run.expected[phase], None)
+    return ", ".join(f"{stage} {n}" for stage, n in counts.most_common(3))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[7, 3, 11])
+    args = parser.parse_args()
+    names = builtin_names()
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average before: {load} on {os.cpu_count()} CPUs")
+    print(f"{'seed':>4} {'scenario/phase':<42}{'expected':<26}{'share':>6}{'reads':>6}{'plain':>7}  instead")
+    for seed in args.seeds:
+        with tempfile.TemporaryDirectory(prefix="live-shares-") as tmp, ThreadPoolExecutor(len(names)) as pool:
+            runs = list(pool.map(live_run, names, [Path(tmp)] * len(names), [seed] * len(names)))
+        for run in runs:
+            if run.error:
+                print(f"{seed:>4} {run.name:<42}error: {run.error}")
+                continue
+            for phase, expected in run.expected.items():
+                fraction, count = share(run, phase)
+                plain, _ = share(run, phase, plain=True)
+                print(
+                    f"{seed:>4} {run.name + '/' + phase:<42}{expected:<26}{fraction:>6.0%}{count:>6}{plain:>7.0%}"
+                    f"  {others(run, phase)}"
+                )
+        print(f"     load average after seed {seed}: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

