@@ -140,6 +140,7 @@ class Exporter:
         self.config = config
         self.rendered = RenderedSnapshot()
         self.diagnoser = Diagnoser(config.thresholds)
+        self.diagnoser.path.configure(config.gateways, config.probes)
         self.reloads = {"success": 0, "failure": 0}
         self.series_budget = SeriesBudget()  # the node-wide output cap, applied in publish
         self._clock = clock
@@ -231,6 +232,7 @@ class Exporter:
             old.stop()
             self.config = new
             self.diagnoser.thresholds = new.thresholds
+            self.diagnoser.path.configure(new.gateways, new.probes)
             self.loop = new_loop
             new_loop.start()
         log.info("reloaded the configuration: %d source(s), interval %gs", len(pipeline.sources), new.interval_seconds)
