@@ -71,7 +71,12 @@ def ensure_litellm_venv() -> Path:
                 _step([sys.executable, "-m", "venv", VENV_DIR], 120.0)
             pip: list[str | os.PathLike[str]] = [python, "-m", "pip", "--disable-pip-version-check", "--no-input"]
             _step(
-                [*pip, "install", f"litellm[proxy]=={LITELLM_VERSION}", f"prometheus_client=={PROMETHEUS_CLIENT_VERSION}"],
+                [
+                    *pip,
+                    "install",
+                    f"litellm[proxy]=={LITELLM_VERSION}",
+                    f"prometheus_client=={PROMETHEUS_CLIENT_VERSION}",
+                ],
                 INSTALL_TIMEOUT_S,
             )
             _step([python, "-c", "import litellm.proxy.proxy_server"], 300.0)
