@@ -33,7 +33,7 @@ def _traffic(base_url: str, count: int) -> None:
 
 def main() -> int:
     out = FIXTURES / "gateways"
-    with VllmServer() as engine:
+    with VllmServer(startup_timeout_s=900) as engine:
         haproxy = Haproxy(engine.port)
         try:
             _traffic(haproxy.base_url, 8)
