@@ -57,7 +57,7 @@ def gateway_clocks() -> list[str]:
         "",
         "`llm_gateway_time_to_first_token_seconds` is exported only where the gateway measures one; its clock is "
         "the gateway's own. The prober's clock (`llm_probe_*`) starts just before the request is sent and stops at "
-        "the first streamed event carrying text (TTFT) or the end of the stream (e2e), as a client sees it.",
+        "the first streamed event with a choice (TTFT) or the end of the stream (e2e), as a client sees it.",
         "",
         "| gateway type | time to first token |",
         "|---|---|",

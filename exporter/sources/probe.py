@@ -7,7 +7,7 @@ request of a target is ever in flight, and each is cut at `timeout_seconds` what
 does (a timer shuts the socket, as for scrapes). `collect` only reads what the thread recorded:
 a probe never holds up a collection.
 
-Clocks: TTFT from just before the request is sent to the first `data:` event that carries text;
+Clocks: TTFT from just before the request is sent to the first `data:` event with a choice;
 e2e to the end of the stream (`data: [DONE]` or the connection closing after a finish_reason).
 """
 
@@ -156,8 +156,9 @@ def _read_stream(response: requests.Response, started: float, deadline: float, t
                     break
                 event = _event(data)
                 choices = event.get("choices") or []
-                text = choices[0].get("text") or (choices[0].get("delta") or {}).get("content") if choices else None
-                if text and first is None:
+                # A completion streams one event per token; its text may be "" (a token that ends
+                # inside a UTF-8 character), so the first event with a choice is the first token.
+                if choices and first is None:
                     first = time.monotonic()
                 if choices and choices[0].get("finish_reason"):
                     finished = True

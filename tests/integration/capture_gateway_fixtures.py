@@ -20,7 +20,7 @@ from tests.support import FIXTURES
 
 def _traffic(base_url: str, count: int) -> None:
     def one(i: int) -> None:
-        requests.post(
+        _ = requests.post(
             base_url + "/v1/completions",
             json={"model": SERVED_MODEL_NAME, "prompt": "hello " * 8, "max_tokens": 8, "stream": i % 2 == 0},
             timeout=60,

@@ -130,10 +130,12 @@ litellm_settings:
 
 
 class DelayingProxy:
-    """A TCP proxy on loopback that holds every chunk for `delay_s` in each direction (a slow
-    client network: every request slower, whatever the load)."""
+    """A TCP proxy on loopback standing for a slow client network: each connection waits
+    `delay_s` before it reaches the upstream (a slow handshake) and every chunk back to the client
+    is held `delay_s` (a long path back). The upstream sees a fast client; the client, every
+    request slower whatever the load."""
 
-    def __init__(self, upstream_port: int, delay_s: float = 0.0) -> None:
+    def __init__(self, upstream_port: int, delay_s: float) -> None:
         self.delay_s = delay_s
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
@@ -151,22 +153,28 @@ class DelayingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self._upstream_port), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _connect(self, client: socket.socket) -> None:
+        time.sleep(self.delay_s)
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self._upstream_port), timeout=5)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        threading.Thread(target=self._pipe, args=(client, upstream, 0.0), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(upstream, client, self.delay_s), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket, delay_s: float) -> None:
         try:
             while True:
                 data = source.recv(65536)
                 if not data:
                     break
-                if self.delay_s:
-                    time.sleep(self.delay_s)
+                if delay_s:
+                    time.sleep(delay_s)
                 sink.sendall(data)
         except OSError:
             pass
