@@ -334,5 +334,5 @@ def rule_groups(config: MonitoringConfig) -> list[RuleGroup]:
         RuleGroup(f"{GROUP_PREFIX}.gpu", list(_gpu_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.rdma", list(_rdma_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.availability", list(_availability_alerts(b))),
-        RuleGroup(f"{GROUP_PREFIX}.ingress", gateway_alerts(b)),
+        RuleGroup(f"{GROUP_PREFIX}.ingress", list[RecordingRule | AlertingRule](gateway_alerts(b))),
     ]

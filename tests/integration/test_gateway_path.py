@@ -232,9 +232,14 @@ def test_an_engine_killed_behind_the_gateway_is_named_down_not_ingress(
             text = exporter.metrics()
             assert (series_value(text, "llm_gateway_requests_total", gateway="haproxy-0", code_class="5xx") or 0) >= 10
             assert series_value(text, "llm_engine_up", engine=ENGINE) == 0
-            assert (
-                series_value(text, "llm_probe_failures_total", probe="clients", path="direct", reason="connect") or 0
-            ) >= 0
+            # the prober sees it too: its direct path cannot connect any more
+            exporter.wait_for(
+                lambda t: (
+                    (series_value(t, "llm_probe_failures_total", probe="clients", path="direct", reason="connect") or 0)
+                    >= 1
+                ),
+                30,
+            )
             verdict = gateway_verdict(exporter, "haproxy-0")
             assert verdict["primary"] != "ingress"
             assert any(f"engine {ENGINE} behind the gateway is down" in line for line in verdict["evidence"])
