@@ -464,6 +464,7 @@ def _probes(value: Any, where: str, gateways: Sequence[GatewayTarget]) -> tuple[
             max_tokens=v.integer(item.get("max_tokens", defaults.max_tokens), f"{at}.max_tokens", 1, MAX_PROBE_TOKENS),
             interval_seconds=interval,
             timeout_seconds=timeout,
+            bearer_token_file=v.optional_string(item.get("bearer_token_file"), f"{at}.bearer_token_file"),
         )
         if probe.name in {p.name for p in probes}:
             raise ConfigError(f"{at}.name", f"duplicate probe {probe.name!r}")

@@ -96,6 +96,9 @@ class ProbeTarget:
     max_tokens: int = 4
     interval_seconds: float = 30.0
     timeout_seconds: float = 5.0  # at most interval_seconds, so one probe ends before the next
+    #: a file holding the API key the gateway wants (LiteLLM's virtual keys), sent as a bearer token
+    #: on the gateway path only; re-read at each probe
+    bearer_token_file: str | None = None
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,12 @@ def _quantiles(values: list[float]) -> tuple[tuple[float, float], ...]:
 
 
 def stream_completion(
-    session: requests.Session, base_url: str, model: str, max_tokens: int, timeout_seconds: float
+    session: requests.Session,
+    base_url: str,
+    model: str,
+    max_tokens: int,
+    timeout_seconds: float,
+    headers: dict[str, str] | None = None,
 ) -> tuple[float, float]:
     """(TTFT, e2e) of one streamed completion; ProbeFailure with its reason otherwise."""
     url = base_url.rstrip("/") + "/completions"
@@ -109,7 +114,9 @@ def stream_completion(
     watchdog.start()
     try:
         try:
-            response = session.post(url, json=body, stream=True, timeout=(timeout_seconds, timeout_seconds))
+            response = session.post(
+                url, json=body, headers=headers, stream=True, timeout=(timeout_seconds, timeout_seconds)
+            )
         except requests.exceptions.SSLError as exc:
             raise ProbeFailure("tls", str(exc)) from exc
         except requests.Timeout as exc:
@@ -202,7 +209,7 @@ class ProbeSource(Source):
         self,
         probe: ProbeTarget,
         window_seconds: float,
-        send: Callable[[requests.Session, str, str, int, float], tuple[float, float]] = stream_completion,
+        send: Callable[..., tuple[float, float]] = stream_completion,
     ) -> None:
         self.config = probe
         self.target = probe.name
@@ -226,7 +233,12 @@ class ProbeSource(Source):
             started = time.monotonic()
             try:
                 ttft, e2e = self._send(
-                    self._session, url, self.config.model, self.config.max_tokens, self.config.timeout_seconds
+                    self._session,
+                    url,
+                    self.config.model,
+                    self.config.max_tokens,
+                    self.config.timeout_seconds,
+                    self._headers(path),
                 )
             except ProbeFailure as exc:
                 log.info("probe %s (%s, %s): %s: %s", self.target, path, redact(url), exc.reason, exc)
@@ -240,6 +252,18 @@ class ProbeSource(Source):
                 continue
             with self._lock:
                 self._records[path].succeeded(ProbeResult(started, ttft, e2e))
+
+    def _headers(self, path: str) -> dict[str, str] | None:
+        """The gateway's API key on the gateway path; the engine behind it is asked without one."""
+        token_file = self.config.bearer_token_file
+        if path != "gateway" or token_file is None:
+            return None
+        try:
+            with open(token_file, encoding="utf-8") as handle:
+                return {"Authorization": "Bearer " + handle.read(4096).strip()}
+        except OSError as exc:
+            log.warning("probe %s: cannot read bearer_token_file: %s", self.target, exc.strerror)
+            return None
 
     def _run(self) -> None:
         # The first probe comes after a jittered fraction of the interval, not all at start-up.

@@ -18,36 +18,40 @@ from tests.integration.vllm_server import SERVED_MODEL_NAME, VllmServer
 from tests.support import FIXTURES
 
 
-def _traffic(base_url: str, count: int) -> None:
+def _traffic(base_url: str, count: int, headers: dict[str, str] | None = None) -> None:
     def one(i: int) -> None:
         _ = requests.post(
             base_url + "/v1/completions",
             json={"model": SERVED_MODEL_NAME, "prompt": "hello " * 8, "max_tokens": 8, "stream": i % 2 == 0},
+            headers=headers,
             timeout=60,
         ).content
-        requests.post(base_url + "/v1/completions", json={"model": "nope", "prompt": "x"}, timeout=60)
+        requests.post(base_url + "/v1/completions", json={"model": "nope", "prompt": "x"}, headers=headers, timeout=60)
 
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         list(pool.map(one, range(count)))
 
 
-def main() -> int:
+def main(which: list[str]) -> int:
+    """Capture the gateways named (haproxy, litellm; both by default)."""
     out = FIXTURES / "gateways"
     with VllmServer(startup_timeout_s=900) as engine:
-        haproxy = Haproxy(engine.port)
-        try:
-            _traffic(haproxy.base_url, 8)
-            (out / "haproxy-2.6.txt").write_text(requests.get(haproxy.metrics_url, timeout=10).text)
-        finally:
-            haproxy.close()
-        litellm = Litellm(ensure_litellm_venv(), engine.base_url, SERVED_MODEL_NAME)
-        try:
-            _traffic(litellm.base_url, 8)
-            (out / "litellm-1.108.txt").write_text(requests.get(litellm.metrics_url, timeout=10).text)
-        finally:
-            litellm.close()
+        if "haproxy" in which:
+            haproxy = Haproxy(engine.port)
+            try:
+                _traffic(haproxy.base_url, 8)
+                (out / "haproxy-2.6.txt").write_text(requests.get(haproxy.metrics_url, timeout=10).text)
+            finally:
+                haproxy.close()
+        if "litellm" in which:
+            litellm = Litellm(ensure_litellm_venv(), engine.base_url, SERVED_MODEL_NAME)
+            try:
+                _traffic(litellm.base_url, 8, litellm.headers)
+                (out / "litellm-1.108.txt").write_text(requests.get(litellm.metrics_url, timeout=10).text)
+            finally:
+                litellm.close()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:] or ["haproxy", "litellm"]))

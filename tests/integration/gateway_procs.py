@@ -8,6 +8,7 @@ own process group.
 
 from __future__ import annotations
 
+import secrets
 import socket
 import subprocess
 import tempfile
@@ -92,6 +93,10 @@ class Litellm:
     def __init__(self, python: Path, api_base: str, model: str) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="litellm-"))
         self.port = free_port()
+        # LiteLLM refuses to start without a master key; clients (and the prober) send it.
+        self.master_key = "sk-" + secrets.token_hex(16)
+        self.key_file = self.dir / "master-key"
+        self.key_file.write_text(self.master_key)
         (self.dir / "config.yaml").write_text(
             f"""model_list:
   - model_name: {model}
@@ -101,6 +106,8 @@ class Litellm:
       api_key: none
 litellm_settings:
   callbacks: ["prometheus"]
+general_settings:
+  master_key: {self.master_key}
 """
         )
         self.log_path = self.dir / "litellm.log"
@@ -123,6 +130,10 @@ litellm_settings:
     @property
     def metrics_url(self) -> str:
         return self.base_url + "/metrics/"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.master_key}"}
 
     def close(self) -> None:
         terminate_group(self.proc)

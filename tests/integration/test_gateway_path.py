@@ -122,7 +122,13 @@ def test_both_gateways_are_scraped_and_probed_beside_the_engine(
             ],
             [
                 {"name": "via-haproxy", "url": haproxy.base_url + "/v1", "direct_url": direct, "gateway": "haproxy-0"},
-                {"name": "via-litellm", "url": litellm.base_url + "/v1", "direct_url": direct, "gateway": "litellm-0"},
+                {
+                    "name": "via-litellm",
+                    "url": litellm.base_url + "/v1",
+                    "direct_url": direct,
+                    "gateway": "litellm-0",
+                    "bearer_token_file": str(litellm.key_file),
+                },
             ],
         ) as exporter:
 

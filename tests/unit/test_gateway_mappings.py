@@ -108,3 +108,14 @@ def test_ingress_nginx_keeps_the_codes_that_matter() -> None:
 )
 def test_status_key(status: str, key: tuple[str, str] | None) -> None:
     assert status_key(status) == key
+
+
+def test_real_haproxy_in_front_of_vllm() -> None:
+    gateway_type, reading = read("haproxy-2.6.txt")
+    assert gateway_type == "haproxy"
+    # 8 completions (2xx) and 8 requests for an unknown model (vLLM's 404) through frontend "llm"
+    assert reading.responses[("2xx", "")] == 8
+    assert reading.responses[("4xx", "")] == 8
+    assert reading.responses[("5xx", "")] == 0
+    assert reading.backends == {"up": 1, "down": 0}
+    assert reading.averages["request_duration"] >= reading.averages["upstream_duration"] > 0
