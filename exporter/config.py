@@ -8,7 +8,7 @@ Defaults are the dataclass fields of `exporter.settings`; this module only valid
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 from urllib.parse import urlsplit
@@ -269,38 +269,54 @@ def parse_engine_flag(text: str) -> dict[str, Any]:
 
 
 def _engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarget, ...]:
-    entries: list[dict[str, Any]] = []
-    for index, item in enumerate(v.sequence(value, where)):
-        at = f"{where}[{index}]" if where == "engines" else where
-        if isinstance(item, str):
-            item = {"url": item}
-        if not isinstance(item, dict):
-            raise ConfigError(at, f"must be a mapping or a URL, not {v.type_name(item)}")
-        v.known_keys(item, at, ENGINE_KEYS)
-        if "url" not in item:
-            raise ConfigError(f"{at}.url", "missing")
-        engine_type = item.get("type")
-        limits = {f.name: item.get(f.name, getattr(defaults, f.name)) for f in fields(ScrapeLimits)}
-        entries.append(
-            {
-                "url": _url(item["url"], f"{at}.url" if at != "--engine" else at),
-                "type": None if engine_type is None else v.choice(engine_type, f"{at}.type", ENGINE_TYPES),
-                "name": v.optional_string(item.get("name"), f"{at}.name"),
-                "model": v.optional_string(item.get("model"), f"{at}.model"),
-                "limits": _checked_limits(limits, at),
-                "auth": _auth(item, at),
-            }
-        )
-    names = engine_names([e["url"] for e in entries], [e["name"] for e in entries])
-    seen: dict[str, int] = {}
-    for index, name in enumerate(names):
-        if name in seen:
-            raise ConfigError(f"{where}[{index}]", f"duplicate engine {name!r} (same as entry {seen[name]})")
-        seen[name] = index
+    entries = []
+    for at, item, entry in _scrape_targets(value, where, "--engine", ENGINE_KEYS, ENGINE_TYPES, defaults):
+        entry["model"] = v.optional_string(item.get("model"), f"{at}.model")
+        entries.append(entry)
+    names = _unique_names(entries, where, "engine")
     return tuple(
         EngineTarget(url=e["url"], name=name, type=e["type"], model=e["model"], limits=e["limits"], auth=e["auth"])
         for e, name in zip(entries, names)
     )
+
+
+def _scrape_targets(
+    value: Any, where: str, flag: str, keys: Sequence[str], types: Sequence[str], defaults: ScrapeLimits
+) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Each entry of an engines- or gateways-like list: (where it is, the raw item, its url, type,
+    name, limits and auth checked)."""
+    for index, item in enumerate(v.sequence(value, where)):
+        at = where if where == flag else f"{where}[{index}]"
+        if isinstance(item, str):
+            item = {"url": item}
+        if not isinstance(item, dict):
+            raise ConfigError(at, f"must be a mapping or a URL, not {v.type_name(item)}")
+        v.known_keys(item, at, keys)
+        if "url" not in item:
+            raise ConfigError(f"{at}.url", "missing")
+        kind = item.get("type")
+        limits = {f.name: item.get(f.name, getattr(defaults, f.name)) for f in fields(ScrapeLimits)}
+        yield (
+            at,
+            item,
+            {
+                "url": _url(item["url"], f"{at}.url" if at != flag else at),
+                "type": None if kind is None else v.choice(kind, f"{at}.type", types),
+                "name": v.optional_string(item.get("name"), f"{at}.name"),
+                "limits": _checked_limits(limits, at),
+                "auth": _auth(item, at),
+            },
+        )
+
+
+def _unique_names(entries: Sequence[Mapping[str, Any]], where: str, what: str) -> list[str]:
+    names = engine_names([e["url"] for e in entries], [e["name"] for e in entries])
+    seen: dict[str, int] = {}
+    for index, name in enumerate(names):
+        if name in seen:
+            raise ConfigError(f"{where}[{index}]", f"duplicate {what} {name!r} (same as entry {seen[name]})")
+        seen[name] = index
+    return names
 
 
 def engine_names(urls: Sequence[str], names: Sequence[str | None]) -> list[str]:
@@ -383,42 +399,18 @@ def parse_gateway_flag(text: str) -> dict[str, Any]:
 def _gateways(
     value: Any, where: str, defaults: ScrapeLimits, engines: Sequence[EngineTarget]
 ) -> tuple[GatewayTarget, ...]:
-    known_engines = {e.name for e in engines}
-    entries: list[dict[str, Any]] = []
-    for index, item in enumerate(v.sequence(value, where)):
-        at = f"{where}[{index}]" if where == "gateways" else where
-        if isinstance(item, str):
-            item = {"url": item}
-        if not isinstance(item, dict):
-            raise ConfigError(at, f"must be a mapping or a URL, not {v.type_name(item)}")
-        v.known_keys(item, at, GATEWAY_KEYS)
-        if "url" not in item:
-            raise ConfigError(f"{at}.url", "missing")
-        gateway_type = item.get("type")
+    known = {e.name for e in engines}
+    entries = []
+    for at, item, entry in _scrape_targets(value, where, "--gateway", GATEWAY_KEYS, GATEWAY_TYPES, defaults):
         behind = tuple(v.string(name, f"{at}.engines") for name in v.sequence(item.get("engines", []), f"{at}.engines"))
         for name in behind:
-            if name not in known_engines:
+            if name not in known:
                 raise ConfigError(
                     f"{at}.engines",
-                    f"no engine named {name!r} (engines: {', '.join(known_engines) or 'none configured'})",
+                    f"no engine named {name!r} (engines: {', '.join(sorted(known)) or 'none configured'})",
                 )
-        limits = {f.name: item.get(f.name, getattr(defaults, f.name)) for f in fields(ScrapeLimits)}
-        entries.append(
-            {
-                "url": _url(item["url"], f"{at}.url" if at != "--gateway" else at),
-                "type": None if gateway_type is None else v.choice(gateway_type, f"{at}.type", GATEWAY_TYPES),
-                "name": v.optional_string(item.get("name"), f"{at}.name"),
-                "limits": _checked_limits(limits, at),
-                "auth": _auth(item, at),
-                "engines": behind,
-            }
-        )
-    names = engine_names([e["url"] for e in entries], [e["name"] for e in entries])
-    seen: dict[str, int] = {}
-    for index, name in enumerate(names):
-        if name in seen:
-            raise ConfigError(f"{where}[{index}]", f"duplicate gateway {name!r} (same as entry {seen[name]})")
-        seen[name] = index
+        entries.append({**entry, "engines": behind})
+    names = _unique_names(entries, where, "gateway")
     return tuple(
         GatewayTarget(url=e["url"], name=name, type=e["type"], limits=e["limits"], auth=e["auth"], engines=e["engines"])
         for e, name in zip(entries, names)

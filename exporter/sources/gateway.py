@@ -14,12 +14,12 @@ from collections.abc import Iterator
 
 from exporter.catalogue import QUANTILES
 from exporter.model import Histogram, Metric, QuantileSummary, Sample
-from exporter.promtext import NAMES_HEAD_CHARS, ParsedSamples, TooManySeries, WantedParser
+from exporter.promtext import NAMES_HEAD_CHARS, ParsedSamples, WantedParser
 from exporter.settings import GatewayTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.gateways import MAPPINGS, detect
 from exporter.sources.gateways.common import LATENCY_KEYS, GatewayMapping, GatewayReading
-from exporter.sources.http_fetch import SameOriginSession, open_body, redact
+from exporter.sources.http_fetch import SameOriginSession, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
 from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
 
@@ -84,12 +84,7 @@ class GatewaySource(Source):
         with open_body(self._session, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
             head = NAMES_HEAD_CHARS if self._mapping is None else KNOWN_TYPE_HEAD_CHARS
             parser = WantedParser(wanted, limits.max_series, limits.max_label_value_length, head)
-            try:
-                for block in body.line_blocks():
-                    if not parser.feed(block):
-                        break
-            except TooManySeries as exc:
-                raise SourceError("cardinality", f"{self._shown_url}: {exc}") from exc
+            feed_parser(body, parser, self._shown_url)
         mapping = self._mapping or detect(parser.names)
         if mapping is None or not mapping.matches(parser.names):
             kind = mapping.gateway_type if mapping else "known gateway"
