@@ -47,7 +47,9 @@ def main(which: list[str]) -> int:
             litellm = Litellm(ensure_litellm_venv(), engine.base_url, SERVED_MODEL_NAME)
             try:
                 _traffic(litellm.base_url, 8, litellm.headers)
-                (out / "litellm-1.108.txt").write_text(requests.get(litellm.metrics_url, timeout=10).text)
+                metrics = requests.get(litellm.metrics_url, headers=litellm.headers, timeout=10)
+                metrics.raise_for_status()
+                (out / "litellm-1.108.txt").write_text(metrics.text)
             finally:
                 litellm.close()
     return 0

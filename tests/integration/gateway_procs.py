@@ -88,12 +88,14 @@ backend engines
 
 
 class Litellm:
-    """The LiteLLM proxy routing model `name` to an OpenAI-compatible engine at `api_base`."""
+    """The LiteLLM proxy routing model `name` to an OpenAI-compatible engine at `api_base`.
+
+    LiteLLM refuses to start without a master key, and its /metrics asks for it too: clients,
+    the prober (`bearer_token_file`) and the exporter's scrape send it."""
 
     def __init__(self, python: Path, api_base: str, model: str) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="litellm-"))
         self.port = free_port()
-        # LiteLLM refuses to start without a master key; clients (and the prober) send it.
         self.master_key = "sk-" + secrets.token_hex(16)
         self.key_file = self.dir / "master-key"
         self.key_file.write_text(self.master_key)

@@ -118,7 +118,12 @@ def test_both_gateways_are_scraped_and_probed_beside_the_engine(
             vllm_server,
             [
                 {"url": haproxy.metrics_url, "name": "haproxy-0"},
-                {"url": litellm.metrics_url, "name": "litellm-0", "type": "litellm"},
+                {
+                    "url": litellm.metrics_url,
+                    "name": "litellm-0",
+                    "type": "litellm",
+                    "bearer_token_file": str(litellm.key_file),
+                },
             ],
             [
                 {"name": "via-haproxy", "url": haproxy.base_url + "/v1", "direct_url": direct, "gateway": "haproxy-0"},
