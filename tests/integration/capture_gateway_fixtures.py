@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import sys
+import time
 
 import requests
 
@@ -47,7 +48,9 @@ def main(which: list[str]) -> int:
             litellm = Litellm(ensure_litellm_venv(), engine.base_url, SERVED_MODEL_NAME)
             try:
                 _traffic(litellm.base_url, 8, litellm.headers)
-                metrics = requests.get(litellm.metrics_url, headers=litellm.headers, timeout=10)
+                started = time.monotonic()
+                metrics = requests.get(litellm.metrics_url, headers=litellm.headers, timeout=120)
+                print(f"litellm /metrics answered in {time.monotonic() - started:.1f}s")
                 metrics.raise_for_status()
                 (out / "litellm-1.108.txt").write_text(metrics.text)
             finally:

@@ -123,6 +123,8 @@ def test_both_gateways_are_scraped_and_probed_beside_the_engine(
                     "name": "litellm-0",
                     "type": "litellm",
                     "bearer_token_file": str(litellm.key_file),
+                    # LiteLLM renders /metrics in Python per scrape: 6 s seen on a busy 2-core host
+                    "timeout_seconds": 15,
                 },
             ],
             [

@@ -119,3 +119,17 @@ def test_real_haproxy_in_front_of_vllm() -> None:
     assert reading.responses[("5xx", "")] == 0
     assert reading.backends == {"up": 1, "down": 0}
     assert reading.averages["request_duration"] >= reading.averages["upstream_duration"] > 0
+
+
+def test_real_litellm_in_front_of_vllm() -> None:
+    gateway_type, reading = read("litellm-1.108.txt")
+    assert gateway_type == "litellm"
+    # 8 completions (200) and 8 requests for an unknown model, which LiteLLM answers 400 itself
+    assert reading.responses == {("2xx", ""): 8, ("4xx", ""): 8}
+    request, upstream = reading.histograms["request_duration"], reading.histograms["upstream_duration"]
+    assert request.count == upstream.count == 8
+    assert request.sum >= upstream.sum  # the whole proxy request contains its upstream call
+    assert reading.histograms["time_to_first_token"].count == 4  # streamed requests only
+    assert reading.histograms["queue_time"].count == 8
+    assert reading.requests_in_flight == 1  # the /metrics request itself (ASGI middleware)
+    assert reading.backends == {"up": 1, "down": 0}  # litellm_deployment_state 0: healthy
