@@ -7,7 +7,8 @@ scraped by the real `serve` with a prober, and faults injected on loopback:
   the engine is healthy → `ingress`;
 - the engine killed behind the gateway → 5xx counted, the engine named down, not `ingress`.
 
-One engine for the module (the session's), restarted after the kill.
+One engine for the module, its own: the last test kills it, so no other module loses its engine
+and nothing has to restart it.
 """
 
 from __future__ import annotations
@@ -64,6 +65,13 @@ def wait_until(check: Callable[[], Any], timeout_s: float, what: str, show: Call
             return result
         time.sleep(1.0)
     raise AssertionError(f"{what} not within {timeout_s:g}s; last: {json.dumps(show(), indent=1)[:4000]}")
+
+
+@pytest.fixture(scope="module")
+def vllm_server() -> Iterator[VllmServer]:
+    """This module's engine (a busy 2-core host has taken over 4 minutes to start one)."""
+    with VllmServer(startup_timeout_s=600) as server:
+        yield server
 
 
 @pytest.fixture
@@ -225,36 +233,34 @@ def test_a_gateway_limit_too_small_for_the_load_is_ingress(tmp_path: Path, vllm_
 def test_an_engine_killed_behind_the_gateway_is_named_down_not_ingress(
     tmp_path: Path, vllm_server: VllmServer, haproxy: Haproxy
 ) -> None:
+    """Last in the module: the engine stays down."""
     probe = {"name": "clients", "url": haproxy.base_url + "/v1", "direct_url": vllm_server.base_url + "/v1"}
-    try:
-        with serve(tmp_path, vllm_server, [{"url": haproxy.metrics_url, "name": "haproxy-0"}], [probe]) as exporter:
-            exporter.wait_for(
-                lambda t: (series_value(t, "llm_probe_success_total", probe="clients", path="gateway") or 0) >= 1, 60
+    with serve(tmp_path, vllm_server, [{"url": haproxy.metrics_url, "name": "haproxy-0"}], [probe]) as exporter:
+        exporter.wait_for(
+            lambda t: (series_value(t, "llm_probe_success_total", probe="clients", path="gateway") or 0) >= 1, 60
+        )
+        vllm_server.stop()
+        for _ in range(10):  # clients keep coming: HAProxy answers them 502/503
+            requests.post(
+                haproxy.base_url + "/v1/completions", json={"model": SERVED_MODEL_NAME, "prompt": "x"}, timeout=10
             )
-            vllm_server.stop()
-            for _ in range(10):  # clients keep coming: HAProxy answers them 502/503
-                requests.post(
-                    haproxy.base_url + "/v1/completions", json={"model": SERVED_MODEL_NAME, "prompt": "x"}, timeout=10
-                )
 
-            def engine_named_down() -> bool:
-                verdict = gateway_verdict(exporter, "haproxy-0")
-                return verdict["engines_down"] == [ENGINE]
-
-            wait_until(engine_named_down, 60, "engine named down", lambda: diagnosis(exporter))
-            text = exporter.metrics()
-            assert (series_value(text, "llm_gateway_requests_total", gateway="haproxy-0", code_class="5xx") or 0) >= 10
-            assert series_value(text, "llm_engine_up", engine=ENGINE) == 0
-            # the prober sees it too: its direct path cannot connect any more
-            exporter.wait_for(
-                lambda t: (
-                    (series_value(t, "llm_probe_failures_total", probe="clients", path="direct", reason="connect") or 0)
-                    >= 1
-                ),
-                30,
-            )
+        def engine_named_down() -> bool:
             verdict = gateway_verdict(exporter, "haproxy-0")
-            assert verdict["primary"] != "ingress"
-            assert any(f"engine {ENGINE} behind the gateway is down" in line for line in verdict["evidence"])
-    finally:
-        vllm_server.restart()
+            return verdict["engines_down"] == [ENGINE]
+
+        wait_until(engine_named_down, 60, "engine named down", lambda: diagnosis(exporter))
+        text = exporter.metrics()
+        assert (series_value(text, "llm_gateway_requests_total", gateway="haproxy-0", code_class="5xx") or 0) >= 10
+        assert series_value(text, "llm_engine_up", engine=ENGINE) == 0
+        # the prober sees it too: its direct path cannot connect any more
+        exporter.wait_for(
+            lambda t: (
+                (series_value(t, "llm_probe_failures_total", probe="clients", path="direct", reason="connect") or 0)
+                >= 1
+            ),
+            30,
+        )
+        verdict = gateway_verdict(exporter, "haproxy-0")
+        assert verdict["primary"] != "ingress"
+        assert any(f"engine {ENGINE} behind the gateway is down" in line for line in verdict["evidence"])
