@@ -29,7 +29,8 @@ from tests.integration.litellm_env import ensure_litellm_venv
 from tests.integration.vllm_server import SERVED_MODEL_NAME, VllmServer
 from tests.support import ExporterProcess, series_value
 
-pytestmark = pytest.mark.vllm
+# The first test also starts the engine (minutes on a busy host), and verdicts may take two minutes.
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600)]
 ENGINE = "vllm-0"
 #: a short diagnosis window so a fault shows within the two minutes the issue allows
 DIAGNOSIS = {"level_seconds": 15, "baseline_seconds": 120}
