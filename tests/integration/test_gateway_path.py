@@ -251,8 +251,11 @@ def test_an_engine_killed_behind_the_gateway_is_named_down_not_ingress(
             return verdict["engines_down"] == [ENGINE]
 
         wait_until(engine_named_down, 60, "engine named down", lambda: diagnosis(exporter))
-        text = exporter.metrics()
-        assert (series_value(text, "llm_gateway_requests_total", gateway="haproxy-0", code_class="5xx") or 0) >= 10
+        # the 10 failed requests are counted once the exporter's next gateway scrape is in
+        text = exporter.wait_for(
+            lambda t: (series_value(t, "llm_gateway_requests_total", gateway="haproxy-0", code_class="5xx") or 0) >= 10,
+            30,
+        )
         assert series_value(text, "llm_engine_up", engine=ENGINE) == 0
         # the prober sees it too: its direct path cannot connect any more
         exporter.wait_for(
