@@ -111,6 +111,7 @@ def board(config: MonitoringConfig) -> Board:
             ),
             width=6,
             key="score-ingress",
+            rare="a gateway is configured (gateways:, probes:)",
             description="The exporter's ingress and client_network scores per gateway.",
         ),
         timeseries(
@@ -122,6 +123,7 @@ def board(config: MonitoringConfig) -> Board:
             unit=SECONDS,
             width=6,
             key="ingress-components",
+            rare="a gateway is configured (gateways:, probes:)",
             description="Mean seconds per request in each part of the path: client_to_gateway, gateway, "
             "gateway_to_engine, engine.",
         ),
@@ -134,6 +136,7 @@ def board(config: MonitoringConfig) -> Board:
             unit=REQUESTS_PER_SECOND,
             width=6,
             key="gateway-errors",
+            rare="a gateway is configured (gateways:, probes:)",
             description="Server errors the gateway answered; code is 502/503/504 where it reports single codes.",
         ),
         timeseries(
@@ -144,6 +147,7 @@ def board(config: MonitoringConfig) -> Board:
             unit=SECONDS,
             width=8,
             key="probe-e2e",
+            rare="a gateway is configured (gateways:, probes:)",
             description="The prober's tiny streamed completion, as a client sees it: through the gateway and direct.",
         ),
         timeseries(
@@ -158,6 +162,7 @@ def board(config: MonitoringConfig) -> Board:
             unit=COUNT,
             width=8,
             key="gateway-queued",
+            rare="a gateway is configured (gateways:, probes:)",
         ),
     )
     b.row(
