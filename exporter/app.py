@@ -29,8 +29,10 @@ from exporter.model import Metric, Sample
 from exporter.settings import Config, EngineTarget
 from exporter.sources.base import Source, SourceGroup
 from exporter.sources.engine import EngineSource
+from exporter.sources.gateway import GatewaySource
 from exporter.sources.gpu import build_gpu_source
 from exporter.sources.host import HostSource
+from exporter.sources.probe import ProbeSource
 from exporter.sources.rdma import RdmaSource
 from exporter.validation import ConfigError
 
@@ -93,6 +95,9 @@ def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:
     else:
         log.info("rdma: no %s/class/infiniband; RDMA families are absent", config.sysfs)
     sources.append(HostSource(targets, config.window_seconds, lifetime_baseline))
+    sources += [GatewaySource(target, config.window_seconds, lifetime_baseline) for target in config.gateways]
+    if not lifetime_baseline:  # `once` has no time to probe: probes run in `serve` only
+        sources += [ProbeSource(probe, config.window_seconds) for probe in config.probes]
     return Pipeline(sources, groups)
 
 
@@ -135,6 +140,7 @@ class Exporter:
         self.config = config
         self.rendered = RenderedSnapshot()
         self.diagnoser = Diagnoser(config.thresholds)
+        self.diagnoser.path.configure(config.gateways, config.probes)
         self.reloads = {"success": 0, "failure": 0}
         self.series_budget = SeriesBudget()  # the node-wide output cap, applied in publish
         self._clock = clock
@@ -227,6 +233,7 @@ class Exporter:
             old.stop()
             self.config = new
             self.diagnoser.thresholds = new.thresholds
+            self.diagnoser.path.configure(new.gateways, new.probes)
             self.loop = new_loop
             new_loop.start()
         log.info("reloaded the configuration: %d source(s), interval %gs", len(pipeline.sources), new.interval_seconds)

@@ -49,6 +49,8 @@ GPU_LABELS = (
 RDMA_LABELS = ("device", "port")
 HOST_CPU_LABELS = ("cpu",)
 SOURCE_LABELS = ("source", "target")
+GATEWAY_LABELS = ("gateway", "gateway_type")
+PROBE_LABELS = ("probe", "path")
 STAGES = (
     "queueing",
     "prefill_compute",
@@ -383,6 +385,112 @@ CATALOGUE: dict[str, MetricSpec] = {
             "gauge",
             "One-hot over stage (including none): the engine's main bottleneck now.",
             ENGINE_LABELS + ("stage",),
+        ),
+        # Gateways (exporter/sources/gateway.py) and probes (exporter/sources/probe.py)
+        _spec(
+            "llm_gateway_up",
+            "gauge",
+            "1 if the last scrape of the gateway succeeded and parsed, else 0.",
+            GATEWAY_LABELS,
+        ),
+        _spec(
+            "llm_gateway_requests_total",
+            "counter",
+            "Responses the gateway sent, by status class (1xx-5xx); code carries 429, 499, 502, 503 or 504 where the "
+            "gateway reports single codes, else it is empty.",
+            GATEWAY_LABELS + ("code_class", "code"),
+        ),
+        _spec(
+            "llm_gateway_request_duration_seconds",
+            "summary",
+            "Whole request as the gateway times it; quantiles over the exporter's window from the gateway's histogram.",
+            GATEWAY_LABELS,
+        ),
+        _spec(
+            "llm_gateway_time_to_first_token_seconds",
+            "summary",
+            "Time to first token as the gateway times it (its clock: docs/metrics.md); windowed quantiles.",
+            GATEWAY_LABELS,
+        ),
+        _spec(
+            "llm_gateway_upstream_duration_seconds",
+            "summary",
+            "Time the gateway waited on its upstream (the engine and the hop to it); windowed quantiles.",
+            GATEWAY_LABELS,
+        ),
+        _spec(
+            "llm_gateway_queue_time_seconds",
+            "summary",
+            "Time requests waited in the gateway's own queue; windowed quantiles.",
+            GATEWAY_LABELS,
+        ),
+        _spec(
+            "llm_gateway_average_seconds",
+            "gauge",
+            "A mean the gateway computes itself, by phase (request_duration, upstream_duration, queue_time); HAProxy: "
+            "over each backend's last 1024 requests, the busiest backend's.",
+            GATEWAY_LABELS + ("phase",),
+        ),
+        _spec("llm_gateway_requests_in_flight", "gauge", "Requests in flight through the gateway.", GATEWAY_LABELS),
+        _spec("llm_gateway_requests_queued", "gauge", "Requests waiting in the gateway for a backend.", GATEWAY_LABELS),
+        _spec("llm_gateway_connections_active", "gauge", "Client connections open at the gateway.", GATEWAY_LABELS),
+        _spec(
+            "llm_gateway_connections_limit",
+            "gauge",
+            "The most client connections the gateway accepts (HAProxy: the frontends' maxconn).",
+            GATEWAY_LABELS,
+        ),
+        _spec(
+            "llm_gateway_backends",
+            "gauge",
+            "Backends (servers, endpoints, deployments) the gateway routes to, by state (up, down).",
+            GATEWAY_LABELS + ("state",),
+        ),
+        _spec(
+            "llm_gateway_upstream_connection_errors_total",
+            "counter",
+            "Failed connections from the gateway to its backends.",
+            GATEWAY_LABELS,
+        ),
+        _spec(
+            "llm_gateway_latency_component_seconds",
+            "gauge",
+            "Mean latency of one part of the path over the diagnosis window, from means (never quantiles): "
+            "client_to_gateway, gateway, gateway_to_engine, engine.",
+            GATEWAY_LABELS + ("component",),
+        ),
+        _spec(
+            "llm_gateway_bottleneck_score",
+            "gauge",
+            "How strongly the evidence points at this stage (ingress, client_network) for the path through the "
+            "gateway, 0-1.",
+            GATEWAY_LABELS + ("stage",),
+        ),
+        _spec(
+            "llm_gateway_bottleneck_primary",
+            "gauge",
+            "One-hot over stage (ingress, client_network, none): the path's main bottleneck before the engine.",
+            GATEWAY_LABELS + ("stage",),
+        ),
+        _spec("llm_probe_up", "gauge", "1 if the probe's last request on this path succeeded, else 0.", PROBE_LABELS),
+        _spec("llm_probe_success_total", "counter", "Probes that streamed a completion to its end.", PROBE_LABELS),
+        _spec(
+            "llm_probe_failures_total",
+            "counter",
+            "Failed probes by reason: connect, tls, http_status, timeout, malformed_stream.",
+            PROBE_LABELS + ("reason",),
+        ),
+        _spec(
+            "llm_probe_time_to_first_token_seconds",
+            "summary",
+            "Client-observed time to first token: request sent → first streamed token; quantiles over the window.",
+            PROBE_LABELS,
+        ),
+        _spec(
+            "llm_probe_e2e_latency_seconds",
+            "summary",
+            "Client-observed end-to-end time: request sent → stream complete; quantiles over the window.",
+            PROBE_LABELS,
         ),
         # The exporter itself
         _spec(

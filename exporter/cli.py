@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from exporter import __version__
 from exporter.app import Exporter
-from exporter.config import ConfigError, build, load_file, parse_engine_flag
+from exporter.config import ConfigError, build, load_file, parse_engine_flag, parse_gateway_flag
 from exporter.exposition import RenderedSnapshot, render_text
 from exporter.monitoring.config import DEPLOYED_EXPORTER_CONFIG
 from exporter.server import ExporterHTTPServer
@@ -49,6 +49,13 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         metavar="[TYPE=]URL",
         help="engine metrics URL, repeatable; TYPE is vllm, sglang, tgi, trtllm or triton "
         "(detected from the metric names when omitted); replaces engines from the file",
+    )
+    parser.add_argument(
+        "--gateway",
+        action="append",
+        metavar="[TYPE=]URL",
+        help="gateway metrics URL, repeatable; TYPE is epp, envoy-ai-gateway, litellm, haproxy or ingress-nginx "
+        "(detected from the metric names when omitted); replaces gateways from the file",
     )
     parser.add_argument(
         "--gpu",
@@ -127,6 +134,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
             flags[key] = (value, flag)
     if args.engine:
         flags["engines"] = ([parse_engine_flag(text) for text in args.engine], "--engine")
+    if args.gateway:
+        flags["gateways"] = ([parse_gateway_flag(text) for text in args.gateway], "--gateway")
     if getattr(args, "web_config_file", None):
         flags["web_config_file"] = (args.web_config_file, "--web.config.file")
     return build(file_data, flags)

@@ -8,7 +8,7 @@ Defaults are the dataclass fields of `exporter.settings`; this module only valid
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,21 +16,32 @@ from urllib.parse import urlsplit
 from exporter import validation as v
 from exporter.settings import (
     ENGINE_TYPES,
+    GATEWAY_TYPES,
     GPU_MODES,
     GPU_URL_MODES,
     LOG_LEVELS,
     Config,
     EngineTarget,
+    GatewayTarget,
     GpuAttribution,
     GpuSettings,
     KubernetesSettings,
+    ProbeTarget,
     ScrapeAuth,
     ScrapeLimits,
     Thresholds,
 )
 from exporter.validation import ConfigError, load_file
 
-__all__ = ["ConfigError", "build", "engine_names", "load_file", "parse_engine_flag", "parse_listen"]
+__all__ = [
+    "ConfigError",
+    "build",
+    "engine_names",
+    "load_file",
+    "parse_engine_flag",
+    "parse_gateway_flag",
+    "parse_listen",
+]
 
 _CONFIG = Config()
 TOP_LEVEL_KEYS = (
@@ -48,11 +59,18 @@ TOP_LEVEL_KEYS = (
     "kubernetes",
     "web_config_file",
     "max_exported_series",
+    "gateways",
+    "probes",
 )
 KUBERNETES_KEYS = ("enabled", "node_name", "api_url", "token_file", "ca_file", "resync_seconds", "max_engines")
 ENGINE_KEYS = ("url", "type", "name", "model", "basic_auth", "bearer_token_file", *ScrapeLimits.keys())
 BASIC_AUTH_KEYS = ("username", "password", "password_file")
 GPU_ATTRIBUTION_KEYS = tuple(f.name for f in fields(GpuAttribution))
+GATEWAY_KEYS = ("url", "type", "name", "engines", "basic_auth", "bearer_token_file", *ScrapeLimits.keys())
+PROBE_KEYS = tuple(f.name for f in fields(ProbeTarget))
+#: a probe more often than every 5 s is load, not a measurement; one longer than 10 min is a typo
+MIN_PROBE_INTERVAL_SECONDS = 5.0
+MAX_PROBE_TOKENS = 256
 
 # Range checks beyond "positive": an interval of 1e-9 s is a busy loop, 1e300 s overflows the
 # loop's timer; a timeout past an hour can only be a typo (the scrape is bounded by the interval).
@@ -111,6 +129,8 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
         max_exported_series=v.positive_int(
             get("max_exported_series", _CONFIG.max_exported_series), where["max_exported_series"], MAX_SERIES
         ),
+        gateways=(gateways := _gateways(get("gateways", []), where["gateways"], defaults, engines)),
+        probes=_probes(get("probes", []), where["probes"], gateways),
     )
 
 
@@ -250,38 +270,54 @@ def parse_engine_flag(text: str) -> dict[str, Any]:
 
 
 def _engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarget, ...]:
-    entries: list[dict[str, Any]] = []
-    for index, item in enumerate(v.sequence(value, where)):
-        at = f"{where}[{index}]" if where == "engines" else where
-        if isinstance(item, str):
-            item = {"url": item}
-        if not isinstance(item, dict):
-            raise ConfigError(at, f"must be a mapping or a URL, not {v.type_name(item)}")
-        v.known_keys(item, at, ENGINE_KEYS)
-        if "url" not in item:
-            raise ConfigError(f"{at}.url", "missing")
-        engine_type = item.get("type")
-        limits = {f.name: item.get(f.name, getattr(defaults, f.name)) for f in fields(ScrapeLimits)}
-        entries.append(
-            {
-                "url": _url(item["url"], f"{at}.url" if at != "--engine" else at),
-                "type": None if engine_type is None else v.choice(engine_type, f"{at}.type", ENGINE_TYPES),
-                "name": v.optional_string(item.get("name"), f"{at}.name"),
-                "model": v.optional_string(item.get("model"), f"{at}.model"),
-                "limits": _checked_limits(limits, at),
-                "auth": _auth(item, at),
-            }
-        )
-    names = engine_names([e["url"] for e in entries], [e["name"] for e in entries])
-    seen: dict[str, int] = {}
-    for index, name in enumerate(names):
-        if name in seen:
-            raise ConfigError(f"{where}[{index}]", f"duplicate engine {name!r} (same as entry {seen[name]})")
-        seen[name] = index
+    entries = []
+    for at, item, entry in _scrape_targets(value, where, "--engine", ENGINE_KEYS, ENGINE_TYPES, defaults):
+        entry["model"] = v.optional_string(item.get("model"), f"{at}.model")
+        entries.append(entry)
+    names = _unique_names(entries, where, "engine")
     return tuple(
         EngineTarget(url=e["url"], name=name, type=e["type"], model=e["model"], limits=e["limits"], auth=e["auth"])
         for e, name in zip(entries, names)
     )
+
+
+def _scrape_targets(
+    value: Any, where: str, flag: str, keys: Sequence[str], types: Sequence[str], defaults: ScrapeLimits
+) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Each entry of an engines- or gateways-like list: (where it is, the raw item, its url, type,
+    name, limits and auth checked)."""
+    for index, item in enumerate(v.sequence(value, where)):
+        at = where if where == flag else f"{where}[{index}]"
+        if isinstance(item, str):
+            item = {"url": item}
+        if not isinstance(item, dict):
+            raise ConfigError(at, f"must be a mapping or a URL, not {v.type_name(item)}")
+        v.known_keys(item, at, keys)
+        if "url" not in item:
+            raise ConfigError(f"{at}.url", "missing")
+        kind = item.get("type")
+        limits = {f.name: item.get(f.name, getattr(defaults, f.name)) for f in fields(ScrapeLimits)}
+        yield (
+            at,
+            item,
+            {
+                "url": _url(item["url"], f"{at}.url" if at != flag else at),
+                "type": None if kind is None else v.choice(kind, f"{at}.type", types),
+                "name": v.optional_string(item.get("name"), f"{at}.name"),
+                "limits": _checked_limits(limits, at),
+                "auth": _auth(item, at),
+            },
+        )
+
+
+def _unique_names(entries: Sequence[Mapping[str, Any]], where: str, what: str) -> list[str]:
+    names = engine_names([e["url"] for e in entries], [e["name"] for e in entries])
+    seen: dict[str, int] = {}
+    for index, name in enumerate(names):
+        if name in seen:
+            raise ConfigError(f"{where}[{index}]", f"duplicate {what} {name!r} (same as entry {seen[name]})")
+        seen[name] = index
+    return names
 
 
 def engine_names(urls: Sequence[str], names: Sequence[str | None]) -> list[str]:
@@ -350,3 +386,84 @@ def _gpu(value: Any, where: str, dcgm_address: Any) -> GpuSettings:
     if sep or mode not in GPU_MODES:
         raise ConfigError(where, f"unknown GPU mode {text!r} (known: {KNOWN_GPU_MODES})")
     return GpuSettings(mode, None, address)
+
+
+# -- gateways and probes (docs/configuration.md, "Gateways and probes") ---------------------------
+
+
+def parse_gateway_flag(text: str) -> dict[str, Any]:
+    """`--gateway [TYPE=]URL` into a gateway entry."""
+    prefix, sep, rest = text.partition("=")
+    if sep and prefix in GATEWAY_TYPES:
+        return {"type": prefix, "url": rest}
+    if sep and "/" not in prefix and ":" not in prefix:
+        raise ConfigError("--gateway", f"unknown gateway type {prefix!r} (known: {', '.join(GATEWAY_TYPES)})")
+    return {"url": text}
+
+
+def _gateways(
+    value: Any, where: str, defaults: ScrapeLimits, engines: Sequence[EngineTarget]
+) -> tuple[GatewayTarget, ...]:
+    known = {e.name for e in engines}
+    entries = []
+    for at, item, entry in _scrape_targets(value, where, "--gateway", GATEWAY_KEYS, GATEWAY_TYPES, defaults):
+        behind = tuple(v.string(name, f"{at}.engines") for name in v.sequence(item.get("engines", []), f"{at}.engines"))
+        for name in behind:
+            if name not in known:
+                raise ConfigError(
+                    f"{at}.engines",
+                    f"no engine named {name!r} (engines: {', '.join(sorted(known)) or 'none configured'})",
+                )
+        entries.append({**entry, "engines": behind})
+    names = _unique_names(entries, where, "gateway")
+    return tuple(
+        GatewayTarget(url=e["url"], name=name, type=e["type"], limits=e["limits"], auth=e["auth"], engines=e["engines"])
+        for e, name in zip(entries, names)
+    )
+
+
+def _probes(value: Any, where: str, gateways: Sequence[GatewayTarget]) -> tuple[ProbeTarget, ...]:
+    defaults = ProbeTarget(name="", url="", model="")
+    gateway_names = [g.name for g in gateways]
+    probes: list[ProbeTarget] = []
+    for index, item in enumerate(v.sequence(value, where)):
+        at = f"{where}[{index}]"
+        v.section(item, at, PROBE_KEYS)
+        for key in ("name", "url", "model"):
+            if key not in item:
+                raise ConfigError(f"{at}.{key}", "missing")
+        gateway = v.optional_string(item.get("gateway"), f"{at}.gateway")
+        if gateway is not None and gateway not in gateway_names:
+            raise ConfigError(
+                f"{at}.gateway",
+                f"no gateway named {gateway!r} (gateways: {', '.join(gateway_names) or 'none configured'})",
+            )
+        if gateway is None and len(gateway_names) == 1:
+            gateway = gateway_names[0]
+        interval = v.number(
+            item.get("interval_seconds", defaults.interval_seconds),
+            f"{at}.interval_seconds",
+            MIN_PROBE_INTERVAL_SECONDS,
+            MAX_INTERVAL_SECONDS,
+        )
+        timeout = v.positive_number(
+            item.get("timeout_seconds", defaults.timeout_seconds), f"{at}.timeout_seconds", MAX_TIMEOUT_SECONDS
+        )
+        if timeout > interval:
+            raise ConfigError(f"{at}.timeout_seconds", f"must not exceed interval_seconds ({interval:g}s)")
+        direct = item.get("direct_url")
+        probe = ProbeTarget(
+            name=v.string(item["name"], f"{at}.name"),
+            url=_url(item["url"], f"{at}.url"),
+            model=v.string(item["model"], f"{at}.model"),
+            direct_url=None if direct is None else _url(direct, f"{at}.direct_url"),
+            gateway=gateway,
+            max_tokens=v.integer(item.get("max_tokens", defaults.max_tokens), f"{at}.max_tokens", 1, MAX_PROBE_TOKENS),
+            interval_seconds=interval,
+            timeout_seconds=timeout,
+            bearer_token_file=v.optional_string(item.get("bearer_token_file"), f"{at}.bearer_token_file"),
+        )
+        if probe.name in {p.name for p in probes}:
+            raise ConfigError(f"{at}.name", f"duplicate probe {probe.name!r}")
+        probes.append(probe)
+    return tuple(probes)

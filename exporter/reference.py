@@ -16,6 +16,8 @@ _SECTIONS = (
     ("llm_rdma_", "RDMA ports"),
     ("llm_host_", "Host"),
     ("llm_bottleneck_", "Bottleneck diagnosis"),
+    ("llm_gateway_", "Gateways (the ingress stage)"),
+    ("llm_probe_", "Active probes (the client-network stage)"),
     ("llm_exporter_", "The exporter itself"),
 )
 
@@ -42,8 +44,28 @@ def metrics_reference() -> str:
         lines += ["", "## Other", "", "| family | type | labels | meaning |", "|---|---|---|---|"]
         for s in rest:
             lines.append(f"| `{s.name}` | {s.type} | {', '.join(f'`{label}`' for label in s.labels)} | {s.help} |")
-    lines += [*vendor_reference(), "", *rules_reference()]
+    lines += [*vendor_reference(), "", *gateway_clocks()]
+    lines += ["", *rules_reference()]
     return "\n".join(lines) + "\n"
+
+
+def gateway_clocks() -> list[str]:
+    """Where each gateway's time-to-first-token clock starts and stops, from its mapping."""
+    from exporter.sources.gateways import MAPPINGS
+
+    lines = [
+        "## Gateway clocks",
+        "",
+        "`llm_gateway_time_to_first_token_seconds` is exported only where the gateway measures one; its clock is "
+        "the gateway's own. The prober's clock (`llm_probe_*`) starts just before the request is sent and stops at "
+        "the first streamed event with a choice (TTFT) or the end of the stream (e2e), as a client sees it.",
+        "",
+        "| gateway type | time to first token |",
+        "|---|---|",
+    ]
+    for name, mapping in MAPPINGS.items():
+        lines.append(f"| `{name}` | {mapping.ttft_clock or 'not measured (no such histogram)'} |")
+    return lines
 
 
 if __name__ == "__main__":

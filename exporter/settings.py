@@ -28,6 +28,7 @@ GPU_MODES = (
 #: GPU modes that ingest another exporter and so need `=URL`
 GPU_URL_MODES = ("dcgm-exporter", "amd-exporter", "ascend-exporter", "gaudi-exporter")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+GATEWAY_TYPES = ("envoy-ai-gateway", "epp", "haproxy", "ingress-nginx", "litellm")  # sources/gateways/
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,37 @@ class EngineTarget:
     follow_redirects: bool = True
     #: `basic_auth` / `bearer_token_file` of this engine (none by default)
     auth: ScrapeAuth = field(default_factory=ScrapeAuth)
+
+
+@dataclass(frozen=True)
+class GatewayTarget:
+    """One gateway's metrics endpoint (`gateways:`, `--gateway`); `name` is the `gateway` label."""
+
+    url: str
+    name: str
+    type: str | None = None
+    limits: ScrapeLimits = field(default_factory=ScrapeLimits)
+    auth: ScrapeAuth = field(default_factory=ScrapeAuth)
+    #: names of the engines behind it; empty means every configured engine of this node
+    engines: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    """One active probe (`probes:`): a tiny streamed completion through the gateway, and direct."""
+
+    name: str
+    url: str  # an OpenAI-compatible base URL through the gateway (…/v1)
+    model: str
+    direct_url: str | None = None  # the engine behind it, to compare with
+    #: the gateway (by name) the probe goes through; None: the only one configured, if one
+    gateway: str | None = None
+    max_tokens: int = 4
+    interval_seconds: float = 30.0
+    timeout_seconds: float = 5.0  # at most interval_seconds, so one probe ends before the next
+    #: a file holding the API key the gateway wants (LiteLLM's virtual keys), sent as a bearer token
+    #: on the gateway path only; re-read at each probe
+    bearer_token_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +222,8 @@ class Config:
     #: the node-wide cap on exported series (exporter/budget.py): 32 discovered engines at their
     #: per-target cap, plus GPUs, RDMA ports and the host, still fit
     max_exported_series: int = 10_000
+    gateways: tuple[GatewayTarget, ...] = ()
+    probes: tuple[ProbeTarget, ...] = ()
 
     @property
     def listen(self) -> str:

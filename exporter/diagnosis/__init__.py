@@ -15,6 +15,7 @@ from typing import Any
 
 from exporter.catalogue import STAGES as STAGE_IDS
 from exporter.diagnosis.actions import stage_actions
+from exporter.diagnosis.ingress import PathDiagnoser
 from exporter.diagnosis.signals import EngineKey, History, engine_inputs, engine_key
 from exporter.diagnosis.stages import STAGES, StageResult
 from exporter.model import Metric, Sample
@@ -57,6 +58,8 @@ class Diagnoser:
         self._active: dict[tuple[EngineKey, str], bool] = {}
         self.latest: dict[EngineKey, EngineDiagnosis] = {}
         self.generated_at: float = time.time()
+        #: the stages before the engine (ingress, client_network), per gateway
+        self.path = PathDiagnoser()
 
     def update(self, metrics: Sequence[Metric], now: float) -> list[Metric]:
         """Diagnose every live engine in `metrics` (monotonic `now`); return the gauges."""
@@ -89,7 +92,7 @@ class Diagnoser:
             if key not in self.latest and key in previous:
                 self.latest[key] = previous[key]
         self.generated_at = time.time()
-        return [m for d in self.latest.values() for m in self._gauges(d)]
+        return [m for d in self.latest.values() for m in self._gauges(d)] + self.path.update(metrics, now, t)
 
     def report(self) -> dict[str, Any]:
         """The /diagnosis document (DESIGN.md contract)."""
@@ -99,7 +102,8 @@ class Diagnoser:
             counts[d.primary] = counts.get(d.primary, 0) + 1
         return {
             "generated_at": datetime.fromtimestamp(self.generated_at, UTC).isoformat(),
-            "engines": engines,
+            "engines": self.path.annotate(engines),
+            "gateways": self.path.report(),
             "node": {"engines": len(engines), "primary_counts": counts},
             "thresholds": {k: getattr(self.thresholds, k) for k in Thresholds.keys()},
         }

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.gateway_alerts import gateway_alerts
 from exporter.monitoring.promql import escape_printf, evidence, label_matchers, percent, series
 from exporter.monitoring.records import RecordingRule, RecordNames, recording_rules
 
@@ -333,4 +334,5 @@ def rule_groups(config: MonitoringConfig) -> list[RuleGroup]:
         RuleGroup(f"{GROUP_PREFIX}.gpu", list(_gpu_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.rdma", list(_rdma_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.availability", list(_availability_alerts(b))),
+        RuleGroup(f"{GROUP_PREFIX}.ingress", list[RecordingRule | AlertingRule](gateway_alerts(b))),
     ]

@@ -75,6 +75,13 @@ class AlertThresholds:
     load_imbalance_min_running: float = 5.0
     # Symbol, link-integrity and receive errors: a healthy link counts a handful a day.
     rdma_port_errors_per_second: float = 0.01
+    # Gateway 5xx share that pages (SRE book's 99.9 % is too tight for a path with a CPU engine in
+    # it; 5 % is where users retry), above a rate where a share means something.
+    gateway_error_ratio: float = 0.05
+    gateway_min_requests_per_second: float = 0.1
+    # Time before the engine per request: a same-zone hop costs milliseconds, half a second is the
+    # client network or the gateway, not the model.
+    ingress_latency_seconds: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,8 @@ DEFAULT_POLICIES: Mapping[str, AlertPolicy] = MappingProxyType(
         "LLMEngineDown": AlertPolicy("critical", "5m"),
         "LLMExporterSourceDown": AlertPolicy("warning", "15m"),
         "LLMExporterAbsent": AlertPolicy("warning", "10m"),
+        "LLMGatewayErrors": AlertPolicy("warning", "5m"),
+        "LLMIngressLatencyHigh": AlertPolicy("warning", "10m"),
     }
 )
 

@@ -18,13 +18,13 @@ from urllib.parse import urlsplit, urlunsplit
 from exporter.budget import CARDINALITY, cap_target, keep_known_first
 from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
 from exporter.model import EngineReading, Metric, QuantileSummary, Sample
-from exporter.promtext import NAMES_HEAD_CHARS, ParsedSamples, TooManySeries, WantedParser
+from exporter.promtext import NAMES_HEAD_CHARS, ParsedSamples, WantedParser
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.engines import MAPPINGS, detect
 from exporter.sources.engines.common import HISTOGRAM_KEYS, EngineMapping
-from exporter.sources.http_fetch import NoRedirectSession, SameOriginSession, open_body, redact
+from exporter.sources.http_fetch import NoRedirectSession, SameOriginSession, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
 from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
 
@@ -125,12 +125,7 @@ class EngineSource(Source):
             head = NAMES_HEAD_CHARS if self._mapping is None else KNOWN_TYPE_HEAD_CHARS
             known = self._mapping is not None
             parser = WantedParser(wanted, limits.max_series, limits.max_label_value_length, head, names_on_demand=known)
-            try:
-                for block in body.line_blocks():
-                    if not parser.feed(block):
-                        break
-            except TooManySeries as exc:
-                raise SourceError("cardinality", f"{self._shown_url}: {exc}") from exc
+            feed_parser(body, parser, self._shown_url)
         mapping = self._mapping or detect(parser.names)
         if mapping is None:
             raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")

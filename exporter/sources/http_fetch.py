@@ -36,7 +36,7 @@ import urllib3
 import urllib3.connection
 import urllib3.exceptions
 
-from exporter.promtext import MAX_LINE_CHARS
+from exporter.promtext import MAX_LINE_CHARS, TooManySeries, WantedParser
 from exporter.sources.base import SourceError
 from exporter.sources.deadline_watch import WATCHDOG
 
@@ -340,6 +340,17 @@ def open_body(
         finally:
             if body.size >= TRIM_AFTER_BYTES:
                 release_free_memory()
+
+
+def feed_parser(body: Body, parser: WantedParser, shown_url: str) -> None:
+    """Stream the body into the parser block by block until it has what it wants; a body over
+    the parser's series or line caps is a `cardinality` SourceError."""
+    try:
+        for block in body.line_blocks():
+            if not parser.feed(block):
+                break
+    except TooManySeries as exc:
+        raise SourceError("cardinality", f"{shown_url}: {exc}") from exc
 
 
 def _malloc_trim() -> Callable[[int], int] | None:

@@ -36,7 +36,7 @@ from exporter.simulate.dcgm_text import POD_NAMESPACE
 from tests import nvml_stub
 from tests.integration.gpu_helpers import stub_dir
 from tests.integration.monitoring_stack import LOCAL, ManagedProcess, Prometheus, require_binary
-from tests.support import REPO, ExporterProcess, free_port
+from tests.support import FIXTURES, REPO, ExporterProcess, RouteServer, free_port, respond_with
 
 pytestmark = pytest.mark.integration
 
@@ -76,9 +76,12 @@ class Node:
     exporter: ExporterProcess
     simulator: ManagedProcess | None = None
     engine_urls: list[str] = field(default_factory=list)
+    gateway: RouteServer | None = None
 
     def close(self) -> None:
         self.exporter.close()
+        if self.gateway is not None:
+            self.gateway.close()
         if self.simulator is not None:
             self.simulator.close()
 
@@ -138,16 +141,24 @@ def _simulated_node(scenario: str, workdir: Path) -> Node:
 
 
 def _injected_node(workdir: Path) -> Node:
-    """GPUs from the NVML stand-in (an XID on GPU 5, clock-event reasons on all) and an engine
-    target nothing listens on (source errors)."""
+    """GPUs from the NVML stand-in (an XID on GPU 5, clock-event reasons on all), an engine
+    target nothing listens on (source errors), and a gateway: HAProxy's real exposition with its
+    server down (tests/fixtures/gateways), with a probe through it that cannot connect."""
     state = workdir / "nvml-state"
     node = nvml_stub.eight_gpu_node()
     node["xid_events"] = [(5, 79)]
     nvml_stub.write_state(state, node)
+    gateway = RouteServer(
+        {"/metrics": respond_with((FIXTURES / "gateways" / "haproxy-2.6-backend-down.txt").read_text())}
+    )
     config = {
         **EXPORTER_CONFIG,
         "engines": [{"name": "refused", "type": "vllm", "url": f"http://127.0.0.1:{free_port()}/metrics"}],
         "gpu_attribution": {"processes": False, "pod_resources_socket": ""},
+        "gateways": [{"name": "haproxy", "url": gateway.url("/metrics"), "engines": ["refused"]}],
+        "probes": [
+            {"name": "clients", "url": f"http://127.0.0.1:{free_port()}/v1", "model": "m", "interval_seconds": 5}
+        ],
     }
     config_path = workdir / "exporter.yaml"
     config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -162,7 +173,7 @@ def _injected_node(workdir: Path) -> Node:
         interval=INTERVAL_SECONDS,
         env=nvml_stub.child_env(stub_dir(), state),
     )
-    return Node(INJECTED, exporter)
+    return Node(INJECTED, exporter, gateway=gateway)
 
 
 def _prometheus_config(nodes: list[Node]) -> dict:
@@ -286,7 +297,16 @@ RARE = [q for q in QUERIES if q.panel.definition.rare]
 
 def test_the_dashboards_have_panels_of_both_kinds():
     assert len(COMMON) > 100
-    assert {q.panel.definition.title for q in RARE} == {"XID errors", "Clock throttle reasons", "Source errors"}
+    assert {q.panel.definition.title for q in RARE} == {
+        "XID errors",
+        "Clock throttle reasons",
+        "Source errors",
+        "Score: ingress and client network",
+        "Latency before and in the engine (window means)",
+        "Gateway 5xx by code",
+        "Probe end-to-end p95 by path",
+        "Requests queued at the gateway",
+    }
 
 
 def test_every_panel_query_is_valid_promql_for_prometheus(stack: Stack):

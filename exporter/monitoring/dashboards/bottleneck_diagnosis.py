@@ -3,8 +3,8 @@
 Each row holds the stage's score from the exporter's diagnosis (line at `enter_score`, where the
 stage turns active) and the evidence that proves or rules the stage out, with the diagnosis' own
 lines drawn on it. Above the rows, the primary stage of every engine over time and the stages
-active now. Ingress has no score: the exporter has no gateway source; its row holds what the
-engines can say (their own end-to-end latency and request rate) to compare against the gateway.
+active now. The ingress row scores the path before the engine per gateway (ingress,
+client_network) and splits its latency by window means: client network, gateway, hop, engine.
 """
 
 from __future__ import annotations
@@ -44,10 +44,11 @@ uses. Decide from several signals together, never from GPU utilization alone: in
 active was 45 % while DRAM active was 95 % — decode was memory-bandwidth-bound, not idle."""
 
 INGRESS = """\
-**No score**: the exporter has no gateway source. Compare the gateway's or client's latency with
-the engines' own end-to-end latency (next panel): if the engines explain it, continue down the
-rows; if the gateway's is much higher, or it counts 499/502 while the engines' request rate
-drops, the time is lost before the engine (gateway, load balancer, client network)."""
+Scored per **gateway** (`gateways:`, probes through it in `probes:`): *ingress* when the gateway's
+5xx, queue or own time rise while its engines are healthy; *client_network* when the probe through
+the gateway is slow while the gateway and the engine are fast. The latency split is made from
+means over one window (never from quantiles): client → gateway, the gateway itself, gateway →
+engine, the engine. A 502/503 from a dead engine is the engine's (see its row), not ingress."""
 
 
 def score(s: Scope, config: MonitoringConfig, stage: str, width: int = 6) -> PanelDef:
@@ -91,19 +92,77 @@ def board(config: MonitoringConfig) -> Board:
         ),
         active_bottlenecks_table(s, "Active stages", width=8, height=9),
     )
+    per_gateway = s.by_node("gateway")
+    server_errors = s.rate("llm_gateway_requests_total", 'code_class="5xx"')
     b.row(
         "1 · Ingress / client network",
-        text("Ingress: what to compare", INGRESS, width=8, key="ingress-how"),
+        text("Ingress: what to compare", INGRESS, width=6, key="ingress-how"),
+        timeseries(
+            "Score: ingress and client network",
+            Query(
+                f"max {s.by_node('gateway', 'stage')} ({s('llm_gateway_bottleneck_score')})", "{{gateway}} {{stage}}"
+            ),
+            unit=SCORE,
+            min=0,
+            max=1,
+            lines=(
+                Line(d.exit_score, "orange", "diagnosis.exit_score"),
+                Line(d.enter_score, "red", "diagnosis.enter_score"),
+            ),
+            width=6,
+            key="score-ingress",
+            rare="a gateway is configured (gateways:, probes:)",
+            description="The exporter's ingress and client_network scores per gateway.",
+        ),
+        timeseries(
+            "Latency before and in the engine (window means)",
+            Query(
+                f"max {s.by_node('gateway', 'component')} ({s('llm_gateway_latency_component_seconds')})",
+                "{{gateway}} {{component}}",
+            ),
+            unit=SECONDS,
+            width=6,
+            key="ingress-components",
+            rare="a gateway is configured (gateways:, probes:)",
+            description="Mean seconds per request in each part of the path: client_to_gateway, gateway, "
+            "gateway_to_engine, engine.",
+        ),
+        timeseries(
+            "Gateway 5xx by code",
+            Query(
+                f"sum {s.by_node('gateway', 'code')} ({server_errors})",
+                "{{gateway}} {{code}}",
+            ),
+            unit=REQUESTS_PER_SECOND,
+            width=6,
+            key="gateway-errors",
+            rare="a gateway is configured (gateways:, probes:)",
+            description="Server errors the gateway answered; code is 502/503/504 where it reports single codes.",
+        ),
+        timeseries(
+            "Probe end-to-end p95 by path",
+            Query(
+                s.quantile("llm_probe_e2e_latency_seconds", "0.95", s.by_node("probe", "path")), "{{probe}} {{path}}"
+            ),
+            unit=SECONDS,
+            width=8,
+            key="probe-e2e",
+            rare="a gateway is configured (gateways:, probes:)",
+            description="The prober's tiny streamed completion, as a client sees it: through the gateway and direct.",
+        ),
         timeseries(
             "Engine end-to-end latency p95",
             Query(engine_quantile("llm_engine_e2e_request_latency_seconds"), "{{engine}}"),
             unit=SECONDS,
+            width=8,
         ),
         timeseries(
-            "Requests reaching the engines",
-            Query(f"sum {per_engine} ({s.rate('llm_engine_e2e_request_latency_seconds_count')})", "{{engine}}"),
-            unit=REQUESTS_PER_SECOND,
-            description="Finished requests per second per engine.",
+            "Requests queued at the gateway",
+            Query(f"sum {per_gateway} ({s('llm_gateway_requests_queued')})", "{{gateway}}"),
+            unit=COUNT,
+            width=8,
+            key="gateway-queued",
+            rare="a gateway is configured (gateways:, probes:)",
         ),
     )
     b.row(
