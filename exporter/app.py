@@ -27,6 +27,7 @@ from exporter.exposition import RenderedSnapshot
 from exporter.loop import CollectionLoop, Snapshot
 from exporter.model import Metric, Sample
 from exporter.settings import Config, EngineTarget
+from exporter.slo.monitor import SloMonitor
 from exporter.sources.base import Source, SourceGroup
 from exporter.sources.engine import EngineSource
 from exporter.sources.gpu import build_gpu_source
@@ -135,6 +136,7 @@ class Exporter:
         self.config = config
         self.rendered = RenderedSnapshot()
         self.diagnoser = Diagnoser(config.thresholds)
+        self.slo = SloMonitor(config.slos)  # attainment, goodput and headroom of `slos:`
         self.reloads = {"success": 0, "failure": 0}
         self.series_budget = SeriesBudget()  # the node-wide output cap, applied in publish
         self._clock = clock
@@ -159,6 +161,7 @@ class Exporter:
             for result, count in self.reloads.items()
         )
         metrics = (*join_process_samples(snapshot.metrics), *counts)
+        metrics = (*metrics, *self.slo.update(metrics, self._clock()))
         metrics = (*metrics, *self.diagnoser.update(metrics, self._clock()))
         kept, error_counts = self.series_budget.apply(metrics, snapshot.error_counts, self.config.max_exported_series)
         enriched = dataclasses.replace(snapshot, metrics=tuple(kept), error_counts=error_counts)
@@ -226,6 +229,8 @@ class Exporter:
             old.stop()
             self.config = new
             self.diagnoser.thresholds = new.thresholds
+            if new.slos != self.slo.slos:
+                self.slo = SloMonitor(new.slos)
             self.loop = new_loop
             new_loop.start()
         log.info("reloaded the configuration: %d source(s), interval %gs", len(pipeline.sources), new.interval_seconds)

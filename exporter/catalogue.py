@@ -31,6 +31,8 @@ STAGES = (
     "host_overhead",
 )
 QUANTILES = (0.5, 0.95, 0.99)
+SLO_LABELS = ("slo",)
+SLO_SERIES_LABELS = ENGINE_SERIES_LABELS + ("slo", "dimension")
 # The latency summaries, each keyed by the engine-histogram key (EngineReading.histograms) behind
 # it: the engine source, the recording rules and the dashboards all read this one map.
 LATENCY_FAMILIES: Mapping[str, str] = MappingProxyType(
@@ -323,6 +325,90 @@ CATALOGUE: dict[str, MetricSpec] = {
             "gauge",
             "One-hot over stage (including none): the engine's main bottleneck now.",
             ENGINE_LABELS + ("stage",),
+        ),
+        # Latency SLOs (exporter/slo/, docs/slo.md)
+        _spec(
+            "llm_slo_objective_ratio",
+            "gauge",
+            "The SLO's objective: the fraction of events that must meet it.",
+            SLO_LABELS,
+        ),
+        _spec(
+            "llm_slo_threshold_seconds", "gauge", "The SLO's threshold for one dimension.", SLO_LABELS + ("dimension",)
+        ),
+        _spec(
+            "llm_slo_attainment_ratio",
+            "gauge",
+            "Fraction of the window's events within the SLO threshold, a lower bound: counted at the largest bucket "
+            "edge at or below the threshold. Events are requests (ttft, e2e) or inter-token gaps (itl).",
+            SLO_SERIES_LABELS,
+        ),
+        _spec(
+            "llm_slo_attainment_upper_bound_ratio",
+            "gauge",
+            "Upper bound of the same fraction, counted at the smallest bucket edge at or above the threshold; equal "
+            "to llm_slo_attainment_ratio when the threshold is a bucket edge.",
+            SLO_SERIES_LABELS,
+        ),
+        _spec(
+            "llm_slo_goodput_requests_per_second",
+            "gauge",
+            "Requests per second within the SLO threshold over the window (the lower-bound attainment times the "
+            "completed-request rate).",
+            SLO_SERIES_LABELS,
+        ),
+        _spec(
+            "llm_slo_events_total",
+            "counter",
+            "Events the SLO dimension judges (the engine histogram's count): the error-budget rules rate it.",
+            SLO_SERIES_LABELS,
+        ),
+        _spec(
+            "llm_slo_good_events_total",
+            "counter",
+            "Of those, events within the threshold (lower bound, at the largest bucket edge at or below it).",
+            SLO_SERIES_LABELS,
+        ),
+        _spec(
+            "llm_slo_joint_attainment_ratio",
+            "gauge",
+            "Fraction of the window's requests meeting every threshold of the SLO at once, from the engine's "
+            "request spans (OTLP); as vLLM bench's --goodput counts good requests.",
+            SLO_LABELS + ENGINE_LABELS,
+        ),
+        _spec(
+            "llm_slo_joint_goodput_requests_per_second",
+            "gauge",
+            "Requests per second meeting every threshold of the SLO at once, from the engine's request spans.",
+            SLO_LABELS + ENGINE_LABELS,
+        ),
+        # Capacity headroom (exporter/slo/headroom.py)
+        _spec(
+            "llm_capacity_max_request_rate",
+            "gauge",
+            "Estimated largest request rate (req/s) the engine can take at the current request mix while still "
+            "meeting the SLO.",
+            ENGINE_SERIES_LABELS + ("slo",),
+        ),
+        _spec(
+            "llm_capacity_max_concurrency",
+            "gauge",
+            "Estimated largest number of running requests at which the SLO is still met.",
+            ENGINE_SERIES_LABELS + ("slo",),
+        ),
+        _spec(
+            "llm_capacity_headroom_ratio",
+            "gauge",
+            "1 - current request rate / llm_capacity_max_request_rate: the fraction of capacity still free under "
+            "the SLO (negative when the SLO is already broken by load).",
+            ENGINE_SERIES_LABELS + ("slo",),
+        ),
+        _spec(
+            "llm_capacity_estimate_confidence_ratio",
+            "gauge",
+            "Confidence 0-1 in the capacity estimate: how much of it rests on the engine's own measured load points "
+            "rather than on the model alone.",
+            ENGINE_SERIES_LABELS + ("slo",),
         ),
         # The exporter itself
         _spec(

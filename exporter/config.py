@@ -8,6 +8,7 @@ Defaults are the dataclass fields of `exporter.settings`; this module only valid
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any
@@ -25,6 +26,7 @@ from exporter.settings import (
     KubernetesSettings,
     ScrapeAuth,
     ScrapeLimits,
+    SloTarget,
     Thresholds,
 )
 from exporter.validation import ConfigError, load_file
@@ -47,6 +49,7 @@ TOP_LEVEL_KEYS = (
     "kubernetes",
     "web_config_file",
     "max_exported_series",
+    "slos",
 )
 KUBERNETES_KEYS = ("enabled", "node_name", "api_url", "token_file", "ca_file", "resync_seconds", "max_engines")
 ENGINE_KEYS = ("url", "type", "name", "model", "basic_auth", "bearer_token_file", *ScrapeLimits.keys())
@@ -110,6 +113,7 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
         max_exported_series=v.positive_int(
             get("max_exported_series", _CONFIG.max_exported_series), where["max_exported_series"], MAX_SERIES
         ),
+        slos=slos(get("slos", []), where["slos"]),
     )
 
 
@@ -345,3 +349,61 @@ def _gpu(value: Any, where: str, dcgm_address: Any) -> GpuSettings:
     if sep or mode not in GPU_MODES:
         raise ConfigError(where, f"unknown GPU mode {text!r} (known: auto, nvml, dcgm, dcgm-exporter=URL, none)")
     return GpuSettings(mode, None, address)
+
+
+SLO_KEYS = ("name", "model", "engine", "ttft_seconds", "itl_seconds", "e2e_seconds", "objective")
+#: SLO names become a label value and a rule-group name: keep them plain
+_SLO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+#: a threshold past a day is a typo (engine histograms end near 2,560 s anyway)
+MAX_SLO_SECONDS = 86400.0
+#: more SLOs than this multiply series and rules past any dashboard
+MAX_SLOS = 64
+
+
+def slos(value: Any, where: str) -> tuple[SloTarget, ...]:
+    """The `slos:` section: read by the exporter and, from the deployed file, by `generate`."""
+    items = v.sequence(value, where)
+    if len(items) > MAX_SLOS:
+        raise ConfigError(where, f"at most {MAX_SLOS} SLOs, not {len(items)}")
+    result: list[SloTarget] = []
+    for index, item in enumerate(items):
+        at = f"{where}[{index}]"
+        item = v.section(item, at, SLO_KEYS)
+        name = v.string(v.required(item.get("name"), f"{at}.name"), f"{at}.name")
+        if not _SLO_NAME.match(name):
+            raise ConfigError(f"{at}.name", f"letters, digits, '_', '.', '-' (at most 63), not {name!r}")
+        if any(s.name == name for s in result):
+            raise ConfigError(f"{at}.name", f"duplicate SLO {name!r}")
+        seconds = {
+            key: v.positive_number(item[key], f"{at}.{key}", MAX_SLO_SECONDS)
+            for key in ("ttft_seconds", "itl_seconds", "e2e_seconds")
+            if item.get(key) is not None
+        }
+        if not seconds:
+            raise ConfigError(at, "needs at least one of ttft_seconds, itl_seconds, e2e_seconds")
+        objective = v.number(v.required(item.get("objective"), f"{at}.objective"), f"{at}.objective", 0.0, 1.0)
+        if not 0.0 < objective < 1.0:
+            raise ConfigError(f"{at}.objective", f"must be between 0 and 1 exclusive (e.g. 0.95), not {objective:g}")
+        result.append(
+            SloTarget(
+                name=name,
+                objective=objective,
+                model=_selector_pattern(item.get("model"), f"{at}.model"),
+                engine=_selector_pattern(item.get("engine"), f"{at}.engine"),
+                ttft_seconds=seconds.get("ttft_seconds"),
+                itl_seconds=seconds.get("itl_seconds"),
+                e2e_seconds=seconds.get("e2e_seconds"),
+            )
+        )
+    return tuple(result)
+
+
+def _selector_pattern(value: Any, where: str) -> str | None:
+    """An exact name or a regular expression (matched whole, as PromQL's =~ does)."""
+    text = v.optional_string(value, where)
+    if text is not None:
+        try:
+            re.compile(text)
+        except re.error as exc:
+            raise ConfigError(where, f"not a valid regular expression ({exc})") from exc
+    return text

@@ -15,6 +15,8 @@ _SECTIONS = (
     ("llm_rdma_", "RDMA ports"),
     ("llm_host_", "Host"),
     ("llm_bottleneck_", "Bottleneck diagnosis"),
+    ("llm_slo_", "Latency SLOs (docs/slo.md)"),
+    ("llm_capacity_", "Capacity headroom (docs/slo.md)"),
     ("llm_exporter_", "The exporter itself"),
 )
 

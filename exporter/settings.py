@@ -158,6 +158,33 @@ class Thresholds:
         return tuple(f.name for f in fields(cls))
 
 
+#: the latency dimensions an SLO may bound; each is one engine histogram (docs/slo.md)
+SLO_DIMENSIONS = ("ttft", "itl", "e2e")
+
+
+@dataclass(frozen=True)
+class SloTarget:
+    """One latency SLO (`slos:`): which engines and models it covers, its thresholds (any subset
+    of the dimensions) and the fraction of requests that must meet them.
+
+    `objective` 0.95 with `ttft_seconds` 1 reads "P95 of time to first token at most 1 s". The
+    selectors match a value exactly, else as a fully anchored regular expression; None matches all.
+    """
+
+    name: str
+    objective: float
+    model: str | None = None
+    engine: str | None = None
+    ttft_seconds: float | None = None
+    itl_seconds: float | None = None
+    e2e_seconds: float | None = None
+
+    def thresholds(self) -> tuple[tuple[str, float], ...]:
+        """(dimension, seconds) for each threshold this SLO sets, in SLO_DIMENSIONS order."""
+        values = (self.ttft_seconds, self.itl_seconds, self.e2e_seconds)
+        return tuple((d, t) for d, t in zip(SLO_DIMENSIONS, values) if t is not None)
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole exporter configuration; only the composition root (app.py) reads all of it."""
@@ -178,6 +205,8 @@ class Config:
     #: the node-wide cap on exported series (exporter/budget.py): 32 discovered engines at their
     #: per-target cap, plus GPUs, RDMA ports and the host, still fit
     max_exported_series: int = 10_000
+    #: latency SLOs (`slos:`): attainment, goodput and capacity headroom per SLO (docs/slo.md)
+    slos: tuple[SloTarget, ...] = ()
 
     @property
     def listen(self) -> str:
