@@ -344,8 +344,12 @@ def rule_groups(config: MonitoringConfig) -> list[RuleGroup]:
         RuleGroup(f"{GROUP_PREFIX}.gpu", list(_gpu_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.rdma", list(_rdma_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.availability", list(_availability_alerts(b))),
-        RuleGroup(f"{GROUP_PREFIX}.slo-records", list(slo_recording_rules(config))),
-        *(RuleGroup(f"{GROUP_PREFIX}.slo.{slo.name}", _slo_alerts(b, slo)) for slo in config.slos),
+        # One group, records first: rules of a group run in order, so an alert reads the burn
+        # recorded in the same evaluation (groups run concurrently, a second group could lag one).
+        RuleGroup(
+            f"{GROUP_PREFIX}.slo",
+            [*slo_recording_rules(config), *(rule for slo in config.slos for rule in _slo_alerts(b, slo))],
+        ),
     ]
 
 

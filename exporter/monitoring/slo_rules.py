@@ -12,8 +12,8 @@ over the error budget, 1 − objective.
   and 6h.
 
 The short window makes the alert stop soon after the burn does; the long one keeps a blip from
-paging. Each SLO gets its own rule group, with its objective inlined, so `generate --check`
-fails when the deployed `slos:` and the committed rules diverge.
+paging. Each SLO's alerts have its name and objective inlined, so `generate --check` fails when
+the deployed `slos:` and the committed rules diverge.
 """
 
 from __future__ import annotations
