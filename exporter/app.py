@@ -28,6 +28,7 @@ from exporter.loop import CollectionLoop, Snapshot
 from exporter.model import Metric, Sample
 from exporter.settings import Config, EngineTarget
 from exporter.slo.monitor import SloMonitor
+from exporter.slo.otlp import OtlpReceiver
 from exporter.sources.base import Source, SourceGroup
 from exporter.sources.engine import EngineSource
 from exporter.sources.gpu import build_gpu_source
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 PROCESS_FAMILIES = ("llm_engine_process_cpu_seconds_total", "llm_engine_process_threads")
 #: what may change on reload only with a restart (bound at start-up)
-FIXED_AT_START = ("listen_host", "listen_port", "web_config_file")
+FIXED_AT_START = ("listen_host", "listen_port", "web_config_file", "otlp")
 
 
 @dataclasses.dataclass
@@ -136,7 +137,10 @@ class Exporter:
         self.config = config
         self.rendered = RenderedSnapshot()
         self.diagnoser = Diagnoser(config.thresholds)
-        self.slo = SloMonitor(config.slos)  # attainment, goodput and headroom of `slos:`
+        # OTLP request spans (opt-in): bound at start-up like the listen address
+        self.otlp = OtlpReceiver(config.otlp, clock).start() if config.otlp.listen else None
+        store = self.otlp.store if self.otlp else None
+        self.slo = SloMonitor(config.slos, config.window_seconds, store)  # attainment, goodput, headroom
         self.reloads = {"success": 0, "failure": 0}
         self.series_budget = SeriesBudget()  # the node-wide output cap, applied in publish
         self._clock = clock
@@ -179,6 +183,9 @@ class Exporter:
 
     def stop(self) -> None:
         self.loop.stop()
+        if self.otlp is not None:
+            self.otlp.close()
+            self.otlp = None
 
     def health(self) -> tuple[bool, str]:
         """Ready once the first collection completed; healthy while the loop runs and has
@@ -229,8 +236,8 @@ class Exporter:
             old.stop()
             self.config = new
             self.diagnoser.thresholds = new.thresholds
-            if new.slos != self.slo.slos:
-                self.slo = SloMonitor(new.slos)
+            if new.slos != self.slo.slos or new.window_seconds != self.slo.window_seconds:
+                self.slo = SloMonitor(new.slos, new.window_seconds, self.slo.requests)
             self.loop = new_loop
             new_loop.start()
         log.info("reloaded the configuration: %d source(s), interval %gs", len(pipeline.sources), new.interval_seconds)

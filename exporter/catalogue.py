@@ -382,6 +382,33 @@ CATALOGUE: dict[str, MetricSpec] = {
             "Requests per second meeting every threshold of the SLO at once, from the engine's request spans.",
             SLO_LABELS + ENGINE_LABELS,
         ),
+        # Per-request data from the engines' OTLP spans (exporter/slo/otlp.py)
+        _spec(
+            "llm_request_prompt_tokens",
+            "summary",
+            "Prompt tokens per request (the request mix), from the engine's request spans: quantiles over the "
+            "window, cumulative count and sum.",
+            ENGINE_LABELS,
+        ),
+        _spec(
+            "llm_request_generation_tokens",
+            "summary",
+            "Output tokens per request (the request mix), from the engine's request spans.",
+            ENGINE_LABELS,
+        ),
+        _spec(
+            "llm_otlp_spans_total",
+            "counter",
+            "Spans the OTLP receiver got, by result: recorded (a request span), ignored (another span), "
+            "rate_limited (over otlp.max_spans_per_second, dropped).",
+            ("result",),
+        ),
+        _spec(
+            "llm_otlp_payloads_total",
+            "counter",
+            "OTLP/HTTP export requests by result: ok, too_large (over otlp.max_body_bytes), bad_request, busy.",
+            ("result",),
+        ),
         # Capacity headroom (exporter/slo/headroom.py)
         _spec(
             "llm_capacity_max_request_rate",

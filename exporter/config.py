@@ -24,6 +24,7 @@ from exporter.settings import (
     GpuAttribution,
     GpuSettings,
     KubernetesSettings,
+    OtlpSettings,
     ScrapeAuth,
     ScrapeLimits,
     SloTarget,
@@ -50,6 +51,7 @@ TOP_LEVEL_KEYS = (
     "web_config_file",
     "max_exported_series",
     "slos",
+    "otlp",
 )
 KUBERNETES_KEYS = ("enabled", "node_name", "api_url", "token_file", "ca_file", "resync_seconds", "max_engines")
 ENGINE_KEYS = ("url", "type", "name", "model", "basic_auth", "bearer_token_file", *ScrapeLimits.keys())
@@ -114,6 +116,7 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
             get("max_exported_series", _CONFIG.max_exported_series), where["max_exported_series"], MAX_SERIES
         ),
         slos=slos(get("slos", []), where["slos"]),
+        otlp=_otlp(get("otlp", {}), where["otlp"]),
     )
 
 
@@ -407,3 +410,27 @@ def _selector_pattern(value: Any, where: str) -> str | None:
         except re.error as exc:
             raise ConfigError(where, f"not a valid regular expression ({exc})") from exc
     return text
+
+
+MAX_OTLP_REQUESTS = 10_000_000
+
+
+def _otlp(value: Any, where: str) -> OtlpSettings:
+    v.section(value, where, OtlpSettings.keys())
+    defaults = OtlpSettings()
+    listen = value.get("listen")
+    if listen is not None:
+        host, port = parse_listen(listen, f"{where}.listen")
+        listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return OtlpSettings(
+        listen=listen,
+        max_body_bytes=v.positive_int(
+            value.get("max_body_bytes", defaults.max_body_bytes), f"{where}.max_body_bytes", MAX_RESPONSE_BYTES
+        ),
+        max_spans_per_second=v.positive_number(
+            value.get("max_spans_per_second", defaults.max_spans_per_second), f"{where}.max_spans_per_second", 1e6
+        ),
+        max_requests=v.positive_int(
+            value.get("max_requests", defaults.max_requests), f"{where}.max_requests", MAX_OTLP_REQUESTS
+        ),
+    )

@@ -17,6 +17,8 @@ _SECTIONS = (
     ("llm_bottleneck_", "Bottleneck diagnosis"),
     ("llm_slo_", "Latency SLOs (docs/slo.md)"),
     ("llm_capacity_", "Capacity headroom (docs/slo.md)"),
+    ("llm_request_", "Request mix, from engine request spans (docs/slo.md)"),
+    ("llm_otlp_", "OTLP receiver (docs/slo.md)"),
     ("llm_exporter_", "The exporter itself"),
 )
 

@@ -186,6 +186,25 @@ class SloTarget:
 
 
 @dataclass(frozen=True)
+class OtlpSettings:
+    """The opt-in OTLP/HTTP receiver of engine request spans (`otlp:`, docs/slo.md).
+
+    Off unless `listen` is set. Bounded three ways: a request body over `max_body_bytes` is
+    refused (413) before it is read, spans past `max_spans_per_second` are dropped and counted,
+    and at most `max_requests` request records are kept (the oldest go first).
+    """
+
+    listen: str | None = None  # HOST:PORT; OTLP/HTTP's port is 4318
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_spans_per_second: float = 2000.0
+    max_requests: int = 100_000
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole exporter configuration; only the composition root (app.py) reads all of it."""
 
@@ -207,6 +226,8 @@ class Config:
     max_exported_series: int = 10_000
     #: latency SLOs (`slos:`): attainment, goodput and capacity headroom per SLO (docs/slo.md)
     slos: tuple[SloTarget, ...] = ()
+    #: per-request spans for joint attainment and the request mix (`otlp:`); off by default
+    otlp: OtlpSettings = field(default_factory=OtlpSettings)
 
     @property
     def listen(self) -> str:
