@@ -166,7 +166,7 @@ class Exporter:
         )
         metrics = (*join_process_samples(snapshot.metrics), *counts)
         metrics = (*metrics, *self.slo.update(metrics, self._clock()))
-        metrics = (*metrics, *self.diagnoser.update(metrics, self._clock()))
+        metrics = (*metrics, *self.diagnoser.update(metrics, self._clock(), notes=self.slo.evidence))
         kept, error_counts = self.series_budget.apply(metrics, snapshot.error_counts, self.config.max_exported_series)
         enriched = dataclasses.replace(snapshot, metrics=tuple(kept), error_counts=error_counts)
         self.latest = enriched

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from exporter.model import Metric
 from exporter.settings import SloTarget
 from exporter.slo.attainment import DimensionAttainment, attainment_samples, evaluate
+from exporter.slo.evidence import BurnTracker, evidence_lines
 from exporter.slo.headroom import CapacityEstimator
 from exporter.slo.otlp import RequestStore
 from exporter.slo.requests import request_samples
@@ -26,6 +27,9 @@ class SloMonitor:
         #: per-request records from the OTLP receiver, when one runs
         self.requests = requests
         self.capacity = CapacityEstimator()
+        self.burn = BurnTracker()
+        #: diagnosis evidence lines per (engine, engine_type, model), from the last snapshot
+        self.evidence: dict[tuple[str, str, str], list[str]] = {}
         #: the last snapshot's results, for the diagnosis evidence
         self.latest: list[DimensionAttainment] = []
 
@@ -36,6 +40,7 @@ class SloMonitor:
             self.latest = evaluate(self.slos, metrics)
             out = list(attainment_samples(self.latest, self.slos))
             out += self.capacity.update(self.slos, metrics, now)
+            self.evidence = evidence_lines(self.latest, self.burn.update(self.latest, now), out, metrics)
             if self.requests is not None:
                 out += request_samples(self.slos, self.requests, now, self.window_seconds, _engines_by_model(metrics))
         except Exception:  # a bug here must cost the SLO families, never the snapshot

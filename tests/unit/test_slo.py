@@ -153,7 +153,28 @@ def test_exported_families_from_two_scrapes_of_a_vllm_endpoint(engine: RouteServ
     assert values[("llm_slo_events_total", "ttft")] == 100
     assert values[("llm_slo_good_events_total", "ttft")] == 60
     assert values[("llm_slo_objective_ratio", None)] == 0.95
+    # The diagnosis quotes it: attainment and the burn since the first scrape (40 % missed / 5 %).
+    (report,) = exporter.diagnosis()["engines"]
+    assert "TTFT SLO chat (0.6 s, 95%): 60.0% within, budget burning 8.0× over 10 s" in report["evidence"]
     exporter.stop()
+
+
+def test_low_gpu_utilization_is_answered_with_the_headroom_figure() -> None:
+    from exporter.slo.evidence import evidence_lines
+
+    labels = {"engine": "e", "engine_type": "vllm", "model": "m", "slo": "chat"}
+    capacity = [
+        Sample("llm_capacity_max_request_rate", labels, 10.0),
+        Sample("llm_capacity_headroom_ratio", labels, 0.05),
+    ]
+    gpu = [Sample("llm_gpu_utilization_ratio", {"gpu": "0", "engine": "e"}, 0.35)]
+    lines = evidence_lines([], {}, capacity, gpu)[("e", "", "m")]
+    assert lines == [
+        "GPU utilization 35% is not idle capacity: under SLO chat this engine carries at most ~10.0 req/s "
+        "(5% headroom); more concurrency would break it"
+    ]
+    busy = [Sample("llm_gpu_utilization_ratio", {"gpu": "0", "engine": "e"}, 0.9)]
+    assert evidence_lines([], {}, capacity, busy) == {}
 
 
 # --- capacity ------------------------------------------------------------------------------------
