@@ -18,7 +18,7 @@ from exporter.catalogue import STAGES
 from exporter.cli import main
 from exporter.generate import monitoring_config
 from exporter.monitoring.alerts import AlertingRule, rule_groups
-from exporter.monitoring.config import MonitoringConfig, from_mapping
+from exporter.monitoring.config import from_mapping
 from exporter.monitoring.dashboards import DASHBOARDS, boards
 from exporter.monitoring.dashboards.board import Board, panel_id
 from exporter.monitoring.dashboards.panels import Line, Query, stat, timeseries
