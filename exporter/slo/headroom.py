@@ -142,8 +142,10 @@ def estimate(slo: SloTarget, history: Sequence[LoadPoint]) -> CapacityEstimate |
     b_max = max(0.0, min(limits_b))
     if not math.isfinite(b_max):
         return None
-    rate_max = rate_at(b_max) * (queue_factor if b_max == b_kv else 1.0)
-    return CapacityEstimate(rate_max, b_max, now.rate, fit.confidence)
+    if b_max == b_kv:
+        # Queueing at admission: the rate, and by Little's law the batch it holds, scale together.
+        return CapacityEstimate(rate_at(b_max) * queue_factor, b_max * queue_factor, now.rate, fit.confidence)
+    return CapacityEstimate(rate_at(b_max), b_max, now.rate, fit.confidence)
 
 
 def erlang_c(servers: int, offered: float) -> float:

@@ -35,7 +35,8 @@ pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 # vLLM's TTFT bucket edges (vllm/v1/metrics/loggers.py) in the range a tiny CPU model spans.
 EDGES = (0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0)
 OBJECTIVE = 0.9
-LIGHT = LoadSpec(concurrency=2, prompt_tokens=(32, 96), output_tokens=(16, 32), duration_s=15.0, seed=21)
+# Short answers: enough requests in 20 s that one request is about a point of attainment.
+LIGHT = LoadSpec(concurrency=3, prompt_tokens=(16, 48), output_tokens=(4, 8), duration_s=20.0, seed=21)
 SWEEP = (2, 4, 8, 16)
 SWEEP_SECONDS = 8.0
 
@@ -95,6 +96,8 @@ def test_exporter_attainment_and_span_joint_attainment_agree_with_the_client(sta
     result = run_load(server.base_url, LIGHT)
     assert result.error_count == 0 and len(result.ok_records) >= 20
     total = len(result.ok_records)
+    # 2 points, as the issue asks; with fewer than 50 requests one request is more than that.
+    tolerance = max(0.02, 1.0 / total)
     after = exporter.wait_for(
         lambda t: (
             values(t, "llm_slo_events_total").get(slo_name(EDGES[0]), 0) - events0.get(slo_name(EDGES[0]), 0) >= total
@@ -109,7 +112,7 @@ def test_exporter_attainment_and_span_joint_attainment_agree_with_the_client(sta
         exported = (good[name] - good0.get(name, 0)) / (events[name] - events0.get(name, 0))
         client = client_within(result, edge)
         print(f"{name:12} {client:8.1%} {exported:9.1%}")
-        assert abs(exported - client) <= 0.02, (name, client, exported)
+        assert abs(exported - client) <= tolerance, (name, client, exported, total)
         checked += 0.05 < client < 0.95
     # The spans: every request arrived, and joint attainment (one threshold here) agrees too.
     text = exporter.wait_for(lambda t: "llm_slo_joint_attainment_ratio" in t, timeout=30)
@@ -124,7 +127,7 @@ def test_exporter_attainment_and_span_joint_attainment_agree_with_the_client(sta
 
 def test_headroom_at_light_load_beside_the_concurrency_sweeps_break(stack) -> None:
     exporter, server = stack
-    run_load(server.base_url, LIGHT)
+    light = run_load(server.base_url, LIGHT)
     text = exporter.wait_for(lambda t: "llm_capacity_max_concurrency" in t, timeout=30)
     estimate_concurrency = values(text, "llm_capacity_max_concurrency")
     estimate_rate = values(text, "llm_capacity_max_request_rate")
@@ -150,4 +153,6 @@ def test_headroom_at_light_load_beside_the_concurrency_sweeps_break(stack) -> No
             f"{name:12} {c:24d} {rate:9.2f} {estimate_concurrency.get(name, float('nan')):10.1f} "
             f"{estimate_rate.get(name, float('nan')):7.2f} {confidence.get(name, float('nan')):5.2f}"
         )
-    assert estimate_rate and all(v > 0 for v in estimate_rate.values())
+    # An SLO the light load already misses has no capacity left (0); one it meets has some.
+    met = [slo_name(e) for e in EDGES if client_within(light, e) >= OBJECTIVE + 0.05]
+    assert met and all(estimate_rate.get(name, 0) > 0 for name in met), (met, estimate_rate)
