@@ -186,25 +186,34 @@ class CapacityEstimator:
 
     def __init__(self) -> None:
         self._history: dict[tuple[str, str], deque[LoadPoint]] = {}
-        self._running: dict[tuple[str, str], deque[tuple[float, float]]] = {}
+        self._gauges: dict[tuple[str, str], deque[tuple[float, float, float]]] = {}
 
     def update(self, slos: Sequence[SloTarget], metrics: Iterable[Metric], now: float) -> list[Metric]:
         readings = _engine_readings(metrics, {f"{s.objective:g}" for s in slos})
         for key in [k for k in self._history if k not in readings]:
             del self._history[key]
-            self._running.pop(key, None)
+            self._gauges.pop(key, None)
         out: list[Metric] = []
         for key, (labels, point) in readings.items():
             history = self._history.setdefault(key, deque(maxlen=HISTORY_POINTS))
-            gauge = self._running.setdefault(key, deque(maxlen=HISTORY_POINTS))
+            gauge = self._gauges.setdefault(key, deque(maxlen=HISTORY_POINTS))
             if point is not None:
-                # The latencies are window means; the running gauge is an instant: average it over
-                # the same window, or its noise flattens the fitted slope (regression dilution).
-                gauge.append((now, point.running))
+                # The latencies are window means; the running and KV gauges are instants: average
+                # them over the same window, or their noise flattens the fitted slope (regression
+                # dilution), and an engine that just went idle would read as having no load at all.
+                gauge.append((now, point.running, point.kv_usage))
                 while gauge and gauge[0][0] <= now - point.t:
                     gauge.popleft()
-                running = sum(v for _, v in gauge if math.isfinite(v)) / len(gauge)
-                history.append(replace(point, t=now, running=running))
+                running = [r for _, r, _ in gauge if math.isfinite(r)]
+                kv = [u for _, _, u in gauge if math.isfinite(u)]
+                history.append(
+                    replace(
+                        point,
+                        t=now,
+                        running=sum(running) / len(running) if running else math.nan,
+                        kv_usage=sum(kv) / len(kv) if kv else 0.0,
+                    )
+                )
             for slo in slos:
                 if not covers(slo, *key):
                     continue
