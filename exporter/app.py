@@ -27,6 +27,8 @@ from exporter.exposition import RenderedSnapshot
 from exporter.loop import CollectionLoop, Snapshot
 from exporter.model import Metric, Sample
 from exporter.settings import Config, EngineTarget
+from exporter.slo.monitor import SloMonitor
+from exporter.slo.otlp import OtlpReceiver
 from exporter.sources.base import Source, SourceGroup
 from exporter.sources.engine import EngineSource
 from exporter.sources.gateway import GatewaySource
@@ -40,7 +42,7 @@ log = logging.getLogger(__name__)
 
 PROCESS_FAMILIES = ("llm_engine_process_cpu_seconds_total", "llm_engine_process_threads")
 #: what may change on reload only with a restart (bound at start-up)
-FIXED_AT_START = ("listen_host", "listen_port", "web_config_file")
+FIXED_AT_START = ("listen_host", "listen_port", "web_config_file", "otlp")
 
 
 @dataclasses.dataclass
@@ -141,6 +143,10 @@ class Exporter:
         self.rendered = RenderedSnapshot()
         self.diagnoser = Diagnoser(config.thresholds)
         self.diagnoser.path.configure(config.gateways, config.probes)
+        # OTLP request spans (opt-in): bound at start-up like the listen address
+        self.otlp = OtlpReceiver(config.otlp, clock).start() if config.otlp.listen else None
+        store = self.otlp.store if self.otlp else None
+        self.slo = SloMonitor(config.slos, config.window_seconds, store)  # attainment, goodput, headroom
         self.reloads = {"success": 0, "failure": 0}
         self.series_budget = SeriesBudget()  # the node-wide output cap, applied in publish
         self._clock = clock
@@ -165,8 +171,9 @@ class Exporter:
             for result, count in self.reloads.items()
         )
         metrics = (*join_process_samples(snapshot.metrics), *counts)
-        if snapshot.complete:  # a partial first-round snapshot (exporter.loop) is not diagnosed
-            metrics = (*metrics, *self.diagnoser.update(metrics, self._clock()))
+        if snapshot.complete:  # a partial first-round snapshot (exporter.loop) is neither judged nor diagnosed
+            metrics = (*metrics, *self.slo.update(metrics, self._clock()))
+            metrics = (*metrics, *self.diagnoser.update(metrics, self._clock(), notes=self.slo.evidence))
         kept, error_counts = self.series_budget.apply(metrics, snapshot.error_counts, self.config.max_exported_series)
         enriched = dataclasses.replace(snapshot, metrics=tuple(kept), error_counts=error_counts)
         self.latest = enriched
@@ -183,6 +190,9 @@ class Exporter:
 
     def stop(self) -> None:
         self.loop.stop()
+        if self.otlp is not None:
+            self.otlp.close()
+            self.otlp = None
 
     def health(self) -> tuple[bool, str]:
         """Ready once the first collection completed; healthy while the loop runs and has
@@ -234,6 +244,8 @@ class Exporter:
             self.config = new
             self.diagnoser.thresholds = new.thresholds
             self.diagnoser.path.configure(new.gateways, new.probes)
+            if new.slos != self.slo.slos or new.window_seconds != self.slo.window_seconds:
+                self.slo = SloMonitor(new.slos, new.window_seconds, self.slo.requests)
             self.loop = new_loop
             new_loop.start()
         log.info("reloaded the configuration: %d source(s), interval %gs", len(pipeline.sources), new.interval_seconds)

@@ -60,6 +60,8 @@ STAGES = (
     "host_overhead",
 )
 QUANTILES = (0.5, 0.95, 0.99)
+SLO_LABELS = ("slo",)
+SLO_SERIES_LABELS = ENGINE_SERIES_LABELS + ("slo", "dimension")
 # The latency summaries, each keyed by the engine-histogram key (EngineReading.histograms) behind
 # it: the engine source, the recording rules and the dashboards all read this one map.
 LATENCY_FAMILIES: Mapping[str, str] = MappingProxyType(
@@ -491,6 +493,117 @@ CATALOGUE: dict[str, MetricSpec] = {
             "summary",
             "Client-observed end-to-end time: request sent → stream complete; quantiles over the window.",
             PROBE_LABELS,
+        ),
+        # Latency SLOs (exporter/slo/, docs/slo.md)
+        _spec(
+            "llm_slo_objective_ratio",
+            "gauge",
+            "The SLO's objective: the fraction of events that must meet it.",
+            SLO_LABELS,
+        ),
+        _spec(
+            "llm_slo_threshold_seconds", "gauge", "The SLO's threshold for one dimension.", SLO_LABELS + ("dimension",)
+        ),
+        _spec(
+            "llm_slo_attainment_ratio",
+            "gauge",
+            "Fraction of the window's events within the SLO threshold, a lower bound: counted at the largest bucket "
+            "edge at or below the threshold. Events are requests (ttft, e2e) or inter-token gaps (itl).",
+            SLO_SERIES_LABELS,
+        ),
+        _spec(
+            "llm_slo_attainment_upper_bound_ratio",
+            "gauge",
+            "Upper bound of the same fraction, counted at the smallest bucket edge at or above the threshold; equal "
+            "to llm_slo_attainment_ratio when the threshold is a bucket edge.",
+            SLO_SERIES_LABELS,
+        ),
+        _spec(
+            "llm_slo_goodput_requests_per_second",
+            "gauge",
+            "Requests per second within the SLO threshold over the window (the lower-bound attainment times the "
+            "completed-request rate).",
+            SLO_SERIES_LABELS,
+        ),
+        _spec(
+            "llm_slo_events_total",
+            "counter",
+            "Events the SLO dimension judges (the engine histogram's count): the error-budget rules rate it.",
+            SLO_SERIES_LABELS,
+        ),
+        _spec(
+            "llm_slo_good_events_total",
+            "counter",
+            "Of those, events within the threshold (lower bound, at the largest bucket edge at or below it).",
+            SLO_SERIES_LABELS,
+        ),
+        _spec(
+            "llm_slo_joint_attainment_ratio",
+            "gauge",
+            "Fraction of the window's requests meeting every threshold of the SLO at once, from the engine's "
+            "request spans (OTLP); as vLLM bench's --goodput counts good requests.",
+            SLO_LABELS + ENGINE_LABELS,
+        ),
+        _spec(
+            "llm_slo_joint_goodput_requests_per_second",
+            "gauge",
+            "Requests per second meeting every threshold of the SLO at once, from the engine's request spans.",
+            SLO_LABELS + ENGINE_LABELS,
+        ),
+        # Per-request data from the engines' OTLP spans (exporter/slo/otlp.py)
+        _spec(
+            "llm_request_prompt_tokens",
+            "summary",
+            "Prompt tokens per request (the request mix), from the engine's request spans: quantiles over the "
+            "window, cumulative count and sum.",
+            ENGINE_LABELS,
+        ),
+        _spec(
+            "llm_request_generation_tokens",
+            "summary",
+            "Output tokens per request (the request mix), from the engine's request spans.",
+            ENGINE_LABELS,
+        ),
+        _spec(
+            "llm_otlp_spans_total",
+            "counter",
+            "Spans the OTLP receiver got, by result: recorded (a request span), ignored (another span), "
+            "rate_limited (over otlp.max_spans_per_second, dropped).",
+            ("result",),
+        ),
+        _spec(
+            "llm_otlp_payloads_total",
+            "counter",
+            "OTLP/HTTP export requests by result: ok, too_large (over otlp.max_body_bytes), bad_request, busy.",
+            ("result",),
+        ),
+        # Capacity headroom (exporter/slo/headroom.py)
+        _spec(
+            "llm_capacity_max_request_rate",
+            "gauge",
+            "Estimated largest request rate (req/s) the engine can take at the current request mix while still "
+            "meeting the SLO.",
+            ENGINE_SERIES_LABELS + ("slo",),
+        ),
+        _spec(
+            "llm_capacity_max_concurrency",
+            "gauge",
+            "Estimated largest number of running requests at which the SLO is still met.",
+            ENGINE_SERIES_LABELS + ("slo",),
+        ),
+        _spec(
+            "llm_capacity_headroom_ratio",
+            "gauge",
+            "1 - current request rate / llm_capacity_max_request_rate: the fraction of capacity still free under "
+            "the SLO (negative when the SLO is already broken by load).",
+            ENGINE_SERIES_LABELS + ("slo",),
+        ),
+        _spec(
+            "llm_capacity_estimate_confidence_ratio",
+            "gauge",
+            "Confidence 0-1 in the capacity estimate: how much of it rests on the engine's own measured load points "
+            "rather than on the model alone.",
+            ENGINE_SERIES_LABELS + ("slo",),
         ),
         # The exporter itself
         _spec(

@@ -8,6 +8,7 @@ Defaults are the dataclass fields of `exporter.settings`; this module only valid
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
@@ -26,9 +27,11 @@ from exporter.settings import (
     GpuAttribution,
     GpuSettings,
     KubernetesSettings,
+    OtlpSettings,
     ProbeTarget,
     ScrapeAuth,
     ScrapeLimits,
+    SloTarget,
     Thresholds,
 )
 from exporter.validation import ConfigError, load_file
@@ -61,6 +64,8 @@ TOP_LEVEL_KEYS = (
     "max_exported_series",
     "gateways",
     "probes",
+    "slos",
+    "otlp",
 )
 KUBERNETES_KEYS = ("enabled", "node_name", "api_url", "token_file", "ca_file", "resync_seconds", "max_engines")
 ENGINE_KEYS = ("url", "type", "name", "model", "basic_auth", "bearer_token_file", *ScrapeLimits.keys())
@@ -131,6 +136,8 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
         ),
         gateways=(gateways := _gateways(get("gateways", []), where["gateways"], defaults, engines)),
         probes=_probes(get("probes", []), where["probes"], gateways),
+        slos=slos(get("slos", []), where["slos"]),
+        otlp=_otlp(get("otlp", {}), where["otlp"]),
     )
 
 
@@ -467,3 +474,85 @@ def _probes(value: Any, where: str, gateways: Sequence[GatewayTarget]) -> tuple[
             raise ConfigError(f"{at}.name", f"duplicate probe {probe.name!r}")
         probes.append(probe)
     return tuple(probes)
+
+
+SLO_KEYS = ("name", "model", "engine", "ttft_seconds", "itl_seconds", "e2e_seconds", "objective")
+#: SLO names become a label value and a rule-group name: keep them plain
+_SLO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+#: a threshold past a day is a typo (engine histograms end near 2,560 s anyway)
+MAX_SLO_SECONDS = 86400.0
+#: more SLOs than this multiply series and rules past any dashboard
+MAX_SLOS = 64
+
+
+def slos(value: Any, where: str) -> tuple[SloTarget, ...]:
+    """The `slos:` section: read by the exporter and, from the deployed file, by `generate`."""
+    items = v.sequence(value, where)
+    if len(items) > MAX_SLOS:
+        raise ConfigError(where, f"at most {MAX_SLOS} SLOs, not {len(items)}")
+    result: list[SloTarget] = []
+    for index, item in enumerate(items):
+        at = f"{where}[{index}]"
+        item = v.section(item, at, SLO_KEYS)
+        name = v.string(v.required(item.get("name"), f"{at}.name"), f"{at}.name")
+        if not _SLO_NAME.match(name):
+            raise ConfigError(f"{at}.name", f"letters, digits, '_', '.', '-' (at most 63), not {name!r}")
+        if any(s.name == name for s in result):
+            raise ConfigError(f"{at}.name", f"duplicate SLO {name!r}")
+        seconds = {
+            key: v.positive_number(item[key], f"{at}.{key}", MAX_SLO_SECONDS)
+            for key in ("ttft_seconds", "itl_seconds", "e2e_seconds")
+            if item.get(key) is not None
+        }
+        if not seconds:
+            raise ConfigError(at, "needs at least one of ttft_seconds, itl_seconds, e2e_seconds")
+        objective = v.number(v.required(item.get("objective"), f"{at}.objective"), f"{at}.objective", 0.0, 1.0)
+        if not 0.0 < objective < 1.0:
+            raise ConfigError(f"{at}.objective", f"must be between 0 and 1 exclusive (e.g. 0.95), not {objective:g}")
+        result.append(
+            SloTarget(
+                name=name,
+                objective=objective,
+                model=_selector_pattern(item.get("model"), f"{at}.model"),
+                engine=_selector_pattern(item.get("engine"), f"{at}.engine"),
+                ttft_seconds=seconds.get("ttft_seconds"),
+                itl_seconds=seconds.get("itl_seconds"),
+                e2e_seconds=seconds.get("e2e_seconds"),
+            )
+        )
+    return tuple(result)
+
+
+def _selector_pattern(value: Any, where: str) -> str | None:
+    """An exact name or a regular expression (matched whole, as PromQL's =~ does)."""
+    text = v.optional_string(value, where)
+    if text is not None:
+        try:
+            re.compile(text)
+        except re.error as exc:
+            raise ConfigError(where, f"not a valid regular expression ({exc})") from exc
+    return text
+
+
+MAX_OTLP_REQUESTS = 10_000_000
+
+
+def _otlp(value: Any, where: str) -> OtlpSettings:
+    v.section(value, where, OtlpSettings.keys())
+    defaults = OtlpSettings()
+    listen = value.get("listen")
+    if listen is not None:
+        host, port = parse_listen(listen, f"{where}.listen")
+        listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return OtlpSettings(
+        listen=listen,
+        max_body_bytes=v.positive_int(
+            value.get("max_body_bytes", defaults.max_body_bytes), f"{where}.max_body_bytes", MAX_RESPONSE_BYTES
+        ),
+        max_spans_per_second=v.positive_number(
+            value.get("max_spans_per_second", defaults.max_spans_per_second), f"{where}.max_spans_per_second", 1e6
+        ),
+        max_requests=v.positive_int(
+            value.get("max_requests", defaults.max_requests), f"{where}.max_requests", MAX_OTLP_REQUESTS
+        ),
+    )

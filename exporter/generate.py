@@ -16,13 +16,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from exporter import validation as v
-from exporter.config import thresholds
+from exporter.config import slos, thresholds
 from exporter.monitoring.config import DEPLOYED_EXPORTER_CONFIG, MonitoringConfig, load_config
 from exporter.monitoring.dashboards.render import dashboard_files
 from exporter.monitoring.rule_files import alert_files
-from exporter.settings import Thresholds
+from exporter.settings import SloTarget, Thresholds
 
 Generator = Callable[[MonitoringConfig], dict[str, str]]
 
@@ -39,6 +40,17 @@ CONFIGMAP_KEY = "config.yaml"
 def exporter_thresholds(path: str) -> Thresholds:
     """The `diagnosis:` section of an exporter configuration file: the exporter's plain YAML, or a
     ConfigMap manifest carrying it under `config.yaml`. Validated as the exporter validates it."""
+    data, where = _exporter_config(path)
+    return thresholds(data.get("diagnosis", {}), f"{where}: diagnosis")
+
+
+def exporter_slos(path: str) -> tuple[SloTarget, ...]:
+    """The `slos:` section of the same file, validated as the exporter validates it."""
+    data, where = _exporter_config(path)
+    return slos(data.get("slos", []), f"{where}: slos")
+
+
+def _exporter_config(path: str) -> tuple[dict[str, Any], str]:
     data = v.load_file(path)
     where = path
     if data.get("kind") == "ConfigMap":
@@ -46,7 +58,7 @@ def exporter_thresholds(path: str) -> Thresholds:
         text = v.string(v.mapping(data.get("data"), f"{path}: data").get(CONFIGMAP_KEY), where)
         embedded = v.load_yaml_text(text, where)
         data = {} if embedded is None else v.mapping(embedded, where)
-    return thresholds(data.get("diagnosis", {}), f"{where}: diagnosis")
+    return data, where
 
 
 def deployed_thresholds(root: Path, exporter_config: str | None) -> Thresholds:
@@ -72,7 +84,16 @@ def monitoring_config(
     overrides) with the diagnosis lines of the exporter configuration deployed under `root`.
     The grafanalib entry points (dashboards/*.dashboard.py) build from the same."""
     config = load_config(config_path)  # the monitoring configuration's mistakes are reported first
-    return replace(config, diagnosis=deployed_thresholds(root, exporter_config))
+    config = replace(config, diagnosis=deployed_thresholds(root, exporter_config))
+    return replace(config, slos=deployed_slos(root, exporter_config))
+
+
+def deployed_slos(root: Path, exporter_config: str | None) -> tuple[SloTarget, ...]:
+    """The SLOs of `--exporter-config`, else of the deployed ConfigMap, else none."""
+    if exporter_config is not None:
+        return exporter_slos(exporter_config)
+    deployed = root / DEPLOYED_EXPORTER_CONFIG
+    return exporter_slos(str(deployed)) if deployed.is_file() else ()
 
 
 def generated_files(config: MonitoringConfig) -> dict[str, str]:

@@ -35,6 +35,11 @@ class QuantileSummary:
     quantiles: tuple[tuple[float, float], ...]
     count: float
     sum: float
+    #: the engine's cumulative histogram and its increase over the window (for SLO attainment,
+    #: exporter/slo/); not exported. `window_seconds` is the time the increase covers (NaN unknown).
+    histogram: Histogram | None = None
+    window: Histogram | None = None
+    window_seconds: float = math.nan
 
 
 Metric = Sample | QuantileSummary

@@ -18,6 +18,10 @@ _SECTIONS = (
     ("llm_bottleneck_", "Bottleneck diagnosis"),
     ("llm_gateway_", "Gateways (the ingress stage)"),
     ("llm_probe_", "Active probes (the client-network stage)"),
+    ("llm_slo_", "Latency SLOs (docs/slo.md)"),
+    ("llm_capacity_", "Capacity headroom (docs/slo.md)"),
+    ("llm_request_", "Request mix, from engine request spans (docs/slo.md)"),
+    ("llm_otlp_", "OTLP receiver (docs/slo.md)"),
     ("llm_exporter_", "The exporter itself"),
 )
 

@@ -202,6 +202,52 @@ class Thresholds:
         return tuple(f.name for f in fields(cls))
 
 
+#: the latency dimensions an SLO may bound; each is one engine histogram (docs/slo.md)
+SLO_DIMENSIONS = ("ttft", "itl", "e2e")
+
+
+@dataclass(frozen=True)
+class SloTarget:
+    """One latency SLO (`slos:`): which engines and models it covers, its thresholds (any subset
+    of the dimensions) and the fraction of requests that must meet them.
+
+    `objective` 0.95 with `ttft_seconds` 1 reads "P95 of time to first token at most 1 s". The
+    selectors match a value exactly, else as a fully anchored regular expression; None matches all.
+    """
+
+    name: str
+    objective: float
+    model: str | None = None
+    engine: str | None = None
+    ttft_seconds: float | None = None
+    itl_seconds: float | None = None
+    e2e_seconds: float | None = None
+
+    def thresholds(self) -> tuple[tuple[str, float], ...]:
+        """(dimension, seconds) for each threshold this SLO sets, in SLO_DIMENSIONS order."""
+        values = (self.ttft_seconds, self.itl_seconds, self.e2e_seconds)
+        return tuple((d, t) for d, t in zip(SLO_DIMENSIONS, values) if t is not None)
+
+
+@dataclass(frozen=True)
+class OtlpSettings:
+    """The opt-in OTLP/HTTP receiver of engine request spans (`otlp:`, docs/slo.md).
+
+    Off unless `listen` is set. Bounded three ways: a request body over `max_body_bytes` is
+    refused (413) before it is read, spans past `max_spans_per_second` are dropped and counted,
+    and at most `max_requests` request records are kept (the oldest go first).
+    """
+
+    listen: str | None = None  # HOST:PORT; OTLP/HTTP's port is 4318
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_spans_per_second: float = 2000.0
+    max_requests: int = 100_000
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole exporter configuration; only the composition root (app.py) reads all of it."""
@@ -224,6 +270,10 @@ class Config:
     max_exported_series: int = 10_000
     gateways: tuple[GatewayTarget, ...] = ()
     probes: tuple[ProbeTarget, ...] = ()
+    #: latency SLOs (`slos:`): attainment, goodput and capacity headroom per SLO (docs/slo.md)
+    slos: tuple[SloTarget, ...] = ()
+    #: per-request spans for joint attainment and the request mix (`otlp:`); off by default
+    otlp: OtlpSettings = field(default_factory=OtlpSettings)
 
     @property
     def listen(self) -> str:

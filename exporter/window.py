@@ -26,6 +26,9 @@ class DeltaWindow:
         self.window_seconds = window_seconds
         self._entries: deque[tuple[float, tuple[float, ...]]] = deque(maxlen=max_entries)
         self._last: tuple[float, ...] | None = None
+        # when each entry's increment began (the observation before it), for span(); None: unknown
+        self._starts: deque[float | None] = deque(maxlen=max_entries)
+        self._last_time: float | None = None
         self._shape: object = None
 
     def observe(self, now: float, values: Sequence[float], shape: object = None) -> None:
@@ -37,6 +40,7 @@ class DeltaWindow:
         current = tuple(values)
         if shape != self._shape or (self._last is not None and len(current) != len(self._last)):
             self._entries.clear()
+            self._starts.clear()
             self._last = None
             self._shape = shape
         if self._last is not None:
@@ -45,15 +49,20 @@ class DeltaWindow:
             else:
                 increment = tuple(c - p for c, p in zip(current, self._last))
             self._entries.append((now, increment))
+            self._starts.append(self._last_time)
         self._last = current
+        self._last_time = now
         self._expire(now)
 
     def seed_lifetime(self, now: float, values: Sequence[float], shape: object = None) -> None:
         """Count everything since the engine started as one increment (for one-shot collection)."""
         self._entries.clear()
+        self._starts.clear()
         self._shape = shape
         self._last = tuple(values)
+        self._last_time = now
         self._entries.append((now, tuple(values)))
+        self._starts.append(None)  # since the engine started: a span this window cannot know
 
     def total(self) -> tuple[float, ...] | None:
         """Sum of increments inside the window; None before two observations."""
@@ -68,6 +77,13 @@ class DeltaWindow:
         horizon = now - self.window_seconds
         while self._entries and self._entries[0][0] <= horizon:
             self._entries.popleft()
+            self._starts.popleft()
+
+    def span(self) -> float:
+        """Seconds the increments in the window cover (NaN when unknown, as for a lifetime seed)."""
+        if not self._entries or self._starts[0] is None:
+            return math.nan
+        return self._entries[-1][0] - self._starts[0]
 
 
 def histogram_quantile(q: float, bounds: Sequence[float], cumulative: Sequence[float]) -> float:

@@ -8,7 +8,7 @@ engine with the evidence and the actions (actions.py).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -61,8 +61,11 @@ class Diagnoser:
         #: the stages before the engine (ingress, client_network), per gateway
         self.path = PathDiagnoser()
 
-    def update(self, metrics: Sequence[Metric], now: float) -> list[Metric]:
-        """Diagnose every live engine in `metrics` (monotonic `now`); return the gauges."""
+    def update(
+        self, metrics: Sequence[Metric], now: float, notes: Mapping[EngineKey, Sequence[str]] | None = None
+    ) -> list[Metric]:
+        """Diagnose every live engine in `metrics` (monotonic `now`); return the gauges. `notes`:
+        evidence lines from outside the stages (the SLOs' attainment and headroom), per engine."""
         t = self.thresholds
         inputs = engine_inputs(metrics)
         for key, engine in inputs.items():
@@ -88,6 +91,9 @@ class Diagnoser:
         # than vanishing for one collection.
         previous = self.latest
         self.latest = {key: self._diagnose(key, self._histories[key]) for key in inputs}
+        for key, lines in (notes or {}).items():
+            if key in self.latest:
+                self.latest[key].evidence.extend(lines)
         for key in self._histories:
             if key not in self.latest and key in previous:
                 self.latest[key] = previous[key]

@@ -16,6 +16,17 @@ from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.gateway_alerts import gateway_alerts
 from exporter.monitoring.promql import escape_printf, evidence, label_matchers, percent, series
 from exporter.monitoring.records import RecordingRule, RecordNames, recording_rules
+from exporter.monitoring.slo_rules import (
+    BUDGET_PERIOD,
+    DIMENSION_TEXT,
+    FAST_BURN,
+    SLOW_BURN,
+    SloRecordNames,
+    burn_expr,
+    describe,
+    slo_recording_rules,
+)
+from exporter.settings import SloTarget
 
 GROUP_PREFIX = "llm-bottleneck-exporter"
 
@@ -335,4 +346,37 @@ def rule_groups(config: MonitoringConfig) -> list[RuleGroup]:
         RuleGroup(f"{GROUP_PREFIX}.rdma", list(_rdma_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.availability", list(_availability_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.ingress", list[RecordingRule | AlertingRule](gateway_alerts(b))),
+        # One group, records first: rules of a group run in order, so an alert reads the burn
+        # recorded in the same evaluation (groups run concurrently, a second group could lag one).
+        RuleGroup(
+            f"{GROUP_PREFIX}.slo",
+            [*slo_recording_rules(config), *(rule for slo in config.slos for rule in _slo_alerts(b, slo))],
+        ),
     ]
+
+
+def _slo_alerts(b: _Builder, slo: SloTarget) -> list[RecordingRule | AlertingRule]:
+    """Page on fast burn, ticket on slow burn (exporter/monitoring/slo_rules.py), per dimension."""
+    budget = 1 - slo.objective
+    rules: list[RecordingRule | AlertingRule] = []
+    labels = (b.cluster, "slo", "dimension")
+    attained = b.lookup(f"1 - {SloRecordNames.error_ratio('1h')}{{@}}", labels, PCT, exporter_series=False)
+    for dimension, threshold in slo.thresholds():
+        what = f"{DIMENSION_TEXT[dimension]} ≤ {threshold:g}s for {percent(slo.objective)} of requests"
+        for name, conditions, speed in (
+            ("LLMSLOErrorBudgetBurnFast", FAST_BURN, "fast"),
+            ("LLMSLOErrorBudgetBurnSlow", SLOW_BURN, "slowly"),
+        ):
+            rules.append(
+                b.alert(
+                    name,
+                    burn_expr(slo, dimension, conditions),
+                    f"SLO {slo.name} burns its error budget {speed}.",
+                    f"SLO {slo.name} ({what}) burns its {percent(budget)} error budget "
+                    f"{{{{ $value | {RATE} }}}}× as fast as the {BUDGET_PERIOD} period allows "
+                    f"(line {describe(conditions)}); {attained} within over the last hour.",
+                    slo=slo.name,
+                    dimension=dimension,
+                )
+            )
+    return rules

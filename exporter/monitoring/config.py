@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from exporter import validation as v
-from exporter.settings import Thresholds
+from exporter.settings import SloTarget, Thresholds
 from exporter.validation import ConfigError, load_file
 
 SEVERITIES = ("critical", "warning", "info")
@@ -120,6 +120,9 @@ DEFAULT_POLICIES: Mapping[str, AlertPolicy] = MappingProxyType(
         "LLMExporterAbsent": AlertPolicy("warning", "10m"),
         "LLMGatewayErrors": AlertPolicy("warning", "5m"),
         "LLMIngressLatencyHigh": AlertPolicy("warning", "10m"),
+        # Error-budget burn (SRE workbook): the windows do the debouncing, so `for` stays short.
+        "LLMSLOErrorBudgetBurnFast": AlertPolicy("critical", "2m"),
+        "LLMSLOErrorBudgetBurnSlow": AlertPolicy("warning", "15m"),
     }
 )
 
@@ -152,6 +155,9 @@ class MonitoringConfig:
     # The exporter's diagnosis lines: not a key of the monitoring YAML; `generate` fills it from the
     # deployed exporter configuration's `diagnosis:` section.
     diagnosis: Thresholds = field(default_factory=Thresholds)
+    # The exporter's SLOs: not a key of the monitoring YAML either; `generate` fills it from the
+    # deployed exporter configuration's `slos:` section (burn-rate rules and the SLO dashboard).
+    slos: tuple[SloTarget, ...] = ()
     thresholds: AlertThresholds = field(default_factory=AlertThresholds)
     windows: Windows = field(default_factory=Windows)
     alerts: Mapping[str, AlertPolicy] = field(default_factory=lambda: DEFAULT_POLICIES)
@@ -173,7 +179,7 @@ def load_config(path: str | None) -> MonitoringConfig:
 
 
 # The keys of the monitoring YAML: every field but the one the exporter's configuration sets.
-YAML_KEYS = tuple(f.name for f in fields(MonitoringConfig) if f.name != "diagnosis")
+YAML_KEYS = tuple(f.name for f in fields(MonitoringConfig) if f.name not in ("diagnosis", "slos"))
 
 
 def from_mapping(data: Any) -> MonitoringConfig:
@@ -181,6 +187,8 @@ def from_mapping(data: Any) -> MonitoringConfig:
     data = v.mapping(data, "the configuration")
     if "diagnosis" in data:
         raise ConfigError("diagnosis", DIAGNOSIS_HOME)
+    if "slos" in data:
+        raise ConfigError("slos", f"set the SLOs in the exporter configuration's slos: ({DEPLOYED_EXPORTER_CONFIG})")
     v.known_keys(data, "", YAML_KEYS)
     base = MonitoringConfig()
     changes: dict[str, Any] = {}

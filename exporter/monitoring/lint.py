@@ -35,6 +35,7 @@ from exporter.catalogue import CATALOGUE
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.promql import names_read, parse
 from exporter.monitoring.records import recording_rules
+from exporter.monitoring.slo_rules import slo_recording_rules
 from exporter.sources.engines import MAPPINGS
 
 # Prometheus' own synthetic series.
@@ -55,6 +56,7 @@ def known_names(config: MonitoringConfig) -> frozenset[str]:
     for mapping in MAPPINGS.values():
         names.update(mapping.wanted())
     names.update(rule.record for rule in recording_rules(config))
+    names.update(rule.record for rule in slo_recording_rules(config))
     return frozenset(names)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from typing import Any
 
 from exporter.app import Exporter
@@ -47,14 +48,17 @@ class ExporterView:
     """Serves `node` on loopback (not real time) and collects it with the exporter's sources; each
     snapshot carries the diagnosis gauges, as `serve` publishes them."""
 
-    def __init__(self, node: SimulatedNode, interval: float = 5.0) -> None:
+    def __init__(
+        self, node: SimulatedNode, interval: float = 5.0, extra_settings: Mapping[str, Any] | None = None
+    ) -> None:
         self.node = node
         self._sysfs_dir = tempfile.mkdtemp(prefix="llm-sim-sysfs-")
         self.server = SimulationServer(
             node, "127.0.0.1", 0, self._sysfs_dir, realtime=False, gpu_window_seconds=interval
         ).start()
         self.server.write_sysfs()
-        config = build(exporter_settings(node, self.server.url, self._sysfs_dir, interval))
+        settings = {**exporter_settings(node, self.server.url, self._sysfs_dir, interval), **(extra_settings or {})}
+        config = build(settings)
         self.exporter = Exporter(config, clock=lambda: node.now)
 
     def collect(self) -> Snapshot:

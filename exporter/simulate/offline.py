@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from exporter.loop import Snapshot
 from exporter.simulate.gpu import GpuActivity
@@ -148,8 +149,10 @@ def run_offline(
     sample_seconds: float = 5.0,
     drain: bool = False,
     exporter_view: bool = False,
+    exporter_settings: dict[str, Any] | None = None,
 ) -> OfflineResult:
-    """Simulate `scenario` for `duration_seconds` (default: the scenario's) as fast as the CPU allows."""
+    """Simulate `scenario` for `duration_seconds` (default: the scenario's) as fast as the CPU allows;
+    `exporter_settings` adds configuration keys (such as `slos:`) to the exporter view's."""
     node = SimulatedNode(scenario, seed, record_requests=True)
     result = OfflineResult(scenario, node)
     duration = scenario.duration_seconds if duration_seconds is None else duration_seconds
@@ -157,7 +160,7 @@ def run_offline(
     if exporter_view:
         from exporter.simulate.exporter_view import ExporterView
 
-        reader = ExporterView(node)
+        reader = ExporterView(node, extra_settings=exporter_settings)
     try:
         t = 0.0
         while t < duration - 1e-9:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from exporter.budget import CARDINALITY, cap_target, keep_known_first
 from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
-from exporter.model import EngineReading, Metric, QuantileSummary, Sample
+from exporter.model import EngineReading, Histogram, Metric, QuantileSummary, Sample
 from exporter.promtext import NAMES_HEAD_CHARS, ParsedSamples, WantedParser
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
@@ -197,11 +197,22 @@ class EngineSource(Source):
                 continue
             window = self._observe((reading.model, key), now, histogram_vector(histogram), histogram.bounds)
             totals = window_histogram(window)
+            windowed = None
             if totals is None:
                 quantiles = tuple((q, math.nan) for q in QUANTILES)
             else:
                 quantiles = tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in QUANTILES)
-            yield QuantileSummary(LATENCY_FAMILIES[key], labels, quantiles, histogram.count, histogram.sum)
+                windowed = Histogram(histogram.bounds, totals[0], totals[1], totals[2])
+            yield QuantileSummary(
+                LATENCY_FAMILIES[key],
+                labels,
+                quantiles,
+                histogram.count,
+                histogram.sum,
+                histogram=histogram,
+                window=windowed,
+                window_seconds=window.span(),
+            )
 
     def _prefix_hit_ratio(self, now: float, reading: EngineReading) -> float | None:
         hits, queries = reading.prefix_cache_hits_total, reading.prefix_cache_queries_total

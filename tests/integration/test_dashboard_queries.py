@@ -28,7 +28,7 @@ import pytest
 import requests
 import yaml
 
-from exporter.monitoring.config import MonitoringConfig
+from exporter.generate import monitoring_config
 from exporter.monitoring.dashboards import boards
 from exporter.monitoring.dashboards.board import PlacedPanel, variables
 from exporter.monitoring.rule_files import RULES_PATH
@@ -45,8 +45,16 @@ INTERVAL_SECONDS = 2
 # Generous: five processes share a loaded two-core machine, and the bottleneck must first turn
 # active (the diagnosis' level window and hysteresis) before its panels have rows.
 DATA_WITHIN_SECONDS = 240
-EXPORTER_CONFIG = {"engine_defaults": {"timeout_seconds": 5}}
-CONFIG = MonitoringConfig()
+# What `generate` builds from the repository (its deployed SLOs included), and those SLOs measured
+# by every exporter, so the SLO dashboard's panels have data to return too.
+CONFIG = monitoring_config(REPO)
+EXPORTER_CONFIG = {
+    "engine_defaults": {"timeout_seconds": 5},
+    "slos": [
+        {"name": slo.name, "objective": slo.objective, **{f"{d}_seconds": t for d, t in slo.thresholds()}}
+        for slo in CONFIG.slos
+    ],
+}
 
 
 @dataclass(frozen=True)

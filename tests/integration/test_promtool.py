@@ -84,3 +84,17 @@ def test_promtool_accepts_the_local_prometheus_config_and_its_rule_files():
     result = run_tool("promtool", "check", "config", str(LOCAL / "prometheus.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "llm-bottleneck.rules.yaml" in result.stdout
+
+
+def test_burn_rate_tests_fail_when_the_page_ignores_its_long_window(tmp_path):
+    # Drop the 1h condition of the fast burn: the 10-minute blip's 5m burn alone must then page.
+    (tmp_path / "generated").mkdir()
+    (tmp_path / "tests").mkdir()
+    rules = (REPO / RULES_PATH).read_text(encoding="utf-8")
+    long_window = 'slo:llm_slo_error_budget_burn_rate:ratio_rate1h{slo="ttft", dimension="ttft"} > 14.4\n      and\n'
+    assert long_window in rules
+    (tmp_path / "generated" / "llm-bottleneck.rules.yaml").write_text(rules.replace(long_window, ""), encoding="utf-8")
+    shutil.copy(TESTS_DIR / "LLMSLOErrorBudgetBurnFast.test.yaml", tmp_path / "tests")
+    result = run_tool("promtool", "test", "rules", "tests/LLMSLOErrorBudgetBurnFast.test.yaml", cwd=tmp_path)
+    assert result.returncode != 0
+    assert "a 10-minute blip of slow requests does not page" in result.stdout + result.stderr

@@ -25,6 +25,7 @@ from exporter.monitoring.promql import metric_names, template_queries
 from exporter.monitoring.records import recording_rules
 from exporter.monitoring.rule_files import PROMETHEUS_RULE_PATH, RULES_PATH, alert_files
 from exporter.settings import Thresholds
+from exporter.validation import ConfigError
 from tests.support import REPO
 
 TESTS_DIR = REPO / "alerts" / "tests"
@@ -220,9 +221,10 @@ def test_generate_check_passes_on_the_committed_tree(capsys):
 
 def test_generate_check_fails_naming_each_stale_or_missing_file(tmp_path, capsys):
     from exporter.generate import generated_files
-    from exporter.monitoring.config import MonitoringConfig
+    from exporter.monitoring.config import DEPLOYED_EXPORTER_CONFIG, MonitoringConfig
 
-    for path in generated_files(MonitoringConfig()):
+    # The deployed exporter configuration too: its diagnosis lines and SLOs are generated from.
+    for path in [*generated_files(MonitoringConfig()), DEPLOYED_EXPORTER_CONFIG]:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / path, tmp_path / path)
     assert main(["generate", "--check", "--out", str(tmp_path)]) == 0
@@ -238,6 +240,8 @@ def test_generate_check_fails_naming_each_stale_or_missing_file(tmp_path, capsys
 
 
 def test_generate_writes_what_check_then_accepts(tmp_path, capsys):
+    (tmp_path / DEPLOYED_EXPORTER_CONFIG).parent.mkdir(parents=True)
+    shutil.copy(REPO / DEPLOYED_EXPORTER_CONFIG, tmp_path / DEPLOYED_EXPORTER_CONFIG)  # its SLOs are generated
     assert main(["generate", "--out", str(tmp_path)]) == 0
     assert f"wrote {RULES_PATH}" in capsys.readouterr().out
     assert (tmp_path / RULES_PATH).read_text(encoding="utf-8") == (REPO / RULES_PATH).read_text(encoding="utf-8")
@@ -276,12 +280,16 @@ def test_generate_with_an_unknown_config_key_exits_2_naming_it(tmp_path, capsys)
 
 
 def test_files_generated_in_memory_equal_the_committed_ones():
-    for path, text in alert_files(MonitoringConfig()).items():
+    from exporter.generate import monitoring_config
+
+    for path, text in alert_files(monitoring_config(REPO)).items():
         assert (REPO / path).read_text(encoding="utf-8") == text, path
 
 
 def test_alert_rules_api_lists_every_alert_rule():
-    assert {r.alert for r in alert_rules(MonitoringConfig())} == {r["alert"] for r in _committed_alerts()}
+    from exporter.generate import monitoring_config
+
+    assert {r.alert for r in alert_rules(monitoring_config(REPO))} == {r["alert"] for r in _committed_alerts()}
 
 
 # ---- the diagnosis lines come from the deployed exporter configuration --------------------------
@@ -319,9 +327,9 @@ def test_a_threshold_changed_in_the_deployed_configmap_makes_the_committed_rules
 
 
 def test_check_reads_the_configmap_of_the_tree_it_checks(tmp_path, capsys):
-    for path in generated_files(MonitoringConfig()):
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / path, tmp_path / path)
+    # A tree without the deployed configuration generates from the exporter's defaults.
+    assert main(["generate", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
     assert main(["generate", "--check", "--out", str(tmp_path)]) == 0
     assert "deploy/kubernetes/configmap.yaml: not found" in capsys.readouterr().err, "says the defaults are used"
     _configmap_with(tmp_path / DEPLOYED_EXPORTER_CONFIG, "diagnosis:\n  waiting_requests: 8\n")
@@ -356,3 +364,38 @@ def test_diagnosis_in_the_monitoring_configuration_exits_2_naming_its_new_home(t
     override.write_text("diagnosis:\n  kv_usage_warning: 0.85\n", encoding="utf-8")
     assert main(["generate", "--check", "--out", str(REPO), "--config", str(override)]) == 2
     assert "diagnosis: set the thresholds in the exporter configuration's diagnosis: section" in capsys.readouterr().err
+
+
+def test_every_slo_dimension_gets_a_page_and_a_ticket_with_its_budget_in_the_text():
+    from exporter.generate import monitoring_config
+    from exporter.settings import SloTarget
+
+    config = replace(monitoring_config(REPO), slos=(SloTarget("chat", 0.999, ttft_seconds=0.5, e2e_seconds=10),))
+    rules = [r for r in alert_rules(config) if r.alert.startswith("LLMSLO")]
+    assert sorted((r.alert, r.labels["dimension"]) for r in rules) == [
+        ("LLMSLOErrorBudgetBurnFast", "e2e"),
+        ("LLMSLOErrorBudgetBurnFast", "ttft"),
+        ("LLMSLOErrorBudgetBurnSlow", "e2e"),
+        ("LLMSLOErrorBudgetBurnSlow", "ttft"),
+    ]
+    fast = next(r for r in rules if r.alert == "LLMSLOErrorBudgetBurnFast" and r.labels["dimension"] == "ttft")
+    assert fast.labels["severity"] == "critical" and fast.labels["slo"] == "chat"
+    assert 'ratio_rate1h{slo="chat", dimension="ttft"} > 14.4' in fast.expr
+    assert 'ratio_rate30m{slo="chat", dimension="ttft"} > 6' in fast.expr
+    assert "0.1% error budget" in fast.annotations["description"]
+
+
+def test_an_slo_changed_in_the_deployed_configmap_makes_the_committed_rules_stale(tmp_path, capsys):
+    manifest = yaml.safe_load((REPO / DEPLOYED_EXPORTER_CONFIG).read_text(encoding="utf-8"))
+    manifest["data"][CONFIGMAP_KEY] = manifest["data"][CONFIGMAP_KEY].replace("objective: 0.95", "objective: 0.9")
+    path = tmp_path / "configmap.yaml"
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    assert main(["generate", "--check", "--out", str(REPO), "--exporter-config", str(path)]) == 1
+    assert f"{RULES_PATH}: stale (differs from what the code generates)" in capsys.readouterr().out.splitlines()
+
+
+def test_slos_are_not_a_key_of_the_monitoring_yaml():
+    from exporter.monitoring.config import from_mapping
+
+    with pytest.raises(ConfigError, match="slos: set the SLOs in the exporter configuration"):
+        from_mapping({"slos": []})

@@ -132,3 +132,24 @@ def test_the_check_reads_what_it_claims() -> None:
     rows = documented(CONFIGURATION, "## Engine targets")
     assert not same(first_value(rows["timeout_seconds"][0]), ScrapeLimits().timeout_seconds + 1)
     assert same(first_value("`16777216` (16 MiB)"), 16 * 1024 * 1024)
+
+
+def test_every_slo_key_is_documented() -> None:
+    from exporter.config import SLO_KEYS
+    from exporter.settings import SloTarget
+
+    rows = documented(CONFIGURATION, "## Latency SLOs")
+    assert {f.name for f in fields(SloTarget)} == set(SLO_KEYS) <= set(rows)
+    for field in fields(SloTarget):
+        if field.default is None:
+            assert not same(first_value(rows[field.name][0]), "required"), field.name
+
+
+def test_otlp_defaults_are_documented() -> None:
+    from exporter.settings import OtlpSettings
+
+    rows = documented(CONFIGURATION, "### OTLP receiver")
+    for key, value in defaults(OtlpSettings).items():
+        assert key in rows, key
+        if value is not None:
+            assert same(first_value(rows[key][0]), value), (key, rows[key][0], value)

@@ -16,8 +16,9 @@ from grafanalib._gen import DashboardEncoder, loader
 
 from exporter.catalogue import STAGES
 from exporter.cli import main
+from exporter.generate import monitoring_config
 from exporter.monitoring.alerts import AlertingRule, rule_groups
-from exporter.monitoring.config import MonitoringConfig, from_mapping
+from exporter.monitoring.config import from_mapping
 from exporter.monitoring.dashboards import DASHBOARDS, boards
 from exporter.monitoring.dashboards.board import Board, panel_id
 from exporter.monitoring.dashboards.panels import Line, Query, stat, timeseries
@@ -27,7 +28,8 @@ from exporter.monitoring.promql import metric_names, template_queries
 from exporter.settings import Thresholds
 from tests.support import REPO
 
-CONFIG = MonitoringConfig()
+# What `generate` builds from the repository: the defaults with the deployed diagnosis lines and SLOs.
+CONFIG = monitoring_config(REPO)
 RUNBOOKS = REPO / "docs" / "runbooks"
 # Grafana's own variables, never defined by a dashboard.
 BUILTIN_VARIABLES = {
@@ -229,6 +231,7 @@ def test_dashboard_uids_are_fixed_and_unique():
         "engine-detail": "llm-engine-detail",
         "gpu-node": "llm-gpu-node",
         "network": "llm-network",
+        "slo": "llm-slo",
     }
 
 
@@ -275,7 +278,10 @@ def test_threshold_lines_are_the_configurations_values():
     for board in boards(CONFIG).values():
         for panel in board.panels():
             for line in panel.definition.lines:
-                if line.source:
+                if line.source.startswith("slos."):  # slos.<name>.objective: one SLO's own value
+                    name, key = line.source.removeprefix("slos.").rsplit(".", 1)
+                    assert getattr(next(s for s in CONFIG.slos if s.name == name), key) == line.value
+                elif line.source:
                     section, key = line.source.split(".")
                     assert getattr(getattr(CONFIG, section), key) == line.value, (panel.key, line)
 

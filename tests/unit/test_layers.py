@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("attribution", ("exporter.attribution",)),
     ("sources", ("exporter.sources",)),
     ("discovery", ("exporter.discovery",)),
-    ("pipeline", ("exporter.loop", "exporter.diagnosis", "exporter.exposition", "exporter.render")),
+    ("pipeline", ("exporter.loop", "exporter.diagnosis", "exporter.exposition", "exporter.render", "exporter.slo")),
     ("app", ("exporter.app",)),
     (
         "serving",

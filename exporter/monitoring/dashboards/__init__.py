@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from exporter.monitoring.config import MonitoringConfig
-from exporter.monitoring.dashboards import bottleneck_diagnosis, cluster_overview, engine_detail, gpu_node, network
+from exporter.monitoring.dashboards import bottleneck_diagnosis, cluster_overview, engine_detail, gpu_node, network, slo
 from exporter.monitoring.dashboards.board import Board
 
 # File stem -> the dashboard's definition, in the order the README lists them.
@@ -23,6 +23,7 @@ DASHBOARDS: dict[str, Callable[[MonitoringConfig], Board]] = {
     "engine-detail": engine_detail.board,
     "gpu-node": gpu_node.board,
     "network": network.board,
+    "slo": slo.board,
 }
 
 

@@ -1,0 +1,277 @@
+"""Capacity headroom: the largest request rate an engine can take at its current request mix while
+every dimension of an SLO still meets its objective.
+
+Three pieces, each from what the engine shows:
+- decode pace vs batch: a memory-bandwidth-bound step reads the weights once and each running
+  request's KV, so the objective quantile of inter-token latency grows linearly with the running
+  batch b: ITL(b) = a + c·b. `a` and `c` are fitted on the engine's own history of (b, ITL)
+  points when the load has varied; otherwise a prior splits the present ITL half and half
+  (low confidence);
+- Little's law: b = λ·S, and a request's time in the batch S scales with ITL, so the rate that
+  holds b requests is λ(b) = λ_now · (b / b_now) · (ITL(b_now) / ITL(b));
+- admission: the KV cache holds about b_now / kv_usage requests of the current mix (its capacity
+  from the engine's configuration, as a fraction); near the rate that fills it requests queue,
+  and TTFT's tail grows as an M/M/c queue's wait does (c = those slots, Erlang C), which sets how
+  close to that rate a TTFT or e2e threshold lets the load go.
+
+The answer is the smallest rate over the SLO's dimensions. Confidence is low (0.3) on the prior
+alone, higher the more of the present load range the engine's history spans.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from exporter.model import Metric, QuantileSummary, Sample
+from exporter.settings import SloTarget
+from exporter.slo.attainment import DIMENSION_FAMILIES, REQUESTS_FAMILY
+from exporter.slo.selectors import covers
+from exporter.window import histogram_quantile
+
+#: load points kept per engine and model: at a 5 s interval, the last hour
+HISTORY_POINTS = 720
+#: KV usage past which the scheduler stops admitting (vLLM keeps a watermark, preemption starts)
+KV_ADMISSION_LIMIT = 0.9
+PRIOR_WEIGHT_FRACTION = 0.5
+PRIOR_CONFIDENCE = 0.3
+_ITL = DIMENSION_FAMILIES["itl"]
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One snapshot of an engine's load and its latency at an SLO's objective quantile."""
+
+    t: float
+    rate: float  # completed requests per second over the window
+    running: float  # mean of the running gauge over the same window as the latencies
+    kv_usage: float
+    # mean inter-token latency over the window (histogram sum / count): exact, where a quantile
+    # is only as fine as the bucket edges around it
+    itl_mean: float
+    latency: dict[str, dict[str, float]]  # quantile -> {family: seconds}
+
+
+@dataclass(frozen=True)
+class CapacityEstimate:
+    max_request_rate: float
+    max_concurrency: float
+    rate: float
+    confidence: float
+
+    @property
+    def headroom_ratio(self) -> float:
+        return 1.0 - self.rate / self.max_request_rate if self.max_request_rate > 0 else -1.0
+
+    @property
+    def headroom_requests_per_second(self) -> float:
+        return self.max_request_rate - self.rate
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    intercept: float
+    slope: float
+    confidence: float
+
+
+def fit_decode_pace(points: Sequence[tuple[float, float]], now: tuple[float, float]) -> LinearFit:
+    """ITL = a + c·b from (running, ITL) points; the prior when the load has not varied enough."""
+    usable = [(b, itl) for b, itl in points if b > 0 and itl > 0 and math.isfinite(itl)]
+    b_now, itl_now = now
+    if len(usable) >= 4:
+        bs = [b for b, _ in usable]
+        spread = max(bs) / max(min(bs), 1e-9)
+        if spread >= 1.5:
+            n = len(usable)
+            mean_b = sum(bs) / n
+            mean_y = sum(y for _, y in usable) / n
+            sxx = sum((b - mean_b) ** 2 for b in bs)
+            sxy = sum((b - mean_b) * (y - mean_y) for b, y in usable)
+            slope = sxy / sxx if sxx > 0 else 0.0
+            intercept = mean_y - slope * mean_b
+            if slope > 0 and intercept > 0:
+                residual = sum((y - intercept - slope * b) ** 2 for b, y in usable)
+                total = sum((y - mean_y) ** 2 for _, y in usable) or 1e-30
+                r2 = max(0.0, 1.0 - residual / total)
+                return LinearFit(intercept, slope, min(0.9, 0.4 + 0.5 * r2 * min(1.0, (spread - 1.0) / 2.0)))
+    intercept = PRIOR_WEIGHT_FRACTION * itl_now
+    return LinearFit(intercept, (itl_now - intercept) / max(b_now, 1.0), PRIOR_CONFIDENCE)
+
+
+def estimate(slo: SloTarget, history: Sequence[LoadPoint]) -> CapacityEstimate | None:
+    """The rate and concurrency at which `slo` breaks, from the engine's load history."""
+    if not history:
+        return None
+    now = history[-1]
+    if not (now.rate > 0 and now.running > 0):
+        return None  # an idle engine shows nothing to extrapolate from
+    q = f"{slo.objective:g}"
+    lat = now.latency.get(q, {})
+    if not now.itl_mean > 0:
+        return None
+    fit = fit_decode_pace([(p.running, p.itl_mean) for p in history], (now.running, now.itl_mean))
+    # The objective quantile as a multiple of the mean (bucket-coarse, so never below the mean).
+    spread = max(1.0, lat.get(_ITL, math.nan) / now.itl_mean) if lat.get(_ITL, 0) > 0 else 1.0
+
+    def itl_at(b: float) -> float:
+        return fit.intercept + fit.slope * b
+
+    def rate_at(b: float) -> float:
+        return now.rate * (b / now.running) * (itl_at(now.running) / itl_at(b))
+
+    def batch_for_itl(mean_itl: float) -> float:
+        return (mean_itl - fit.intercept) / fit.slope if fit.slope > 0 else math.inf
+
+    # Admission: the batch the KV cache holds at the current mix; past it, requests wait.
+    b_kv = now.running / now.kv_usage * KV_ADMISSION_LIMIT if now.kv_usage > 0 else math.inf
+    limits_b: list[float] = [b_kv]
+    queue_factor = 1.0
+    for dimension, threshold in slo.thresholds():
+        observed = lat.get(DIMENSION_FAMILIES[dimension], math.nan)
+        if dimension == "itl":
+            limits_b.append(batch_for_itl(threshold / spread))
+        elif dimension == "e2e" and observed > 0:
+            # Decode dominates a request's time: e2e scales with ITL.
+            limits_b.append(batch_for_itl(itl_at(now.running) * threshold / observed))
+        if dimension in ("ttft", "e2e") and observed > 0 and math.isfinite(b_kv):
+            utilization = _queueing_utilization(threshold, observed, slo.objective, b_kv, rate_at(b_kv))
+            queue_factor = min(queue_factor, utilization)
+    b_max = max(0.0, min(limits_b))
+    if not math.isfinite(b_max):
+        return None
+    if b_max == b_kv:
+        # Queueing at admission: the rate, and by Little's law the batch it holds, scale together.
+        return CapacityEstimate(rate_at(b_max) * queue_factor, b_max * queue_factor, now.rate, fit.confidence)
+    return CapacityEstimate(rate_at(b_max), b_max, now.rate, fit.confidence)
+
+
+def erlang_c(servers: int, offered: float) -> float:
+    """Probability that an arrival waits in an M/M/c queue (Erlang C), by the stable Erlang B
+    recursion; `offered` = λ / (per-server rate), in erlangs."""
+    if offered >= servers:
+        return 1.0
+    blocking = 1.0
+    for k in range(1, servers + 1):
+        blocking = offered * blocking / (k + offered * blocking)
+    rho = offered / servers
+    return blocking / (1.0 - rho * (1.0 - blocking))
+
+
+def _queueing_utilization(threshold: float, observed: float, objective: float, slots: float, rate: float) -> float:
+    """How close to the admission rate μ the latency threshold lets the load go.
+
+    The engine admits up to `slots` requests at once, each holding its slot for S = slots / μ: an
+    M/M/c queue with c = slots. A request waits with probability C (Erlang C) and then for an
+    exponential time of rate (μ - λ); the objective holds while P(wait > slack) = C·e^{-(μ-λ)·slack}
+    ≤ 1 - objective, with slack the threshold minus today's latency. Solved for ρ = λ/μ by
+    bisection (C rises with ρ, e^{…} too).
+    """
+    slack = threshold - observed
+    if slack <= 0 or not rate > 0 or slots < 1:
+        return 0.0
+    servers = int(min(slots, 100_000))
+    low, high = 0.0, 1.0
+    for _ in range(40):
+        rho = (low + high) / 2
+        tail = erlang_c(servers, rho * servers) * math.exp(-(rate - rho * rate) * slack)
+        low, high = (rho, high) if tail <= 1.0 - objective else (low, rho)
+    return low
+
+
+class CapacityEstimator:
+    """Per engine and model, the load history and the estimates of every SLO covering it."""
+
+    def __init__(self) -> None:
+        self._history: dict[tuple[str, str], deque[LoadPoint]] = {}
+        self._gauges: dict[tuple[str, str], deque[tuple[float, float, float]]] = {}
+
+    def update(self, slos: Sequence[SloTarget], metrics: Iterable[Metric], now: float) -> list[Metric]:
+        readings = _engine_readings(metrics, {f"{s.objective:g}" for s in slos})
+        for key in [k for k in self._history if k not in readings]:
+            del self._history[key]
+            self._gauges.pop(key, None)
+        out: list[Metric] = []
+        for key, (labels, point) in readings.items():
+            history = self._history.setdefault(key, deque(maxlen=HISTORY_POINTS))
+            gauge = self._gauges.setdefault(key, deque(maxlen=HISTORY_POINTS))
+            if point is not None:
+                # The latencies are window means; the running and KV gauges are instants: average
+                # them over the same window, or their noise flattens the fitted slope (regression
+                # dilution), and an engine that just went idle would read as having no load at all.
+                gauge.append((now, point.running, point.kv_usage))
+                while gauge and gauge[0][0] <= now - point.t:
+                    gauge.popleft()
+                running = [r for _, r, _ in gauge if math.isfinite(r)]
+                kv = [u for _, _, u in gauge if math.isfinite(u)]
+                history.append(
+                    replace(
+                        point,
+                        t=now,
+                        running=sum(running) / len(running) if running else math.nan,
+                        kv_usage=sum(kv) / len(kv) if kv else 0.0,
+                    )
+                )
+            for slo in slos:
+                if not covers(slo, *key):
+                    continue
+                result = estimate(slo, history)
+                if result is None:
+                    continue
+                series = {**labels, "slo": slo.name}
+                out += [
+                    Sample("llm_capacity_max_request_rate", series, result.max_request_rate),
+                    Sample("llm_capacity_max_concurrency", series, result.max_concurrency),
+                    Sample("llm_capacity_headroom_ratio", series, result.headroom_ratio),
+                    Sample("llm_capacity_estimate_confidence_ratio", series, result.confidence),
+                ]
+        return out
+
+
+def _engine_readings(
+    metrics: Iterable[Metric], quantiles: set[str]
+) -> dict[tuple[str, str], tuple[dict[str, str], LoadPoint | None]]:
+    gauges: dict[tuple[str, str], dict[str, float]] = {}
+    summaries: dict[tuple[str, str], dict[str, QuantileSummary]] = {}
+    labels: dict[tuple[str, str], dict[str, str]] = {}
+    for metric in metrics:
+        if "engine_type" not in metric.labels:
+            continue
+        key = (metric.labels.get("engine", ""), metric.labels.get("model", ""))
+        if isinstance(metric, Sample):
+            gauges.setdefault(key, {})[metric.name] = metric.value
+            if metric.name == "llm_engine_up":
+                labels[key] = dict(metric.labels)
+        elif metric.histogram is not None:
+            summaries.setdefault(key, {})[metric.name] = metric
+    result: dict[tuple[str, str], tuple[dict[str, str], LoadPoint | None]] = {}
+    for key, series_labels in labels.items():
+        result[key] = (series_labels, _load_point(gauges.get(key, {}), summaries.get(key, {}), quantiles))
+    return result
+
+
+def _load_point(
+    gauges: dict[str, float], families: dict[str, QuantileSummary], quantiles: set[str]
+) -> LoadPoint | None:
+    requests = families.get(REQUESTS_FAMILY)
+    if requests is None or requests.window is None or not requests.window_seconds > 0:
+        return None
+    latency: dict[str, dict[str, float]] = {}
+    for q in quantiles:
+        latency[q] = {
+            name: histogram_quantile(float(q), s.window.bounds, s.window.cumulative)
+            for name, s in families.items()
+            if s.window is not None
+        }
+    itl = families.get(_ITL)
+    itl_window = itl.window if itl is not None else None
+    return LoadPoint(
+        t=requests.window_seconds,  # the window's span until the estimator stamps the time
+        itl_mean=itl_window.sum / itl_window.count if itl_window is not None and itl_window.count > 0 else math.nan,
+        rate=requests.window.count / requests.window_seconds,
+        running=gauges.get("llm_engine_requests_running", math.nan),
+        kv_usage=gauges.get("llm_engine_kv_cache_usage_ratio", 0.0),
+        latency=latency,
+    )

@@ -1,0 +1,59 @@
+"""The SLO pipeline step: one object the composition root calls once per published snapshot."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from exporter.model import Metric
+from exporter.settings import SloTarget
+from exporter.slo.attainment import DimensionAttainment, attainment_samples, evaluate
+from exporter.slo.evidence import BurnTracker, evidence_lines
+from exporter.slo.headroom import CapacityEstimator
+from exporter.slo.otlp import RequestStore
+from exporter.slo.requests import request_samples
+
+log = logging.getLogger(__name__)
+
+
+class SloMonitor:
+    """Attainment, goodput and capacity headroom of the configured SLOs, from each snapshot."""
+
+    def __init__(
+        self, slos: Sequence[SloTarget], window_seconds: float = 60.0, requests: RequestStore | None = None
+    ) -> None:
+        self.slos = tuple(slos)
+        self.window_seconds = window_seconds
+        #: per-request records from the OTLP receiver, when one runs
+        self.requests = requests
+        self.capacity = CapacityEstimator()
+        self.burn = BurnTracker()
+        #: diagnosis evidence lines per (engine, engine_type, model), from the last snapshot
+        self.evidence: dict[tuple[str, str, str], list[str]] = {}
+        #: the last snapshot's results, for the diagnosis evidence
+        self.latest: list[DimensionAttainment] = []
+
+    def update(self, metrics: Sequence[Metric], now: float) -> list[Metric]:
+        if not self.slos and self.requests is None:
+            return []
+        try:
+            self.latest = evaluate(self.slos, metrics)
+            out = list(attainment_samples(self.latest, self.slos))
+            out += self.capacity.update(self.slos, metrics, now)
+            self.evidence = evidence_lines(self.latest, self.burn.update(self.latest, now), out, metrics)
+            if self.requests is not None:
+                out += request_samples(self.slos, self.requests, now, self.window_seconds, _engines_by_model(metrics))
+        except Exception:  # a bug here must cost the SLO families, never the snapshot
+            log.exception("slo: attainment or capacity failed; llm_slo_* and llm_capacity_* left out")
+            return []
+        return out
+
+
+def _engines_by_model(metrics: Sequence[Metric]) -> dict[str, tuple[str, str]]:
+    """Model -> (engine, engine_type) for models one engine serves: a span names only its model."""
+    seen: dict[str, set[tuple[str, str]]] = {}
+    for metric in metrics:
+        if metric.name == "llm_engine_up":
+            labels = metric.labels
+            seen.setdefault(labels.get("model", ""), set()).add((labels["engine"], labels.get("engine_type", "")))
+    return {model: next(iter(engines)) for model, engines in seen.items() if len(engines) == 1}

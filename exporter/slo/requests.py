@@ -1,0 +1,75 @@
+"""Joint attainment, goodput and the request mix from per-request records (OTLP spans).
+
+A request is good when it meets every threshold of the SLO at once, as vLLM's
+`bench serve --goodput` counts it: ttft ≤ T_ttft, tpot = (e2e - ttft) / (n - 1) ≤ T_itl (0 for a
+single token), e2e ≤ T_e2e. Attainment is good / all requests that finished in the window;
+goodput is good requests per second of the window.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from exporter.catalogue import QUANTILES
+from exporter.model import Metric, QuantileSummary, Sample
+from exporter.settings import SloTarget
+from exporter.slo.otlp import RequestRecord, RequestStore
+from exporter.slo.selectors import covers
+
+
+def is_good(slo: SloTarget, record: RequestRecord) -> bool:
+    limits = dict(slo.thresholds())
+    return (
+        record.ttft <= limits.get("ttft", math.inf)
+        and record.tpot <= limits.get("itl", math.inf)
+        and record.e2e <= limits.get("e2e", math.inf)
+    )
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    """Nearest rank, as the benchmarks' percentiles of per-request values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def request_samples(
+    slos: Sequence[SloTarget],
+    store: RequestStore,
+    now: float,
+    window_seconds: float,
+    engines: Mapping[str, tuple[str, str]],
+) -> Iterator[Metric]:
+    """`engines`: model -> (engine, engine_type) where one engine serves it; otherwise the span's
+    `service.name` names the engine."""
+    records = store.since(now - window_seconds)
+    groups: dict[tuple[str, str, str], list[RequestRecord]] = {}
+    for record in records:
+        engine, engine_type = engines.get(record.model, (record.service, "vllm"))
+        groups.setdefault((engine, engine_type, record.model), []).append(record)
+    for (engine, engine_type, model), items in groups.items():
+        labels = {"engine": engine, "engine_type": engine_type, "model": model}
+        for slo in slos:
+            if not covers(slo, engine, model):
+                continue
+            good = sum(1 for r in items if is_good(slo, r))
+            series = {**labels, "slo": slo.name}
+            yield Sample("llm_slo_joint_attainment_ratio", series, good / len(items))
+            yield Sample("llm_slo_joint_goodput_requests_per_second", series, good / window_seconds)
+        totals = store.totals.get(model, [0.0, 0.0, 0.0])
+        for name, values, total in (
+            ("llm_request_prompt_tokens", [r.prompt_tokens for r in items], totals[1]),
+            ("llm_request_generation_tokens", [r.completion_tokens for r in items], totals[2]),
+        ):
+            quantiles = tuple((q, float(_quantile(values, q))) for q in QUANTILES)
+            yield QuantileSummary(name, labels, quantiles, totals[0], total)
+    yield from receiver_samples(store.counts.items())
+
+
+def receiver_samples(counts: Iterable[tuple[str, int]]) -> Iterator[Metric]:
+    for key, value in counts:
+        kind, _, result = key.partition("_")
+        family = "llm_otlp_spans_total" if kind == "span" else "llm_otlp_payloads_total"
+        yield Sample(family, {"result": result}, float(value))

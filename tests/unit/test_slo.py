@@ -1,0 +1,215 @@
+"""SLO attainment and goodput from engine histograms, the `slos:` key, and capacity headroom."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pytest
+
+from exporter.app import Exporter, Pipeline
+from exporter.config import ConfigError, build
+from exporter.model import Histogram, QuantileSummary, Sample
+from exporter.settings import Config, EngineTarget, GpuSettings, SloTarget
+from exporter.slo.attainment import evaluate, within
+from exporter.slo.headroom import LoadPoint, erlang_c, estimate, fit_decode_pace
+from exporter.slo.selectors import covers
+from exporter.sources.engine import EngineSource
+from tests.support import RouteServer, respond_with
+
+INF = math.inf
+# vLLM's TTFT bucket edges (vllm/v1/metrics/loggers.py), cut to the range used here.
+EDGES = (0.1, 0.25, 0.5, 0.75, 1.0, 2.5, INF)
+
+
+def histogram(counts: tuple[float, ...]) -> Histogram:
+    cumulative = tuple(sum(counts[: i + 1]) for i in range(len(counts)))
+    return Histogram(EDGES, cumulative, 0.0, cumulative[-1])
+
+
+def test_a_threshold_on_an_edge_gives_one_exact_count() -> None:
+    count = within(1.0, histogram((10, 20, 30, 20, 10, 5, 5)))
+    assert (count.lower, count.upper, count.total) == (90, 90, 100)
+
+
+def test_a_threshold_between_edges_is_bounded_by_the_edges_around_it() -> None:
+    count = within(0.6, histogram((10, 20, 30, 20, 10, 5, 5)))
+    assert (count.lower, count.upper) == (60, 80)  # certainly within at 0.5, possibly within at 0.75
+
+
+def test_a_threshold_below_the_first_edge_certainly_holds_nothing() -> None:
+    count = within(0.05, histogram((10, 20, 30, 20, 10, 5, 5)))
+    assert (count.lower, count.upper) == (0, 10)
+
+
+def test_a_threshold_past_the_last_finite_edge_is_bounded_by_the_inf_bucket() -> None:
+    count = within(5.0, histogram((10, 20, 30, 20, 10, 5, 5)))
+    assert (count.lower, count.upper) == (95, 100)
+
+
+def slo(**overrides: object) -> SloTarget:
+    values: dict[str, object] = {"name": "chat", "objective": 0.95, "ttft_seconds": 1.0, **overrides}
+    return SloTarget(**values)  # type: ignore[arg-type]
+
+
+def test_selectors_match_exactly_or_as_an_anchored_regex() -> None:
+    assert covers(slo(model="llama-3.1-8b"), "e", "llama-3.1-8b")
+    assert covers(slo(model="llama-.*"), "e", "llama-3.1-8b")
+    assert not covers(slo(model="llama"), "e", "codellama-13b")  # anchored, as PromQL's =~
+    assert covers(slo(model="a+b"), "e", "a+b")  # an exact name with regex characters still matches
+    assert not covers(slo(engine="vllm-[0-3]"), "vllm-4", "m")
+
+
+def summary(window: Histogram | None, seconds: float, lifetime: Histogram) -> QuantileSummary:
+    labels = {"engine": "e", "engine_type": "vllm", "model": "m"}
+    name = "llm_engine_time_to_first_token_seconds"
+    return QuantileSummary(name, labels, (), lifetime.count, 0.0, lifetime, window, seconds)
+
+
+def test_attainment_and_goodput_over_the_window_and_counts_over_the_lifetime() -> None:
+    window = histogram((10, 20, 30, 20, 10, 5, 5))
+    lifetime = histogram((100, 200, 300, 200, 100, 50, 50))
+    ttft = summary(window, 50.0, lifetime)
+    e2e = QuantileSummary("llm_engine_e2e_request_latency_seconds", ttft.labels, (), 1000, 0.0, lifetime, window, 50.0)
+    (result,) = evaluate([slo()], [ttft, e2e])
+    assert result.attainment == pytest.approx(0.9)
+    assert result.goodput == pytest.approx(0.9 * 100 / 50)
+    assert (result.lifetime.lower, result.lifetime.total) == (900, 1000)
+
+
+def test_an_empty_window_has_no_attainment_rather_than_zero() -> None:
+    (result,) = evaluate([slo()], [summary(histogram((0,) * 7), 50.0, histogram((1, 0, 0, 0, 0, 0, 0)))])
+    assert math.isnan(result.attainment)
+
+
+def test_slos_config_is_validated_key_by_key() -> None:
+    config = build({"slos": [{"name": "chat", "model": "llama.*", "ttft_seconds": 1, "objective": 0.95}]})
+    assert config.slos == (SloTarget("chat", 0.95, model="llama.*", ttft_seconds=1.0),)
+    assert build({}).slos == Config().slos == ()
+    bad = [
+        ({"name": "x", "objective": 0.9}, "slos[0]: needs at least one"),
+        ({"name": "x", "ttft_seconds": 1, "objective": 1}, "slos[0].objective"),
+        ({"name": "x", "ttft_seconds": 1}, "slos[0].objective: missing"),
+        ({"name": "x", "ttft_seconds": -1, "objective": 0.9}, "slos[0].ttft_seconds"),
+        ({"name": "x", "ttft_seconds": 1, "objective": 0.9, "model": "("}, "slos[0].model: not a valid regular"),
+        ({"name": "a b", "ttft_seconds": 1, "objective": 0.9}, "slos[0].name"),
+        ({"name": "x", "ttft_seconds": 1, "objective": 0.9, "p99": 1}, "slos[0].p99: unknown key"),
+    ]
+    for item, message in bad:
+        with pytest.raises(ConfigError) as caught:
+            build({"slos": [item]})
+        assert str(caught.value).startswith(message), (item, str(caught.value))
+    with pytest.raises(ConfigError, match="duplicate SLO"):
+        build({"slos": [{"name": "x", "e2e_seconds": 5, "objective": 0.9}] * 2})
+
+
+# --- end to end through the engine source: two scrapes of a vLLM endpoint, one snapshot ----------
+
+
+def vllm_ttft(counts: tuple[int, ...]) -> str:
+    """A vLLM /metrics body with the TTFT and e2e histograms at the given per-bucket counts."""
+    lines = []
+    for family in ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds"):
+        lines.append(f"# TYPE {family} histogram")
+        total = 0
+        for edge, count in zip(EDGES, counts):
+            total += count
+            le = "+Inf" if edge == INF else f"{edge}"
+            lines.append(f'{family}_bucket{{le="{le}",model_name="m"}} {total}')
+        lines += [f'{family}_count{{model_name="m"}} {total}', f'{family}_sum{{model_name="m"}} {total * 0.5}']
+    lines += ["# TYPE vllm:num_requests_running gauge", 'vllm:num_requests_running{model_name="m"} 4']
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def engine() -> Iterator[RouteServer]:
+    server = RouteServer()
+    yield server
+    server.close()
+
+
+def test_exported_families_from_two_scrapes_of_a_vllm_endpoint(engine: RouteServer) -> None:
+    clock = [0.0]
+    target = EngineTarget(url=engine.url("/metrics"), name="e", type="vllm")
+    config = Config(
+        gpu=GpuSettings("none"),
+        slos=(SloTarget("chat", 0.95, ttft_seconds=0.6),),
+    )
+    exporter = Exporter(config, clock=lambda: clock[0], pipeline=Pipeline([EngineSource(target, 60.0)], []))
+    engine.routes["/metrics"] = respond_with(vllm_ttft((0, 0, 0, 0, 0, 0, 0)))
+    exporter.collect_once()
+    clock[0] = 10.0
+    # 100 requests in 10 s: 60 at or below 0.5 s (certainly within 0.6), 80 at or below 0.75 s.
+    engine.routes["/metrics"] = respond_with(vllm_ttft((10, 20, 30, 20, 10, 5, 5)))
+    snapshot = exporter.collect_once()
+    values = {
+        (m.name, m.labels.get("dimension")): m.value
+        for m in snapshot.metrics
+        if isinstance(m, Sample) and m.name.startswith("llm_slo_")
+    }
+    assert values[("llm_slo_attainment_ratio", "ttft")] == pytest.approx(0.6)
+    assert values[("llm_slo_attainment_upper_bound_ratio", "ttft")] == pytest.approx(0.8)
+    assert values[("llm_slo_goodput_requests_per_second", "ttft")] == pytest.approx(6.0)
+    assert values[("llm_slo_events_total", "ttft")] == 100
+    assert values[("llm_slo_good_events_total", "ttft")] == 60
+    assert values[("llm_slo_objective_ratio", None)] == 0.95
+    # The diagnosis quotes it: attainment and the burn since the first scrape (40 % missed / 5 %).
+    (report,) = exporter.diagnosis()["engines"]
+    assert "TTFT SLO chat (0.6 s, 95%): 60.0% within, budget burning 8.0× over 10 s" in report["evidence"]
+    exporter.stop()
+
+
+def test_low_gpu_utilization_is_answered_with_the_headroom_figure() -> None:
+    from exporter.slo.evidence import evidence_lines
+
+    labels = {"engine": "e", "engine_type": "vllm", "model": "m", "slo": "chat"}
+    capacity = [
+        Sample("llm_capacity_max_request_rate", labels, 10.0),
+        Sample("llm_capacity_headroom_ratio", labels, 0.05),
+    ]
+    gpu = [Sample("llm_gpu_utilization_ratio", {"gpu": "0", "engine": "e"}, 0.35)]
+    lines = evidence_lines([], {}, capacity, gpu)[("e", "", "m")]
+    assert lines == [
+        "GPU utilization 35% is not idle capacity: under SLO chat this engine carries at most ~10.0 req/s "
+        "(5% headroom); more concurrency would break it"
+    ]
+    busy = [Sample("llm_gpu_utilization_ratio", {"gpu": "0", "engine": "e"}, 0.9)]
+    assert evidence_lines([], {}, capacity, busy) == {}
+
+
+# --- capacity ------------------------------------------------------------------------------------
+
+
+def test_decode_pace_is_fitted_when_the_load_varied_and_the_prior_is_used_when_it_did_not() -> None:
+    points = [(b, 0.005 + 0.0001 * b) for b in (10, 20, 40, 80, 120)]
+    fitted = fit_decode_pace(points, points[-1])
+    assert fitted.intercept == pytest.approx(0.005) and fitted.slope == pytest.approx(0.0001)
+    assert fitted.confidence > 0.5
+    flat = fit_decode_pace([(40, 0.009)] * 5, (40, 0.009))
+    assert flat.confidence == pytest.approx(0.3) and flat.intercept == pytest.approx(0.0045)
+
+
+def test_erlang_c_matches_the_textbook_values() -> None:
+    assert erlang_c(1, 0.5) == pytest.approx(0.5)  # M/M/1: P(wait) = rho
+    assert erlang_c(2, 1.0) == pytest.approx(1 / 3)  # Kleinrock's M/M/2 at rho 0.5
+    assert erlang_c(10, 10.0) == 1.0
+
+
+def point(running: float, itl: float, rate: float, kv: float = 0.1) -> LoadPoint:
+    latency = {"0.95": {"llm_engine_inter_token_latency_seconds": itl * 1.2}}
+    return LoadPoint(t=0.0, rate=rate, running=running, kv_usage=kv, itl_mean=itl, latency=latency)
+
+
+def test_itl_headroom_extrapolates_the_fitted_decode_pace_through_littles_law() -> None:
+    # ITL = 5 ms + 0.1 ms per running request; S ∝ ITL, so λ = b / (k·ITL(b)).
+    history = [point(b, 0.005 + 0.0001 * b, b / (1000 * (0.005 + 0.0001 * b))) for b in (10, 20, 40, 60)]
+    result = estimate(SloTarget("tpot", 0.95, itl_seconds=0.03), history)
+    assert result is not None
+    # ITL p95 = 1.2 × mean must stay ≤ 30 ms: mean 25 ms, b = 200, λ = 200 / 25 = 8 req/s.
+    assert result.max_concurrency == pytest.approx(200, rel=0.01)
+    assert result.max_request_rate == pytest.approx(8.0, rel=0.01)
+    assert result.headroom_ratio == pytest.approx(1 - history[-1].rate / 8.0, rel=0.01)
+
+
+def test_an_idle_engine_gets_no_estimate() -> None:
+    assert estimate(SloTarget("tpot", 0.95, itl_seconds=0.03), [point(0, 0.005, 0.0)]) is None
