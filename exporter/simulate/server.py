@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 from exporter.simulate.dcgm_text import pod_name, render_dcgm
 from exporter.simulate.node import SimulatedNode
@@ -110,6 +110,9 @@ class SimulationServer:
     def respond(self, path: str) -> tuple[int, str, bytes]:
         match = _ENGINE_PATH.match(path)
         with self.lock:
+            refusal = self.node.unavailable("engine" if match else "gpu") if match or path == "/gpu/metrics" else None
+            if refusal:
+                return 503, "text/plain; charset=utf-8", (refusal + "\n").encode()
             if match and int(match.group(1)) < len(self.node.replicas):
                 replica = self.node.replicas[int(match.group(1))]
                 return 200, TEXT_TYPE, render_vllm(replica, self.started_wall).encode()
@@ -154,6 +157,30 @@ class SimulationServer:
             "sysfs": self.sysfs_out,
             "rdma_devices": [port.device for port in node.ports],
             "hostname": scenario.node.hostname,
+            "nodes": [self.node_entry()],
+        }
+
+    def node_entry(self) -> dict[str, Any]:
+        """This node as the cluster index lists it: absolute URLs, so one exporter per node can read it."""
+        node = self.node
+        return {
+            "hostname": node.scenario.node.hostname,
+            "url": self.url + "/",
+            "state": "down" if node.unavailable("gpu") else "loading" if node.unavailable("engine") else "up",
+            "engines": [
+                {
+                    "index": r.index,
+                    "url": f"{self.url}/engine/{r.index}/metrics",
+                    "engine_type": "vllm",
+                    "model": r.model.served_name,
+                    "pod": pod_name(node, r.index),
+                    "gpus": list(p.gpus),
+                }
+                for r, p in zip(node.replicas, node.placements)
+            ],
+            "gpu": {"url": f"{self.url}/gpu/metrics", "format": "dcgm-exporter", "count": len(node.gpus)},
+            "sysfs": self.sysfs_out,
+            "rdma_devices": [port.device for port in node.ports],
         }
 
 
@@ -167,7 +194,11 @@ def _phase_json(phase: Any) -> dict[str, Any]:
     }
 
 
-def _handler(owner: SimulationServer) -> type[BaseHTTPRequestHandler]:
+class Responder(Protocol):
+    def respond(self, path: str) -> tuple[int, str, bytes]: ...
+
+
+def _handler(owner: Responder) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "llm-bottleneck-simulator"
