@@ -67,12 +67,14 @@ def cluster_records(config: MonitoringConfig) -> list[RecordingRule]:
             f"(max by ({cluster}) ({n.node_tokens}) - min by ({cluster}) ({n.node_tokens}))\n"
             f"/\n(max by ({cluster}) ({n.node_tokens}) > 0)",
         ),
-        RecordingRule(n.node_load_ratio, f"{n.node_tokens}\n/ on ({cluster}) group_left ()\n({n.node_tokens_mean} > 0)"),
+        RecordingRule(
+            n.node_load_ratio, f"{n.node_tokens}\n/ on ({cluster}) group_left ()\n({n.node_tokens_mean} > 0)"
+        ),
         RecordingRule(n.node_gpus, f"count {by_node} ({series('llm_gpu_up', x)} == 1)"),
-        RecordingRule(n.node_tokens_per_gpu, f"{n.node_tokens}\n/ {on_node}\n{n.node_gpus}"),
+        RecordingRule(n.node_tokens_per_gpu, f"{n.node_tokens}\n/ {on_node}\n({n.node_gpus} > 0)"),
         RecordingRule(
             n.cluster_tokens_per_gpu,
-            f"sum by ({cluster}) ({n.node_tokens})\n/\nsum by ({cluster}) ({n.node_gpus} > 0)",
+            f"sum by ({cluster}) ({n.node_tokens})\n/\n(sum by ({cluster}) ({n.node_gpus}) > 0)",
         ),
         RecordingRule(
             n.scaling_efficiency,
