@@ -32,7 +32,7 @@ from exporter.simulate.cluster_view import ClusterView
 from exporter.simulate.scenario import load_scenario
 from tests.integration.monitoring_stack import require_binary
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 STEP_SECONDS = 30
 JOB = "llm-bottleneck-exporter"
