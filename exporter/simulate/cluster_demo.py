@@ -32,7 +32,6 @@ from exporter.simulate.companions import start_monitoring, terminate_group
 from exporter.simulate.demo import Companion, _check_free, _start_exporter, _wait_ready
 from exporter.simulate.scenario import Scenario
 
-
 CLUSTER_EXPORTER_INTERVAL_SECONDS = 5.0
 ENGINE_TIMEOUT: dict[str, object] = {"engine_defaults": {"timeout_seconds": 4}}
 
