@@ -192,7 +192,8 @@ class ClusterServer:
         return self
 
     def stop(self) -> None:
-        self._http.shutdown()
+        if self._thread is not None:  # shutdown() waits for a serve_forever that never ran otherwise
+            self._http.shutdown()
         self._http.server_close()
         for server in self.nodes:
             server.stop()

@@ -29,7 +29,7 @@ class NodeReading:
     engines_up: int = 0
     running: float = 0.0
     waiting: float = 0.0
-    tokens_total: float = 0.0
+    tokens: dict[str, float] = field(default_factory=dict)  # generated tokens by engine
     itl_p50: list[float] = field(default_factory=list)
     sm_clock_mhz: list[float] = field(default_factory=list)
     temperature: list[float] = field(default_factory=list)
@@ -53,7 +53,7 @@ def parse_node(hostname: str, text: str | None, at: float) -> NodeReading:
             elif name == "llm_engine_requests_waiting":
                 reading.waiting += value
             elif name == "llm_engine_generation_tokens_total":
-                reading.tokens_total += value
+                reading.tokens[labels.get("engine", "?")] = value
             elif name == "llm_engine_inter_token_latency_seconds" and labels.get("quantile") == "0.5":
                 if value == value:  # NaN: no token in the window
                     reading.itl_p50.append(value)
@@ -71,7 +71,7 @@ def parse_node(hostname: str, text: str | None, at: float) -> NodeReading:
 @dataclass(frozen=True)
 class NodeRow:
     hostname: str
-    state: str  # up | down | loading
+    state: str  # up, down, or "<up>/<engines>" while some engines do not answer
     tokens_per_second: float | None
     running: float
     waiting: float
@@ -87,9 +87,14 @@ def node_rows(before: list[NodeReading] | None, now: list[NodeReading]) -> list[
     for index, reading in enumerate(now):
         previous = before[index] if before and index < len(before) else None
         rate = None
-        if previous and previous.answered and reading.answered and reading.at > previous.at and reading.engines_up:
-            delta = reading.tokens_total - previous.tokens_total
-            rate = delta / (reading.at - previous.at) if delta >= 0 else None  # a restart resets the counters
+        common = set(previous.tokens) & set(reading.tokens) if previous else set()
+        if previous and common and reading.at > previous.at:
+            # Engines read both times; a counter that went back (a restart) counts from zero.
+            delta = sum(
+                reading.tokens[e] - previous.tokens[e] if reading.tokens[e] >= previous.tokens[e] else reading.tokens[e]
+                for e in common
+            )
+            rate = delta / (reading.at - previous.at) * len(reading.tokens) / len(common)
         congested: tuple[str, ...] = ()
         if previous is not None and reading.port_utilization:
             median = statistics.median(reading.port_utilization.values())
@@ -100,9 +105,9 @@ def node_rows(before: list[NodeReading] | None, now: list[NodeReading]) -> list[
                 and reading.port_wait.get(device, 0) > previous.port_wait.get(device, 0)
                 and median < THRESHOLDS.rdma_link_congested_utilization
             )
-        state = "down" if not reading.answered or not reading.engines else "up"
+        state = "down" if not reading.answered or not reading.engines_up else "up"
         if state == "up" and reading.engines_up < reading.engines:
-            state = "down" if not reading.sm_clock_mhz else "loading"
+            state = f"{reading.engines_up}/{reading.engines}"
         rows.append(
             NodeRow(
                 reading.hostname,
@@ -150,7 +155,7 @@ def findings(rows: list[NodeRow]) -> ClusterFindings:
         hot,
         stragglers,
         tuple(f"{r.hostname}/{d}" for r in rows for d in r.congested),
-        tuple(r.hostname for r in rows if r.state != "up"),
+        tuple(r.hostname for r in rows if r.state == "down"),
     )
 
 

@@ -187,13 +187,18 @@ def measure(nodes: int, scrape: float, settle: float) -> Figures:
                 job = 'job="llm-bottleneck-exporter"'
                 series = scalar(prometheus, f"avg(scrape_samples_scraped{{{job}}})")
                 # Prometheus' own figures from its /metrics, read twice for the ingest rate.
+                # The rule groups' last duration read after each of five evaluations, the median
+                # kept: one evaluation on a loaded machine can take several times another.
                 first, first_at = own_metrics(prometheus), time.monotonic()
-                time.sleep(2 * scrape)
-                second, second_at = own_metrics(prometheus), time.monotonic()
+                durations = []
+                for _ in range(5):
+                    time.sleep(scrape)
+                    second, second_at = own_metrics(prometheus), time.monotonic()
+                    durations.append(second["prometheus_rule_group_last_duration_seconds"])
                 head = second["prometheus_tsdb_head_series"]
                 appended = "prometheus_tsdb_head_samples_appended_total"
                 rate = (second[appended] - first[appended]) / (second_at - first_at)
-                rules = second["prometheus_rule_group_last_duration_seconds"]
+                rules = statistics.median(durations)
                 times = []
                 for expr in panel_queries():
                     start = time.perf_counter()
@@ -221,7 +226,8 @@ def measure(nodes: int, scrape: float, settle: float) -> Figures:
 
 
 def extrapolate(small: Figures, large: Figures, attribute: str, target: int) -> float:
-    slope = (getattr(large, attribute) - getattr(small, attribute)) / (large.nodes - small.nodes)
+    """Linear from the two largest sizes; a slope below zero (noise on a loaded machine) counts as flat."""
+    slope = max(0.0, (getattr(large, attribute) - getattr(small, attribute)) / (large.nodes - small.nodes))
     return getattr(large, attribute) + slope * (target - large.nodes)
 
 
