@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 from dataclasses import replace
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 from exporter.simulate.cluster_spec import ClusterSpec, NodeEvent
 from exporter.simulate.network import NetworkCondition
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.scenario import Scenario, replace_node
-from exporter.simulate.server import SimulationServer, _handler, _phase_json
+from exporter.simulate.server import SimulationServer, _phase_json, http_server
 from exporter.simulate.workload import WorkloadSpec
 
 # A throttled die: how much hotter its GPUs read when an event gives no `heat_celsius`.
@@ -165,13 +163,7 @@ class ClusterServer:
             )
             for node in cluster.nodes
         ]
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        server_class = type(
-            "_Server",
-            (ThreadingHTTPServer,),
-            {"address_family": family, "daemon_threads": True, "allow_reuse_address": True},
-        )
-        self._http = server_class((host, port), _handler(self))
+        self._http = http_server(host, port, self)
         self.host, self.port = host, self._http.server_address[1]
         self._thread: threading.Thread | None = None
 

@@ -49,13 +49,7 @@ class SimulationServer:
         self._sysfs = SysfsWriter(sysfs_out) if sysfs_out else None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        server_class = type(
-            "_Server",
-            (ThreadingHTTPServer,),
-            {"address_family": family, "daemon_threads": True, "allow_reuse_address": True},
-        )
-        self._http = server_class((host, port), _handler(self))
+        self._http = http_server(host, port, self)
         self.host, self.port = host, self._http.server_address[1]
         self.started_wall = time.time()
 
@@ -196,6 +190,17 @@ def _phase_json(phase: Any) -> dict[str, Any]:
 
 class Responder(Protocol):
     def respond(self, path: str) -> tuple[int, str, bytes]: ...
+
+
+def http_server(host: str, port: int, owner: Responder) -> ThreadingHTTPServer:
+    """A threading HTTP server on `host:port` (IPv6 when the host has a colon) answering with `owner`."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    server_class = type(
+        "_Server",
+        (ThreadingHTTPServer,),
+        {"address_family": family, "daemon_threads": True, "allow_reuse_address": True},
+    )
+    return server_class((host, port), _handler(owner))
 
 
 def _handler(owner: Responder) -> type[BaseHTTPRequestHandler]:

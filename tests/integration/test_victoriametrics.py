@@ -1,7 +1,7 @@
 """Past one Prometheus: the same alert fires from VictoriaMetrics' rule evaluation as from Prometheus'.
 
 A simulated `load-imbalance` cluster (four nodes, a 35 % spread) advances in real time, each node
-collected by its own in-process exporter and served on its own loopback port. A real Prometheus,
+collected by its own in-process exporter and served on its own loopback port (`LiveClusterView`). A real Prometheus,
 configured from deploy/victoriametrics/prometheus.yml (external label `cluster`, remote write with
 recording-rule results dropped), scrapes the four nodes, evaluates the generated rules itself and
 remote-writes into a real VictoriaMetrics; a real vmalert evaluates the same rule file over
@@ -14,10 +14,8 @@ two hot nodes.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,7 @@ import yaml
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.rule_files import rules_file
 from exporter.simulate.cluster import SimulatedCluster
-from exporter.simulate.cluster_view import ClusterView
+from exporter.simulate.cluster_view import LiveClusterView
 from exporter.simulate.scenario import load_scenario
 from tests.integration.monitoring_stack import ManagedProcess, Prometheus, require_binary
 from tests.support import REPO, free_port
@@ -45,59 +43,6 @@ def fast_rules() -> str:
     base = MonitoringConfig()
     policies = {name: replace(policy, for_="30s") for name, policy in base.alerts.items()}
     return rules_file(replace(base, rate_interval="1m", rule_interval=f"{SCRAPE_SECONDS}s", alerts=policies))
-
-
-class LiveCluster:
-    """The simulated cluster on the wall clock, each node's /metrics on its own port."""
-
-    def __init__(self, scenario: str) -> None:
-        self.cluster = SimulatedCluster(load_scenario(scenario))
-        self.cluster.advance(self.cluster.scenario.warmup_seconds)
-        self.view = ClusterView(self.cluster, interval=SCRAPE_SECONDS)
-        self.bodies = self.view.collect_text()
-        self.servers = [self._serve(hostname) for hostname in self.view.hostnames]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _serve(self, hostname: str) -> ThreadingHTTPServer:
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
-                body = owner.bodies[hostname]
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server
-
-    @property
-    def targets(self) -> dict[str, str]:
-        return {h: f"127.0.0.1:{s.server_address[1]}" for h, s in zip(self.view.hostnames, self.servers)}
-
-    def _run(self) -> None:
-        origin_wall, origin_sim = time.monotonic(), self.cluster.now
-        while not self._stop.wait(SCRAPE_SECONDS):
-            self.cluster.advance(origin_sim + time.monotonic() - origin_wall)
-            bodies = self.view.collect_text()
-            if not self._stop.is_set():
-                self.bodies = bodies
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=120)  # a collection in flight finishes before its sysfs tree goes
-        for server in self.servers:
-            server.shutdown()
-            server.server_close()
-        self.view.close()
 
 
 def prometheus_config(targets: dict[str, str], vm_url: str, rules: Path) -> dict[str, Any]:
@@ -174,11 +119,13 @@ def test_the_imbalance_alert_fires_from_vmalert_over_victoriametrics_as_from_pro
     rules = tmp_path / "rules.yaml"
     rules.write_text(fast_rules(), encoding="utf-8")
     processes: list[ManagedProcess] = []
-    live = LiveCluster("load-imbalance")
+    cluster = SimulatedCluster(load_scenario("load-imbalance"))
+    cluster.advance(cluster.scenario.warmup_seconds)
+    live = LiveClusterView(cluster, interval=SCRAPE_SECONDS)
     try:
         vm, vm_url = start_victoriametrics(tmp_path)
         processes.append(vm)
-        prometheus = Prometheus(prometheus_config(live.targets, vm_url, rules), tmp_path)
+        prometheus = Prometheus(prometheus_config(live.targets(), vm_url, rules), tmp_path)
         processes.append(prometheus)
         vmalert, vmalert_url = start_vmalert(tmp_path, vm_url, rules)
         processes.append(vmalert)

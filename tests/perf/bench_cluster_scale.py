@@ -29,10 +29,8 @@ import re
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +44,7 @@ from exporter.monitoring.config import MonitoringConfig  # noqa: E402
 from exporter.monitoring.dashboards import boards  # noqa: E402
 from exporter.monitoring.rule_files import RULES_PATH  # noqa: E402
 from exporter.simulate.cluster import SimulatedCluster  # noqa: E402
-from exporter.simulate.cluster_view import ClusterView  # noqa: E402
+from exporter.simulate.cluster_view import LiveClusterView  # noqa: E402
 from exporter.simulate.scenario import parse_scenario  # noqa: E402
 from tests.integration.monitoring_stack import Prometheus  # noqa: E402
 
@@ -83,61 +81,6 @@ class Figures:
     rss_mib: float
 
 
-class ServedCluster:
-    def __init__(self, nodes: int, interval: float) -> None:
-        self.cluster = SimulatedCluster(parse_scenario(SCENARIO.format(nodes=nodes), f"scale-{nodes}"))
-        self.cluster.advance(self.cluster.scenario.warmup_seconds)
-        self.view = ClusterView(self.cluster, interval=interval)
-        self.bodies = self.view.collect_text()
-        self.servers = [self._serve(h) for h in self.view.hostnames]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._refresh, daemon=True)
-        self._thread.start()
-
-    def _serve(self, hostname: str) -> ThreadingHTTPServer:
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
-                body = owner.bodies[hostname]
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server
-
-    def _refresh(self) -> None:
-        """One node at a time to the wall clock, re-collected: counters move, CPU stays bounded."""
-        origin_wall, origin_sim = time.monotonic(), self.cluster.now
-        from exporter.exposition import render_text
-
-        while not self._stop.is_set():
-            for node, view in zip(self.cluster.nodes, self.view.views):
-                if self._stop.is_set():
-                    return
-                node.advance(origin_sim + time.monotonic() - origin_wall)
-                self.bodies = {**self.bodies, node.hostname: render_text(view.collect())}
-            self._stop.wait(1.0)
-
-    def targets(self) -> list[tuple[str, str]]:
-        return [(h, f"127.0.0.1:{s.server_address[1]}") for h, s in zip(self.view.hostnames, self.servers)]
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=300)
-        for server in self.servers:
-            server.shutdown()
-            server.server_close()
-        self.view.close()
-
-
 def panel_queries() -> list[str]:
     queries = []
     for board in boards(MonitoringConfig()).values():
@@ -166,7 +109,9 @@ def scalar(prometheus: Prometheus, expr: str) -> float:
 
 
 def measure(nodes: int, scrape: float, settle: float) -> Figures:
-    served = ServedCluster(nodes, interval=scrape)
+    cluster = SimulatedCluster(parse_scenario(SCENARIO.format(nodes=nodes), f"scale-{nodes}"))
+    cluster.advance(cluster.scenario.warmup_seconds)
+    served = LiveClusterView(cluster, interval=scrape)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
             config = {
@@ -176,7 +121,7 @@ def measure(nodes: int, scrape: float, settle: float) -> Figures:
                     {
                         "job_name": "llm-bottleneck-exporter",
                         "static_configs": [
-                            {"targets": [t], "labels": {"instance": f"{h}:9477"}} for h, t in served.targets()
+                            {"targets": [t], "labels": {"instance": f"{h}:9477"}} for h, t in served.targets().items()
                         ],
                     }
                 ],

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
+from exporter.simulate.cli import list_scenarios
 from exporter.simulate.cluster import ClusterServer, SimulatedCluster, node_hostnames
 from exporter.simulate.cluster_frame import NodeReading, node_rows, render_cluster
-from exporter.simulate.cli import list_scenarios
 from exporter.simulate.scenario import cluster_names, load_scenario, parse_scenario
 from exporter.validation import ConfigError
 
