@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from exporter.monitoring.cluster import ClusterRecordNames, cluster_records
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.gateway_alerts import gateway_alerts
 from exporter.monitoring.promql import escape_printf, evidence, label_matchers, percent, series
@@ -217,7 +218,12 @@ def _serving_alerts(b: _Builder) -> list[AlertingRule]:
     t, r = b.config.thresholds, b.records
     cluster_ref = f"{{{{ with $labels.{b.cluster} }}}} of cluster {{{{ . }}}}{{{{ end }}}}"
     ttft_p99 = f'{r.latency_quantile("time_to_first_token")}{{quantile="0.99"}}'
-    busy = b.lookup("max(" + r.cluster_gpu_busy + "{@})", (b.cluster,), PCT, exporter_series=False)
+    c = ClusterRecordNames(b.config)
+    on_cluster = (b.cluster,)
+    node_tokens = b.lookup("max(" + c.node_tokens + "{@})", (b.cluster, b.node), COUNT, exporter_series=False)
+    mean_tokens = b.lookup("max(" + c.node_tokens_mean + "{@})", on_cluster, COUNT, exporter_series=False)
+    spread = b.lookup("max(" + c.node_tokens_spread + "{@})", on_cluster, PCT, exporter_series=False)
+    coldest = b.lookup("min(" + c.node_tokens + "{@})", on_cluster, COUNT, exporter_series=False)
     total_running = b.lookup("sum(" + r.running + "{@})", (b.cluster, "model"), COUNT, exporter_series=False)
     return [
         b.alert(
@@ -229,11 +235,14 @@ def _serving_alerts(b: _Builder) -> list[AlertingRule]:
         ),
         b.alert(
             "LLMLoadImbalance",
-            f"{r.gpu_busy_cv} > {t.load_imbalance_cv:g}\nand\n"
-            f"{r.cluster_gpu_busy} >= {t.load_imbalance_min_gpu_busy:g}",
-            "LLM load is unevenly spread across nodes.",
-            f"GPU busy varies across the nodes{cluster_ref} with a coefficient of variation of "
-            f"{{{{ $value | {PCT} }}}} (line {percent(t.load_imbalance_cv)}); mean GPU busy {busy}.",
+            f"{c.node_load_ratio} > {1 + t.load_imbalance_hot_node_excess:g}\n"
+            f"and on ({b.cluster})\n{c.node_tokens_spread} > {t.load_imbalance_spread:g}\n"
+            f"unless on ({b.cluster})\n{r.cluster_gpu_busy} < {t.load_imbalance_min_gpu_busy:g}",
+            "LLM load is unevenly spread across nodes: this node is hot.",
+            f"Node {{{{ $labels.{b.node} }}}}{cluster_ref} generates {node_tokens} tokens/s, "
+            f"{{{{ $value | {PCT} }}}} of the per-node mean ({mean_tokens}); the spread across the nodes is "
+            f"{spread} (line {percent(t.load_imbalance_spread)}), the coldest node at {coldest} tokens/s. "
+            "Rebalance the router's weights or let it route by load.",
             scope="nodes",
         ),
         b.alert(
@@ -332,6 +341,58 @@ def _availability_alerts(b: _Builder) -> list[AlertingRule]:
     ]
 
 
+def _cluster_alerts(b: _Builder) -> list[AlertingRule]:
+    """Nodes compared with their peers: the straggler and the congested link, each named."""
+    t, w, c = b.config.thresholds, b.config.rate_interval, ClusterRecordNames(b.config)
+    node_labels = (b.cluster, b.node)
+    cluster_ref = f"{{{{ with $labels.{b.cluster} }}}} of cluster {{{{ . }}}}{{{{ end }}}}"
+
+    def of_node(template: str, fmt: str) -> str:
+        return b.lookup(template, node_labels, fmt)
+
+    def of_cluster(template: str, fmt: str) -> str:
+        return b.lookup(template, (b.cluster,), fmt, exporter_series=False)
+
+    itl = b.lookup("max(" + c.node_itl + "{@})", node_labels, SECONDS, exporter_series=False)
+    median_itl = of_cluster("quantile(0.5, " + c.node_itl + "{@})", SECONDS)
+    clock = of_node("avg(llm_gpu_sm_clock_hertz{@}) / 1e6", COUNT)
+    fleet_clock = b.lookup("avg(llm_gpu_sm_clock_hertz{@}) / 1e6", (b.cluster,), COUNT)
+    temperature = of_node("max(llm_gpu_temperature_celsius{@})", COUNT)
+    running = of_node("sum(llm_engine_requests_running{@})", COUNT)
+    load = b.lookup("max(" + c.node_load_ratio + "{@})", node_labels, PCT, exporter_series=False)
+    rdma = of_node("max(llm_rdma_port_transmit_utilization_ratio{@})", PCT)
+    port_labels = (b.cluster, b.node, "device", "port")
+    port_wait = b.lookup("sum(rate(llm_rdma_port_transmit_wait_total{@}[" + w + "]))", port_labels, COUNT)
+    port_cnp = b.lookup("sum(rate(llm_rdma_port_cnp_handled_total{@}[" + w + "]))", port_labels, RATE)
+    peers = b.lookup("quantile(0.5, llm_rdma_port_transmit_utilization_ratio{@})", node_labels, PCT)
+    port = f"RDMA port {{{{ $labels.device }}}}/{{{{ $labels.port }}}} on {{{{ $labels.{b.node} }}}}{cluster_ref}"
+    utilization = series("llm_rdma_port_transmit_utilization_ratio", b.x)
+    return [
+        b.alert(
+            "LLMStragglerNode",
+            f"{c.node_itl_ratio} > {t.straggler_itl_ratio:g}",
+            "One node generates tokens markedly slower than its peers: a straggler.",
+            f"Node {{{{ $labels.{b.node} }}}}{cluster_ref}: median inter-token latency {itl}, "
+            f"{{{{ $value | {RATE} }}}}x the median node's {median_itl} (line {t.straggler_itl_ratio:g}x). "
+            f"Evidence: SM clock {clock} MHz against {fleet_clock} MHz across the cluster, "
+            f"hottest GPU {temperature} C, "
+            f"{running} requests running, {load} of the per-node mean load, RDMA transmit up to {rdma}. "
+            "Same load, slower tokens: check throttling (clocks, temperature), the NICs and noisy neighbours.",
+        ),
+        b.alert(
+            "LLMRDMALinkCongested",
+            f"{utilization}\nand on ({b.cluster}, {b.node}, device, port)\n{c.port_congested} == 1\n"
+            f"and on ({b.cluster}, {b.node})\n"
+            f"quantile by ({b.cluster}, {b.node}) (0.5, {utilization}) < {t.rdma_link_congested_utilization:g}",
+            "One RDMA link is congested while its peers are not.",
+            f"{port} transmits at {{{{ $value | {PCT} }}}} of its rate and stalls "
+            f"({port_wait} xmit_wait ticks/s, {port_cnp} CNPs handled/s) while the node's median port runs at "
+            f"{peers}. A tensor-parallel all-reduce moves at its slowest link: move the other traffic off this rail "
+            "or check the switch port and cable.",
+        ),
+    ]
+
+
 def alert_rules(config: MonitoringConfig) -> list[AlertingRule]:
     return [rule for group in rule_groups(config) for rule in group.rules if isinstance(rule, AlertingRule)]
 
@@ -352,6 +413,8 @@ def rule_groups(config: MonitoringConfig) -> list[RuleGroup]:
             f"{GROUP_PREFIX}.slo",
             [*slo_recording_rules(config), *(rule for slo in config.slos for rule in _slo_alerts(b, slo))],
         ),
+        RuleGroup(f"{GROUP_PREFIX}.cluster-records", list(cluster_records(config))),
+        RuleGroup(f"{GROUP_PREFIX}.cluster", list(_cluster_alerts(b))),
     ]
 
 

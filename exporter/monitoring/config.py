@@ -82,6 +82,17 @@ class AlertThresholds:
     # Time before the engine per request: a same-zone hop costs milliseconds, half a second is the
     # client network or the gateway, not the model.
     ingress_latency_seconds: float = 0.5
+    # Spread of generated tokens/s over a cluster's nodes, (max - min) / max: the seed case's
+    # imbalance was 35 %; Poisson noise over a 5m rate keeps a balanced cluster under 10 %.
+    load_imbalance_spread: float = 0.25
+    # A node is hot (named by the imbalance alert) this far above the per-node mean.
+    load_imbalance_hot_node_excess: float = 0.1
+    # A straggler's median inter-token latency against the median node's (same load, slower tokens).
+    straggler_itl_ratio: float = 1.3
+    # An RDMA port this busy that stalls (xmit_wait rising) is congested.
+    rdma_link_congested_utilization: float = 0.6
+    # A node back from an outage has recovered once it serves this share of the per-node mean.
+    node_recovered_load_ratio: float = 0.9
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,10 @@ class Windows:
     xid_errors: str = "10m"
     # A port pages as down only if it was ACTIVE within this window: never-cabled ports stay quiet.
     rdma_port_down_lookback: str = "1d"
+    # A node counts as recovering while it was out within this window; its recovery seconds are
+    # summed over it, at the resolution below (a subquery step).
+    node_recovery_lookback: str = "30m"
+    recovery_resolution: str = "30s"
 
 
 @dataclass(frozen=True)
@@ -123,6 +138,8 @@ DEFAULT_POLICIES: Mapping[str, AlertPolicy] = MappingProxyType(
         # Error-budget burn (SRE workbook): the windows do the debouncing, so `for` stays short.
         "LLMSLOErrorBudgetBurnFast": AlertPolicy("critical", "2m"),
         "LLMSLOErrorBudgetBurnSlow": AlertPolicy("warning", "15m"),
+        "LLMStragglerNode": AlertPolicy("warning", "15m"),
+        "LLMRDMALinkCongested": AlertPolicy("warning", "10m"),
     }
 )
 

@@ -32,6 +32,7 @@ from promql_parser import (
 )
 
 from exporter.catalogue import CATALOGUE
+from exporter.monitoring.cluster import cluster_records
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.promql import names_read, parse
 from exporter.monitoring.records import recording_rules
@@ -57,6 +58,7 @@ def known_names(config: MonitoringConfig) -> frozenset[str]:
         names.update(mapping.wanted())
     names.update(rule.record for rule in recording_rules(config))
     names.update(rule.record for rule in slo_recording_rules(config))
+    names.update(rule.record for rule in cluster_records(config))
     return frozenset(names)
 
 

@@ -13,9 +13,13 @@ import signal
 import sys
 import textwrap
 import threading
+from typing import TYPE_CHECKING
 
 from exporter.config import parse_listen
 from exporter.validation import ConfigError
+
+if TYPE_CHECKING:
+    from exporter.simulate.scenario import Scenario
 
 DEFAULT_SIMULATE_LISTEN = "127.0.0.1:8000"
 log = logging.getLogger("exporter.simulate")
@@ -88,14 +92,21 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def list_scenarios() -> str:
-    from exporter.simulate.scenario import builtin_names, load_scenario
+    from exporter.simulate.scenario import builtin_names, cluster_names, load_scenario
 
     lines = []
-    for name in builtin_names():
-        scenario = load_scenario(name)
-        lines.append(f"{name:24} {scenario.stages_text}")
-        summary = " ".join(scenario.description.split()).split(". ")[0].rstrip(".") + "."
-        lines.extend("    " + line for line in textwrap.wrap(summary, 96))
+    for heading, names in (
+        ("", builtin_names()),
+        ("cluster scenarios (several nodes, one address each):", cluster_names()),
+    ):
+        if heading:
+            lines.append(heading)
+        for name in names:
+            scenario = load_scenario(name)
+            nodes = f"{scenario.cluster.count} nodes, finds {scenario.cluster.expect}: " if scenario.cluster else ""
+            lines.append(f"{name:24} {nodes}{scenario.stages_text}")
+            summary = " ".join(scenario.description.split()).split(". ")[0].rstrip(".") + "."
+            lines.extend("    " + line for line in textwrap.wrap(summary, 96))
     return "\n".join(lines) + "\n"
 
 
@@ -111,6 +122,8 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     host, port = parse_listen(args.listen, "--listen")
     scenario = load_scenario(args.scenario)
+    if scenario.cluster is not None:
+        return run_cluster(args, scenario, host, port)
     node = SimulatedNode(scenario, args.seed)
     try:
         server = SimulationServer(node, host, port, args.sysfs_out)
@@ -126,6 +139,35 @@ def run_simulate(args: argparse.Namespace) -> int:
     print(
         f"simulating {scenario.name} ({scenario.stages_text}) on {server.url}/  engines: {engines}  "
         f"gpus: {server.url}/gpu/metrics" + (f"  sysfs: {args.sysfs_out}" if args.sysfs_out else ""),
+        flush=True,
+    )
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    stop.wait(args.duration)
+    server.stop()
+    return 0
+
+
+def run_cluster(args: argparse.Namespace, scenario: Scenario, host: str, port: int) -> int:
+    """A `nodes:` scenario: one server per node on its own port, the cluster's index on --listen."""
+    from exporter.simulate.cluster import ClusterServer, SimulatedCluster
+
+    cluster = SimulatedCluster(scenario, args.seed)
+    try:
+        server = ClusterServer(cluster, host, port, args.sysfs_out)
+    except OSError as exc:
+        raise ConfigError("--listen", f"cannot listen on {args.listen}: {exc.strerror or exc}") from exc
+    if args.sysfs_out:
+        try:
+            server.write_sysfs()
+        except OSError as exc:
+            raise ConfigError("--sysfs-out", f"cannot write {args.sysfs_out}: {exc.strerror or exc}") from exc
+    server.start()
+    nodes = "  ".join(f"{n.node.scenario.node.hostname}={n.url}/" for n in server.nodes)
+    print(
+        f"simulating {scenario.name} ({len(server.nodes)} nodes, finds {cluster.expect}) "
+        f"index {server.url}/  nodes: {nodes}" + (f"  sysfs: {args.sysfs_out}/<hostname>" if args.sysfs_out else ""),
         flush=True,
     )
     stop = threading.Event()

@@ -111,7 +111,11 @@ def start_alertmanager(workdir: Path) -> ManagedBinary | None:
     return _start("alertmanager", command, f"http://127.0.0.1:{port}", "/-/ready", workdir)
 
 
-def start_prometheus(workdir: Path, exporter_url: str, alertmanager_url: str | None) -> ManagedBinary | None:
+def start_prometheus(
+    workdir: Path, exporter_url: str, alertmanager_url: str | None, nodes: dict[str, str] | None = None
+) -> ManagedBinary | None:
+    """Prometheus over the exporter at `exporter_url`, or over one exporter per node (`nodes`:
+    exporter URL -> the node's name, its `instance` label) for a simulated cluster."""
     binary = shutil.which("prometheus")
     if binary is None:
         return None
@@ -123,7 +127,12 @@ def start_prometheus(workdir: Path, exporter_url: str, alertmanager_url: str | N
         "global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
         "rule_files": [str(rules)],
         "scrape_configs": [
-            {"job_name": "llm-bottleneck-exporter", "static_configs": [{"targets": [urlsplit(exporter_url).netloc]}]}
+            {
+                "job_name": "llm-bottleneck-exporter",
+                "static_configs": [{"targets": [urlsplit(exporter_url).netloc]}]
+                if nodes is None
+                else [{"targets": [urlsplit(url).netloc], "labels": {"instance": name}} for url, name in nodes.items()],
+            }
         ],
     }
     if alertmanager_url:
@@ -141,13 +150,13 @@ def start_prometheus(workdir: Path, exporter_url: str, alertmanager_url: str | N
     return _start("prometheus", command, f"http://127.0.0.1:{port}", "/-/ready", workdir)
 
 
-def start_monitoring(exporter_url: str, workdir: Path) -> list[ManagedBinary]:
+def start_monitoring(exporter_url: str, workdir: Path, nodes: dict[str, str] | None = None) -> list[ManagedBinary]:
     """Alertmanager, then Prometheus pointed at it; whichever binaries this machine has."""
     started: list[ManagedBinary] = []
     alertmanager = start_alertmanager(workdir)
     if alertmanager is not None:
         started.append(alertmanager)
-    prometheus = start_prometheus(workdir, exporter_url, alertmanager.url if alertmanager else None)
+    prometheus = start_prometheus(workdir, exporter_url, alertmanager.url if alertmanager else None, nodes)
     if prometheus is not None:
         started.append(prometheus)
     return started

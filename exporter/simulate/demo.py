@@ -71,6 +71,10 @@ COMPANIONS: list[Callable[[DemoContext], list[Companion]]] = [
 def run_demo(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     host, port = parse_listen(args.listen, "--listen")
+    if scenario.cluster is not None:
+        from exporter.simulate.cluster_demo import run_cluster_demo
+
+        return run_cluster_demo(args, scenario, host, port)
     _check_free(host, port, args.listen)
     workdir = Path(tempfile.mkdtemp(prefix="llm-bottleneck-demo-"))
     node = SimulatedNode(scenario, args.seed)
@@ -122,10 +126,15 @@ def _check_free(host: str, port: int, text: str) -> None:
 
 
 def _start_exporter(
-    node: SimulatedNode, server: SimulationServer, workdir: Path, listen: str
+    node: SimulatedNode,
+    server: SimulationServer,
+    workdir: Path,
+    listen: str,
+    interval: float = EXPORTER_INTERVAL_SECONDS,
+    overrides: dict[str, object] | None = None,
 ) -> tuple[subprocess.Popen[bytes], Path]:
     config_path = workdir / "exporter.yaml"
-    settings = exporter_settings(node, server.url, server.sysfs_out, EXPORTER_INTERVAL_SECONDS)
+    settings = {**exporter_settings(node, server.url, server.sysfs_out, interval), **(overrides or {})}
     config_path.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
     log_path = workdir / "exporter.log"
     with open(log_path, "wb") as log:

@@ -74,6 +74,7 @@ class GpuDevice:
         self.counters = GpuCounters()
         self._history: deque[tuple[float, GpuCounters]] = deque()
         self._power_watts = spec.idle_watts
+        self.heat_celsius = 0.0  # above what its power explains (a failing fan, a blocked inlet)
 
     def account(self, cost: StepCost, steps: int = 1, tokens: int = 0) -> None:
         """Add `steps` identical steps of `cost` (the TP rank's share) to the counters."""
@@ -140,4 +141,4 @@ class GpuDevice:
 
     @property
     def temperature_celsius(self) -> float:
-        return 30.0 + 40.0 * self._power_watts / self.spec.tdp_watts
+        return 30.0 + self.heat_celsius + 40.0 * self._power_watts / self.spec.tdp_watts

@@ -114,6 +114,8 @@ class RdmaPort:
     spec: NicSpec
     port: int = 1
     values: dict[str, float] = field(default_factory=dict)
+    # This port's own condition (one congested link in a cluster scenario), in place of the phase's.
+    override: NetworkCondition | None = None
 
     def __post_init__(self) -> None:
         names: tuple[str, ...] = PMA_COUNTERS + HW_COUNTERS
@@ -123,6 +125,7 @@ class RdmaPort:
 
     def carry(self, sent: float, received: float, stall_seconds: float, condition: NetworkCondition) -> None:
         """Our own traffic (all-reduce of one or more steps) through this port."""
+        condition = self.override or condition
         v = self.values
         xmit_packets = sent / self.spec.mtu_bytes
         rcv_packets = received / self.spec.mtu_bytes
@@ -141,6 +144,7 @@ class RdmaPort:
 
     def background(self, seconds: float, condition: NetworkCondition) -> None:
         """Other traffic on the rail (other tenants, storage, housekeeping), both directions."""
+        condition = self.override or condition
         utilization = max(HOUSEKEEPING_UTILIZATION, condition.background_utilization)
         moved = utilization * self.spec.rate_bytes_per_second * seconds
         packets = moved / self.spec.mtu_bytes

@@ -43,8 +43,24 @@ class SimulatedNode:
         self.phase = scenario.phases[0]
         self.placements: list[ReplicaPlacement] = []
         self.replicas: list[EngineReplica] = []
+        self._record_requests = record_requests
+        self.build_replicas()
+        self._arrivals = ArrivalProcess(
+            self._workload_at, tuple(p.start_seconds for p in scenario.phases[1:]), random.Random(rng.getrandbits(64))
+        )
+        self._router_rng = random.Random(rng.getrandbits(64))
+        self._round_robin = itertools.cycle(range(len(self.replicas)))
+        self.nic_history: list[deque[tuple[float, float]]] = [deque() for _ in self.ports]
+        self._next_sample = 0.0
+        self._apply_phase(self.phase)
+        self._sample()
+
+    def build_replicas(self) -> None:
+        """Place the scenario's replica groups on the GPUs; fresh engine processes, as after a restart."""
+        node = self.scenario.node
+        self.placements, self.replicas = [], []
         next_gpu = 0
-        for group_index, group in enumerate(scenario.replicas):
+        for group_index, group in enumerate(self.scenario.replicas):
             parallel = Parallelism(group.tensor_parallel, group.nodes)
             for _ in range(group.count):
                 gpus = tuple(range(next_gpu, next_gpu + parallel.gpus_per_node))
@@ -59,19 +75,16 @@ class SimulatedNode:
                     [self.gpus[g] for g in gpus],
                     [self.ports[g % len(self.ports)] for g in gpus] if parallel.cross_node and self.ports else [],
                     self._link_state,
-                    record=record_requests,
+                    record=self._record_requests,
                 )
+                replica.now = self.now
                 self.placements.append(ReplicaPlacement(index, group_index, gpus))
                 self.replicas.append(replica)
-        self._arrivals = ArrivalProcess(
-            self._workload_at, tuple(p.start_seconds for p in scenario.phases[1:]), random.Random(rng.getrandbits(64))
-        )
-        self._router_rng = random.Random(rng.getrandbits(64))
-        self._round_robin = itertools.cycle(range(len(self.replicas)))
-        self.nic_history: list[deque[tuple[float, float]]] = [deque() for _ in self.ports]
-        self._next_sample = 0.0
-        self._apply_phase(self.phase)
-        self._sample()
+
+    def unavailable(self, endpoint: str) -> str | None:
+        """Why `endpoint` ("engine" or "gpu") does not answer now; None while it does (a cluster
+        node answers 503 while it is down or its engines load)."""
+        return None
 
     # --------------------------------------------------------------------------------- time
     def advance(self, until: float) -> None:
@@ -120,7 +133,11 @@ class SimulatedNode:
     def _link_state(self) -> tuple[LinkState, NetworkCondition]:
         condition = self.phase.network
         nic = self.scenario.node.nic
-        link = LinkState(nic.rate_bytes_per_second, condition.available_fraction, nic.latency_seconds)
+        # A tensor-parallel all-reduce runs at the pace of its slowest link: a congested port's share.
+        available = min(
+            [condition.available_fraction] + [p.override.available_fraction for p in self.ports if p.override]
+        )
+        link = LinkState(nic.rate_bytes_per_second, available, nic.latency_seconds)
         return link, condition
 
     # ------------------------------------------------------------------------------ routing

@@ -19,6 +19,7 @@ from typing import Any
 
 from exporter import validation as v
 from exporter.catalogue import STAGES
+from exporter.simulate.cluster_spec import ClusterSpec, parse_cluster
 from exporter.simulate.engine_config import RUNTIME_KEYS, EngineConfig
 from exporter.simulate.hardware import GPUS, MODELS, GpuSpec, ModelSpec
 from exporter.simulate.network import NetworkCondition, NicSpec
@@ -39,6 +40,7 @@ TOP_LEVEL_KEYS = (
     "routing",
     "workload",
     "phases",
+    "nodes",
 )
 NODE_KEYS = ("gpu", "gpus", "hostname", "driver_version", "nic", "nics")
 NIC_KEYS = ("rate_gbps", "link_layer", "latency_us")
@@ -113,6 +115,8 @@ class Scenario:
     duration_seconds: float = 600.0
     warmup_seconds: float = 60.0
     source: str = ""
+    # `nodes:`: this node `count` times, with load weights and events (None: one node)
+    cluster: ClusterSpec | None = None
 
     def phase_at(self, t: float) -> Phase:
         starts = [p.start_seconds for p in self.phases]
@@ -123,22 +127,33 @@ class Scenario:
         return " -> ".join(p.expected_stage for p in self.phases)
 
 
+def replace_node(scenario: Scenario, **changes: Any) -> Scenario:
+    """The scenario with its node spec changed (a cluster's node gets its own hostname)."""
+    return replace(scenario, node=replace(scenario.node, **changes))
+
+
 # --------------------------------------------------------------------------------------- loading
 def builtin_names() -> list[str]:
     folder = resources.files("exporter.simulate") / "scenarios"
     return sorted(entry.name[: -len(".yaml")] for entry in folder.iterdir() if entry.name.endswith(".yaml"))
 
 
+def cluster_names() -> list[str]:
+    """Built-in scenarios of several nodes (`nodes:`), kept apart from the single-node ones."""
+    folder = resources.files("exporter.simulate") / "scenarios" / "cluster"
+    return sorted(entry.name[: -len(".yaml")] for entry in folder.iterdir() if entry.name.endswith(".yaml"))
+
+
 def load_scenario(name_or_path: str) -> Scenario:
     """A built-in scenario by name, else a YAML file by path (read within the shared size bounds)."""
-    if name_or_path in builtin_names():
-        text = (resources.files("exporter.simulate") / "scenarios" / f"{name_or_path}.yaml").read_text("utf-8")
-        return parse_scenario(text, f"built-in {name_or_path}")
+    for folder, names in (("scenarios", builtin_names()), ("scenarios/cluster", cluster_names())):
+        if name_or_path in names:
+            text = (resources.files("exporter.simulate") / folder / f"{name_or_path}.yaml").read_text("utf-8")
+            return parse_scenario(text, f"built-in {name_or_path}")
     path = Path(name_or_path)
     if not path.is_file():
-        raise ConfigError(
-            "--scenario", f"{name_or_path!r} is neither a built-in scenario ({', '.join(builtin_names())}) nor a file"
-        )
+        known = ", ".join(builtin_names() + cluster_names())
+        raise ConfigError("--scenario", f"{name_or_path!r} is neither a built-in scenario ({known}) nor a file")
     return scenario_from_data(v.load_file(str(path)), str(path))
 
 
@@ -175,6 +190,7 @@ def scenario_from_data(data: dict[str, Any], source: str) -> Scenario:
         duration_seconds=v.positive_number(data.get("duration_seconds", 600.0), "duration_seconds"),
         warmup_seconds=v.non_negative(data.get("warmup_seconds", 60.0), "warmup_seconds"),
         source=source,
+        cluster=None if data.get("nodes") is None else parse_cluster(data["nodes"], node.nics),
     )
 
 

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 from exporter.simulate.amd_text import render_amd
 from exporter.simulate.dcgm_text import pod_name, render_dcgm
@@ -53,13 +53,7 @@ class SimulationServer:
         self._sysfs = SysfsWriter(sysfs_out) if sysfs_out else None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        server_class = type(
-            "_Server",
-            (ThreadingHTTPServer,),
-            {"address_family": family, "daemon_threads": True, "allow_reuse_address": True},
-        )
-        self._http = server_class((host, port), _handler(self))
+        self._http = http_server(host, port, self)
         self.host, self.port = host, self._http.server_address[1]
         self.started_wall = time.time()
 
@@ -114,6 +108,9 @@ class SimulationServer:
     def respond(self, path: str) -> tuple[int, str, bytes]:
         match = _ENGINE_PATH.match(path)
         with self.lock:
+            refusal = self.node.unavailable("engine" if match else "gpu") if match or path == "/gpu/metrics" else None
+            if refusal:
+                return 503, "text/plain; charset=utf-8", (refusal + "\n").encode()
             if match and int(match.group(1)) < len(self.node.replicas):
                 replica = self.node.replicas[int(match.group(1))]
                 return 200, TEXT_TYPE, render_vllm(replica, self.started_wall).encode()
@@ -159,6 +156,30 @@ class SimulationServer:
             "sysfs": self.sysfs_out,
             "rdma_devices": [port.device for port in node.ports],
             "hostname": scenario.node.hostname,
+            "nodes": [self.node_entry()],
+        }
+
+    def node_entry(self) -> dict[str, Any]:
+        """This node as the cluster index lists it: absolute URLs, so one exporter per node can read it."""
+        node = self.node
+        return {
+            "hostname": node.scenario.node.hostname,
+            "url": self.url + "/",
+            "state": "down" if node.unavailable("gpu") else "loading" if node.unavailable("engine") else "up",
+            "engines": [
+                {
+                    "index": r.index,
+                    "url": f"{self.url}/engine/{r.index}/metrics",
+                    "engine_type": "vllm",
+                    "model": r.model.served_name,
+                    "pod": pod_name(node, r.index),
+                    "gpus": list(p.gpus),
+                }
+                for r, p in zip(node.replicas, node.placements)
+            ],
+            "gpu": {"url": f"{self.url}/gpu/metrics", "format": "dcgm-exporter", "count": len(node.gpus)},
+            "sysfs": self.sysfs_out,
+            "rdma_devices": [port.device for port in node.ports],
         }
 
 
@@ -172,7 +193,22 @@ def _phase_json(phase: Any) -> dict[str, Any]:
     }
 
 
-def _handler(owner: SimulationServer) -> type[BaseHTTPRequestHandler]:
+class Responder(Protocol):
+    def respond(self, path: str) -> tuple[int, str, bytes]: ...
+
+
+def http_server(host: str, port: int, owner: Responder) -> ThreadingHTTPServer:
+    """A threading HTTP server on `host:port` (IPv6 when the host has a colon) answering with `owner`."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    server_class = type(
+        "_Server",
+        (ThreadingHTTPServer,),
+        {"address_family": family, "daemon_threads": True, "allow_reuse_address": True},
+    )
+    return server_class((host, port), _handler(owner))
+
+
+def _handler(owner: Responder) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "llm-bottleneck-simulator"

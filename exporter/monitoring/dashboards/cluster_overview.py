@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from exporter.monitoring.cluster import ClusterRecordNames
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
 from exporter.monitoring.dashboards.panels import (
@@ -187,4 +188,75 @@ def board(config: MonitoringConfig) -> Board:
         ),
     )
     b.row("Bottlenecks", active_bottlenecks_table(s, "Active bottlenecks", width=24, height=8))
+    cluster_rows(b, s, config)
     return b
+
+
+def cluster_rows(b: Board, s: Scope, config: MonitoringConfig) -> None:
+    """The nodes compared with each other (exporter/monitoring/cluster.py's records)."""
+    c, t = ClusterRecordNames(config), config.thresholds
+    node = f"{{{{{s.node}}}}}"
+    b.row(
+        "Cluster: load across nodes",
+        timeseries(
+            "Generated tokens/s per node",
+            Query(s.record(c.node_tokens), node),
+            Query(s.record(c.node_tokens_mean), "per-node mean"),
+            unit=TOKENS_PER_SECOND,
+            description="Each node's generated tokens/s; a hot node stands above the mean, a cold one below.",
+        ),
+        timeseries(
+            "Load spread across nodes",
+            Query(s.record(c.node_tokens_spread), "spread (max - min) / max"),
+            unit=RATIO,
+            lines=(Line(t.load_imbalance_spread, "red", "thresholds.load_imbalance_spread"),),
+            min=0,
+            max=1,
+            description="The imbalance LLMLoadImbalance pages on; the seed case saw 35 %.",
+        ),
+        table(
+            "Node load against the per-node mean",
+            Query(s.record(c.node_load_ratio)),
+            unit=RATIO,
+            description="Above 1 + thresholds.load_imbalance_hot_node_excess a node is hot (named by the alert).",
+            extra={"transformations": [{"id": "sortBy", "options": {"sort": [{"field": "Value", "desc": True}]}}]},
+        ),
+    )
+    b.row(
+        "Cluster: straggler, scaling, recovery",
+        timeseries(
+            "Median inter-token latency against the median node",
+            Query(s.record(c.node_itl_ratio), node),
+            unit="none",
+            lines=(Line(t.straggler_itl_ratio, "red", "thresholds.straggler_itl_ratio"),),
+            width=6,
+            description="A node above the line generates its tokens slower than its peers: the straggler "
+            "LLMStragglerNode names, with its clocks and temperature.",
+        ),
+        timeseries(
+            "Scaling efficiency (tokens/s per GPU, cluster over best node)",
+            Query(s.record(c.scaling_efficiency), "cluster / best node"),
+            Query(s.record(c.node_tokens_per_gpu), f"{node} tokens/s per GPU"),
+            unit="none",
+            width=6,
+            description="1 - the efficiency is the scaling loss: what the cluster's GPUs give up against a GPU "
+            "of its best node (imbalance, stragglers, cross-node communication).",
+        ),
+        timeseries(
+            "Recovery after a node returns",
+            Query(s.record(c.node_recovery_seconds), f"{node} seconds recovering"),
+            unit=SECONDS,
+            width=6,
+            description=f"Seconds within {config.windows.node_recovery_lookback} that a node back from an outage "
+            f"served under {t.node_recovered_load_ratio:g} of the per-node mean load: its recovery time.",
+        ),
+        timeseries(
+            "Nodes serving, congested links",
+            Query(s.record(c.node_serving), f"{node} serving"),
+            Query(f"sum {s.by_node()} ({s.record(c.port_congested)})", f"{node} congested links"),
+            unit=COUNT,
+            width=6,
+            description="1 while every engine of the node answers (0: down or its exporter gone); RDMA ports "
+            "busy and stalling (LLMRDMALinkCongested names them).",
+        ),
+    )
