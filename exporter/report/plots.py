@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -83,8 +84,13 @@ def _svg(figure: Figure) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
-    # The page inlines the element: the XML prolog and DOCTYPE belong to a standalone file only.
-    return text[text.index("<svg") :]
+    # The page inlines the element: the XML prolog and DOCTYPE belong to a standalone file only,
+    # and the RDF metadata block (creator, format) is nine copies of links nobody follows.
+    text = text[text.index("<svg") :]
+    return _METADATA.sub("", text, count=1)
+
+
+_METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.DOTALL)
 
 
 def _lines(

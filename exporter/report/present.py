@@ -39,6 +39,7 @@ def table(report: Report, level: str) -> list[dict[str, Any]]:
             for v in [row.values.get(name)]
         }
         item: dict[str, Any] = {
+            "cells_text": [f"{cells[n].text} ({cells[n].samples})" for n in names],
             "group": " / ".join(part for part in row.group if part) or "(all)",
             "label": row.figure.label,
             "cells": cells,
@@ -57,7 +58,18 @@ def table(report: Report, level: str) -> list[dict[str, Any]]:
 def context(report: Report, images: list[dict[str, str]]) -> dict[str, Any]:
     names = [w.name for w in report.windows]
     engines = sorted({e for by in report.stages.values() for e in by})
+    walk = [
+        {
+            "stage": s.stage,
+            "scores_text": ["no data" if s.scores.get(n) is None else f"{s.scores[n]:.2f}" for n in names],
+            "verdict": s.verdict,
+            "evidence": s.evidence,
+            "not_this": s.not_this,
+        }
+        for s in report.walk
+    ]
     return {
+        "walk": walk,
         "r": report,
         "names": names,
         "windows": [(w.name, iso(w.start), iso(w.end)) for w in report.windows],

@@ -80,7 +80,7 @@ class Figure:
 
     key: str
     label: str
-    unit: str  # "req/s", "tok/s", "tokens", "s", "ratio", "GiB", "cores", "1/s", "requests"
+    unit: str  # "req/s", "tok/s", "tokens", "s", "ratio", "GiB", "cores", "/s", "requests"
     better: Better
     stage: str  # the stage whose evidence this figure is ("" for the request mix)
     build: Builder
@@ -224,7 +224,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "preemptions_rate",
         "Preemptions/s",
-        "1/s",
+        "/s",
         "lower",
         "kv_cache_capacity",
         _rule(lambda n: n.preemptions_rate, "sum"),
@@ -259,7 +259,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "rdma_congestion",
         "RDMA congestion (CNP + ECN marks)/s",
-        "1/s",
+        "/s",
         "lower",
         "cross_node_communication",
         _cluster_only(_rate_sum("llm_rdma_port_cnp_handled_total", "llm_rdma_port_ecn_marked_packets_total")),

@@ -21,11 +21,14 @@ def fmt_value(value: float | None, unit: str) -> str:
         text = f"{value:.1f}"
     else:
         text = f"{value:.3g}"
-    return f"{text} {unit}"
+    return f"{text}{unit}" if unit.startswith("/") else f"{text} {unit}"
 
 
 def fmt_relative(value: float | None) -> str:
-    return MISSING if value is None else f"{value:+.1%}"
+    """`+36.1%`; a change past ten-fold as a factor (`×1,133`), which reads where `+113200%` does not."""
+    if value is None:
+        return MISSING
+    return f"×{1 + value:,.0f}" if value >= 9 else f"{value:+.1%}"
 
 
 def fmt_p(value: float | None) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from exporter.catalogue import STAGES
 from exporter.report.matrix import Row
-from exporter.report.render_text import fmt_value
+from exporter.report.render_text import fmt_relative, fmt_value
 
 NONE = "none"
 #: A stage leads a window when it was primary in at least this share of the engines' steps.
@@ -116,7 +116,7 @@ def change_line(row: Row, window: str = "incident") -> str:
     text = f"{row.figure.label} {fmt_value(base, unit)} → {fmt_value(other, unit)}"
     comparison = row.incident if window == "incident" else row.after
     if comparison is not None and comparison.relative is not None:
-        text += f" ({comparison.relative:+.1%})"
+        text += f" ({fmt_relative(comparison.relative)})"
     return text
 
 
