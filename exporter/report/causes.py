@@ -18,6 +18,9 @@ from exporter.report.render_text import fmt_value
 MIX_RATIO = 1.5
 #: Engine configuration exported as an info metric (its labels carry the settings).
 ENGINE_CONFIG_INFO = ("vllm:cache_config_info",)
+# Labels that say which engine an info series is, not how it is configured (vLLM's own `engine`
+# label is its engine-core index, "0" on every server, so the scrape target comes first).
+_IDENTITY = ("instance", "pod", "namespace", "container", "engine", "model_name")
 #: Prefix-cache hit ratio: an absolute change of this much is a change of sharing.
 SHARING_CHANGE = 0.2
 
@@ -78,14 +81,14 @@ def _log(ratio: float | None) -> float:
 def config_causes(
     name: str, before: list[dict[str, str]], after: list[dict[str, str]], window: str = "incident"
 ) -> list[Cause]:
-    """Labels of one info metric that differ between two windows, per engine (`model_name`/`engine`/
-    `instance` identify it); a setting present in one window only is said as such."""
+    """Labels of one info metric that differ between two windows, per engine (its scrape target
+    identifies it); a setting present in one window only is said as such."""
 
     def by_engine(items: list[dict[str, str]]) -> dict[str, dict[str, str]]:
         out = {}
         for labels in items:
-            ident = labels.get("engine") or labels.get("instance") or labels.get("model_name", "")
-            out[ident] = {k: v for k, v in labels.items() if k not in ("__name__", "job", "instance", "engine")}
+            ident = next((labels[k] for k in _IDENTITY if labels.get(k)), "")
+            out[ident] = {k: v for k, v in labels.items() if k not in _IDENTITY and k not in ("__name__", "job")}
         return out
 
     old, new = by_engine(before), by_engine(after)

@@ -37,10 +37,14 @@ def _number(value: float) -> str:
 
 
 def write_openmetrics(
-    out: IO[str], snapshots: Iterable[tuple[float, Sequence[Metric]]], extra_labels: Mapping[str, str]
+    out: IO[str],
+    snapshots: Iterable[tuple[float, Sequence[Metric]]],
+    extra_labels: Mapping[str, str],
+    info: Mapping[str, Sequence[tuple[float, Mapping[str, str]]]] | None = None,
 ) -> int:
     """OpenMetrics text of every (unix time, metrics) pair, family by family and series by series
-    (the format forbids interleaving); returns the number of sample lines."""
+    (the format forbids interleaving), and of engine info gauges (`info`: name -> (time, labels),
+    value 1); returns the number of sample lines."""
     by_family: dict[str, dict[tuple[tuple[str, str], ...], list[tuple[float, Metric]]]] = {}
     for t, metrics in snapshots:
         for m in metrics:
@@ -64,6 +68,14 @@ def write_openmetrics(
                 elif isinstance(m, Sample):
                     out.write(f"{name}{_labels(labels)} {_number(m.value)} {ts}\n")
                     lines += 1
+    for name, points in (info or {}).items():
+        out.write(f"# TYPE {name} gauge\n")
+        by_series: dict[str, list[float]] = {}
+        for t, labels in points:
+            by_series.setdefault(_labels(labels), []).append(t)
+        for text, times in by_series.items():
+            out.writelines(f"{name}{text} 1.0 {t:.3f}\n" for t in sorted(times))
+            lines += len(times)
     out.write("# EOF\n")
     return lines
 

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.loop import Snapshot
 from exporter.monitoring.config import LabelNames
 from exporter.report.build import Report, build_report
 from exporter.report.prometheus import PrometheusClient, PrometheusOptions
@@ -27,7 +29,8 @@ from exporter.report.queries import FIGURES_BY_KEY, QueryContext
 from exporter.report.render_json import document
 from exporter.report.render_pages import render_html, render_markdown
 from exporter.report.windows import Window
-from exporter.simulate.offline import run_offline
+from exporter.simulate.exporter_view import ExporterView
+from exporter.simulate.node import SimulatedNode
 from exporter.simulate.scenario import load_scenario
 from tests.integration.headless_chromium import PAGE_HOST, LoggingProxy, chromium, console_lines
 from tests.integration.monitoring_stack import Prometheus
@@ -42,21 +45,52 @@ SELECTOR = 'job="llm-bottleneck-exporter"'
 # minutes the remedied engines take to drain the backlog.
 BASELINE, INCIDENT, AFTER = (30, 120), (200, 300), (450, 600)
 DURATION = 600
+HOST = "sim-a100-node-0"
 # The offline run (10 simulated minutes read by the exporter every 5 s) takes about a minute on an
 # idle CI core and several on a loaded one.
 pytestmark = pytest.mark.timeout(900)
 
 
+def _run_scenario() -> tuple[list[tuple[float, Snapshot]], list[tuple[float, dict[str, str]]]]:
+    """prompt-growth offline, read every 5 s by the exporter's own sources (as `run_offline` with
+    `exporter_view=True` does), and every 30 s each engine's `vllm:cache_config_info` as a
+    Prometheus scraping the engine would store it."""
+    node = SimulatedNode(load_scenario("prompt-growth"))
+    view = ExporterView(node)
+    snapshots, configs = [], []
+    try:
+        t = 0.0
+        while t < DURATION:
+            t += 5.0
+            node.advance(t)
+            snapshots.append((node.now, view.collect()))
+            if round(t) % 30 == 0:
+                for replica in node.replicas:
+                    text = requests.get(f"{view.server.url}/engine/{replica.index}/metrics", timeout=30).text
+                    line = next(x for x in text.splitlines() if x.startswith("vllm:cache_config_info{"))
+                    family = next(text_string_to_metric_families(f"# TYPE vllm:cache_config_info gauge\n{line}\n"))
+                    labels = {**family.samples[0].labels, "job": "vllm", "instance": f"{HOST}:{8000 + replica.index}"}
+                    configs.append((t, labels))
+    finally:
+        view.close()
+    return snapshots, configs
+
+
 @pytest.fixture(scope="module")
 def backfilled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, float]]:
-    run = run_offline(load_scenario("prompt-growth"), duration_seconds=DURATION, exporter_view=True)
+    snapshots, configs = _run_scenario()
     # Whole minutes, a few hours back: inside the default retention, outside the head block.
     t0 = math.floor((time.time() - 3 * 3600) / 60) * 60
     workdir = tmp_path_factory.mktemp("report-prometheus")
     openmetrics = workdir / "prompt-growth.om"
-    labels = {**SCRAPE_LABELS, "instance": "sim-a100-node-0:9400"}
+    labels = {**SCRAPE_LABELS, "instance": f"{HOST}:9400"}
     with openmetrics.open("w", encoding="utf-8") as out:
-        write_openmetrics(out, [(t0 + t, s.metrics) for t, s in run.snapshots], labels)
+        write_openmetrics(
+            out,
+            [(t0 + t, s.metrics) for t, s in snapshots],
+            labels,
+            {"vllm:cache_config_info": [(t0 + t, c) for t, c in configs]},
+        )
     prometheus = backfilled_prometheus(openmetrics, workdir)
     try:
         yield prometheus, t0
@@ -96,7 +130,7 @@ def test_cli_names_the_stages_the_cause_and_that_the_fix_worked(backfilled: tupl
         "--baseline", _flag(t0, BASELINE),
         "--incident", _flag(t0, INCIDENT),
         "--after", _flag(t0, AFTER),
-        "--step", "5s", "--rate-interval", RATE, "--format", "json",
+        "--step", "5s", "--rate-interval", RATE, "--format", "json", "--engine-selector", '{job="vllm"}',
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
@@ -111,6 +145,10 @@ def test_cli_names_the_stages_the_cause_and_that_the_fix_worked(backfilled: tupl
     assert cause["figure"] == "mean_prompt_tokens"
     assert 3.0 <= cause["ratio"] <= 5.0, cause  # 200 -> 800 tokens: about 4x
     assert doc["fix"]["worked"] is True, doc["fix"]
+    # The remedy turned prefix caching on, which vLLM exports in its cache configuration.
+    config = [c for c in doc["causes"] if c["kind"] == "engine_config"]
+    assert any("enable_prefix_caching: False → True (8 engines, after window)" in c["summary"] for c in config), config
+    assert not any("incident window" in c["summary"] for c in config), config  # the release changed no setting
     assert doc["fix"]["after_stage"] == "none"
     walk = {s["stage"]: s for s in doc["walk"]}
     assert walk["decode_memory_bandwidth"]["verdict"] == "became the bottleneck"
