@@ -37,7 +37,10 @@ from tests.integration.monitoring_stack import Prometheus
 from tests.integration.report_backfill import SCRAPE_LABELS, backfilled_prometheus, write_openmetrics
 from tests.support import REPO
 
-STEP = 5.0
+# The exporter collects every 10 s (half the cost of its default 5 s, which CI pays once per run);
+# the report's step is the same, so every per-interval value is a distinct collection.
+INTERVAL = 10.0
+STEP = INTERVAL
 RATE = "1m"
 SELECTOR = 'job="llm-bottleneck-exporter"'
 # Seconds of the scenario (phases: baseline 0-120, long-template 120-300, remedied from 300). The
@@ -46,22 +49,22 @@ SELECTOR = 'job="llm-bottleneck-exporter"'
 BASELINE, INCIDENT, AFTER = (30, 120), (200, 300), (450, 600)
 DURATION = 600
 HOST = "sim-a100-node-0"
-# The offline run (10 simulated minutes read by the exporter every 5 s) takes about a minute on an
-# idle CI core and several on a loaded one.
+# The offline run (10 simulated minutes read by the exporter every 10 s) takes about a minute on
+# an idle CI core and several on a loaded one.
 pytestmark = pytest.mark.timeout(900)
 
 
 def _run_scenario() -> tuple[list[tuple[float, Snapshot]], list[tuple[float, dict[str, str]]]]:
-    """prompt-growth offline, read every 5 s by the exporter's own sources (as `run_offline` with
-    `exporter_view=True` does), and every 30 s each engine's `vllm:cache_config_info` as a
+    """prompt-growth offline, read every INTERVAL by the exporter's own sources (as `run_offline`
+    with `exporter_view=True` does), and every 30 s each engine's `vllm:cache_config_info` as a
     Prometheus scraping the engine would store it."""
     node = SimulatedNode(load_scenario("prompt-growth"))
-    view = ExporterView(node)
+    view = ExporterView(node, interval=INTERVAL)
     snapshots, configs = [], []
     try:
         t = 0.0
         while t < DURATION:
-            t += 5.0
+            t += INTERVAL
             node.advance(t)
             snapshots.append((node.now, view.collect()))
             if round(t) % 30 == 0:
@@ -117,20 +120,25 @@ def report(backfilled: tuple[Prometheus, float]) -> Report:
         client.close()
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(backfilled: tuple[Prometheus, float], *args: str) -> subprocess.CompletedProcess[str]:
+    """`report` on the backfilled Prometheus with the baseline and incident windows, and `args`."""
+    prometheus, t0 = backfilled
+    windows = ["--baseline", _flag(t0, BASELINE), "--incident", _flag(t0, INCIDENT)]
     return subprocess.run(
-        [sys.executable, "-m", "exporter", "report", *args], cwd=REPO, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "exporter", "report", "--prometheus", prometheus.url, *windows, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
 def test_cli_names_the_stages_the_cause_and_that_the_fix_worked(backfilled: tuple[Prometheus, float]) -> None:
-    prometheus, t0 = backfilled
+    _, t0 = backfilled
     done = _cli(
-        "--prometheus", prometheus.url,
-        "--baseline", _flag(t0, BASELINE),
-        "--incident", _flag(t0, INCIDENT),
+        backfilled,
         "--after", _flag(t0, AFTER),
-        "--step", "5s", "--rate-interval", RATE, "--format", "json", "--engine-selector", '{job="vllm"}',
+        "--step", f"{INTERVAL:.0f}s", "--rate-interval", RATE, "--format", "json", "--engine-selector", '{job="vllm"}',
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
@@ -325,12 +333,6 @@ def test_markdown_refers_to_svg_images_it_writes(report: Report, tmp_path: Path)
 
 
 def test_selector_matching_nothing_exits_2_with_one_line(backfilled: tuple[Prometheus, float]) -> None:
-    prometheus, t0 = backfilled
-    done = _cli(
-        "--prometheus", prometheus.url,
-        "--baseline", _flag(t0, BASELINE),
-        "--incident", _flag(t0, INCIDENT),
-        "--selector", '{model="no-such-model"}',
-    )  # fmt: skip
+    done = _cli(backfilled, "--selector", '{model="no-such-model"}')
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "matches no llm_engine_up series" in done.stderr, done.stderr
