@@ -141,18 +141,19 @@ def _timeline_plot(report: Report, timeline: Timeline | None) -> Plot | None:
     )
     step = timeline.times[1] - timeline.times[0]
     for y, stages in enumerate(timeline.engines.values()):
+        # Runs of one stage as one bar each: a day of 32 engines is a few hundred rectangles,
+        # not one per step.
         spans: dict[str, list[tuple[float, float]]] = {}
-        for t, stage in zip(timeline.times, stages):
-            spans.setdefault(stage or "", []).append((t, step))
+        run_start, run_stage = timeline.times[0], stages[0]
+        for t, stage in [*zip(timeline.times[1:], stages[1:]), (timeline.times[-1] + step, "<end>")]:
+            if stage != run_stage:
+                start = date2num(datetime.fromtimestamp(run_start, UTC))
+                spans.setdefault(run_stage or "", []).append((start, (t - run_start) / 86400))
+                run_start, run_stage = t, stage
         for stage, items in spans.items():
             colour = STAGE_COLOURS.get(stage, NO_DATA_COLOUR) if stage else NO_DATA_COLOUR
             # broken_barh takes (start, width) in the axis' units: days since the epoch on a date axis.
-            ax.broken_barh(
-                [(date2num(datetime.fromtimestamp(t, UTC)), step / 86400) for t, _ in items],
-                (y - 0.4, 0.8),
-                facecolors=colour,
-                linewidth=0,
-            )
+            ax.broken_barh(items, (y - 0.4, 0.8), facecolors=colour, linewidth=0)
     names = list(timeline.engines)
     ax.set_yticks(range(rows), names if rows <= 40 else [""] * rows, fontsize=7)
     ax.set_ylim(-0.6, rows - 0.4)
