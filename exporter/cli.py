@@ -1,4 +1,4 @@
-"""Command line: `serve`, `once`, `check-config`.
+"""Command line: `serve`, `once`, `check-config`, `generate`, `report`, `simulate`, `demo`.
 
 User errors (bad flags, bad configuration, a port in use) print one line naming the flag or key
 and exit 2; tracebacks are for bugs only.
@@ -115,6 +115,9 @@ def make_parser() -> argparse.ArgumentParser:
 
     add_simulate_parser(commands)
     add_demo_parser(commands)
+    from exporter.report.cli import add_report_parser
+
+    add_report_parser(commands)
     return parser
 
 
@@ -248,6 +251,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from exporter.simulate.cli import run_command
 
             return run_command(args)
+        if args.command == "report":
+            from exporter.report.cli import ReportError, run_report
+
+            try:
+                return run_report(args)
+            except ReportError as exc:
+                print(f"{PROG}: error: {exc}", file=sys.stderr)
+                return EXIT_USAGE
         if args.command == "generate":
             from exporter.generate import run_generate
 

@@ -42,6 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("exporter.webconfig", "exporter.webauth", "exporter.webguard", "exporter.connections", "exporter.server"),
     ),
     ("monitoring", ("exporter.monitoring", "exporter.generate", "exporter.reference", "exporter.vendor_reference")),
+    ("report", ("exporter.report",)),
     ("simulator", ("exporter.simulate",)),
     ("cli", ("exporter.cli", "exporter.__main__")),
 )

@@ -1,0 +1,87 @@
+"""Did the fix work: the after window against the baseline and the incident, per headline figure.
+
+A figure has recovered when the after value is within RECOVERED of the baseline (or better), has
+improved when it is better than the incident by at least IMPROVED, and is otherwise not fixed. The
+fix worked when the incident's primary stage is no longer primary after, no headline figure is
+worse than in the incident, and the latency tails recovered or improved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from exporter.report.matrix import Row
+
+RECOVERED = 0.10
+IMPROVED = 0.10
+HEADLINE = ("request_rate", "generation_tokens_rate", "e2e_p99", "ttft_p99", "itl_p50", "waiting", "kv_usage_max")
+TAILS = ("e2e_p99", "ttft_p99")
+
+
+@dataclass(frozen=True)
+class FigureVerdict:
+    figure: str
+    label: str
+    unit: str
+    baseline: float | None
+    incident: float | None
+    after: float | None
+    verdict: str  # recovered / improved / not fixed / worse / no data
+
+
+@dataclass(frozen=True)
+class FixVerdict:
+    worked: bool
+    summary: str
+    figures: list[FigureVerdict]
+    incident_stage: str
+    after_stage: str
+
+
+def _better(value: float, than: float, higher: bool) -> float:
+    """How much better `value` is than `than`, relative to `than` (negative: worse)."""
+    scale = abs(than) if than else 1.0
+    return (value - than) / scale if higher else (than - value) / scale
+
+
+def figure_verdict(row: Row) -> FigureVerdict:
+    base, incident, after = row.value("baseline"), row.value("incident"), row.value("after")
+    higher = row.figure.better == "higher"
+    if base is None or incident is None or after is None:
+        verdict = "no data"
+    elif _better(after, base, higher) >= -RECOVERED:
+        verdict = "recovered"
+    elif _better(after, incident, higher) >= IMPROVED:
+        verdict = "improved"
+    elif _better(after, incident, higher) < -IMPROVED:
+        verdict = "worse"
+    else:
+        verdict = "not fixed"
+    return FigureVerdict(row.figure.key, row.figure.label, row.figure.unit, base, incident, after, verdict)
+
+
+def fix_verdict(rows: Mapping[str, Row], incident_stage: str, after_stage: str) -> FixVerdict:
+    figures = [figure_verdict(rows[key]) for key in HEADLINE if key in rows and rows[key].figure.better]
+    by_key = {f.figure: f for f in figures}
+    stage_gone = incident_stage == "none" or after_stage != incident_stage
+    none_worse = all(f.verdict != "worse" for f in figures)
+    tails = [by_key[k].verdict for k in TAILS if k in by_key]
+    tails_ok = bool(tails) and all(v in ("recovered", "improved") for v in tails)
+    worked = stage_gone and none_worse and tails_ok
+    recovered = sum(f.verdict == "recovered" for f in figures)
+    if worked:
+        summary = (
+            f"the fix worked: {incident_stage} is no longer the primary stage (after: {after_stage}); "
+            f"{recovered} of {len(figures)} headline figures back to the baseline"
+        )
+    else:
+        reasons = []
+        if not stage_gone:
+            reasons.append(f"{incident_stage} is still the primary stage")
+        if not none_worse:
+            reasons.append("a headline figure is worse than in the incident")
+        if not tails_ok:
+            reasons.append("the latency tails did not recover")
+        summary = "the fix did not work: " + "; ".join(reasons)
+    return FixVerdict(worked, summary, figures, incident_stage, after_stage)

@@ -1,0 +1,277 @@
+"""The PromQL of every matrix figure, at three levels: cluster-wide, per model, per engine.
+
+Figures that a recording rule defines are that rule's own expression (`recording_rules`), built
+for the report's selector and rate window and evaluated inline, so the report needs no recorded
+series and means what the dashboards mean. The rules group `by (cluster, model)`; the engine level
+builds the same rules with the grouping widened by `engine`, and the cluster level aggregates the
+model level once more. Figures no rule defines (GPU, RDMA, host, prefix cache) are built here from
+the catalogue's family names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from exporter.catalogue import CATALOGUE, LATENCY_FAMILIES
+from exporter.monitoring.config import LabelNames, MonitoringConfig, Selectors
+from exporter.monitoring.promql import series
+from exporter.monitoring.records import RecordNames, recording_rules
+
+Level = Literal["cluster", "model", "engine"]
+LEVELS: tuple[Level, ...] = ("cluster", "model", "engine")
+Better = Literal["higher", "lower", ""]
+
+
+@dataclass(frozen=True)
+class QueryContext:
+    """What every expression is built from: the selector (matchers without braces), the rate window
+    and the label names of the monitoring configuration."""
+
+    selector: str
+    rate_interval: str
+    labels: LabelNames
+
+    def rules(self, level: Level) -> dict[tuple[str, str], str]:
+        """(record, quantile label or "") -> expression, grouped for `level` (model or engine)."""
+        labels = self.labels
+        if level == "engine":
+            labels = replace(labels, cluster=f"{labels.cluster}, engine")
+        config = MonitoringConfig(
+            selectors=Selectors(exporter=self.selector), labels=labels, rate_interval=self.rate_interval
+        )
+        rules = recording_rules(config)
+        plain = {r.record: r.expr for r in rules if not r.labels}
+        return {(r.record, r.labels.get("quantile", "")): _inline(r.expr, plain) for r in rules}
+
+    @property
+    def names(self) -> RecordNames:
+        return RecordNames(MonitoringConfig(rate_interval=self.rate_interval))
+
+    def grouping(self, level: Level) -> str:
+        c = self.labels.cluster
+        return {"cluster": c, "model": f"{c}, model", "engine": f"{c}, engine, model"}[level]
+
+    def sel(self, name: str) -> str:
+        return series(name, self.selector)
+
+
+def _inline(expr: str, records: dict[str, str]) -> str:
+    """`expr` with every recorded series it reads replaced by that rule's expression, so it
+    evaluates on the raw series alone (a Prometheus without the rules loaded, or before them)."""
+    for _ in range(4):  # rules read rules at most two deep
+        replaced = _RECORD_NAME.sub(lambda m: f"({records[m.group(0)]})" if m.group(0) in records else m.group(0), expr)
+        if replaced == expr:
+            return expr
+        expr = replaced
+    return expr
+
+
+_RECORD_NAME = re.compile(r"(?<![\w:])[a-zA-Z_]+:[a-zA-Z0-9_:]+(?![\w:])")
+
+Builder = Callable[[QueryContext, Level], "str | None"]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One row kind of the matrix."""
+
+    key: str
+    label: str
+    unit: str  # "req/s", "tok/s", "tokens", "s", "ratio", "GiB", "cores", "/s", "requests"
+    better: Better
+    stage: str  # the stage whose evidence this figure is ("" for the request mix)
+    build: Builder
+
+
+def _rule(record: Callable[[RecordNames], str], cluster_op: str, quantile: str = "") -> Builder:
+    def build(ctx: QueryContext, level: Level) -> str:
+        if level == "cluster":
+            return f"{cluster_op} by ({ctx.labels.cluster}) ({ctx.rules('model')[(record(ctx.names), quantile)]})"
+        return ctx.rules(level)[(record(ctx.names), quantile)]
+
+    return build
+
+
+def _per_request(tokens: Callable[[RecordNames], str]) -> Builder:
+    """Mean tokens per request: a token rate over the request rate of the same rules."""
+
+    def build(ctx: QueryContext, level: Level) -> str:
+        numerator = _rule(tokens, "sum")(ctx, level)
+        denominator = _rule(lambda n: n.requests_rate, "sum")(ctx, level)
+        return f"({numerator})\n/\n(({denominator}) > 0)"
+
+    return build
+
+
+def _engine_gauge(name: str, op: str) -> Builder:
+    def build(ctx: QueryContext, level: Level) -> str:
+        return f"{op} by ({ctx.grouping(level)}) ({ctx.sel(name)})"
+
+    return build
+
+
+def _gpu(name: str, op: str, scale: str = "") -> Builder:
+    """A GPU family per engine/model through the `engine` label of attributed GPUs, joined to the
+    engine's `model` (GPU series carry no model); cluster-wide over every GPU."""
+
+    def build(ctx: QueryContext, level: Level) -> str:
+        node = ctx.labels.node
+        if level == "cluster":
+            return f"{op} by ({ctx.labels.cluster}) ({ctx.sel(name)}){scale}"
+        models = f"group by ({node}, engine, model) ({ctx.sel('llm_engine_up')})"
+        joined = f"{ctx.sel(name)} * on ({node}, engine) group_left (model) {models}"
+        return f"{op} by ({ctx.grouping(level)}) ({joined}){scale}"
+
+    return build
+
+
+def _cluster_only(expr: Callable[[QueryContext], str]) -> Builder:
+    def build(ctx: QueryContext, level: Level) -> str | None:
+        return expr(ctx) if level == "cluster" else None
+
+    return build
+
+
+def _engine_cpu(ctx: QueryContext, level: Level) -> str | None:
+    if level == "cluster":
+        return f"avg by ({ctx.labels.cluster}) ({ctx.sel('llm_host_cpu_overall_utilization_ratio')})"
+    rate = f"rate({ctx.sel('llm_engine_process_cpu_seconds_total')}[{ctx.rate_interval}])"
+    return f"sum by ({ctx.grouping(level)}) ({rate})"
+
+
+def _rate_sum(*names: str) -> Callable[[QueryContext], str]:
+    def expr(ctx: QueryContext) -> str:
+        parts = [f"sum by ({ctx.labels.cluster}) (rate({ctx.sel(n)}[{ctx.rate_interval}]))" for n in names]
+        return "\n+ ".join(parts)
+
+    return expr
+
+
+def _latency(key: str, quantile: float, label: str, stage: str) -> Figure:
+    short = {
+        "time_to_first_token": "ttft",
+        "inter_token_latency": "itl",
+        "e2e_request_latency": "e2e",
+        "queue_time": "queue",
+    }
+    return Figure(
+        f"{short[key]}_p{round(quantile * 100)}",
+        f"{label} P{round(quantile * 100)}",
+        "s",
+        "lower",
+        stage,
+        _rule(lambda n: n.latency_quantile(key), "max", str(quantile)),
+    )
+
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("request_rate", "Request rate", "req/s", "higher", "", _rule(lambda n: n.requests_rate, "sum")),
+    Figure(
+        "prompt_tokens_rate",
+        "Prompt tokens/s",
+        "tok/s",
+        "",
+        "prefill_compute",
+        _rule(lambda n: n.prompt_tokens_rate, "sum"),
+    ),
+    Figure(
+        "generation_tokens_rate",
+        "Generation tokens/s",
+        "tok/s",
+        "higher",
+        "",
+        _rule(lambda n: n.generation_tokens_rate, "sum"),
+    ),
+    Figure(
+        "mean_prompt_tokens",
+        "Mean prompt tokens / request",
+        "tokens",
+        "",
+        "",
+        _per_request(lambda n: n.prompt_tokens_rate),
+    ),
+    Figure(
+        "mean_output_tokens",
+        "Mean output tokens / request",
+        "tokens",
+        "",
+        "",
+        _per_request(lambda n: n.generation_tokens_rate),
+    ),
+    *(
+        _latency(key, q, label, stage)
+        for key, label, stage in (
+            ("time_to_first_token", "TTFT", "prefill_compute"),
+            ("inter_token_latency", "ITL", "decode_memory_bandwidth"),
+            ("e2e_request_latency", "E2E", ""),
+        )
+        for q in (0.5, 0.95, 0.99)
+    ),
+    _latency("queue_time", 0.99, "Queue time", "queueing"),
+    Figure("running", "Running requests", "requests", "", "", _rule(lambda n: n.running, "sum")),
+    Figure("waiting", "Waiting requests", "requests", "lower", "queueing", _rule(lambda n: n.waiting, "sum")),
+    Figure(
+        "kv_usage_max",
+        "KV-cache usage (max)",
+        "ratio",
+        "lower",
+        "kv_cache_capacity",
+        _rule(lambda n: n.kv_usage_max, "max"),
+    ),
+    Figure(
+        "preemptions_rate",
+        "Preemptions/s",
+        "/s",
+        "lower",
+        "kv_cache_capacity",
+        _rule(lambda n: n.preemptions_rate, "sum"),
+    ),
+    Figure(
+        "prefix_cache_hit_ratio",
+        "Prefix-cache hit ratio",
+        "ratio",
+        "",
+        "",
+        _engine_gauge("llm_engine_prefix_cache_hit_ratio", "avg"),
+    ),
+    Figure("gpu_utilization", "GPU utilization", "ratio", "", "", _gpu("llm_gpu_utilization_ratio", "avg")),
+    Figure("sm_active", "SM active", "ratio", "", "decode_memory_bandwidth", _gpu("llm_gpu_sm_active_ratio", "avg")),
+    Figure(
+        "dram_active", "DRAM active", "ratio", "", "decode_memory_bandwidth", _gpu("llm_gpu_dram_active_ratio", "avg")
+    ),
+    Figure(
+        "tensor_active", "Tensor active", "ratio", "", "prefill_compute", _gpu("llm_gpu_tensor_active_ratio", "avg")
+    ),
+    Figure("hbm_used", "HBM used", "GiB", "", "", _gpu("llm_gpu_memory_used_bytes", "sum", " / 2^30")),
+    Figure(
+        "rdma_utilization",
+        "RDMA transmit utilization (max port)",
+        "ratio",
+        "",
+        "cross_node_communication",
+        _cluster_only(
+            lambda ctx: f"max by ({ctx.labels.cluster}) ({ctx.sel('llm_rdma_port_transmit_utilization_ratio')})"
+        ),
+    ),
+    Figure(
+        "rdma_congestion",
+        "RDMA congestion (CNP + ECN marks)/s",
+        "/s",
+        "lower",
+        "cross_node_communication",
+        _cluster_only(_rate_sum("llm_rdma_port_cnp_handled_total", "llm_rdma_port_ecn_marked_packets_total")),
+    ),
+    Figure("cpu", "Host CPU (cluster: utilization; engine: cores)", "cpu", "", "host_overhead", _engine_cpu),
+)
+FIGURES_BY_KEY = {f.key: f for f in FIGURES}
+
+# Every family a figure reads is one the exporter exports (the catalogue is the contract).
+assert all(name in CATALOGUE for name in LATENCY_FAMILIES.values())
+
+
+def presence_expr(ctx: QueryContext, seconds: float) -> str:
+    """Engines the selector matches at any time in the last `seconds` before the query time."""
+    return f"count(last_over_time({ctx.sel('llm_engine_up')}[{max(1, round(seconds))}s]))"

@@ -1,0 +1,37 @@
+"""Numbers as people read them, shared by every renderer: missing data is said, never zero."""
+
+from __future__ import annotations
+
+MISSING = "no data"
+
+
+def fmt_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return MISSING
+    if unit == "ratio":
+        return f"{value:.1%}"
+    if unit == "s":
+        return f"{value * 1000:.0f} ms" if abs(value) < 1 else f"{value:.2f} s"
+    if unit == "cpu":
+        return f"{value:.3g}"
+    magnitude = abs(value)
+    if magnitude >= 100:
+        text = f"{value:,.0f}"
+    elif magnitude >= 10:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.3g}"
+    return f"{text}{unit}" if unit.startswith("/") else f"{text} {unit}"
+
+
+def fmt_relative(value: float | None) -> str:
+    """`+36.1%`; a change past ten-fold as a factor (`×1,133`), which reads where `+113200%` does not."""
+    if value is None:
+        return MISSING
+    return f"×{1 + value:,.0f}" if value >= 9 else f"{value:+.1%}"
+
+
+def fmt_p(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
