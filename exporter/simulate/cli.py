@@ -13,13 +13,22 @@ import signal
 import sys
 import textwrap
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from exporter.config import parse_listen
 from exporter.validation import ConfigError
 
 if TYPE_CHECKING:
     from exporter.simulate.scenario import Scenario
+
+
+class _Serving(Protocol):
+    def write_sysfs(self) -> None: ...
+    def start(self) -> object: ...
+
+
+_Server = TypeVar("_Server", bound=_Serving)
 
 DEFAULT_SIMULATE_LISTEN = "127.0.0.1:8000"
 log = logging.getLogger("exporter.simulate")
@@ -125,16 +134,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     if scenario.cluster is not None:
         return run_cluster(args, scenario, host, port)
     node = SimulatedNode(scenario, args.seed)
-    try:
-        server = SimulationServer(node, host, port, args.sysfs_out)
-    except OSError as exc:
-        raise ConfigError("--listen", f"cannot listen on {args.listen}: {exc.strerror or exc}") from exc
-    if args.sysfs_out:
-        try:
-            server.write_sysfs()
-        except OSError as exc:
-            raise ConfigError("--sysfs-out", f"cannot write {args.sysfs_out}: {exc.strerror or exc}") from exc
-    server.start()
+    server = _started(lambda: SimulationServer(node, host, port, args.sysfs_out), args)
     engines = ", ".join(f"{server.url}/engine/{i}/metrics" for i in range(len(node.replicas)))
     print(
         f"simulating {scenario.name} ({scenario.stages_text}) on {server.url}/  engines: {engines}  "
@@ -149,13 +149,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_cluster(args: argparse.Namespace, scenario: Scenario, host: str, port: int) -> int:
-    """A `nodes:` scenario: one server per node on its own port, the cluster's index on --listen."""
-    from exporter.simulate.cluster import ClusterServer, SimulatedCluster
-
-    cluster = SimulatedCluster(scenario, args.seed)
+def _started(make: Callable[[], _Server], args: argparse.Namespace) -> _Server:
+    """Bind (a busy --listen is a ConfigError), write the sysfs tree if asked, start serving."""
     try:
-        server = ClusterServer(cluster, host, port, args.sysfs_out)
+        server = make()
     except OSError as exc:
         raise ConfigError("--listen", f"cannot listen on {args.listen}: {exc.strerror or exc}") from exc
     if args.sysfs_out:
@@ -164,6 +161,15 @@ def run_cluster(args: argparse.Namespace, scenario: Scenario, host: str, port: i
         except OSError as exc:
             raise ConfigError("--sysfs-out", f"cannot write {args.sysfs_out}: {exc.strerror or exc}") from exc
     server.start()
+    return server
+
+
+def run_cluster(args: argparse.Namespace, scenario: Scenario, host: str, port: int) -> int:
+    """A `nodes:` scenario: one server per node on its own port, the cluster's index on --listen."""
+    from exporter.simulate.cluster import ClusterServer, SimulatedCluster
+
+    cluster = SimulatedCluster(scenario, args.seed)
+    server = _started(lambda: ClusterServer(cluster, host, port, args.sysfs_out), args)
     nodes = "  ".join(f"{n.node.scenario.node.hostname}={n.url}/" for n in server.nodes)
     print(
         f"simulating {scenario.name} ({len(server.nodes)} nodes, finds {cluster.expect}) "

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.model import Sample
 from exporter.settings import EngineTarget
 from exporter.simulate import load_scenario, run_offline
+from exporter.simulate.scenario import builtin_names
 from exporter.sources.engine import EngineSource
 from tests.support import REPO, fixture_text, free_port, respond_with, series_value
 
@@ -74,7 +75,11 @@ def test_simulate_list_prints_every_scenario_with_its_expected_stages():
     assert done.returncode == 0
     assert "kv-cache-saturation      kv_cache_capacity" in done.stdout
     assert "prompt-growth            none -> decode_memory_bandwidth -> none" in done.stdout
-    assert len([line for line in done.stdout.splitlines() if not line.startswith(" ")]) == 8
+    single, heading, cluster = done.stdout.partition("cluster scenarios")
+    assert heading, "the cluster scenarios are listed under their own heading"
+    assert [line.split()[0] for line in single.splitlines() if not line.startswith(" ")] == builtin_names()
+    listed = [line.split()[0] for line in cluster.splitlines()[1:] if not line.startswith(" ")]
+    assert "load-imbalance" in listed and len(listed) == 5
 
 
 def test_simulate_with_an_unknown_scenario_fails_in_one_line_with_exit_2():
