@@ -95,6 +95,26 @@ def bucket(text: str, edge: float) -> float:
     return sum(float(m.group(1)) for m in re.finditer(pattern, text, re.MULTILINE))
 
 
+def settled(exporter: ExporterProcess, server: VllmServer, quiet_s: float = 2.5) -> tuple[str, str]:
+    """The exporter's and the engine's texts once neither count moves: no load is running, so the
+    engine's TTFT count stops when its last request finishes, and the exporter's once it has
+    collected that (interval 1 s). Reading both only then is what makes their deltas comparable:
+    a snapshot taken while the exporter was a collection behind the engine counted a few
+    requests on one side only."""
+    deadline = time.monotonic() + 60
+    last: tuple[float, float] | None = None
+    since = time.monotonic()
+    while True:
+        engine_text, exporter_text = server.metrics_text(), exporter.metrics()
+        counts = (bucket(engine_text, INF), values(exporter_text, "llm_slo_events_total").get(slo_name(EDGES[0]), 0.0))
+        if counts != last:
+            last, since = counts, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return exporter_text, engine_text
+        assert time.monotonic() < deadline, f"counts never settled: engine, exporter = {counts}"
+        time.sleep(0.5)
+
+
 def client_within(result: LoadResult, threshold: float) -> float:
     ttfts = [r.ttft_s for r in result.ok_records if r.ttft_s is not None]
     return sum(1 for t in ttfts if t <= threshold) / len(ttfts)
@@ -103,24 +123,23 @@ def client_within(result: LoadResult, threshold: float) -> float:
 def test_exporter_attainment_and_span_joint_attainment_agree_with_the_client(stack) -> None:
     exporter, server = stack
     run_load(server.base_url, LoadSpec(concurrency=1, duration_s=3.0, seed=20))  # warm the engine
-    before = exporter.wait_for(lambda t: "llm_slo_events_total" in t, timeout=30)
-    engine_before = server.metrics_text()
+    exporter.wait_for(lambda t: "llm_slo_events_total" in t, timeout=30)
+    before, engine_before = settled(exporter, server)
     events0, good0 = values(before, "llm_slo_events_total"), values(before, "llm_slo_good_events_total")
     result = run_load(server.base_url, LIGHT)
     assert result.error_count == 0 and len(result.ok_records) >= 20
     total = len(result.ok_records)
     # 2 points, as the issue asks; with fewer than 50 requests one request is more than that.
     tolerance = max(0.02, 1.0 / total)
-    after = exporter.wait_for(
+    exporter.wait_for(
         lambda t: (
             values(t, "llm_slo_events_total").get(slo_name(EDGES[0]), 0) - events0.get(slo_name(EDGES[0]), 0) >= total
         ),
         timeout=30,
     )
-    events, good = values(after, "llm_slo_events_total"), values(after, "llm_slo_good_events_total")
-
     # The exporter's counts are the engine's own: its TTFT buckets over the same load.
-    engine_after = server.metrics_text()
+    after, engine_after = settled(exporter, server)
+    events, good = values(after, "llm_slo_events_total"), values(after, "llm_slo_good_events_total")
     # The engine times TTFT from the request's arrival in vLLM; the client adds its HTTP path and
     # the first chunk's streaming — tens of milliseconds on a loaded two-core machine, and not a
     # constant. So the client can never see more requests within a threshold than the engine
