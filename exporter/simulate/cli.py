@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 class _Serving(Protocol):
     def write_sysfs(self) -> None: ...
     def start(self) -> object: ...
+    def stop(self) -> None: ...
 
 
 _Server = TypeVar("_Server", bound=_Serving)
@@ -141,10 +142,15 @@ def run_simulate(args: argparse.Namespace) -> int:
         f"gpus: {server.url}/gpu/metrics" + (f"  sysfs: {args.sysfs_out}" if args.sysfs_out else ""),
         flush=True,
     )
+    return _serve_until_stopped(server, args.duration)
+
+
+def _serve_until_stopped(server: _Serving, duration: float | None) -> int:
+    """Serve until SIGINT, SIGTERM or --duration, then stop the server."""
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    stop.wait(args.duration)
+    stop.wait(duration)
     server.stop()
     return 0
 
@@ -176,9 +182,4 @@ def run_cluster(args: argparse.Namespace, scenario: Scenario, host: str, port: i
         f"index {server.url}/  nodes: {nodes}" + (f"  sysfs: {args.sysfs_out}/<hostname>" if args.sysfs_out else ""),
         flush=True,
     )
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    stop.wait(args.duration)
-    server.stop()
-    return 0
+    return _serve_until_stopped(server, args.duration)
