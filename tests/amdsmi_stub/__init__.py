@@ -17,11 +17,12 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from tests.stub_library import compile_shared_library
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -61,29 +62,7 @@ def build_stub(cache_dir: Path = CACHE) -> Path:
     library.parent.mkdir(parents=True, exist_ok=True)
     generated_path = rocm_path / "unimplemented.c"
     generated_path.write_text(generated)
-    fd, partial = tempfile.mkstemp(dir=library.parent, suffix=".so")
-    os.close(fd)
-    command = [
-        gcc,
-        "-shared",
-        "-fPIC",
-        "-O1",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-Wno-unused-parameter",
-        f"-I{HERE / 'include'}",
-        "-Wl,-soname,libamd_smi.so",
-        "-o",
-        partial,
-        str(SOURCE),
-        str(generated_path),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        os.unlink(partial)
-        raise RuntimeError(f"compiling the AMD SMI stub failed:\n{' '.join(command)}\n{result.stderr}")
-    os.replace(partial, library)
+    compile_shared_library(gcc, library, [SOURCE, generated_path], HERE / "include", "libamd_smi.so", "AMD SMI stub")
     return rocm_path
 
 

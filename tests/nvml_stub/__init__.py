@@ -17,12 +17,13 @@ import ctypes
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from tests.stub_library import compile_shared_library
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -64,31 +65,16 @@ def build_stub(cache_dir: Path = CACHE) -> Path:
     if library.exists():
         return out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
-    # Compile to a private name and rename, so parallel test processes never load half a file.
-    fd, partial = tempfile.mkstemp(dir=out_dir, suffix=".so")
-    os.close(fd)
-    command = [
+    compile_shared_library(
         gcc,
-        "-shared",
-        "-fPIC",
-        "-O1",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-Wno-unused-parameter",
-        "-Wno-deprecated-declarations",
-        f"-I{header.parent}",
-        f"-Wl,-soname,{SONAME}",
-        "-o",
-        partial,
-        str(SOURCE),
-        "-lpthread",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        os.unlink(partial)
-        raise RuntimeError(f"compiling the NVML stub failed:\n{' '.join(command)}\n{result.stderr}")
-    os.replace(partial, library)
+        library,
+        [SOURCE],
+        header.parent,
+        SONAME,
+        "NVML stub",
+        extra_flags=["-Wno-deprecated-declarations"],
+        libraries=["-lpthread"],
+    )
     return out_dir
 
 
