@@ -150,12 +150,14 @@ def _start_exporter(
 
 
 def _wait_ready(process: subprocess.Popen[bytes], url: str, stop: threading.Event) -> bool:
+    """Until the exporter's first complete collection (/healthz 200): the first round publishes
+    partial snapshots while slow sources run, and a frame drawn from one would miss engines."""
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS
     while time.monotonic() < deadline and not stop.is_set():
         if process.poll() is not None:
             return False
         try:
-            if "llm_engine_up" in requests.get(url + "/metrics", timeout=2).text:
+            if requests.get(url + "/healthz", timeout=2).status_code == 200:
                 return True
         except requests.RequestException:
             pass
