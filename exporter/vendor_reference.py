@@ -59,6 +59,9 @@ def _spec_lines(title: str, spec: DeviceExporterSpec) -> list[str]:
     if pods:
         lines[-1] += "; the pod from " + "/".join(pods)
     lines[-1] += " (first non-empty wins)."
+    if spec.device_id_labels:
+        lines[-1] += " The device plugin's device ID, looked up in the kubelet's pod-resources answer, is "
+        lines[-1] += ", ".join(f"`{n}`" for n in spec.device_id_labels) + "."
     lines += ["", "| family | wire name | unit |", "|---|---|---|"]
     families: set[str] = set()
     for wire, (family, scale) in spec.metrics.items():

@@ -21,8 +21,9 @@ from exporter.sources.gpu_common import GpuReading, Scale, attributed_samples, s
 from exporter.sources.http_fetch import SameOriginSession, fetch_text
 
 #: label values that mean "not set" in these exporters (AMD writes "NA" and "none" for an
-#: unpartitioned GPU, "N/A" for an unknown serial)
-UNSET = frozenset({"", "NA", "N/A", "none"})
+#: unpartitioned GPU, "N/A" for an unknown serial; Gaudi's exporter writes "na" for a UUID HLML
+#: could not read, HabanaAI/gaudi-metric-exporter `rhlml/src/lib.rs`)
+UNSET = frozenset({"", "NA", "N/A", "na", "none"})
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class DeviceExporterSpec:
     id_labels: Mapping[str, str] = field(default_factory=dict)
     #: wire labels of the pod holding the device: (namespace, pod, container) candidates
     pod_labels: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] = ((), (), ())
+    #: wire labels whose values are the IDs the vendor's device plugin gives the kubelet, so the
+    #: pod-resources answer can name the device's pod when the exporter's own pod labels are empty
+    device_id_labels: tuple[str, ...] = ()
     #: wire name → a family with its own label, summed over the device's series
     labelled: Mapping[str, LabelledFamily] = field(default_factory=dict)
     #: wire names of the device's health flag; `healthy_values` of it read as 1, anything else 0
@@ -107,6 +111,7 @@ def readings_from_text(
             reading = GpuReading(index, _first(labels, spec.uuid_labels), _first(labels, spec.model_labels))
             reading.vendor = spec.vendor
             reading.labels.update(ids)
+            reading.device_ids = tuple(labels[n] for n in spec.device_id_labels if labels.get(n, "") not in UNSET)
             readings[key], owners[key], sums[key] = reading, set(), {}
         namespace, pod, container = (_first(labels, names) for names in spec.pod_labels)
         if pod:
@@ -174,7 +179,7 @@ class ExporterIngest(Source):
             raise SourceError("cardinality", f"{self.url}: {exc}") from exc
         if not readings:
             raise SourceError("parse", f"{self.url}: no {self.name} GPU metrics in the response")
-        refs = [GpuRef(r.index, r.uuid, owners=pods) for r, pods in zip(readings, owners)]
+        refs = [GpuRef(r.index, r.uuid, owners=pods, device_ids=r.device_ids) for r, pods in zip(readings, owners)]
         return attributed_samples(readings, refs, self._attributor)
 
     def close(self) -> None:

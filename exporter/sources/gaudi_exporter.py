@@ -1,11 +1,16 @@
 """Ingest Intel's Gaudi Prometheus metric exporter (`--gpu gaudi-exporter=URL`, port 41611 by default).
 
-Names and units from docs.habana.ai "Prometheus Metric Exporter" and the exporter's metric table:
-`habanalabs_utilization` in percent, memory in bytes, power in mW, temperatures in °C. The public
-documentation shows no complete label schema, so the device is read from the first of several label
-names (`device`, `index`, `minor`, `bus_id`; `UUID`/`serial` for its stable id). The PCIe counters'
-units are not documented either (⚠ docs/metrics.md), so they stay unmapped, as does any
-memory-bandwidth signal: the exporter has none, and the diagnosis says so (docs/diagnosis.md).
+Names, labels and units from the exporter's own source, HabanaAI/gaudi-metric-exporter @ 2d50e442
+(release 1.24.0-1007): `exporter.go` sets every device series' labels to `Serial`, `UUID`, `device`
+(which also holds the serial), `id` (the HLML device index), `fit`, `spi`, `driver`,
+`pod_namespace` and `pod_name`; there is no PCI-address, model or container label. `rhlml` reads
+`habanalabs_utilization` as HLML's AIP utilization in percent, memory in bytes, power in mW and the
+SOC clock in MHz. The exporter finds a device's pod by matching the kubelet's pod-resources device
+IDs against the serial (`kube.go`), so the serial is this device's ID for our own pod-resources
+attribution too. Its `accelerator_power_usage_watts` carries the same milliwatt figure as
+`habanalabs_power_mW` despite its name, so only the latter is read. The PCIe counters' units are
+not documented (⚠ docs/metrics.md) and stay unmapped, as does any memory-bandwidth signal: the
+exporter has none, and the diagnosis says so (docs/diagnosis.md).
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ GAUDI_EXPORTER = DeviceExporterSpec(
         "habanalabs_temperature_onchip": ("llm_gpu_temperature_celsius", 1.0),
         "habanalabs_clock_soc_mhz": ("llm_gpu_sm_clock_hertz", 1e6),
     },
-    index_labels=("device", "index", "minor", "bus_id"),
-    uuid_labels=("UUID", "uuid", "serial"),
-    model_labels=("model_name", "model", "product_name"),
-    id_labels={"bus_id": "pci_bus_id"},
-    pod_labels=(("namespace",), ("pod",), ("container",)),
+    index_labels=("id",),
+    # UUID reads "na" when HLML cannot give one; the serial is stable as well.
+    uuid_labels=("UUID", "Serial"),
+    pod_labels=(("pod_namespace",), ("pod_name",), ()),
+    device_id_labels=("Serial",),
     presence=("habanalabs_memory_free_bytes", "habanalabs_temperature_onboard"),
 )
 

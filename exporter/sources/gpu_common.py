@@ -79,6 +79,9 @@ class GpuReading:
     vendor: str = "nvidia"
     #: samples of families with a label of their own (`severity`, `link`): (family, labels, value)
     labelled: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
+    #: the IDs the vendor's device plugin hands the kubelet for this device (Gaudi's: its serial
+    #: number), matched against the pod-resources answer; not exported as labels
+    device_ids: tuple[str, ...] = ()
 
     def set(self, family: str, value: float | None) -> None:
         """Record a value unless it is missing or not a number (NaN means "no data" upstream)."""

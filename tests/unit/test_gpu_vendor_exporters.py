@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from exporter.attribution import PodContainer
+from exporter.attribution import Attributor, PodContainer
 from exporter.catalogue import CATALOGUE
+from exporter.settings import GpuAttribution
 from exporter.sources.amd_exporter import AMD_EXPORTER, AmdExporterSource
 from exporter.sources.ascend_exporter import ASCEND_EXPORTER, AscendExporterSource
 from exporter.sources.base import SourceError
 from exporter.sources.device_exporter import readings_from_text
-from exporter.sources.gaudi_exporter import GAUDI_EXPORTER
+from exporter.sources.gaudi_exporter import GAUDI_EXPORTER, GaudiExporterSource
+from exporter.sources.gpu_common import PERCENT
 from tests.support import RouteServer, respond_with
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -63,6 +65,25 @@ def test_amd_pr_219_capture_gfx_activity_and_na_model():
     mi325x, _ = gpus["7"]
     assert mi325x.uuid == "27ff74b9-0000-1000-80f7-cf00e06ab2b5" and mi325x.model == ""
     assert mi325x.labels == {"compute_partition": "spx", "memory_partition": "nps1"}
+
+
+def test_amd_pr_558_prefixed_package_power_nonzero_watts():
+    gpus = by_index(AMD_EXPORTER, capture("amd-exporter", "mi300x-package-power-pr-558.txt"))
+    assert sorted(gpus) == ["0", "1"]
+    gpu0, _ = gpus["0"]
+    # amd_gpu_package_power 139 and 136 (W) as pasted; serial_number redacted to "xxxxx" upstream.
+    assert gpu0.values == {"llm_gpu_power_watts": 139.0} and gpus["1"][0].values == {"llm_gpu_power_watts": 136.0}
+    assert gpu0.model == "102-G30211-00" and gpu0.uuid == "xxxxx"
+    # gpu_partition_id="0" is a partition id even in an unpartitioned ("none") compute mode.
+    assert gpu0.labels == {"gpu_partition_id": "0", "memory_partition": "nps1"}
+
+
+def test_amd_pr_236_card_model_wins_and_uuid_over_serial():
+    gpu, pods = by_index(AMD_EXPORTER, capture("amd-exporter", "mi300x-oam-pr-236.txt"))["0"]
+    assert gpu.model == "102-G30211-0C"  # card_model before card_series "AMD Instinct MI300X OAM"
+    assert gpu.uuid == "a8ff74a1-0000-1000-807e-843c9b9a1d73"  # gpu_uuid before serial_number 692407004236
+    assert gpu.values == {"llm_gpu_utilization_ratio": 0.0} and pods == frozenset()
+    assert gpu.labels == {"compute_partition": "spx", "memory_partition": "nps1"}
 
 
 def test_amd_average_package_power_is_watts():
@@ -143,19 +164,160 @@ def test_ascend_hbm_wins_over_ddr_and_pods_come_from_pod_name():
     assert pods == frozenset({PodContainer("n", "p", "c")})
 
 
-def test_gaudi_constructed_sample_units():
-    devices = by_index(GAUDI_EXPORTER, capture("gaudi-exporter", "constructed.txt"))
-    gaudi, _ = devices["0"]
-    assert gaudi.uuid == "01P0-HL2080A0-15-TNPS14-20-07-07" and gaudi.labels == {"pci_bus_id": "0000:19:00.0"}
-    assert gaudi.values == {
+def test_ascend_70rc1_doc_sample_ids_model_and_ai_core_clock():
+    chips = by_index(ASCEND_EXPORTER, capture("ascend-exporter", "hiascend-70rc1-api-doc.txt"))
+    assert sorted(chips) == ["0", "1", "2", "3", "4"]
+    # Lines 6 and 10 of the capture: a real die id and PCI address per chip, AI Core at 1000 MHz.
+    chip0, pods = chips["0"]
+    assert chip0.uuid == "185011D4-21104518-A0C4ED94-14CC040A-56102003" and chip0.model == "910A-Ascend-V1"
+    assert chip0.labels == {"pci_bus_id": "0000:61:00.0"} and pods == frozenset()
+    assert chip0.values == {"llm_gpu_sm_clock_hertz": 1e9}
+    chip4, _ = chips["4"]
+    assert chip4.uuid == "185011D4-21A02418-64946D94-14CC040A-F8102003"
+    assert chip4.labels == {"pci_bus_id": "0000:60:00.0"} and chip4.values == {"llm_gpu_sm_clock_hertz": 1e9}
+
+
+GAUDI_CAPTURE = "from-source-1.24.0.txt"
+
+
+def test_gaudi_capture_labels_as_the_exporter_writes_them():
+    devices = by_index(GAUDI_EXPORTER, capture("gaudi-exporter", GAUDI_CAPTURE))
+    assert sorted(devices) == ["0", "1"]  # the `id` label, HLML's device index
+    gaudi0, pods0 = devices["0"]
+    assert gaudi0.vendor == "gaudi" and gaudi0.uuid == "01P0-HL2080A0-15-TNPS14-20-07-07"
+    # No model and no PCI-address label exist in this exporter; the serial is the plugin's device ID.
+    assert gaudi0.model == "" and gaudi0.labels == {} and gaudi0.device_ids == ("AM10021523",)
+    assert pods0 == frozenset({PodContainer("llm", "vllm-gaudi-0", "")})  # pod_namespace/pod_name, no container
+    gaudi1, pods1 = devices["1"]
+    assert gaudi1.uuid == "AM10021524" and pods1 == frozenset()  # UUID="na": the serial stands in
+
+
+def test_gaudi_capture_every_mapped_value():
+    devices = by_index(GAUDI_EXPORTER, capture("gaudi-exporter", GAUDI_CAPTURE))
+    # Read off the capture: habanalabs_utilization 42 / 0, memory_used_bytes 9.126805504e+10 / 786432,
+    # memory_total_bytes 1.02106171392e+11, power_mW 312000 / 98000, temperature_onchip 47 / 31,
+    # clock_soc_mhz 1600 / 1600.
+    assert devices["0"][0].values == {
         "llm_gpu_utilization_ratio": 0.42,
-        "llm_gpu_memory_used_bytes": 9.1268055e10,
-        "llm_gpu_memory_total_bytes": 1.02106171392e11,
+        "llm_gpu_memory_used_bytes": 91_268_055_040.0,
+        "llm_gpu_memory_total_bytes": 102_106_171_392.0,
         "llm_gpu_power_watts": 312.0,
         "llm_gpu_temperature_celsius": 47.0,
+        "llm_gpu_sm_clock_hertz": 1.6e9,
     }
-    # No memory-bandwidth signal, and habanalabs_pcie_tx (unit undocumented) is not mapped.
-    assert "llm_gpu_dram_active_ratio" not in gaudi.values and devices["1"][0].values["llm_gpu_power_watts"] == 98.0
+    assert devices["1"][0].values == {
+        "llm_gpu_utilization_ratio": 0.0,
+        "llm_gpu_memory_used_bytes": 786_432.0,
+        "llm_gpu_memory_total_bytes": 102_106_171_392.0,
+        "llm_gpu_power_watts": 98.0,
+        "llm_gpu_temperature_celsius": 31.0,
+        "llm_gpu_sm_clock_hertz": 1.6e9,
+    }
+    # No memory-bandwidth signal; accelerator_power_usage_watts (312000, milliwatts despite the
+    # name) and the PCIe counters (unit undocumented) are not read.
+
+
+class _NoProcesses:
+    def lookup(self):
+        return {}
+
+
+class _KubeletDevices:
+    """The pod-resources answer: device plugin ID → the containers holding it."""
+
+    def __init__(self, devices):
+        self.devices = devices
+
+    def available(self):
+        return True
+
+    def list_gpu_devices(self):
+        return self.devices
+
+    def close(self):
+        pass
+
+
+def test_gaudi_pod_from_the_kubelet_by_serial_when_the_exporter_names_none():
+    kubelet = _KubeletDevices({"AM10021524": {PodContainer("batch", "trainer-0", "main")}})
+    attributor = Attributor(GpuAttribution(), (), processes=_NoProcesses(), pod_client=kubelet)
+    server = RouteServer({"/metrics": respond_with(capture("gaudi-exporter", GAUDI_CAPTURE))})
+    try:
+        source = GaudiExporterSource(server.url("/metrics"), attributor)
+        up = {m.labels["gpu"]: m.labels for m in source.collect(0.0) if m.name == "llm_gpu_up"}
+        source.close()
+    finally:
+        server.close()
+    assert (up["1"]["namespace"], up["1"]["pod"], up["1"]["container"]) == ("batch", "trainer-0", "main")
+    assert (up["0"]["namespace"], up["0"]["pod"]) == ("llm", "vllm-gaudi-0") and "container" not in up["0"]
+    assert up["0"]["vendor"] == up["1"]["vendor"] == "gaudi"
+
+
+def upstream(directory, name):
+    """(metric name → help, label names) of an upstream names file (tests/fixtures/*/upstream-names-*.tsv)."""
+    metrics, labels = {}, set()
+    for line in (FIXTURES / directory / name).read_text(encoding="utf-8").splitlines():
+        kind, _, rest = line.partition("\t")
+        if kind == "metric":
+            wire, _, help_text = rest.partition("\t")
+            metrics[wire] = help_text
+        elif kind == "labels":
+            labels.update(rest.partition("\t")[0].split(","))
+    return metrics, labels
+
+
+def spec_labels(spec):
+    pods = {name for names in spec.pod_labels for name in names}
+    return {*spec.index_labels, *spec.uuid_labels, *spec.model_labels, *spec.id_labels, *spec.device_id_labels, *pods}
+
+
+@pytest.mark.parametrize(
+    "spec, directory, name",
+    [
+        (AMD_EXPORTER, "amd-exporter", "upstream-names-afd0fe81.tsv"),
+        (ASCEND_EXPORTER, "ascend-exporter", "upstream-names-22bb3d98.tsv"),
+        (GAUDI_EXPORTER, "gaudi-exporter", "upstream-names-1.24.0.tsv"),
+    ],
+)
+def test_every_wire_name_and_label_we_read_is_one_upstream_defines(spec, directory, name):
+    metrics, labels = upstream(directory, name)
+    assert sorted(spec.names() - set(metrics)) == []
+    assert sorted(spec_labels(spec) - labels) == []
+
+
+# Units as upstream's help strings state them (upstream-names-afd0fe81.tsv), against our scales.
+AMD_UNITS = {
+    "gpu_gfx_activity": ("Percentage (0-100)", PERCENT),
+    "gpu_umc_activity": ("Percentage (0-100)", PERCENT),
+    "gpu_prof_tensor_active_percent": ("percent", PERCENT),
+    "gpu_prof_occupancy_percent": ("% of maximum", PERCENT),
+    "gpu_used_vram": ("(in MB)", MIB),
+    "gpu_total_vram": ("(in MB)", MIB),
+    "gpu_package_power": ("in Watts", 1.0),
+    "gpu_power_usage": ("in Watts", 1.0),
+    "gpu_average_package_power": ("in Watts", 1.0),
+    "gpu_junction_temperature": ("in Celsius", 1.0),
+    "gpu_edge_temperature": ("in Celsius", 1.0),
+}
+
+
+def test_amd_units_agree_with_upstream_help():
+    metrics, _ = upstream("amd-exporter", "upstream-names-afd0fe81.tsv")
+    for wire, (unit, scale) in AMD_UNITS.items():
+        assert unit in metrics[wire] and AMD_EXPORTER.metrics[wire][1] == scale, wire
+    assert set(AMD_UNITS) == set(AMD_EXPORTER.metrics)
+    assert "in KB" in metrics["gpu_xgmi_link_rx"] and AMD_EXPORTER.labelled["gpu_xgmi_link_rx"].scale == 1024
+    assert metrics["gpu_health"] == "Health of the GPU (0 = Unhealthy | 1 = Healthy)"
+    assert AMD_EXPORTER.healthy_values == frozenset({1.0})
+
+
+def test_gaudi_units_agree_with_upstream_descriptions():
+    metrics, _ = upstream("gaudi-exporter", "upstream-names-1.24.0.tsv")
+    assert metrics["habanalabs_power_mW"] == "Power usage in milli-watts"
+    assert metrics["habanalabs_memory_used_bytes"] == "Current used bytes of memory"
+    assert metrics["habanalabs_temperature_onchip"] == "Chip temperature in celsius"
+    assert GAUDI_EXPORTER.metrics["habanalabs_power_mW"][1] == 1e-3
+    assert GAUDI_EXPORTER.metrics["habanalabs_memory_used_bytes"][1] == 1.0
 
 
 def test_the_source_exports_vendor_labelled_series_over_http():
