@@ -164,17 +164,27 @@ def test_ascend_hbm_wins_over_ddr_and_pods_come_from_pod_name():
     assert pods == frozenset({PodContainer("n", "p", "c")})
 
 
-def test_ascend_70rc1_doc_sample_ids_model_and_ai_core_clock():
-    chips = by_index(ASCEND_EXPORTER, capture("ascend-exporter", "hiascend-70rc1-api-doc.txt"))
-    assert sorted(chips) == ["0", "1", "2", "3", "4"]
-    # Lines 6 and 10 of the capture: a real die id and PCI address per chip, AI Core at 1000 MHz.
-    chip0, pods = chips["0"]
-    assert chip0.uuid == "185011D4-21104518-A0C4ED94-14CC040A-56102003" and chip0.model == "910A-Ascend-V1"
-    assert chip0.labels == {"pci_bus_id": "0000:61:00.0"} and pods == frozenset()
-    assert chip0.values == {"llm_gpu_sm_clock_hertz": 1e9}
-    chip4, _ = chips["4"]
-    assert chip4.uuid == "185011D4-21A02418-64946D94-14CC040A-F8102003"
-    assert chip4.labels == {"pci_bus_id": "0000:60:00.0"} and chip4.values == {"llm_gpu_sm_clock_hertz": 1e9}
+# The die id and PCI address of each chip in mind-cluster-docs-api-sample.txt (lines 8-15), by id.
+ASCEND_DOC_CHIPS = {
+    "0": ("185011D4-21104518-A0C4ED94-14CC040A-56102003", "0000:61:00.0"),
+    "1": ("185011D4-21E04718-93B2ED94-14CC040A-BF102003", "0000:DB:00.0"),
+    "2": ("185011D4-20C02418-59D4ED94-14CC040A-F9102003", "0000:B2:00.0"),
+    "3": ("185011D4-21502C18-0464ED94-14CC040A-6E102003", "0000:3E:00.0"),
+    "4": ("185011D4-21A02418-64946D94-14CC040A-F8102003", "0000:60:00.0"),
+    "5": ("185011DC-21F02B18-C4B66D94-14CC040A-57102003", "0000:DA:00.0"),
+    "6": ("185011D4-20602118-14646D94-14CC040A-8A102003", "0000:B1:00.0"),
+    "7": ("185011D4-21504C18-10656D94-14CC040A-6B102003", "0000:3D:00.0"),
+}
+
+
+def test_ascend_docs_sample_ids_model_and_ai_core_clock():
+    chips = by_index(ASCEND_EXPORTER, capture("ascend-exporter", "mind-cluster-docs-api-sample.txt"))
+    assert sorted(chips) == sorted(ASCEND_DOC_CHIPS)
+    for index, (vdie_id, bus) in ASCEND_DOC_CHIPS.items():
+        chip, pods = chips[index]
+        assert (chip.uuid, chip.labels, chip.model) == (vdie_id, {"pci_bus_id": bus}, "910A-Ascend-V1")
+        # npu_chip_info_aicore_current_freq 1000 (MHz) on every chip; bandwidth_rx is not mapped.
+        assert chip.values == {"llm_gpu_sm_clock_hertz": 1e9} and pods == frozenset()
 
 
 GAUDI_CAPTURE = "from-source-1.24.0.txt"
