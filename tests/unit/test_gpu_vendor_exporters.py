@@ -263,6 +263,19 @@ def test_gaudi_pod_from_the_kubelet_by_serial_when_the_exporter_names_none():
     assert up["0"]["vendor"] == up["1"]["vendor"] == "gaudi"
 
 
+def test_gaudi_rate_limit_answer_is_a_down_round_not_a_parse():
+    # The exporter's rateLimit (main.go) answers http.Error(w, "rate limiting exceeded", 429).
+    server = RouteServer({"/metrics": respond_with("rate limiting exceeded\n", status=429)})
+    try:
+        source = GaudiExporterSource(server.url("/metrics"))
+        with pytest.raises(SourceError) as caught:
+            source.collect(0.0)
+        assert caught.value.reason == "http_status" and "429" in str(caught.value)
+        source.close()
+    finally:
+        server.close()
+
+
 def upstream(directory, name):
     """(metric name → help, label names) of an upstream names file (tests/fixtures/*/upstream-names-*.tsv)."""
     metrics, labels = {}, set()
