@@ -59,6 +59,9 @@ def _spec_lines(title: str, spec: DeviceExporterSpec) -> list[str]:
     if pods:
         lines[-1] += "; the pod from " + "/".join(pods)
     lines[-1] += " (first non-empty wins)."
+    if spec.failed_values:
+        shown = ", ".join(f"{v:g}" for v in sorted(spec.failed_values))
+        lines[-1] += f' A sample of {shown} is the exporter\'s "could not read" and is dropped.'
     if spec.device_id_labels:
         lines[-1] += " The device plugin's device ID, looked up in the kubelet's pod-resources answer, is "
         lines[-1] += ", ".join(f"`{n}`" for n in spec.device_id_labels) + "."

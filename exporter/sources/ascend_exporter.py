@@ -5,8 +5,10 @@ Names from Ascend/mind-cluster `component/npu-exporter/collector/metrics/` (`col
 percent, HBM (and the 310 series' DDR) in MB (MiB), power in W, temperature in °C,
 `health_status` 1 for healthy. Devices are `id` (the logical chip), `vdie_id` their stable die id,
 `model_name` the chip; `namespace`/`pod_name`/`container_name` name the pod holding the chip (empty
-until one does). Samples carry timestamps, which are ignored. RoCE counters count packets, not
-bytes, and stay unmapped.
+until one does). Samples carry timestamps, which are ignored. A reading the exporter failed to
+take is written as -1 (`doUpdateMetric` in `collector/metrics/common_utils.go` turns its failure
+value into `FailedMetricValue`, -1), health "Unknown" included: such a sample is dropped. RoCE
+counters count packets, not bytes, and stay unmapped.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ ASCEND_EXPORTER = DeviceExporterSpec(
     },
     health=("npu_chip_info_health_status",),
     presence=("npu_chip_info_error_code",),
+    failed_values=frozenset({-1.0}),
 )
 
 

@@ -59,6 +59,9 @@ class DeviceExporterSpec:
     #: wire names of the device's health flag; `healthy_values` of it read as 1, anything else 0
     health: tuple[str, ...] = ()
     healthy_values: frozenset[float] = frozenset({1.0})
+    #: values the exporter writes for a reading it could not take (Ascend's -1): dropped, so the
+    #: family stays absent rather than reading as a temperature of -1 or an unhealthy chip
+    failed_values: frozenset[float] = frozenset()
     #: wire names not mapped but present on every device: they still show it exists
     presence: tuple[str, ...] = ()
     #: prefixes an exporter may be configured to put before every name (AMD's MetricsFieldPrefix)
@@ -123,7 +126,7 @@ def readings_from_text(
         bare = spec.unprefixed(name)
         for label_key, value in parsed[name].items():
             key = reading_for(label_key)
-            if key is None or value != value:
+            if key is None or value != value or value in spec.failed_values:
                 continue
             reading = readings[key]
             if bare in spec.metrics:

@@ -148,6 +148,21 @@ def test_ascend_doc_sample_hbm_total_in_bytes_despite_timestamps():
     assert chips["7"][0].values == {}  # only npu_chip_info_error_code: present, nothing mapped
 
 
+def test_ascend_failed_readings_minus_one_stay_absent():
+    # npu-exporter writes -1 for a reading it failed to take (common_utils.go doUpdateMetric), health
+    # "Unknown" included: chip 0's lines of upstream's test data with that value.
+    lines = [
+        line.replace("} 0 ", "} -1 ")
+        for line in capture("ascend-exporter", "mind-cluster-testdata.txt").splitlines()
+        if 'id="0"' in line
+        and line.startswith(("npu_chip_info_temperature{", "npu_chip_info_health_status{", "npu_chip_info_power{"))
+    ]
+    assert len(lines) == 3
+    text = "\n".join(lines).replace("} 1 ", "} -1 ") + "\n"
+    chip, _ = by_index(ASCEND_EXPORTER, text)["0"]
+    assert chip.values == {}  # the chip is still there, with nothing claimed about it
+
+
 def test_ascend_hbm_wins_over_ddr_and_pods_come_from_pod_name():
     text = (
         'npu_chip_info_used_memory{id="3",model_name="910B3",pod_name="p",namespace="n",container_name="c"} 100\n'
