@@ -91,6 +91,8 @@ class GpuLevel:
     withheld: str = ""
     #: the value is a bound over the node's unattributed GPUs, not the engine's own mean
     node_wide: bool = False
+    #: withheld: (lowest, highest) over the node's unattributed GPUs, which still bound the score
+    bounds: tuple[float, float] | None = None
 
 
 def gpu_level(h: History, attr: str, t: Thresholds, low: float, high: float) -> GpuLevel:
@@ -100,7 +102,8 @@ def gpu_level(h: History, attr: str, t: Thresholds, low: float, high: float) -> 
     are evidence only where they are unanimous: if even the lowest reads >= `high`, every GPU (so
     every engine's) is at the top of the ramp, and the lowest is used; if even the highest reads
     <= `low`, every one is at the bottom, and the highest is used. Between, one engine's GPUs would
-    decide another's stage: the reading is withheld and the stage scores without it.
+    decide another's stage: the reading is withheld and the stage scores without it, within what
+    the two ends allow (`bounds`, `clamp`).
     """
     own = h.mean(attr, t.level_seconds)
     if own is not None:
@@ -116,7 +119,19 @@ def gpu_level(h: History, attr: str, t: Thresholds, low: float, high: float) -> 
     if highest <= low:
         where = f"at most, on every one of the node's {count} unattributed GPUs (all <= {low:g})"
         return GpuLevel(highest, where, node_wide=True)
-    return GpuLevel(None, withheld=f"they read {lowest:.2f}-{highest:.2f}, across the {low:g}-{high:g} band: withheld")
+    withheld = f"they read {lowest:.2f}-{highest:.2f}, across the {low:g}-{high:g} band: withheld"
+    return GpuLevel(None, withheld=withheld, bounds=bounds)
+
+
+def clamp(score: float, lowest: float, highest: float, result: StageResult) -> float:
+    """A score reached without a withheld GPU reading, kept within what the reading would give at
+    the node's two ends (the engine's own lies between), with an evidence line when it bites."""
+    bounded = min(highest, max(lowest, score))
+    if bounded != score:
+        result.evidence.append(
+            f"bounded to {lowest:.2f}-{highest:.2f} by the node's lowest and highest GPU readings (was {score:.2f})"
+        )
+    return bounded
 
 
 def _host_busy(h: History, t: Thresholds) -> float:
@@ -238,6 +253,12 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
         result.score = (
             decoding * max(slowing, ramp(itl, t.itl_p95_seconds * 0.5, t.itl_p95_seconds)) * 0.8 * (1.0 - explained)
         )
+        if dram_level.bounds is not None:
+            # Tensor at its node-wide highest (or as known) is the lightest compute any engine can have.
+            heaviest = tensor if tensor is not None else (tensor_level.bounds or (None, None))[1]
+            light = 1.0 - ramp(heaviest, t.tensor_active_high, t.tensor_active_high + 0.3)
+            lowest, highest = (decoding * ramp(v, busy, saturated) * slowing for v in dram_level.bounds)
+            result.score = clamp(result.score, lowest * light, highest, result)
     if itl is not None:
         line = f"ITL p95 {itl * 1000:.1f} ms"
         if slowdown is not None and slowdown > 1.05:
@@ -275,6 +296,10 @@ def prefill_compute(h: History, t: Thresholds) -> StageResult:
             + ": scored from TTFT beyond queueing"
         )
         result.score = ramp(own_ttft, t.ttft_p95_seconds * 0.5, t.ttft_p95_seconds) * prefill_heavy
+        if tensor_level.bounds is not None:
+            band = (t.tensor_active_high - 0.2, t.tensor_active_high)
+            lowest, highest = (ramp(v, *band) * prefill_heavy * (1.0 - 0.5 * kv_churn) for v in tensor_level.bounds)
+            result.score = clamp(result.score, lowest, highest, result)
     if share is not None:
         result.evidence.append(f"prompt tokens are {share:.0%} of tokens processed ({prompt_rate:.0f}/s)")
     if own_ttft is not None:

@@ -385,6 +385,37 @@ def test_unattributed_gpus_that_disagree_are_withheld_and_the_stage_says_so() ->
     assert d.scores["decode_memory_bandwidth"] <= 0.8
 
 
+def test_a_withheld_reading_still_bounds_the_score_from_its_two_ends() -> None:
+    # DRAM 0.56-0.70 across the node (band 0.6-0.8): withheld, but no GPU is past half the band,
+    # so e0's slow tokens alone (0.8 of the scale) cannot make it a bandwidth bottleneck.
+    gpus = node_gpus([(0.4, 0.56 + 0.02 * k, 0.1) for k in range(8)])
+    diagnoser = Diagnoser()
+    for i in range(40):
+        diagnoser.update(two_engines(i, gpus), i * 5.0)
+    d = diagnoser.latest[("e0", "vllm", "m")]
+    evidence = d.results["decode_memory_bandwidth"].evidence
+    assert "withheld" in evidence[0], evidence
+    assert any(line.startswith("bounded to 0.00-0.50 by the node's lowest and highest") for line in evidence), evidence
+    assert d.scores["decode_memory_bandwidth"] == pytest.approx(0.5, abs=0.01)
+    assert not d.active["decode_memory_bandwidth"]
+
+
+def test_a_withheld_tensor_reading_whose_lowest_end_is_high_still_counts_for_prefill() -> None:
+    # Tensor 0.45-0.59 across the node (band 0.3-0.5): withheld, but even the lowest GPU is 3/4 up
+    # the ramp, so a prompt-heavy engine with a quick first token scores at least that.
+    def make(i: int) -> list[Metric]:
+        return (
+            engine_metrics(running=8, prompt_tokens=9500 * 5 * i, generation_tokens=500 * 5 * i, ttft_p95=0.3)
+            + [Sample("llm_engine_up", OTHER, 1.0)]
+            + node_gpus([(0.7, 0.3, 0.45 + 0.02 * k) for k in range(8)])
+        )
+
+    d, _ = run(Diagnoser(), 20, make)
+    assert d.primary == "prefill_compute"
+    assert d.scores["prefill_compute"] == pytest.approx(0.75, abs=0.01)
+    assert any("bounded to 0.75-1.00" in line for line in d.results["prefill_compute"].evidence)
+
+
 def test_unattributed_gpus_that_all_read_light_hbm_rule_decode_bandwidth_out() -> None:
     # Tokens slow 4.5x, but no GPU on the node moves much memory: whatever e0 uses is not HBM-bound.
     light = node_gpus([(0.3, 0.2 + 0.05 * k, 0.1) for k in range(8)])
