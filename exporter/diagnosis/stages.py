@@ -237,7 +237,7 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
         elif sm_range is not None:
             line += f" while SM active {sm_range[0]:.2f}-{sm_range[1]:.2f} across the node"
         if tensor is not None:
-            line += f", tensor active {tensor:.2f}" + (f" ({tensor_level.where})" if tensor_level.node_wide else "")
+            line += f", tensor active {tensor:.2f}" + (f" {tensor_level.where}" if tensor_level.node_wide else "")
         elif tensor_level.withheld:
             line += f", tensor active not known ({tensor_level.withheld})"
         result.evidence.append(line + f" (practical peak ~{saturated:g})")
