@@ -361,7 +361,7 @@ def host_overhead(h: History, t: Thresholds) -> StageResult:
     result.score = ramp(in_engine, 0.0, 1.0) * starved * cpu_bound * not_memory_bound
     parts = []
     if busy_gpu is not None:
-        where = f" ({gpu.where})" if gpu.node_wide else ""
+        where = f" {gpu.where}," if gpu.node_wide else ""
         parts.append(f"GPU busy {busy_gpu:.2f}{where} while {in_engine:.1f} requests are in the engine")
     if cpu is not None:
         parts.append(f"engine process at {cpu:.2f} CPU cores")

@@ -458,7 +458,7 @@ def test_unattributed_gpus_that_all_idle_while_the_engine_core_is_busy_read_host
 
     d, _ = run(Diagnoser(), 20, make)
     assert d.primary == "host_overhead"
-    assert "GPU busy 0.24 (at most, on every one of the node's 8 unattributed GPUs" in d.evidence[0]
+    assert "GPU busy 0.24 at most, on every one of the node's 8 unattributed GPUs (all <= 0.3), while" in d.evidence[0]
 
 
 def test_slow_tokens_with_a_busy_core_and_no_gpu_data_read_host_overhead_not_decode() -> None:
