@@ -86,7 +86,9 @@ def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:
 
     sources: list[Source] = [EngineSource(target, config.window_seconds, lifetime_baseline) for target in configured]
     try:
-        gpu_source = build_gpu_source(config.gpu, Attributor(config.gpu_attribution, targets), config.interval_seconds)
+        pod_at = discovery.pod_at if discovery is not None else None
+        attributor = Attributor(config.gpu_attribution, targets, pod_at=pod_at)
+        gpu_source = build_gpu_source(config.gpu, attributor, config.interval_seconds)
     except BaseException:
         Pipeline(sources, groups).close()
         raise

@@ -134,8 +134,8 @@ class Diagnoser:
         if unattributed:
             # Said once per engine whatever stage leads: its verdict was reached without GPU data.
             evidence.append(
-                f"GPU signals of {len(unattributed)} GPUs on this node are unattributed (no engine label, several "
-                "engines): not used for this engine; set gpu_attribution to use them"
+                f"GPU signals unattributed: node-wide ({len(unattributed)} GPUs, no engine label, several engines): "
+                "used for this engine only where every GPU of the node agrees; set gpu_attribution to use them"
             )
         settings = history.latest().settings
         actions = [a for s in ordered if active[s] for a in stage_actions(s, settings)]

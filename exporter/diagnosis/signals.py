@@ -40,8 +40,12 @@ class EngineInputs:
     #: the `vendor` labels of those GPUs ("nvidia" where a series has none)
     gpu_vendors: list[str] = field(default_factory=list)
     #: GPUs on the node that no attribution tied to an engine while several engines run: their
-    #: ratios cannot be this engine's, so they are left out and the evidence says so
+    #: ratios are not this engine's own, so they are not averaged in and the evidence says so
     unattributed_gpus: list[str] = field(default_factory=list)
+    #: over those GPUs, the lowest and highest reading of each ratio (`sm_active`, ...): whichever
+    #: GPUs the engine uses, its own readings lie in between, so a verdict that holds at both ends
+    #: holds for it (stages.gpu_level)
+    node_gpu_range: dict[str, tuple[float, float]] = field(default_factory=dict)
     sm_active: float | None = None
     dram_active: float | None = None
     tensor_active: float | None = None
@@ -90,8 +94,9 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
     GPUs join their engine through the `engine` label set by attribution; where no GPU carries an
     engine label and the node runs one engine, the node's GPUs are that engine's. With several
     engines, unattributed GPUs are nobody's: averaging them into every engine would let one
-    engine's busy GPUs decide another's stage, so each engine only records that they exist. RDMA
-    ports are node-wide, so every engine on the node sees them.
+    engine's busy GPUs decide another's stage, so each engine records only that they exist and the
+    range of their readings (lowest, highest), which the stages use where the whole range agrees.
+    RDMA ports are node-wide, so every engine on the node sees them.
     """
     engines: dict[EngineKey, EngineInputs] = {}
     gpu_values: dict[str, dict[str, list[float]]] = {}  # engine name ("" unattributed) → field → values
@@ -145,6 +150,8 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
                 setattr(inputs, attr, fmean(values))
         elif "" in gpu_ids:
             inputs.unattributed_gpus = sorted(gpu_ids[""], key=lambda g: (len(g), g))
+            inputs.gpu_vendors = sorted(gpu_vendors[""])
+            inputs.node_gpu_range = {attr: (min(values), max(values)) for attr, values in gpu_values[""].items()}
         if rdma.get("utilization"):
             inputs.rdma_utilization = max(rdma["utilization"])
         for attr, totals in (
@@ -203,6 +210,23 @@ class History:
     def minimum(self, attr: str, seconds: float) -> float | None:
         values = self.values(attr, seconds)
         return min(values) if values else None
+
+    def node_range(self, attr: str, seconds: float) -> tuple[float, float] | None:
+        """(mean of the lowest, mean of the highest) node-wide reading of GPU ratio `attr` over the
+        last `seconds`: no unattributed GPU's own mean lies outside it."""
+        if not self.points:
+            return None
+        start = self.points[-1][0] - seconds
+        lows: list[float] = []
+        highs: list[float] = []
+        for t, point in reversed(self.points):
+            if t < start:
+                break
+            bounds = point.node_gpu_range.get(attr)
+            if bounds is not None:
+                lows.append(bounds[0])
+                highs.append(bounds[1])
+        return (fmean(lows), fmean(highs)) if lows else None
 
     def rate(self, attr: str, seconds: float) -> float | None:
         """Per-second increase of a counter over the last `seconds`, Prometheus-style on resets."""

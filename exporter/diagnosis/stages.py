@@ -69,15 +69,69 @@ def _requests_in_engine(h: History, t: Thresholds) -> float:
     return max(running, h.rate("e2e_seconds_total", t.level_seconds) or 0.0)
 
 
-def _no_gpu_line(h: History, what: str) -> str:
-    """`what`, and why: unattributed GPUs on a node of several engines are named as such."""
+def _no_gpu_line(h: History, what: str, withheld: str = "") -> str:
+    """`what`, and why: unattributed GPUs on a node of several engines are named as such, and
+    `withheld` says where their readings disagreed."""
     unattributed = h.latest().unattributed_gpus
     if not unattributed:
         return what
-    return (
-        f"{what} (GPU signals of {len(unattributed)} GPUs on this node are unattributed: no engine label, "
-        "several engines; set gpu_attribution to use them)"
-    )
+    why = withheld or "no engine label, several engines"
+    return f"{what} (GPU signals unattributed: node-wide, {len(unattributed)} GPUs; {why}; set gpu_attribution)"
+
+
+@dataclass(frozen=True)
+class GpuLevel:
+    """A GPU ratio as a stage may score it: the engine's own GPUs' mean, or a node-wide bound."""
+
+    #: None: no reading, or node-wide readings that disagree about the band (withheld)
+    value: float | None
+    #: where the value comes from, for the evidence: "on GPU 0", "on every GPU of the node (...)"
+    where: str = ""
+    #: why a node-wide reading was withheld, for the evidence; "" otherwise
+    withheld: str = ""
+    #: the value is a bound over the node's unattributed GPUs, not the engine's own mean
+    node_wide: bool = False
+    #: withheld: (lowest, highest) over the node's unattributed GPUs, which still bound the score
+    bounds: tuple[float, float] | None = None
+
+
+def gpu_level(h: History, attr: str, t: Thresholds, low: float, high: float) -> GpuLevel:
+    """The engine's GPU ratio `attr` for a stage that ramps it from `low` to `high`.
+
+    The engine's own (attributed) GPUs give their mean. Without them, the node's unattributed GPUs
+    are evidence only where they are unanimous: if even the lowest reads >= `high`, every GPU (so
+    every engine's) is at the top of the ramp, and the lowest is used; if even the highest reads
+    <= `low`, every one is at the bottom, and the highest is used. Between, one engine's GPUs would
+    decide another's stage: the reading is withheld and the stage scores without it, within what
+    the two ends allow (`bounds`, `clamp`).
+    """
+    own = h.mean(attr, t.level_seconds)
+    if own is not None:
+        return GpuLevel(own, f"on {_gpus(h)}")
+    bounds = h.node_range(attr, t.level_seconds)
+    if bounds is None:
+        return GpuLevel(None)
+    lowest, highest = bounds
+    count = len(h.latest().unattributed_gpus)
+    if lowest >= high:
+        where = f"at least, on every one of the node's {count} unattributed GPUs (all >= {high:g})"
+        return GpuLevel(lowest, where, node_wide=True)
+    if highest <= low:
+        where = f"at most, on every one of the node's {count} unattributed GPUs (all <= {low:g})"
+        return GpuLevel(highest, where, node_wide=True)
+    withheld = f"they read {lowest:.2f}-{highest:.2f}, across the {low:g}-{high:g} band: withheld"
+    return GpuLevel(None, withheld=withheld, bounds=bounds)
+
+
+def clamp(score: float, lowest: float, highest: float, result: StageResult) -> float:
+    """A score reached without a withheld GPU reading, kept within what the reading would give at
+    the node's two ends (the engine's own lies between), with an evidence line when it bites."""
+    bounded = min(highest, max(lowest, score))
+    if bounded != score:
+        result.evidence.append(
+            f"bounded to {lowest:.2f}-{highest:.2f} by the node's lowest and highest GPU readings (was {score:.2f})"
+        )
+    return bounded
 
 
 def _host_busy(h: History, t: Thresholds) -> float:
@@ -114,7 +168,8 @@ def kv_cache_capacity(h: History, t: Thresholds) -> StageResult:
     # With HBM saturated and tokens slowing, long contexts fill the cache *because* decode is slow
     # (the seed case): KV stays active but decode-bandwidth ranks first.
     _, slowdown = _itl_slowdown(h, t)
-    bandwidth_bound = ramp(h.mean("dram_active", t.level_seconds), t.dram_active_busy, t.dram_active_saturated)
+    dram = gpu_level(h, "dram_active", t, t.dram_active_busy, t.dram_active_saturated).value
+    bandwidth_bound = ramp(dram, t.dram_active_busy, t.dram_active_saturated)
     result.score = score * (1.0 - 0.25 * bandwidth_bound * ramp(slowdown, 1.0, t.itl_slowdown_ratio))
     result.evidence.append(
         f"KV-cache usage up to {kv:.2f} (warning {t.kv_usage_warning:g}) with {waiting:.1f} requests waiting"
@@ -161,27 +216,36 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
     """
     result = StageResult()
     in_engine = _requests_in_engine(h, t)
-    dram = h.mean("dram_active", t.level_seconds)
     vendors = h.latest().gpu_vendors
     signal = bandwidth_signal(vendors)
     busy, saturated = signal.band(t)
+    dram_level = gpu_level(h, "dram_active", t, busy, saturated)
+    dram = dram_level.value
     sm = h.mean("sm_active", t.level_seconds)
-    tensor = h.mean("tensor_active", t.level_seconds)
+    sm_range = h.node_range("sm_active", t.level_seconds) if sm is None else None
+    tensor_level = gpu_level(h, "tensor_active", t, t.tensor_active_high, t.tensor_active_high + 0.3)
+    tensor = tensor_level.value
     itl, slowdown = _itl_slowdown(h, t)
     decoding = ramp(in_engine, 0.0, 1.0)
     slowing = _slowing(slowdown, t)
     if dram is not None:
         compute_light = 1.0 - ramp(tensor, t.tensor_active_high, t.tensor_active_high + 0.3)
         result.score = decoding * ramp(dram, busy, saturated) * compute_light * slowing
-        line = f"{signal.name} {dram:.2f} on {_gpus(h)}"
+        line = f"{signal.name} {dram:.2f} {dram_level.where}"
         if sm is not None:
             line += f" while SM active {sm:.2f}"
+        elif sm_range is not None:
+            line += f" while SM active {sm_range[0]:.2f}-{sm_range[1]:.2f} across the node"
         if tensor is not None:
-            line += f", tensor active {tensor:.2f}"
+            line += f", tensor active {tensor:.2f}" + (f" {tensor_level.where}" if tensor_level.node_wide else "")
+        elif tensor_level.withheld:
+            line += f", tensor active not known ({tensor_level.withheld})"
         result.evidence.append(line + f" (practical peak ~{saturated:g})")
     else:
         # A vendor without any bandwidth signal says so; otherwise the signal is merely missing here.
-        lacking = missing_bandwidth_reason(vendors) or _no_gpu_line(h, "no GPU DRAM activity for this engine")
+        lacking = missing_bandwidth_reason(vendors) or _no_gpu_line(
+            h, "no GPU DRAM activity for this engine", dram_level.withheld
+        )
         result.evidence.append(lacking + ": scored from inter-token latency alone")
         # Slow tokens alone fit a host-bound engine and prefill stalls as well as HBM: what the
         # engine's own process CPU and prompt share explain is taken off.
@@ -189,6 +253,12 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
         result.score = (
             decoding * max(slowing, ramp(itl, t.itl_p95_seconds * 0.5, t.itl_p95_seconds)) * 0.8 * (1.0 - explained)
         )
+        if dram_level.bounds is not None:
+            # Tensor at its node-wide highest (or as known) is the lightest compute any engine can have.
+            heaviest = tensor if tensor is not None else (tensor_level.bounds or (None, None))[1]
+            light = 1.0 - ramp(heaviest, t.tensor_active_high, t.tensor_active_high + 0.3)
+            lowest, highest = (decoding * ramp(v, busy, saturated) * slowing for v in dram_level.bounds)
+            result.score = clamp(result.score, lowest * light, highest, result)
     if itl is not None:
         line = f"ITL p95 {itl * 1000:.1f} ms"
         if slowdown is not None and slowdown > 1.05:
@@ -202,7 +272,8 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
 
 def prefill_compute(h: History, t: Thresholds) -> StageResult:
     result = StageResult()
-    tensor = h.mean("tensor_active", t.level_seconds)
+    tensor_level = gpu_level(h, "tensor_active", t, t.tensor_active_high - 0.2, t.tensor_active_high)
+    tensor = tensor_level.value
     ttft = h.mean("ttft_p95", t.level_seconds)
     queue = h.mean("queue_p95", t.level_seconds) or 0.0
     prompt_rate = h.rate("prompt_tokens_total", t.level_seconds)
@@ -218,12 +289,17 @@ def prefill_compute(h: History, t: Thresholds) -> StageResult:
         result.score = (
             ramp(tensor, t.tensor_active_high - 0.2, t.tensor_active_high) * prefill_heavy * (1.0 - 0.5 * kv_churn)
         )
-        result.evidence.append(f"tensor active {tensor:.2f} on {_gpus(h)}")
+        result.evidence.append(f"tensor active {tensor:.2f} {tensor_level.where}")
     else:
         result.evidence.append(
-            _no_gpu_line(h, "no GPU tensor activity for this engine") + ": scored from TTFT beyond queueing"
+            _no_gpu_line(h, "no GPU tensor activity for this engine", tensor_level.withheld)
+            + ": scored from TTFT beyond queueing"
         )
         result.score = ramp(own_ttft, t.ttft_p95_seconds * 0.5, t.ttft_p95_seconds) * prefill_heavy
+        if tensor_level.bounds is not None:
+            band = (t.tensor_active_high - 0.2, t.tensor_active_high)
+            lowest, highest = (ramp(v, *band) * prefill_heavy * (1.0 - 0.5 * kv_churn) for v in tensor_level.bounds)
+            result.score = clamp(result.score, lowest, highest, result)
     if share is not None:
         result.evidence.append(f"prompt tokens are {share:.0%} of tokens processed ({prompt_rate:.0f}/s)")
     if own_ttft is not None:
@@ -261,8 +337,12 @@ def host_overhead(h: History, t: Thresholds) -> StageResult:
     result = StageResult()
     in_engine = _requests_in_engine(h, t)
     cpu = h.rate("process_cpu_seconds_total", t.level_seconds)
-    sm = h.mean("sm_active", t.level_seconds)
-    busy_gpu = sm if sm is not None else h.mean("gpu_utilization", t.level_seconds)
+    band = (t.sm_active_ineffective - 0.2, t.sm_active_ineffective)
+    gpu = gpu_level(h, "sm_active", t, *band)
+    if gpu.value is None:
+        utilization = gpu_level(h, "gpu_utilization", t, *band)
+        gpu = utilization if utilization.value is not None or not gpu.withheld else gpu
+    busy_gpu = gpu.value
     if cpu is None and busy_gpu is None:
         result.evidence.append("no engine process CPU or GPU activity: host overhead not assessed")
         return result
@@ -276,16 +356,17 @@ def host_overhead(h: History, t: Thresholds) -> StageResult:
         else 0.5 + 0.5 * _slowing(slowdown, t)
     )
     cpu_bound = ramp(cpu, t.engine_cpu_cores_busy - 0.3, t.engine_cpu_cores_busy) if cpu is not None else 0.5
-    dram = h.mean("dram_active", t.level_seconds)
+    dram = gpu_level(h, "dram_active", t, t.dram_active_busy - 0.2, t.dram_active_busy).value
     not_memory_bound = 1.0 - ramp(dram, t.dram_active_busy - 0.2, t.dram_active_busy)
     result.score = ramp(in_engine, 0.0, 1.0) * starved * cpu_bound * not_memory_bound
     parts = []
     if busy_gpu is not None:
-        parts.append(f"GPU busy {busy_gpu:.2f} while {in_engine:.1f} requests are in the engine")
+        where = f" {gpu.where}," if gpu.node_wide else ""
+        parts.append(f"GPU busy {busy_gpu:.2f}{where} while {in_engine:.1f} requests are in the engine")
     if cpu is not None:
         parts.append(f"engine process at {cpu:.2f} CPU cores")
     if busy_gpu is None:
-        parts.append(_no_gpu_line(h, "no GPU activity for this engine"))
+        parts.append(_no_gpu_line(h, "no GPU activity for this engine", gpu.withheld))
     result.evidence.append("; ".join(parts))
     return result
 

@@ -103,6 +103,28 @@ def target_for_pod(
     ), ""
 
 
+def pod_ips(pods: Mapping[str, Mapping[str, Any]], node_name: str) -> dict[str, tuple[str, str]]:
+    """IP → (namespace, pod) of the Running pods of this node with their own network namespace.
+
+    What ties an engine URL given by address (`--engine vllm=http://10.1.2.3:8000/metrics`) to its
+    pod, and so to the GPUs its pod holds. A hostNetwork pod has the node's IP, shared with every
+    other such pod, and an IP two pods claim (a stale list) names neither: both are left out.
+    """
+    claims: dict[str, set[tuple[str, str]]] = {}
+    for pod in pods.values():
+        meta, spec, status = (pod.get(k) or {} for k in ("metadata", "spec", "status"))
+        if spec.get("hostNetwork") or spec.get("nodeName") != node_name or status.get("phase") != "Running":
+            continue
+        owner = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        addresses = {str(status.get("podIP", ""))} | {str(a.get("ip", "")) for a in status.get("podIPs") or []}
+        for address in addresses:
+            try:
+                claims.setdefault(ipaddress.ip_address(address).compressed, set()).add(owner)
+            except ValueError:
+                continue
+    return {ip: next(iter(owners)) for ip, owners in claims.items() if len(owners) == 1}
+
+
 def _container_ports(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     ports = []
     for container in spec.get("containers") or []:
@@ -195,6 +217,8 @@ class KubernetesEngineDiscovery:
         self._status = DiscoveryStatus(self)
         self._api = KubernetesApi(base_url, settings.token_file, verify)
         self._pods: dict[str, dict[str, Any]] = {}
+        #: replaced whole on every change, so readers on other threads see one list's view
+        self._pod_ips: dict[str, tuple[str, str]] = {}
         self._resource_version = ""
         self._next_resync = 0.0
         self._skipped: dict[str, str] = {}
@@ -213,6 +237,13 @@ class KubernetesEngineDiscovery:
 
     def sources(self) -> list[Source]:
         return [self._status, *self.engines.sources()]
+
+    def pod_at(self, address: str) -> tuple[str, str] | None:
+        """(namespace, pod) of the pod on this node whose IP `address` is (pod_ips), or None."""
+        try:
+            return self._pod_ips.get(ipaddress.ip_address(address).compressed)
+        except ValueError:
+            return None
 
     def close(self) -> None:
         self._stop.set()
@@ -290,6 +321,7 @@ class KubernetesEngineDiscovery:
             self._publish()
 
     def _publish(self) -> None:
+        self._pod_ips = pod_ips(self._pods, self.node_name)
         candidates = []
         skipped = {}
         for key, pod in sorted(self._pods.items()):

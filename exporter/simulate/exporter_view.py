@@ -4,7 +4,10 @@ The sources are the ones `serve` builds from a configuration file: one vLLM engi
 replica URL, `gpu: dcgm-exporter=URL`, and `sysfs: DIR` for the RDMA tree. Each engine is named
 after the pod it runs in, and `gpu_attribution.engine_pods` ties it to the GPUs dcgm-exporter
 labels with that pod — the attribution a Kubernetes deployment gets from dcgm-exporter's pod
-labels. Nothing here knows how the sources work; it only hands them URLs and a directory.
+labels. `plain_flags=True` reads the node as `serve --engine vllm=URL ... --gpu dcgm-exporter=URL
+--sysfs DIR` does: unnamed engines and no attribution configured (docs/diagnosis.md, "GPUs no
+engine is tied to"). Nothing here knows how the sources work; it only hands them URLs and a
+directory.
 """
 
 from __future__ import annotations
@@ -44,12 +47,28 @@ def exporter_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | None,
     return settings
 
 
+def plain_flag_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | None) -> dict[str, Any]:
+    """What `serve --engine vllm=URL ... --gpu FORMAT=URL --sysfs DIR` configures: every other key
+    (names, interval, window, attribution) at its default."""
+    settings: dict[str, Any] = {
+        "engines": [{"type": "vllm", "url": f"{base_url}/engine/{i}/metrics"} for i in range(len(node.replicas))],
+        "gpu": f"{GPU_TEXT_FORMATS[node.scenario.node.gpu.vendor]}={base_url}/gpu/metrics",
+    }
+    if sysfs_dir:
+        settings["sysfs"] = sysfs_dir
+    return settings
+
+
 class ExporterView:
     """Serves `node` on loopback (not real time) and collects it with the exporter's sources; each
     snapshot carries the diagnosis gauges, as `serve` publishes them."""
 
     def __init__(
-        self, node: SimulatedNode, interval: float = 5.0, extra_settings: Mapping[str, Any] | None = None
+        self,
+        node: SimulatedNode,
+        interval: float = 5.0,
+        extra_settings: Mapping[str, Any] | None = None,
+        plain_flags: bool = False,
     ) -> None:
         self.node = node
         self._sysfs_dir = tempfile.mkdtemp(prefix="llm-sim-sysfs-")
@@ -57,7 +76,12 @@ class ExporterView:
             node, "127.0.0.1", 0, self._sysfs_dir, realtime=False, gpu_window_seconds=interval
         ).start()
         self.server.write_sysfs()
-        settings = {**exporter_settings(node, self.server.url, self._sysfs_dir, interval), **(extra_settings or {})}
+        base = (
+            plain_flag_settings(node, self.server.url, self._sysfs_dir)
+            if plain_flags
+            else exporter_settings(node, self.server.url, self._sysfs_dir, interval)
+        )
+        settings = {**base, **(extra_settings or {})}
         config = build(settings)
         self.exporter = Exporter(config, clock=lambda: node.now)
 

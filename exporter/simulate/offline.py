@@ -150,9 +150,11 @@ def run_offline(
     drain: bool = False,
     exporter_view: bool = False,
     exporter_settings: dict[str, Any] | None = None,
+    plain_flags: bool = False,
 ) -> OfflineResult:
     """Simulate `scenario` for `duration_seconds` (default: the scenario's) as fast as the CPU allows;
-    `exporter_settings` adds configuration keys (such as `slos:`) to the exporter view's."""
+    `exporter_settings` adds configuration keys (such as `slos:`) to the exporter view's, and
+    `plain_flags` reads the node as `serve` with plain CLI flags does (ExporterView)."""
     node = SimulatedNode(scenario, seed, record_requests=True)
     result = OfflineResult(scenario, node)
     duration = scenario.duration_seconds if duration_seconds is None else duration_seconds
@@ -160,7 +162,7 @@ def run_offline(
     if exporter_view:
         from exporter.simulate.exporter_view import ExporterView
 
-        reader = ExporterView(node, extra_settings=exporter_settings)
+        reader = ExporterView(node, extra_settings=exporter_settings, plain_flags=plain_flags)
     try:
         t = 0.0
         while t < duration - 1e-9:

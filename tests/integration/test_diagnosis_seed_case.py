@@ -69,3 +69,37 @@ def test_the_report_quotes_dram_sm_and_the_waiting_trend_and_the_seed_remedies()
     assert "waiting requests rising" in evidence
     actions = " | ".join(engine["actions"])
     assert "prefix caching" in actions and "--max-model-len" in actions and "shortest-job-first" in actions
+
+
+def test_plain_flags_read_the_seed_case_from_the_nodes_unanimous_gpus() -> None:
+    """`serve --engine vllm=URL ... --gpu dcgm-exporter=URL`: unnamed engines, no attribution, so
+    the simulator's pod labels tie no GPU to an engine. Every GPU of the node reads saturated HBM
+    in the long-template phase, so every engine's does: decode bandwidth, from node-wide evidence."""
+    scenario = load_scenario("prompt-growth")
+    change = next(p.start_seconds for p in scenario.phases if p.expected_stage == "decode_memory_bandwidth")
+    from exporter.simulate.exporter_view import ExporterView
+    from exporter.simulate.node import SimulatedNode
+
+    node = SimulatedNode(scenario, None)
+    view = ExporterView(node, plain_flags=True)
+    baseline: list[str] = []
+    try:
+        t = 0.0
+        while t < change + 120:
+            t += 5.0
+            node.advance(t)
+            snapshot = view.collect()
+            if 60 <= t < change:
+                baseline += primaries(snapshot).values()
+        report = view.exporter.diagnosis()
+    finally:
+        view.close()
+    assert baseline and set(baseline) == {"none"}
+    assert len(report["engines"]) == 8
+    host = view.server.url.removeprefix("http://")
+    assert {e["engine"] for e in report["engines"]} == {f"{host}/engine/{i}/metrics" for i in range(8)}
+    for engine in report["engines"]:
+        assert engine["primary"] == "decode_memory_bandwidth", engine
+        evidence = " | ".join(engine["evidence"])
+        assert "at least, on every one of the node's 8 unattributed GPUs" in evidence, evidence
+        assert "GPU signals unattributed: node-wide (8 GPUs" in evidence, evidence

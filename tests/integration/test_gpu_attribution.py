@@ -14,6 +14,7 @@ from exporter.attribution import PodContainer
 from exporter.attribution.podresources import PodResourcesClient, PodResourcesError
 from tests.integration.gpu_helpers import EngineProcess, KubeletPodResources, labels_of, run_once, series, stub_dir
 from tests.nvml_stub import child_env, eight_gpu_node, with_changes, write_state
+from tests.support import FIXTURES, RouteServer, respond_with
 
 pytestmark = pytest.mark.integration
 
@@ -139,3 +140,37 @@ def test_engine_pod_is_found_from_its_process_hostname(tmp_path, kubelet):
     finally:
         engine.close()
     assert gpus_with(found, engine="vllm-b") == {"6", "7"}
+
+
+def test_plain_flags_tie_an_engine_to_the_pod_dcgm_exporter_names_by_its_process_hostname(tmp_path):
+    """`--engine vllm=URL --gpu dcgm-exporter=URL` and nothing else: no kubelet socket, no
+    engine_pods. dcgm-exporter's capture puts GPU 0 in a pod; the engine whose listening process
+    has that pod's HOSTNAME (as Kubernetes sets it) gets GPU 0, the engine in another pod none."""
+    pod = "runai-reservation-gpu-qa-mig-worker-gpu-1-kvltw"  # the capture's pod label on GPU 0
+    capture = (FIXTURES / "dcgm-exporter" / "dcgm-exporter-t4-pods-runai-1-workload.prom").read_text(encoding="utf-8")
+    server = RouteServer({"/metrics": respond_with(capture)})
+    engine = EngineProcess(tmp_path, hostname=pod)
+    other = EngineProcess(tmp_path, hostname="sglang-0")
+    try:
+        config = tmp_path / "config.yaml"
+        config.write_text(NO_KUBELET)
+        out = run_once(
+            "--config",
+            str(config),
+            "--engine",
+            f"vllm={engine.url}",
+            "--engine",
+            f"vllm={other.url}",
+            "--gpu",
+            f"dcgm-exporter={server.url('/metrics')}",
+        ).stdout
+    finally:
+        for process in (engine, other):
+            process.close()
+        server.close()
+    found = series(out)
+    name = f"127.0.0.1:{engine.port}"
+    assert gpus_with(found, engine=name, pod=pod, namespace="runai-reservation") == {"0"}
+    assert all(labels.get("engine") == name for labels in labels_of(found, "0"))
+    assert all("engine" not in labels for labels in labels_of(found, "1"))
+    assert gpus_with(found, engine=f"127.0.0.1:{other.port}") == set()

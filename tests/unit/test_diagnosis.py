@@ -323,22 +323,142 @@ def test_a_busy_engine_core_without_gpu_data_is_not_host_overhead_alone() -> Non
     assert 0.0 < d.scores["host_overhead"] < 0.6
 
 
-def test_unattributed_gpus_on_a_node_of_several_engines_decide_no_engines_stage_and_are_named() -> None:
-    other = {"engine": "e1", "engine_type": "vllm", "model": "m"}
+OTHER = {"engine": "e1", "engine_type": "vllm", "model": "m"}
 
-    def node(i: int) -> list[Metric]:
-        # e0 decodes steadily; e1 exists; the node's GPUs carry no engine label and read saturated HBM.
+
+def node_gpus(readings: list[tuple[float, float, float]], engines: list[str | None] | None = None) -> list[Metric]:
+    """GPU i reads `readings[i]` (SM, DRAM, tensor active), labelled with `engines[i]` (None: none)."""
+    out: list[Metric] = []
+    for index, (sm, dram, tensor) in enumerate(readings):
+        labels = {"gpu": str(index), "uuid": f"GPU-{index}", "gpu_model": "NVIDIA A100-SXM4-80GB"}
+        owner = engines[index] if engines else None
+        if owner:
+            labels["engine"] = owner
+        out += [
+            Sample("llm_gpu_sm_active_ratio", labels, sm),
+            Sample("llm_gpu_dram_active_ratio", labels, dram),
+            Sample("llm_gpu_tensor_active_ratio", labels, tensor),
+        ]
+    return out
+
+
+def two_engines(i: int, gpus: list[Metric], e0_slows: bool = True) -> list[Metric]:
+    """e0 decodes 16 requests, its tokens slowing 4.5x from step 10 (when `e0_slows`); e1 runs one
+    request at a steady pace; `gpus` are the node's GPU series."""
+    e1 = [
+        Sample("llm_engine_up", OTHER, 1.0),
+        Sample("llm_engine_requests_running", OTHER, 1.0),
+        QuantileSummary("llm_engine_inter_token_latency_seconds", OTHER, ((0.95, 0.02),), 10, 1),
+    ]
+    return engine_metrics(running=16, itl_p95=0.09 if e0_slows and i >= 10 else 0.02) + e1 + gpus
+
+
+def test_unattributed_gpus_that_all_read_saturated_hbm_are_evidence_for_every_engine() -> None:
+    # No GPU carries an engine label and two engines run: whichever GPUs e0 uses read >= 0.95.
+    gpus = node_gpus([(0.4, 0.95 + 0.005 * k, 0.1) for k in range(8)])
+    diagnoser = Diagnoser()
+    for i in range(40):
+        diagnoser.update(two_engines(i, gpus), i * 5.0)
+    d = diagnoser.latest[("e0", "vllm", "m")]
+    assert d.primary == "decode_memory_bandwidth"
+    line = d.results["decode_memory_bandwidth"].evidence[0]
+    assert line.startswith("DRAM active 0.95 at least, on every one of the node's 8 unattributed GPUs"), line
+    assert "SM active 0.40-0.40 across the node" in line
+    assert any(e.startswith("GPU signals unattributed: node-wide (8 GPUs") for e in d.evidence)
+    # The same saturated GPUs do not make e1's steady tokens a bandwidth bottleneck.
+    assert diagnoser.latest[("e1", "vllm", "m")].primary == "none"
+
+
+def test_unattributed_gpus_that_disagree_are_withheld_and_the_stage_says_so() -> None:
+    # Half the node's GPUs saturated, half nearly idle, nobody knows whose: e0's DRAM is not known.
+    gpus = node_gpus([(0.4, 0.97, 0.1)] * 4 + [(0.1, 0.2, 0.0)] * 4)
+    diagnoser = Diagnoser()
+    for i in range(40):
+        diagnoser.update(two_engines(i, gpus), i * 5.0)
+    d = diagnoser.latest[("e0", "vllm", "m")]
+    line = d.results["decode_memory_bandwidth"].evidence[0]
+    assert line.startswith("no GPU DRAM activity for this engine (GPU signals unattributed: node-wide, 8 GPUs;"), line
+    assert "they read 0.20-0.97, across the 0.6-0.8 band: withheld" in line
+    assert line.endswith("scored from inter-token latency alone")
+    assert not any("DRAM active 0.97" in e for e in d.evidence)
+    # With the reading withheld, the decode score is the ITL-only one (at most 0.8 of the scale).
+    assert d.scores["decode_memory_bandwidth"] <= 0.8
+
+
+def test_a_withheld_reading_still_bounds_the_score_from_its_two_ends() -> None:
+    # DRAM 0.56-0.70 across the node (band 0.6-0.8): withheld, but no GPU is past half the band,
+    # so e0's slow tokens alone (0.8 of the scale) cannot make it a bandwidth bottleneck.
+    gpus = node_gpus([(0.4, 0.56 + 0.02 * k, 0.1) for k in range(8)])
+    diagnoser = Diagnoser()
+    for i in range(40):
+        diagnoser.update(two_engines(i, gpus), i * 5.0)
+    d = diagnoser.latest[("e0", "vllm", "m")]
+    evidence = d.results["decode_memory_bandwidth"].evidence
+    assert "withheld" in evidence[0], evidence
+    assert any(line.startswith("bounded to 0.00-0.50 by the node's lowest and highest") for line in evidence), evidence
+    assert d.scores["decode_memory_bandwidth"] == pytest.approx(0.5, abs=0.01)
+    assert not d.active["decode_memory_bandwidth"]
+
+
+def test_a_withheld_tensor_reading_whose_lowest_end_is_high_still_counts_for_prefill() -> None:
+    # Tensor 0.45-0.59 across the node (band 0.3-0.5): withheld, but even the lowest GPU is 3/4 up
+    # the ramp, so a prompt-heavy engine with a quick first token scores at least that.
+    def make(i: int) -> list[Metric]:
         return (
-            engine_metrics(running=16, itl_p95=0.02 if i < 10 else 0.09)
-            + [Sample("llm_engine_up", other, 1.0), Sample("llm_engine_requests_running", other, 1.0)]
-            + gpu_metrics(0.4, 0.97, 0.1, gpus=8, engine=None)
+            engine_metrics(running=8, prompt_tokens=9500 * 5 * i, generation_tokens=500 * 5 * i, ttft_p95=0.3)
+            + [Sample("llm_engine_up", OTHER, 1.0)]
+            + node_gpus([(0.7, 0.3, 0.45 + 0.02 * k) for k in range(8)])
         )
 
-    d, _ = run(Diagnoser(), 40, node)
-    assert d.results["decode_memory_bandwidth"].evidence[0].startswith("no GPU DRAM activity")
-    assert "8 GPUs on this node are unattributed" in d.results["decode_memory_bandwidth"].evidence[0]
-    assert not any("DRAM active 0.97" in line for line in d.evidence)
-    assert any(line.startswith("GPU signals of 8 GPUs on this node are unattributed") for line in d.evidence)
+    d, _ = run(Diagnoser(), 20, make)
+    assert d.primary == "prefill_compute"
+    assert d.scores["prefill_compute"] == pytest.approx(0.75, abs=0.01)
+    assert any("bounded to 0.75-1.00" in line for line in d.results["prefill_compute"].evidence)
+
+
+def test_unattributed_gpus_that_all_read_light_hbm_rule_decode_bandwidth_out() -> None:
+    # Tokens slow 4.5x, but no GPU on the node moves much memory: whatever e0 uses is not HBM-bound.
+    light = node_gpus([(0.3, 0.2 + 0.05 * k, 0.1) for k in range(8)])
+    diagnoser = Diagnoser()
+    for i in range(40):
+        diagnoser.update(two_engines(i, light), i * 5.0)
+    d = diagnoser.latest[("e0", "vllm", "m")]
+    assert d.scores["decode_memory_bandwidth"] == 0.0
+    assert d.results["decode_memory_bandwidth"].evidence[0].startswith("DRAM active 0.55 at most, on every one")
+    # Without any GPU series the same engine scores from its tokens alone, and high.
+    blind = Diagnoser()
+    for i in range(40):
+        blind.update(two_engines(i, []), i * 5.0)
+    assert blind.latest[("e0", "vllm", "m")].scores["decode_memory_bandwidth"] >= 0.6
+
+
+def test_an_engines_own_gpus_decide_its_stage_not_the_nodes_other_gpus() -> None:
+    # e0's two GPUs (labelled) read light HBM; the other six are unattributed and saturated.
+    gpus = node_gpus([(0.3, 0.3, 0.1)] * 2 + [(0.4, 0.97, 0.1)] * 6, ["e0", "e0"] + [None] * 6)
+    diagnoser = Diagnoser()
+    for i in range(40):
+        diagnoser.update(two_engines(i, gpus), i * 5.0)
+    d = diagnoser.latest[("e0", "vllm", "m")]
+    assert d.results["decode_memory_bandwidth"].evidence[0].startswith("DRAM active 0.30 on GPUs 0, 1")
+    assert d.scores["decode_memory_bandwidth"] == 0.0
+    assert not any(e.startswith("GPU signals unattributed") for e in d.evidence)
+    # e1 has no GPU of its own: it gets the unattributed six, unanimous, and its tokens are steady.
+    e1 = diagnoser.latest[("e1", "vllm", "m")]
+    assert any(e.startswith("GPU signals unattributed: node-wide (6 GPUs") for e in e1.evidence)
+    assert e1.primary == "none"
+
+
+def test_unattributed_gpus_that_all_idle_while_the_engine_core_is_busy_read_host_overhead() -> None:
+    def make(i: int) -> list[Metric]:
+        return (
+            engine_metrics(running=8, itl_p95=0.02, cpu_seconds=1.0 * 5 * i)
+            + [Sample("llm_engine_up", OTHER, 1.0)]
+            + node_gpus([(0.1 + 0.02 * k, 0.1, 0.05) for k in range(8)])
+        )
+
+    d, _ = run(Diagnoser(), 20, make)
+    assert d.primary == "host_overhead"
+    assert "GPU busy 0.24 at most, on every one of the node's 8 unattributed GPUs (all <= 0.3), while" in d.evidence[0]
 
 
 def test_slow_tokens_with_a_busy_core_and_no_gpu_data_read_host_overhead_not_decode() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from exporter.catalogue import CATALOGUE
 from exporter.config import ConfigError, build
-from exporter.discovery.kubernetes import DiscoveryStatus, candidate_for, target_for_pod
+from exporter.discovery.kubernetes import DiscoveryStatus, candidate_for, pod_ips, target_for_pod
 from exporter.discovery.targets import Candidate, DynamicEngineSources
 from exporter.loop import CollectionLoop
 from exporter.model import Sample
@@ -138,6 +138,29 @@ def test_pods_without_the_scrape_annotation_are_ignored_quietly():
 def test_unknown_engine_type_is_refused():
     target, reason = target_for_pod(pod_with({"llm-bottleneck-exporter/type": "ollama"}), NODE, SETTINGS)
     assert target is None and "'ollama' is not one of" in reason
+
+
+def test_pod_ips_name_each_running_pod_of_this_node_by_its_own_ip():
+    other = pod_with(status__podIP="10.244.3.18", status__podIPs=[{"ip": "10.244.3.18"}, {"ip": "fd00::0:12"}])
+    other["metadata"]["name"] = "sglang-0"
+    unannotated = pod_with(status__podIP="10.244.3.19")  # no scrape annotation needed for an address
+    unannotated["metadata"].update(name="tgi-0", annotations={})
+    host_network = pod_with(spec__hostNetwork=True, status__podIP="192.168.1.5")
+    pending = pod_with(status__phase="Pending", status__podIP="10.244.3.20")
+    elsewhere = pod_with(spec__nodeName="gpu-node-2", status__podIP="10.244.3.21")
+    pods = {str(i): pod for i, pod in enumerate((POD, other, unannotated, host_network, pending, elsewhere))}
+    assert pod_ips(pods, NODE) == {
+        "10.244.3.17": ("inference", "llama-8b-vllm-7d9f8c6b5d-x2k4q"),
+        "10.244.3.18": ("inference", "sglang-0"),
+        "fd00::12": ("inference", "sglang-0"),
+        "10.244.3.19": ("inference", "tgi-0"),
+    }
+
+
+def test_an_ip_two_pods_claim_names_neither():
+    twin = pod_with()
+    twin["metadata"]["name"] = "stale-copy"
+    assert pod_ips({"a": POD, "b": twin}, NODE) == {}
 
 
 def test_dynamic_sources_keep_the_source_of_a_target_that_stays_and_close_the_removed():

@@ -146,6 +146,56 @@ def test_pods_reported_by_the_source_itself_are_used():
     assert result == [{"namespace": "ns", "pod": "p", "container": "c", "engine": "vllm-a"}]
 
 
+def owned(index: str, namespace: str, pod: str) -> GpuRef:
+    """A GPU as dcgm-exporter reports it: pod labels, no PIDs."""
+    return GpuRef(index, f"GPU-{index}", owners=frozenset({PodContainer(namespace, pod, "vllm")}))
+
+
+def test_the_hostname_of_the_engine_process_joins_the_pod_the_gpu_source_names(monkeypatch):
+    # No kubelet socket, no configured pods: dcgm-exporter's pod labels and the engine's own
+    # process (HOSTNAME = its pod's name) are enough.
+    procs = FakeProcesses(
+        {
+            "vllm-a": EngineProcess(frozenset({70}), frozenset({70})),
+            "vllm-b": EngineProcess(frozenset({71}), frozenset({71})),
+        }
+    )
+    monkeypatch.setattr("exporter.attribution.pod_name_of", {70: "pod-a", 71: "pod-b"}.get)
+    gpus = [owned("0", "serving", "pod-a"), owned("1", "serving", "pod-b"), owned("2", "batch", "trainer")]
+    result = attributor(processes=procs).attribute(gpus)
+    assert engines_of(result) == {"0": "vllm-a", "1": "vllm-b"}
+    assert procs.calls == 1, "GPUs with pod labels are reason enough to look the engines' processes up"
+
+
+def test_one_process_serving_several_engine_targets_is_no_one_engines_pod(monkeypatch):
+    # A proxy (or the simulator) listening for both targets: its HOSTNAME would name one pod for
+    # both engines, so it names none.
+    shared = EngineProcess(frozenset({80}), frozenset({80}))
+    procs = FakeProcesses({"vllm-a": shared, "vllm-b": shared})
+    monkeypatch.setattr("exporter.attribution.pod_name_of", lambda pid: "pod-a")
+    result = attributor(processes=procs).attribute([owned("0", "serving", "pod-a")])
+    assert result == [{"namespace": "serving", "pod": "pod-a", "container": "vllm"}]
+
+
+def test_a_discovered_engine_is_tied_to_its_pods_gpus_by_its_own_labels():
+    discovered = EngineTarget(
+        url="http://10.0.0.7:8000/metrics",
+        name="serving/pod-c",
+        labels=(("pod", "pod-c"), ("namespace", "serving"), ("container", "vllm")),
+    )
+    a = Attributor(GpuAttribution(pod_resources_socket=""), lambda: (*ENGINES, discovered), FakeProcesses({}))
+    result = a.attribute([owned("0", "serving", "pod-c"), owned("1", "other", "pod-c")])
+    assert engines_of(result) == {"0": "serving/pod-c"}, "the namespace must match too"
+
+
+def test_an_engine_given_by_pod_ip_is_tied_to_that_pods_gpus():
+    targets = (EngineTarget(url="http://10.0.0.8:8000/metrics", name="10.0.0.8:8000"), *ENGINES)
+    pods = {"10.0.0.8": ("serving", "pod-d")}
+    a = Attributor(GpuAttribution(pod_resources_socket=""), targets, FakeProcesses({}), pod_at=pods.get)
+    result = a.attribute([owned("0", "serving", "pod-d"), owned("1", "serving", "pod-e")])
+    assert engines_of(result) == {"0": "10.0.0.8:8000"}
+
+
 def test_kubelet_failure_leaves_pod_labels_out(caplog):
     result = attributor(GpuAttribution(), pods=FakePods(error="UNAVAILABLE connection refused")).attribute(GPUS)
     assert result == [{} for _ in GPUS]
