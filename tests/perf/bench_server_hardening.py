@@ -11,12 +11,16 @@ The findings of the security review ("Hardening"), measured on the real `serve` 
    threads and descriptors during the window show that nothing spins and nothing grows;
 2. the success rate and latency of authenticated scrapes (basic auth, bcrypt cost 10, a
    rate_limit) while 8 threads from another source address (127.0.0.2) send wrong passwords or
-   none, beside the same scrapes without the flood, and the server's CPU meanwhile.
+   none, beside the same scrapes without the flood, and the server's CPU meanwhile;
+3. the same without basic auth, only a rate_limit (100 a second, burst 100): scrapes from
+   127.0.0.1 while 8 threads from 127.0.0.2 flood it, beside the same scrapes without the flood.
+   Without credentials the limit is per client address, so the flood spends its own budget.
 
 Bounded: each window is --seconds long (default 3), the whole run takes under a minute. Numbers on
 a shared machine move with its load; the load average is printed.
 
     python tests/perf/bench_server_hardening.py [--idle 2000] [--seconds 5] [--reopen-rate 1000]
+        [--only idle|auth|rate-limit]
 """
 
 from __future__ import annotations
@@ -214,6 +218,34 @@ def flood_benchmark(seconds: float, flooders: int) -> None:
             )
 
 
+def rate_limit_benchmark(seconds: float, flooders: int) -> None:
+    """No basic auth, a rate_limit of 100 a second: does a flood from one address get another's scrapes 429?"""
+    with tempfile.TemporaryDirectory() as directory:
+        config = Path(directory) / "web-config.yml"
+        config.write_text("rate_limit:\n  interval: 10ms\n  burst: 100\n")
+        with ExporterProcess("--web.config.file", str(config)) as exporter:
+            server = psutil.Process(exporter.process.pid)
+            cpu, _threads, _fds, baseline = server_usage(server, lambda: Window(exporter.port, seconds))
+            print(baseline.row("rate_limit, no auth, no flood"), f"  cpu {cpu:5.1f}%")
+            ready, report = multiprocessing.Event(), multiprocessing.Queue()
+            flood = multiprocessing.Process(
+                target=flood_unauthenticated, args=(exporter.port, flooders, seconds + 1, ready, report)
+            )
+            flood.start()
+            try:
+                ready.wait(10)
+                cpu, _threads, _fds, flooded = server_usage(server, lambda: Window(exporter.port, seconds))
+                answers = report.get(timeout=30)
+            finally:
+                flood.join(timeout=10)
+                if flood.is_alive():
+                    flood.kill()
+            print(
+                flooded.row(f"rate_limit, no auth, {flooders} threads flooding"),
+                f"  cpu {cpu:5.1f}%  (flood from 127.0.0.2 got {_counts(answers)})",
+            )
+
+
 def flood_unauthenticated(port: int, flooders: int, seconds: float, ready, report) -> None:  # noqa: ANN001
     """In its own process: `flooders` threads sending no password and wrong ones, for `seconds`."""
     answers: dict[str, int] = {}
@@ -248,13 +280,18 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--reopen-rate", type=float, default=1000.0)
     parser.add_argument("--flooders", type=int, default=8)
+    parser.add_argument("--only", choices=("idle", "auth", "rate-limit"), help="run one of the cases alone")
     args = parser.parse_args()
     raise_descriptor_limit(args.idle + 512)
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; fresh connection per scrape")
     print(f"  {'window':<44} {'scrapes':>6} {'ok':>8} {'p50 ms':>8} {'p99 ms':>8}   failures")
-    idle_benchmark(None, args.idle, args.seconds, args.reopen_rate)
-    idle_benchmark(128, args.idle, args.seconds, args.reopen_rate)
-    flood_benchmark(args.seconds, args.flooders)
+    if args.only in (None, "idle"):
+        idle_benchmark(None, args.idle, args.seconds, args.reopen_rate)
+        idle_benchmark(128, args.idle, args.seconds, args.reopen_rate)
+    if args.only in (None, "auth"):
+        flood_benchmark(args.seconds, args.flooders)
+    if args.only in (None, "rate-limit"):
+        rate_limit_benchmark(args.seconds, args.flooders)
     return 0
 
 
