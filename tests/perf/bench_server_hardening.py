@@ -187,35 +187,12 @@ def idle_benchmark(nofile: int | None, idle: int, seconds: float, reopen_rate: f
 
 def flood_benchmark(seconds: float, flooders: int) -> None:
     hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
+    good = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     with tempfile.TemporaryDirectory() as directory:
         config = Path(directory) / "web-config.yml"
         config.write_text(f"basic_auth_users:\n  {USER}: {hashed}\nrate_limit:\n  interval: 10ms\n  burst: 100\n")
         with ExporterProcess("--web.config.file", str(config), auth=(USER, PASSWORD)) as exporter:
-            server = psutil.Process(exporter.process.pid)
-            good = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-            cpu, _threads, _fds, baseline = server_usage(
-                server, lambda: Window(exporter.port, seconds, authorization=good)
-            )
-            print(baseline.row("authenticated, no flood"), f"  cpu {cpu:5.1f}%")
-            ready, report = multiprocessing.Event(), multiprocessing.Queue()
-            flood = multiprocessing.Process(
-                target=flood_unauthenticated, args=(exporter.port, flooders, seconds + 1, ready, report)
-            )
-            flood.start()
-            try:
-                ready.wait(10)
-                cpu, _threads, _fds, flooded = server_usage(
-                    server, lambda: Window(exporter.port, seconds, authorization=good)
-                )
-                answers = report.get(timeout=30)
-            finally:
-                flood.join(timeout=10)
-                if flood.is_alive():
-                    flood.kill()
-            print(
-                flooded.row(f"authenticated, {flooders} threads flooding"),
-                f"  cpu {cpu:5.1f}%  (flood from 127.0.0.2 got {_counts(answers)})",
-            )
+            scrapes_beside_a_flood(exporter, seconds, flooders, "authenticated", good)
 
 
 def rate_limit_benchmark(seconds: float, flooders: int) -> None:
@@ -224,26 +201,37 @@ def rate_limit_benchmark(seconds: float, flooders: int) -> None:
         config = Path(directory) / "web-config.yml"
         config.write_text("rate_limit:\n  interval: 10ms\n  burst: 100\n")
         with ExporterProcess("--web.config.file", str(config)) as exporter:
-            server = psutil.Process(exporter.process.pid)
-            cpu, _threads, _fds, baseline = server_usage(server, lambda: Window(exporter.port, seconds))
-            print(baseline.row("rate_limit, no auth, no flood"), f"  cpu {cpu:5.1f}%")
-            ready, report = multiprocessing.Event(), multiprocessing.Queue()
-            flood = multiprocessing.Process(
-                target=flood_unauthenticated, args=(exporter.port, flooders, seconds + 1, ready, report)
-            )
-            flood.start()
-            try:
-                ready.wait(10)
-                cpu, _threads, _fds, flooded = server_usage(server, lambda: Window(exporter.port, seconds))
-                answers = report.get(timeout=30)
-            finally:
-                flood.join(timeout=10)
-                if flood.is_alive():
-                    flood.kill()
-            print(
-                flooded.row(f"rate_limit, no auth, {flooders} threads flooding"),
-                f"  cpu {cpu:5.1f}%  (flood from 127.0.0.2 got {_counts(answers)})",
-            )
+            scrapes_beside_a_flood(exporter, seconds, flooders, "rate_limit, no auth")
+
+
+def scrapes_beside_a_flood(
+    exporter: ExporterProcess, seconds: float, flooders: int, label: str, authorization: str | None = None
+) -> None:
+    """A window of scrapes from 127.0.0.1, then another while `flooders` threads flood from 127.0.0.2."""
+    server = psutil.Process(exporter.process.pid)
+    cpu, _threads, _fds, baseline = server_usage(
+        server, lambda: Window(exporter.port, seconds, authorization=authorization)
+    )
+    print(baseline.row(f"{label}, no flood"), f"  cpu {cpu:5.1f}%")
+    ready, report = multiprocessing.Event(), multiprocessing.Queue()
+    flood = multiprocessing.Process(
+        target=flood_unauthenticated, args=(exporter.port, flooders, seconds + 1, ready, report)
+    )
+    flood.start()
+    try:
+        ready.wait(10)
+        cpu, _threads, _fds, flooded = server_usage(
+            server, lambda: Window(exporter.port, seconds, authorization=authorization)
+        )
+        answers = report.get(timeout=30)
+    finally:
+        flood.join(timeout=10)
+        if flood.is_alive():
+            flood.kill()
+    print(
+        flooded.row(f"{label}, {flooders} threads flooding"),
+        f"  cpu {cpu:5.1f}%  (flood from 127.0.0.2 got {_counts(answers)})",
+    )
 
 
 def flood_unauthenticated(port: int, flooders: int, seconds: float, ready, report) -> None:  # noqa: ANN001
