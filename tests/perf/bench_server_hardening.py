@@ -176,9 +176,7 @@ def idle_benchmark(nofile: int | None, idle: int, seconds: float, reopen_rate: f
             cpu, threads, fds, loaded = server_usage(server, lambda: Window(exporter.port, seconds))
             opened, failed = report.get(timeout=30)
         finally:
-            holder.join(timeout=10)
-            if holder.is_alive():
-                holder.kill()
+            end_process(holder)
         print(
             loaded.row(f"{idle} idle held open ({limit})"),
             f"  cpu {cpu:5.1f}%  threads {threads}  fds {fds}  (connects {opened}, failed {failed})",
@@ -225,9 +223,7 @@ def scrapes_beside_a_flood(
         )
         answers = report.get(timeout=30)
     finally:
-        flood.join(timeout=10)
-        if flood.is_alive():
-            flood.kill()
+        end_process(flood)
     print(
         flooded.row(f"{label}, {flooders} threads flooding"),
         f"  cpu {cpu:5.1f}%  (flood from 127.0.0.2 got {_counts(answers)})",
@@ -256,6 +252,13 @@ def flood_unauthenticated(port: int, flooders: int, seconds: float, ready, repor
     for thread in threads:
         thread.join()
     report.put(answers)
+
+
+def end_process(process: multiprocessing.Process) -> None:
+    """Join a helper process that should be ending on its own; kill it if it has not in 10 s."""
+    process.join(timeout=10)
+    if process.is_alive():
+        process.kill()
 
 
 def _counts(answers: dict[str, int]) -> str:
