@@ -10,7 +10,6 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import fields
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,6 +32,7 @@ from exporter.settings import (
     ScrapeLimits,
     SloTarget,
     Thresholds,
+    field_names,
 )
 from exporter.validation import ConfigError, load_file
 
@@ -68,11 +68,11 @@ TOP_LEVEL_KEYS = (
     "otlp",
 )
 KUBERNETES_KEYS = ("enabled", "node_name", "api_url", "token_file", "ca_file", "resync_seconds", "max_engines")
-ENGINE_KEYS = ("url", "type", "name", "model", "basic_auth", "bearer_token_file", *ScrapeLimits.keys())
+ENGINE_KEYS = ("url", "type", "name", "model", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
 BASIC_AUTH_KEYS = ("username", "password", "password_file")
-GPU_ATTRIBUTION_KEYS = tuple(f.name for f in fields(GpuAttribution))
-GATEWAY_KEYS = ("url", "type", "name", "engines", "basic_auth", "bearer_token_file", *ScrapeLimits.keys())
-PROBE_KEYS = tuple(f.name for f in fields(ProbeTarget))
+GPU_ATTRIBUTION_KEYS = field_names(GpuAttribution)
+GATEWAY_KEYS = ("url", "type", "name", "engines", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
+PROBE_KEYS = field_names(ProbeTarget)
 #: a probe more often than every 5 s is load, not a measurement; one longer than 10 min is a typo
 MIN_PROBE_INTERVAL_SECONDS = 5.0
 MAX_PROBE_TOKENS = 256
@@ -143,7 +143,7 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
 
 def thresholds(value: Any, where: str) -> Thresholds:
     """The `diagnosis:` section: read by the exporter and, from the deployed file, by `generate`."""
-    v.section(value, where, Thresholds.keys())
+    v.section(value, where, field_names(Thresholds))
     numbers = {key: v.non_negative(item, f"{where}.{key}") for key, item in value.items()}
     result = Thresholds(**numbers)
     if result.exit_score > result.enter_score:
@@ -152,8 +152,8 @@ def thresholds(value: Any, where: str) -> Thresholds:
 
 
 def _limits(value: Any, where: str, base: ScrapeLimits) -> ScrapeLimits:
-    v.section(value, where, ScrapeLimits.keys())
-    merged = {f.name: value.get(f.name, getattr(base, f.name)) for f in fields(ScrapeLimits)}
+    v.section(value, where, field_names(ScrapeLimits))
+    merged = {name: value.get(name, getattr(base, name)) for name in field_names(ScrapeLimits)}
     return _checked_limits(merged, where)
 
 
@@ -303,7 +303,7 @@ def _scrape_targets(
         if "url" not in item:
             raise ConfigError(f"{at}.url", "missing")
         kind = item.get("type")
-        limits = {f.name: item.get(f.name, getattr(defaults, f.name)) for f in fields(ScrapeLimits)}
+        limits = {name: item.get(name, getattr(defaults, name)) for name in field_names(ScrapeLimits)}
         yield (
             at,
             item,
@@ -538,7 +538,7 @@ MAX_OTLP_REQUESTS = 10_000_000
 
 
 def _otlp(value: Any, where: str) -> OtlpSettings:
-    v.section(value, where, OtlpSettings.keys())
+    v.section(value, where, field_names(OtlpSettings))
     defaults = OtlpSettings()
     listen = value.get("listen")
     if listen is not None:

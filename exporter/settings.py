@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 DEFAULT_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -31,6 +32,12 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 GATEWAY_TYPES = ("envoy-ai-gateway", "epp", "haproxy", "ingress-nginx", "litellm")  # sources/gateways/
 
 
+def field_names(record: Any) -> tuple[str, ...]:
+    """The keys of a settings record's YAML section: its dataclass fields, in order, so a field
+    added to a record is a key `check-config` accepts with no second list to keep in step."""
+    return tuple(f.name for f in fields(record))
+
+
 @dataclass(frozen=True)
 class ScrapeLimits:
     """Bounds on one HTTP scrape (`engine_defaults:`, or per engine): time, bytes and series."""
@@ -44,10 +51,6 @@ class ScrapeLimits:
     # fit in 300; the documented node (8 engines) stays near its 1,500-series budget with one or two each.
     max_models: int = 10
     max_exported_series: int = 300
-
-    @classmethod
-    def keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
 
 
 @dataclass(frozen=True)
@@ -197,10 +200,6 @@ class Thresholds:
     level_seconds: float = 30.0
     baseline_seconds: float = 600.0
 
-    @classmethod
-    def keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
-
 
 #: the latency dimensions an SLO may bound; each is one engine histogram (docs/slo.md)
 SLO_DIMENSIONS = ("ttft", "itl", "e2e")
@@ -242,10 +241,6 @@ class OtlpSettings:
     max_body_bytes: int = 4 * 1024 * 1024
     max_spans_per_second: float = 2000.0
     max_requests: int = 100_000
-
-    @classmethod
-    def keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
 
 
 @dataclass(frozen=True)

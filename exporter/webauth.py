@@ -1,6 +1,7 @@
 """Basic auth and request budgets for the web config: bcrypt checks that are paid once per
 credential, cost the same for unknown users and run two at a time at most, failures throttled per
-client address, and the configured `rate_limit`, which only requests that passed auth spend.
+client address, and the configured `rate_limit`, which only requests that passed auth spend
+(one budget for them all), or, with no basic auth, each client address its own.
 
 The order matters (a security review's findings): a rate limit checked before auth let an
 unauthenticated flood turn every real scrape into a 429, and bcrypt run on every request let a
@@ -54,6 +55,45 @@ class TokenBucket:
         return True
 
 
+class ClientBuckets:
+    """A TokenBucket per client address, the least recently seen forgotten past `capacity`.
+
+    Bounded, so addresses made up by the thousand cost a fixed table; one forgotten starts again
+    with a full bucket (a limit loosened for it, never tightened for anyone else). Not locked:
+    callers hold their own lock.
+    """
+
+    def __init__(self, seconds_per_token: float, burst: int, capacity: int = TRACKED_CLIENTS) -> None:
+        self.seconds_per_token, self.burst, self.capacity = seconds_per_token, burst, capacity
+        self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
+
+    def take(self, client: str) -> bool:
+        bucket = self._buckets.get(client)
+        if bucket is None:
+            bucket = self._buckets[client] = TokenBucket(self.seconds_per_token, self.burst)
+            if len(self._buckets) > self.capacity:
+                self._buckets.popitem(last=False)
+        self._buckets.move_to_end(client)
+        return bucket.take()
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+
+class RateLimit:
+    """The web config's `rate_limit`. With basic auth, one budget that every authenticated request
+    spends (exporter-toolkit's limiter; only requests that passed auth reach it). Without, a budget
+    per client address: with no credentials to tell scrapers from a flood, one global bucket would
+    let one noisy address get every other address's scrapes 429. Not locked."""
+
+    def __init__(self, seconds_per_token: float, burst: int, per_client: bool) -> None:
+        self._limiter = ClientBuckets(seconds_per_token, burst) if per_client else TokenBucket(seconds_per_token, burst)
+
+    def take(self, client: str) -> bool:
+        limiter = self._limiter
+        return limiter.take(client) if isinstance(limiter, ClientBuckets) else limiter.take()
+
+
 class Verdict(Enum):
     ALLOWED = "allowed"
     DENIED = "denied"  # 401
@@ -66,7 +106,7 @@ class BasicAuth:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._verified: OrderedDict[bytes, None] = OrderedDict()
-        self._failures: OrderedDict[str, TokenBucket] = OrderedDict()
+        self._failures = ClientBuckets(AUTH_FAILURE_SECONDS, AUTH_FAILURE_BURST)
         self._dummies: dict[int, bytes] = {}
         self._bcrypt_turns = threading.BoundedSemaphore(BCRYPT_CONCURRENCY)
 
@@ -83,7 +123,7 @@ class BasicAuth:
                 return Verdict.ALLOWED
             # Every check that runs bcrypt spends from the client's budget; a verified credential
             # never comes here again, so in effect only failures do.
-            if not self._failure_budget(client).take():
+            if not self._failures.take(client):
                 return Verdict.THROTTLED
         if not self._bcrypt_turns.acquire(timeout=BCRYPT_WAIT_SECONDS):
             return Verdict.THROTTLED
@@ -109,16 +149,6 @@ class BasicAuth:
             if cost not in self._dummies:
                 self._dummies[cost] = bcrypt.gensalt(rounds=cost) + b"." * 31
             return self._dummies[cost]
-
-    def _failure_budget(self, client: str) -> TokenBucket:
-        """The client's bucket of failed checks (called with the lock held)."""
-        bucket = self._failures.get(client)
-        if bucket is None:
-            bucket = self._failures[client] = TokenBucket(AUTH_FAILURE_SECONDS, AUTH_FAILURE_BURST)
-            if len(self._failures) > TRACKED_CLIENTS:
-                self._failures.popitem(last=False)
-        self._failures.move_to_end(client)
-        return bucket
 
 
 def _credentials(authorization: str | None) -> tuple[str, str] | None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from exporter.validation import ConfigError
-from exporter.webauth import BasicAuth, TokenBucket, Verdict
+from exporter.webauth import BasicAuth, RateLimit, Verdict
 from exporter.webconfig import WebConfig, build_ssl_context, load_web_config
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class WebGuard:
         self._stamps = self._file_stamps()
         self._checked = time.monotonic()
         self._auth = BasicAuth()
-        self._rate = _bucket(self._config.rate_limit)
+        self._rate = _rate_limit(self._config)
 
     def _load(self) -> tuple[WebConfig, ssl.SSLContext | None]:
         config = load_web_config(self.path)
@@ -90,8 +90,8 @@ class WebGuard:
                 )
                 return
             log.info("web config: reloaded %s", self.path)
-            if config.rate_limit != self._config.rate_limit:
-                self._rate = _bucket(config.rate_limit)
+            if (config.rate_limit, bool(config.users)) != (self._config.rate_limit, bool(self._config.users)):
+                self._rate = _rate_limit(config)
             self._config, self._context = config, context
             self._stamps = self._file_stamps()
 
@@ -120,7 +120,8 @@ class WebGuard:
         """None when the request may proceed; else (status, headers, body) to answer with.
 
         Auth comes first, so only requests that passed it spend the configured rate limit;
-        failures are throttled per client address (`client`), without running bcrypt.
+        failures are throttled per client address (`client`), without running bcrypt. Without
+        basic auth, the rate limit is per client address too (RateLimit).
         """
         self._refresh()
         users = self._config.users
@@ -133,7 +134,7 @@ class WebGuard:
         rate = self._rate
         if rate is not None:
             with self._lock:
-                if not rate.take():
+                if not rate.take(client):
                     return TOO_MANY_REQUESTS
         return None
 
@@ -141,8 +142,10 @@ class WebGuard:
         return self._config.headers
 
 
-def _bucket(rate_limit: tuple[float, int] | None) -> TokenBucket | None:
-    return TokenBucket(*rate_limit) if rate_limit else None
+def _rate_limit(config: WebConfig) -> RateLimit | None:
+    if not config.rate_limit:
+        return None
+    return RateLimit(*config.rate_limit, per_client=not config.users)
 
 
 def _weakening(current: WebConfig, new: WebConfig) -> str | None:

@@ -19,7 +19,7 @@ from exporter.diagnosis.ingress import PathDiagnoser
 from exporter.diagnosis.signals import EngineKey, History, engine_inputs, engine_key
 from exporter.diagnosis.stages import STAGES, StageResult
 from exporter.model import Metric, Sample
-from exporter.settings import Thresholds
+from exporter.settings import Thresholds, field_names
 
 __all__ = ["Diagnoser", "Thresholds"]
 
@@ -111,7 +111,7 @@ class Diagnoser:
             "engines": self.path.annotate(engines),
             "gateways": self.path.report(),
             "node": {"engines": len(engines), "primary_counts": counts},
-            "thresholds": {k: getattr(self.thresholds, k) for k in Thresholds.keys()},
+            "thresholds": {k: getattr(self.thresholds, k) for k in field_names(Thresholds)},
         }
 
     def _diagnose(self, key: EngineKey, history: History) -> EngineDiagnosis:

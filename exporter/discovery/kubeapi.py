@@ -1,7 +1,9 @@
 """The two Kubernetes API calls engine discovery makes: list and watch the pods on one node.
 
-Plain `requests` against the REST API, as client-go's reflector does it: a paged list, then a
-streamed watch of one JSON event per line. In a pod the address, CA and token come from the
+`requests` against the REST API, as client-go's reflector does it: a paged list, then a
+streamed watch of one JSON event per line. Each request has one total deadline, connection,
+headers and body together (http_fetch's `within` and `Body`, as engine fetches have), headers
+bounded in total like an engine's, and no redirect is followed. In a pod the address, CA and token come from the
 environment and the mounted service account; the token is re-read for each request, since bound
 service-account tokens are rotated by the kubelet.
 """
@@ -19,7 +21,7 @@ import requests
 
 from exporter.settings import KubernetesSettings
 from exporter.sources.base import SourceError
-from exporter.sources.http_fetch import Body
+from exporter.sources.http_fetch import MAX_HEADER_BYTES, Body, NoRedirectSession, headers_too_large, within
 from exporter.validation import ConfigError
 
 # A watch event is one pod; the API server refuses objects over ~1.5 MB (etcd's request limit).
@@ -48,7 +50,7 @@ class KubernetesApi:
     def __init__(self, base_url: str, token_file: str, verify: bool | str) -> None:
         self.base_url = base_url.rstrip("/")
         self._token_file = token_file
-        self._session = requests.Session()
+        self._session = NoRedirectSession()
         self._session.trust_env = False  # in-cluster traffic: never through an HTTP(S)_PROXY
         self._session.verify = verify
         self._response: requests.Response | None = None
@@ -59,7 +61,7 @@ class KubernetesApi:
         params = {"fieldSelector": f"spec.nodeName={node_name}", "limit": str(LIST_PAGE_SIZE)}
         while True:
             deadline = time.monotonic() + REQUEST_TIMEOUT_SECONDS
-            response = self._get(params, read_timeout=REQUEST_TIMEOUT_SECONDS)
+            response = self._get(params, deadline)
             try:
                 with response:
                     body = json.loads(
@@ -88,24 +90,34 @@ class KubernetesApi:
         }
         lifetime = timeout_seconds + REQUEST_TIMEOUT_SECONDS
         deadline = time.monotonic() + lifetime
-        response = self._get(params, read_timeout=lifetime)
+        response = self._get(params, deadline)
         self._response = response
         return self._events(Body(response, self.base_url, deadline, lifetime, MAX_WATCH_BYTES))
 
-    def _get(self, params: dict[str, str], read_timeout: float) -> requests.Response:
+    def _get(self, params: dict[str, str], deadline: float) -> requests.Response:
+        """The response once its headers are in, all before the monotonic `deadline`."""
         headers = {"Accept": "application/json"}
         if self._token_file:
             headers["Authorization"] = f"Bearer {_read_token(self._token_file)}"
+        remaining = max(0.001, deadline - time.monotonic())
         try:
-            response = self._session.get(
-                f"{self.base_url}/api/v1/pods",
-                params=params,
-                headers=headers,
-                stream=True,
-                timeout=(CONNECT_TIMEOUT_SECONDS, read_timeout),
-            )
+            with within(deadline):
+                response = self._session.get(
+                    f"{self.base_url}/api/v1/pods",
+                    params=params,
+                    headers=headers,
+                    stream=True,
+                    timeout=(min(CONNECT_TIMEOUT_SECONDS, remaining), remaining),
+                )
         except requests.RequestException as exc:
+            if headers_too_large(exc):
+                raise ApiError(f"{self.base_url}: response headers over {MAX_HEADER_BYTES} bytes") from exc
+            if time.monotonic() >= deadline:  # the watchdog shut the socket
+                raise ApiError(f"{self.base_url}: no response within {remaining:g}s") from exc
             raise ApiError(f"{self.base_url}: {exc.__class__.__name__}: {exc}") from exc
+        if time.monotonic() >= deadline:  # shut mid-headers: http.client takes the end as theirs
+            response.close()
+            raise ApiError(f"{self.base_url}: no response within {remaining:g}s")
         if response.status_code == 410:
             response.close()
             raise ResourceExpired("410 Gone")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from exporter.monitoring.cluster import ClusterRecordNames, cluster_records
+from exporter.monitoring.cluster import cluster_records
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.gateway_alerts import gateway_alerts
 from exporter.monitoring.promql import escape_printf, evidence, label_matchers, percent, series
@@ -218,7 +218,7 @@ def _serving_alerts(b: _Builder) -> list[AlertingRule]:
     t, r = b.config.thresholds, b.records
     cluster_ref = f"{{{{ with $labels.{b.cluster} }}}} of cluster {{{{ . }}}}{{{{ end }}}}"
     ttft_p99 = f'{r.latency_quantile("time_to_first_token")}{{quantile="0.99"}}'
-    c = ClusterRecordNames(b.config)
+    c = RecordNames(b.config)
     on_cluster = (b.cluster,)
     node_tokens = b.lookup("max(" + c.node_tokens + "{@})", (b.cluster, b.node), COUNT, exporter_series=False)
     mean_tokens = b.lookup("max(" + c.node_tokens_mean + "{@})", on_cluster, COUNT, exporter_series=False)
@@ -343,7 +343,7 @@ def _availability_alerts(b: _Builder) -> list[AlertingRule]:
 
 def _cluster_alerts(b: _Builder) -> list[AlertingRule]:
     """Nodes compared with their peers: the straggler and the congested link, each named."""
-    t, w, c = b.config.thresholds, b.config.rate_interval, ClusterRecordNames(b.config)
+    t, w, c = b.config.thresholds, b.config.rate_interval, RecordNames(b.config)
     node_labels = (b.cluster, b.node)
     cluster_ref = f"{{{{ with $labels.{b.cluster} }}}} of cluster {{{{ . }}}}{{{{ end }}}}"
 

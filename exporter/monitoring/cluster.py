@@ -27,30 +27,11 @@ import re
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.promql import series
-from exporter.monitoring.records import RecordingRule
-
-
-class ClusterRecordNames:
-    def __init__(self, config: MonitoringConfig) -> None:
-        w = config.rate_interval
-        self.node_tokens = f"node:llm_engine_generation_tokens:sum_rate{w}"
-        self.node_tokens_mean = f"cluster:llm_engine_generation_tokens:avg_by_node_rate{w}"
-        self.node_tokens_spread = f"cluster:llm_engine_generation_tokens:spread_by_node_rate{w}"
-        self.node_load_ratio = f"node:llm_engine_generation_tokens:ratio_to_node_avg_rate{w}"
-        self.node_gpus = "node:llm_gpu_up:count"
-        self.node_tokens_per_gpu = f"node:llm_engine_generation_tokens_per_gpu:rate{w}"
-        self.cluster_tokens_per_gpu = f"cluster:llm_engine_generation_tokens_per_gpu:rate{w}"
-        self.scaling_efficiency = f"cluster:llm_engine_generation_tokens_per_gpu:ratio_to_best_node_rate{w}"
-        self.node_itl = "node:llm_engine_inter_token_latency_seconds:avg_p50"
-        self.node_itl_ratio = "node:llm_engine_inter_token_latency_seconds:ratio_to_median_node_p50"
-        self.node_serving = "node:llm_engine_up:min"
-        self.node_recovering = "node:llm_node_recovering:bool"
-        self.node_recovery_seconds = f"node:llm_node_recovering:seconds_{config.windows.node_recovery_lookback}"
-        self.port_congested = "port:llm_rdma_port_congested:bool"
+from exporter.monitoring.records import RecordingRule, RecordNames
 
 
 def cluster_records(config: MonitoringConfig) -> list[RecordingRule]:
-    n = ClusterRecordNames(config)
+    n = RecordNames(config)
     x, w = config.selectors.exporter, config.rate_interval
     cluster, node = config.labels.cluster, config.labels.node
     t, win = config.thresholds, config.windows

@@ -42,7 +42,9 @@ class RecordingRule:
 
 
 class RecordNames:
-    """The recorded series' names for a configuration (the rate window is part of some)."""
+    """The recorded series' names for a configuration (the rate window is part of some): every
+    rule module (this one, cluster.py) and every reader (alerts, dashboards, report) takes its
+    names from here, so a name is built once."""
 
     def __init__(self, config: MonitoringConfig) -> None:
         w = config.rate_interval
@@ -58,6 +60,21 @@ class RecordNames:
         self.cluster_gpu_busy = "cluster:llm_gpu_utilization_ratio:avg"
         self.gpu_busy_cv = "cluster:llm_gpu_utilization_ratio:cv_by_node"
         self.running_cv = "model:llm_engine_requests_running:cv_by_engine"
+        # the cluster view: nodes compared with each other (exporter/monitoring/cluster.py's rules)
+        self.node_tokens = f"node:llm_engine_generation_tokens:sum_rate{w}"
+        self.node_tokens_mean = f"cluster:llm_engine_generation_tokens:avg_by_node_rate{w}"
+        self.node_tokens_spread = f"cluster:llm_engine_generation_tokens:spread_by_node_rate{w}"
+        self.node_load_ratio = f"node:llm_engine_generation_tokens:ratio_to_node_avg_rate{w}"
+        self.node_gpus = "node:llm_gpu_up:count"
+        self.node_tokens_per_gpu = f"node:llm_engine_generation_tokens_per_gpu:rate{w}"
+        self.cluster_tokens_per_gpu = f"cluster:llm_engine_generation_tokens_per_gpu:rate{w}"
+        self.scaling_efficiency = f"cluster:llm_engine_generation_tokens_per_gpu:ratio_to_best_node_rate{w}"
+        self.node_itl = "node:llm_engine_inter_token_latency_seconds:avg_p50"
+        self.node_itl_ratio = "node:llm_engine_inter_token_latency_seconds:ratio_to_median_node_p50"
+        self.node_serving = "node:llm_engine_up:min"
+        self.node_recovering = "node:llm_node_recovering:bool"
+        self.node_recovery_seconds = f"node:llm_node_recovering:seconds_{config.windows.node_recovery_lookback}"
+        self.port_congested = "port:llm_rdma_port_congested:bool"
         self._window = w
 
     def latency_buckets(self, key: str) -> str:

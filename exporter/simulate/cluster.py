@@ -10,7 +10,6 @@ alone), so each advances on its own. The cluster's JSON index (`ClusterServer`, 
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from dataclasses import replace
@@ -20,7 +19,7 @@ from exporter.simulate.cluster_spec import ClusterSpec, NodeEvent
 from exporter.simulate.network import NetworkCondition
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.scenario import Scenario, replace_node
-from exporter.simulate.server import SimulationServer, _phase_json, http_server
+from exporter.simulate.server import IndexedServer, SimulationServer, index_head
 from exporter.simulate.workload import WorkloadSpec
 
 # A throttled die: how much hotter its GPUs read when an event gives no `heat_celsius`.
@@ -145,7 +144,7 @@ class SimulatedCluster:
             node.advance(until)
 
 
-class ClusterServer:
+class ClusterServer(IndexedServer):
     """One `SimulationServer` per node (own port, own sysfs tree) and the cluster's JSON index."""
 
     def __init__(
@@ -163,14 +162,8 @@ class ClusterServer:
             )
             for node in cluster.nodes
         ]
-        self._http = http_server(host, port, self)
-        self.host, self.port = host, self._http.server_address[1]
+        super().__init__(host, port)
         self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
 
     def write_sysfs(self) -> None:
         for server in self.nodes:
@@ -190,21 +183,9 @@ class ClusterServer:
         for server in self.nodes:
             server.stop()
 
-    def respond(self, path: str) -> tuple[int, str, bytes]:
-        if path in ("/", "/index.json"):
-            return 200, "application/json", (json.dumps(self.index(), indent=2) + "\n").encode()
-        if path == "/healthz":
-            return 200, "text/plain; charset=utf-8", b"ok\n"
-        return 404, "text/plain; charset=utf-8", b"not found\n"
-
     def index(self) -> dict[str, Any]:
-        scenario = self.cluster.scenario
         first = self.cluster.nodes[0]
         return {
-            "scenario": scenario.name,
-            "description": " ".join(scenario.description.split()),
-            "simulated_seconds": round(first.now, 3),
-            "phase": _phase_json(first.phase),
-            "phases": [_phase_json(p) for p in scenario.phases],
+            **index_head(self.cluster.scenario, first.now, first.phase),
             "nodes": [server.node_entry() for server in self.nodes],
         }

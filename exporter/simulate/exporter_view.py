@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from exporter.app import Exporter
@@ -88,6 +88,14 @@ class ExporterView:
     def collect(self) -> Snapshot:
         self.server.write_sysfs()
         return self.exporter.collect_once()
+
+    def run(self, until: float, step: float) -> Iterator[tuple[float, Snapshot]]:
+        """Advance the node `step` seconds at a time while it is before `until`, collecting after
+        each step: (simulated time, snapshot). The loop of `run_offline(exporter_view=True)`, for
+        callers that want more of the view along the way (its diagnosis, its server)."""
+        while self.node.now < until:
+            self.node.advance(self.node.now + step)
+            yield self.node.now, self.collect()
 
     def close(self) -> None:
         self.exporter.stop()

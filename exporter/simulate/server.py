@@ -35,7 +35,48 @@ SYSFS_SECONDS = 1.0
 _ENGINE_PATH = re.compile(r"^/engine/(\d+)/metrics$")
 
 
-class SimulationServer:
+INDEX_PATHS = ("/", "/index.json")
+
+
+class IndexedServer:
+    """What a node's and the cluster's simulator servers share: an HTTP server on (host, port)
+    that answers through `respond`, its URL, and the routes every one of them has: the JSON
+    `index()` at `/` and `/index.json`, `/healthz`, and 404 for anything else."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._http = http_server(host, port, self)
+        self.host, self.port = host, self._http.server_address[1]
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def index(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def respond(self, path: str) -> tuple[int, str, bytes]:
+        if path in INDEX_PATHS:
+            return 200, "application/json", (json.dumps(self.index(), indent=2) + "\n").encode()
+        if path == "/healthz":
+            return 200, "text/plain; charset=utf-8", b"ok\n"
+        return 404, "text/plain; charset=utf-8", b"not found\n"
+
+
+def index_head(scenario: Any, now: float, phase: Any, seed: int | None = None) -> dict[str, Any]:
+    """The keys a node's and the cluster's index begin with: the scenario, the time, the phases
+    (and a node's seed, in its place after the description)."""
+    return {
+        "scenario": scenario.name,
+        "description": " ".join(scenario.description.split()),
+        **({} if seed is None else {"seed": seed}),
+        "simulated_seconds": round(now, 3),
+        "phase": _phase_json(phase),
+        "phases": [_phase_json(p) for p in scenario.phases],
+    }
+
+
+class SimulationServer(IndexedServer):
     def __init__(
         self,
         node: SimulatedNode,
@@ -53,14 +94,8 @@ class SimulationServer:
         self._sysfs = SysfsWriter(sysfs_out) if sysfs_out else None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._http = http_server(host, port, self)
-        self.host, self.port = host, self._http.server_address[1]
+        super().__init__(host, port)
         self.started_wall = time.time()
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
 
     def start(self) -> SimulationServer:
         if self.realtime:
@@ -117,23 +152,15 @@ class SimulationServer:
             if path == "/gpu/metrics":
                 render = render_amd if self.node.scenario.node.gpu.vendor == "amd" else render_dcgm
                 return 200, TEXT_TYPE, render(self.node, self.gpu_window_seconds).encode()
-            if path in ("/", "/index.json"):
-                return 200, "application/json", (json.dumps(self.index(), indent=2) + "\n").encode()
-        if path == "/healthz":
-            return 200, "text/plain; charset=utf-8", b"ok\n"
-        return 404, "text/plain; charset=utf-8", b"not found\n"
+            if path in INDEX_PATHS:  # the index reads the node: under the lock
+                return super().respond(path)
+        return super().respond(path)
 
     def index(self) -> dict[str, Any]:
         node = self.node
         scenario = node.scenario
-        phase = node.phase
         return {
-            "scenario": scenario.name,
-            "description": " ".join(scenario.description.split()),
-            "seed": node.seed,
-            "simulated_seconds": round(node.now, 3),
-            "phase": _phase_json(phase),
-            "phases": [_phase_json(p) for p in scenario.phases],
+            **index_head(scenario, node.now, node.phase, node.seed),
             "engines": [
                 {
                     "index": r.index,

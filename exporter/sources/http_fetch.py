@@ -21,6 +21,7 @@ from __future__ import annotations
 import codecs
 import contextvars
 import ctypes
+import http.client
 import re
 import socket
 import time
@@ -49,6 +50,9 @@ TRIM_AFTER_BYTES = 4 * 1024 * 1024
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: prepared requests a session remembers (a target's /metrics and /info: a handful)
 MAX_PREPARED = 16
+#: the status line and headers of one response, all together: http.client alone bounds only each
+#: line (64 KiB) and their number (100), 6.4 MB in all; what we fetch sends a few KB.
+MAX_HEADER_BYTES = 64 * 1024
 _USERINFO = re.compile(r"//[^/@\s]*@")
 
 
@@ -70,23 +74,116 @@ def origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme.lower(), (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(parts.scheme.lower())
 
 
-#: the sockets of the request in flight in this thread, for `open_body`'s header watchdog
-_IN_FLIGHT: contextvars.ContextVar[list[socket.socket]] = contextvars.ContextVar("in_flight")
+class HeadersTooLarge(http.client.HTTPException):
+    """The status line and headers of a response went past MAX_HEADER_BYTES."""
 
 
-def _track(sock: object) -> None:
+class _HeaderBudget:
+    """The response's file while its status line and headers are read: counts them all."""
+
+    def __init__(self, fp: Any, budget: int) -> None:
+        self._fp = fp
+        self._left = budget
+
+    def readline(self, limit: int = -1) -> bytes:
+        allowed = self._left + 1 if limit < 0 else min(limit, self._left + 1)
+        line: bytes = self._fp.readline(allowed)
+        self._left -= len(line)
+        if self._left < 0:
+            raise HeadersTooLarge(f"response headers over {MAX_HEADER_BYTES} bytes")
+        return line
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fp, name)
+
+
+class _CappedHeadersResponse(http.client.HTTPResponse):
+    """http.client's response, its status line and headers bounded in total by MAX_HEADER_BYTES."""
+
+    def begin(self) -> None:
+        fp = self.fp
+        budget = self.fp = _HeaderBudget(fp, MAX_HEADER_BYTES)  # type: ignore[assignment]
+        try:
+            super().begin()
+        finally:
+            if self.fp is budget:  # else begin() closed it and set None: leave that
+                self.fp = fp
+
+
+class _InFlight:
+    """The sockets of the request in flight in this thread, which `within` shuts at its deadline:
+    the one the request went out on, and a duplicate of a TLS connection's socket taken before its
+    handshake (shutting that down wakes a handshake read too; it is closed when the request ends)."""
+
+    def __init__(self) -> None:
+        self.sockets: list[socket.socket] = []
+        self.owned: list[socket.socket] = []
+
+    def shut_down(self) -> None:
+        for sock in self.sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close_owned(self) -> None:
+        for sock in self.owned:
+            sock.close()
+
+
+_IN_FLIGHT: contextvars.ContextVar[_InFlight] = contextvars.ContextVar("in_flight")
+
+
+def _track(sock: object, duplicate: bool = False) -> None:
     in_flight = _IN_FLIGHT.get(None)
     if in_flight is not None and isinstance(sock, socket.socket):
-        in_flight.append(sock)
+        if duplicate:
+            sock = sock.dup()
+            in_flight.owned.append(sock)
+        in_flight.sockets.append(sock)
+
+
+@contextmanager
+def within(deadline: float) -> Iterator[None]:
+    """Bound the request this thread sends meanwhile by the monotonic `deadline`: connection, TLS
+    handshake, status line and headers (each socket read alone is bounded only by the read
+    timeout, so a server trickling header bytes could hold the request as long as it liked).
+
+    The process's one watchdog (deadline_watch) shuts the request's sockets at the deadline, which
+    wakes the blocked read; the body is bounded by `Body`, which cuts each read to the time left.
+    """
+    in_flight = _InFlight()
+    token = _IN_FLIGHT.set(in_flight)
+    watch = WATCHDOG.watch(max(0.0, deadline - time.monotonic()), in_flight.shut_down)
+    try:
+        yield
+    finally:
+        watch.cancel()
+        _IN_FLIGHT.reset(token)
+        in_flight.close_owned()
+
+
+def headers_too_large(exc: BaseException) -> bool:
+    """Whether a failed request failed on MAX_HEADER_BYTES (requests nests it a few levels deep)."""
+    return isinstance(_root(exc), HeadersTooLarge)
 
 
 class _TrackedConnection(urllib3.connection.HTTPConnection):
+    response_class = _CappedHeadersResponse
+
     def getresponse(self) -> Any:
         _track(self.sock)
         return super().getresponse()
 
 
 class _TrackedTLSConnection(urllib3.connection.HTTPSConnection):
+    response_class = _CappedHeadersResponse
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        _track(sock, duplicate=True)  # the TLS wrap detaches `sock`; a duplicate stays usable
+        return sock
+
     def getresponse(self) -> Any:
         _track(self.sock)
         return super().getresponse()
@@ -101,12 +198,8 @@ class _TLSPool(urllib3.HTTPSConnectionPool):
 
 
 class _DeadlineAdapter(requests.adapters.HTTPAdapter):
-    """Connections that tell `open_body` their socket as the request goes out.
-
-    urllib3's read timeout is per read, so a server sending its status line and headers a byte at
-    a time would hold the fetch as long as it liked; the shared watchdog (deadline_watch) shuts
-    the socket at the deadline, which wakes the blocked read.
-    """
+    """Connections that tell `within` their socket as the request goes out, and whose
+    responses' headers are bounded in total (MAX_HEADER_BYTES)."""
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
@@ -299,28 +392,25 @@ def open_body(
     """
     shown = redact(url)
     deadline = time.monotonic() + timeout_seconds
-    in_flight: list[socket.socket] = []
-    token = _IN_FLIGHT.set(in_flight)
-    watchdog = WATCHDOG.watch(timeout_seconds, lambda: _shut_down(in_flight))
     try:
-        response = session.get(
-            url,
-            timeout=(timeout_seconds, timeout_seconds),
-            stream=True,
-            params=params,
-            headers={"Accept": accept, "Accept-Encoding": "gzip", **(headers or {})},
-        )
+        with within(deadline):
+            response = session.get(
+                url,
+                timeout=(timeout_seconds, timeout_seconds),
+                stream=True,
+                params=params,
+                headers={"Accept": accept, "Accept-Encoding": "gzip", **(headers or {})},
+            )
     except requests.TooManyRedirects as exc:
         raise SourceError("http_status", f"{shown}: more than {MAX_REDIRECTS} redirects") from exc
     except requests.Timeout as exc:
         raise SourceError("timeout", f"{shown}: no response within {timeout_seconds:g}s") from exc
     except requests.RequestException as exc:
+        if headers_too_large(exc):
+            raise SourceError("too_large", f"{shown}: {_short(exc)}") from exc
         if time.monotonic() >= deadline:  # the watchdog shut the socket
             raise SourceError("timeout", f"{shown}: no response within {timeout_seconds:g}s") from exc
         raise SourceError("connection", f"{shown}: {_short(exc)}") from exc
-    finally:
-        watchdog.cancel()
-        _IN_FLIGHT.reset(token)
     with response:
         if response.is_redirect:
             location = redact(urljoin(response.url, response.headers.get("Location", "")))
@@ -371,15 +461,6 @@ def release_free_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-def _shut_down(sockets: list[socket.socket]) -> None:
-    """At the deadline: wake a read still waiting for the status line or headers."""
-    for sock in sockets:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
 def fetch_text(
     session: requests.Session,
     url: str,
@@ -404,12 +485,18 @@ def _short(exc: BaseException) -> str:
 
     Never the exception's URL: it would carry the credentials `redact` keeps out of messages.
     """
+    root = _root(exc)
+    if isinstance(root, OSError) and root.strerror:
+        return root.strerror.lower()
+    text = _USERINFO.sub("//", str(root)) or type(root).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _root(exc: BaseException) -> BaseException:
+    """The innermost cause or context of `exc` (at most 8 levels down)."""
     root: BaseException = exc
     seen = 0
     while seen < 8 and (root.__cause__ or root.__context__) is not None:
         root = root.__cause__ or root.__context__  # type: ignore[assignment]
         seen += 1
-    if isinstance(root, OSError) and root.strerror:
-        return root.strerror.lower()
-    text = _USERINFO.sub("//", str(root)) or type(root).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
+    return root

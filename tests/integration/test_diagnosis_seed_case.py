@@ -54,11 +54,8 @@ def test_the_report_quotes_dram_sm_and_the_waiting_trend_and_the_seed_remedies()
     node = SimulatedNode(scenario, None)
     view = ExporterView(node)
     try:
-        t = 0.0
-        while t < change + 120:
-            t += 5.0
-            node.advance(t)
-            view.collect()
+        for _ in view.run(change + 120, 5.0):
+            pass
         report = view.exporter.diagnosis()
     finally:
         view.close()

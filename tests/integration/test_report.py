@@ -62,11 +62,8 @@ def _run_scenario() -> tuple[list[tuple[float, Snapshot]], list[tuple[float, dic
     view = ExporterView(node, interval=INTERVAL)
     snapshots, configs = [], []
     try:
-        t = 0.0
-        while t < DURATION:
-            t += INTERVAL
-            node.advance(t)
-            snapshots.append((node.now, view.collect()))
+        for t, snapshot in view.run(DURATION, INTERVAL):
+            snapshots.append((t, snapshot))
             if round(t) % 30 == 0:
                 for replica in node.replicas:
                     text = requests.get(f"{view.server.url}/engine/{replica.index}/metrics", timeout=30).text

@@ -176,6 +176,37 @@ def test_failed_logins_are_throttled_per_client_address(auth_exporter):
     assert status_from("127.0.0.1", auth_exporter.port, basic(USER, PASSWORD)) == 200
 
 
+def test_without_basic_auth_one_flooding_address_cannot_get_another_address_429(tmp_path):
+    """Was: with no basic_auth_users, rate_limit was one bucket for every client, so one address
+    spending it got every other address's scrapes 429."""
+    config = write_web_config(tmp_path, "rate_limit:\n  interval: 1m\n  burst: 20\n")
+    with ExporterProcess("--web.config.file", str(config)) as exporter:
+        # (the start-up's health checks came from 127.0.0.1: the addresses here have spent nothing)
+        flood = [status_from("127.0.0.2", exporter.port) for _ in range(30)]
+        assert flood[0] == 200 and flood[-1] == 429  # the flooder is limited
+        assert [status_from("127.0.0.3", exporter.port) for _ in range(5)] == [200] * 5
+        assert status_from("127.0.0.4", exporter.port) == 200
+
+
+def test_with_basic_auth_the_rate_limit_stays_one_budget_for_authenticated_requests(auth_exporter):
+    """exporter-toolkit's semantics where credentials say who may scrape: 40 a minute in all."""
+    answers = [status_from("127.0.0.2", auth_exporter.port, basic(USER, PASSWORD)) for _ in range(41)]
+    assert answers[0] == 200 and answers[-1] == 429  # (start-up's health checks spent a few)
+    assert status_from("127.0.0.3", auth_exporter.port, basic(USER, PASSWORD)) == 429
+
+
+def test_the_per_client_table_is_bounded_and_forgets_the_least_recently_seen():
+    from exporter.webauth import ClientBuckets
+
+    buckets = ClientBuckets(seconds_per_token=60.0, burst=1, capacity=3)
+    assert buckets.take("a") and not buckets.take("a")
+    for client in ("b", "c", "d"):  # "a" is the least recently seen: forgotten
+        assert buckets.take(client)
+    assert len(buckets) == 3
+    assert buckets.take("a")  # a fresh bucket: forgetting loosens a limit, never tightens one
+    assert not buckets.take("d") and len(buckets) == 3
+
+
 def test_verified_credentials_are_not_hashed_again(tmp_path, monkeypatch):
     from exporter.webguard import WebGuard
 

@@ -26,13 +26,8 @@ def amd_run():
     change = next(p.start_seconds for p in scenario.phases if p.expected_stage == "decode_memory_bandwidth")
     node = SimulatedNode(scenario, None)
     view = ExporterView(node)
-    snapshots = []
     try:
-        t = 0.0
-        while t < change + 105:
-            t += 5.0
-            node.advance(t)
-            snapshots.append((t, view.collect()))
+        snapshots = list(view.run(change + 105, 5.0))
         report = view.exporter.diagnosis()
         mode = view.exporter.config.gpu.mode
     finally:

@@ -11,12 +11,16 @@ The findings of the security review ("Hardening"), measured on the real `serve` 
    threads and descriptors during the window show that nothing spins and nothing grows;
 2. the success rate and latency of authenticated scrapes (basic auth, bcrypt cost 10, a
    rate_limit) while 8 threads from another source address (127.0.0.2) send wrong passwords or
-   none, beside the same scrapes without the flood, and the server's CPU meanwhile.
+   none, beside the same scrapes without the flood, and the server's CPU meanwhile;
+3. the same without basic auth, only a rate_limit (100 a second, burst 100): scrapes from
+   127.0.0.1 while 8 threads from 127.0.0.2 flood it, beside the same scrapes without the flood.
+   Without credentials the limit is per client address, so the flood spends its own budget.
 
 Bounded: each window is --seconds long (default 3), the whole run takes under a minute. Numbers on
 a shared machine move with its load; the load average is printed.
 
     python tests/perf/bench_server_hardening.py [--idle 2000] [--seconds 5] [--reopen-rate 1000]
+        [--only idle|auth|rate-limit]
 """
 
 from __future__ import annotations
@@ -172,9 +176,7 @@ def idle_benchmark(nofile: int | None, idle: int, seconds: float, reopen_rate: f
             cpu, threads, fds, loaded = server_usage(server, lambda: Window(exporter.port, seconds))
             opened, failed = report.get(timeout=30)
         finally:
-            holder.join(timeout=10)
-            if holder.is_alive():
-                holder.kill()
+            end_process(holder)
         print(
             loaded.row(f"{idle} idle held open ({limit})"),
             f"  cpu {cpu:5.1f}%  threads {threads}  fds {fds}  (connects {opened}, failed {failed})",
@@ -183,35 +185,49 @@ def idle_benchmark(nofile: int | None, idle: int, seconds: float, reopen_rate: f
 
 def flood_benchmark(seconds: float, flooders: int) -> None:
     hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
+    good = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     with tempfile.TemporaryDirectory() as directory:
         config = Path(directory) / "web-config.yml"
         config.write_text(f"basic_auth_users:\n  {USER}: {hashed}\nrate_limit:\n  interval: 10ms\n  burst: 100\n")
         with ExporterProcess("--web.config.file", str(config), auth=(USER, PASSWORD)) as exporter:
-            server = psutil.Process(exporter.process.pid)
-            good = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-            cpu, _threads, _fds, baseline = server_usage(
-                server, lambda: Window(exporter.port, seconds, authorization=good)
-            )
-            print(baseline.row("authenticated, no flood"), f"  cpu {cpu:5.1f}%")
-            ready, report = multiprocessing.Event(), multiprocessing.Queue()
-            flood = multiprocessing.Process(
-                target=flood_unauthenticated, args=(exporter.port, flooders, seconds + 1, ready, report)
-            )
-            flood.start()
-            try:
-                ready.wait(10)
-                cpu, _threads, _fds, flooded = server_usage(
-                    server, lambda: Window(exporter.port, seconds, authorization=good)
-                )
-                answers = report.get(timeout=30)
-            finally:
-                flood.join(timeout=10)
-                if flood.is_alive():
-                    flood.kill()
-            print(
-                flooded.row(f"authenticated, {flooders} threads flooding"),
-                f"  cpu {cpu:5.1f}%  (flood from 127.0.0.2 got {_counts(answers)})",
-            )
+            scrapes_beside_a_flood(exporter, seconds, flooders, "authenticated", good)
+
+
+def rate_limit_benchmark(seconds: float, flooders: int) -> None:
+    """No basic auth, a rate_limit of 100 a second: does a flood from one address get another's scrapes 429?"""
+    with tempfile.TemporaryDirectory() as directory:
+        config = Path(directory) / "web-config.yml"
+        config.write_text("rate_limit:\n  interval: 10ms\n  burst: 100\n")
+        with ExporterProcess("--web.config.file", str(config)) as exporter:
+            scrapes_beside_a_flood(exporter, seconds, flooders, "rate_limit, no auth")
+
+
+def scrapes_beside_a_flood(
+    exporter: ExporterProcess, seconds: float, flooders: int, label: str, authorization: str | None = None
+) -> None:
+    """A window of scrapes from 127.0.0.1, then another while `flooders` threads flood from 127.0.0.2."""
+    server = psutil.Process(exporter.process.pid)
+    cpu, _threads, _fds, baseline = server_usage(
+        server, lambda: Window(exporter.port, seconds, authorization=authorization)
+    )
+    print(baseline.row(f"{label}, no flood"), f"  cpu {cpu:5.1f}%")
+    ready, report = multiprocessing.Event(), multiprocessing.Queue()
+    flood = multiprocessing.Process(
+        target=flood_unauthenticated, args=(exporter.port, flooders, seconds + 1, ready, report)
+    )
+    flood.start()
+    try:
+        ready.wait(10)
+        cpu, _threads, _fds, flooded = server_usage(
+            server, lambda: Window(exporter.port, seconds, authorization=authorization)
+        )
+        answers = report.get(timeout=30)
+    finally:
+        end_process(flood)
+    print(
+        flooded.row(f"{label}, {flooders} threads flooding"),
+        f"  cpu {cpu:5.1f}%  (flood from 127.0.0.2 got {_counts(answers)})",
+    )
 
 
 def flood_unauthenticated(port: int, flooders: int, seconds: float, ready, report) -> None:  # noqa: ANN001
@@ -238,6 +254,13 @@ def flood_unauthenticated(port: int, flooders: int, seconds: float, ready, repor
     report.put(answers)
 
 
+def end_process(process: multiprocessing.Process) -> None:
+    """Join a helper process that should be ending on its own; kill it if it has not in 10 s."""
+    process.join(timeout=10)
+    if process.is_alive():
+        process.kill()
+
+
 def _counts(answers: dict[str, int]) -> str:
     return ", ".join(f"{count} x {outcome}" for outcome, count in sorted(answers.items()))
 
@@ -248,13 +271,18 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--reopen-rate", type=float, default=1000.0)
     parser.add_argument("--flooders", type=int, default=8)
+    parser.add_argument("--only", choices=("idle", "auth", "rate-limit"), help="run one of the cases alone")
     args = parser.parse_args()
     raise_descriptor_limit(args.idle + 512)
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; fresh connection per scrape")
     print(f"  {'window':<44} {'scrapes':>6} {'ok':>8} {'p50 ms':>8} {'p99 ms':>8}   failures")
-    idle_benchmark(None, args.idle, args.seconds, args.reopen_rate)
-    idle_benchmark(128, args.idle, args.seconds, args.reopen_rate)
-    flood_benchmark(args.seconds, args.flooders)
+    if args.only in (None, "idle"):
+        idle_benchmark(None, args.idle, args.seconds, args.reopen_rate)
+        idle_benchmark(128, args.idle, args.seconds, args.reopen_rate)
+    if args.only in (None, "auth"):
+        flood_benchmark(args.seconds, args.flooders)
+    if args.only in (None, "rate-limit"):
+        rate_limit_benchmark(args.seconds, args.flooders)
     return 0
 
 

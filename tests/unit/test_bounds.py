@@ -248,3 +248,101 @@ def test_an_api_error_whose_reason_trickles_is_reported_without_it() -> None:
     finally:
         api.close()
         server.close()
+
+
+EMPTY_POD_LIST = b'{"metadata": {"resourceVersion": "1"}, "items": []}\n'
+
+
+def _api_headers_trickle(sent: list[int], seconds: float = 6.0) -> Callable[[BaseHTTPRequestHandler], None]:
+    """A 200 whose status line comes at once and whose headers then come a byte every 50 ms for
+    `seconds` (each read far within any read timeout), then a complete, valid pod list."""
+
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        handler.close_connection = True
+        handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n")
+        handler.wfile.flush()
+        ends = time.monotonic() + seconds
+        handler.wfile.write(b"X-Pad: ")
+        while time.monotonic() < ends:
+            handler.wfile.write(b"a")
+            handler.wfile.flush()
+            sent.append(1)
+            time.sleep(0.05)
+        handler.wfile.write(b"\r\nContent-Length: %d\r\n\r\n" % len(EMPTY_POD_LIST) + EMPTY_POD_LIST)
+
+    return respond
+
+
+@pytest.mark.parametrize("call", ["list", "watch"])
+def test_kubernetes_api_headers_that_trickle_are_cut_at_the_request_deadline(
+    monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    # The list's deadline is REQUEST_TIMEOUT_SECONDS, the watch's timeoutSeconds (1) plus it:
+    # both well before the 6 s the headers take, though no single read waits 50 ms.
+    monkeypatch.setattr(kubeapi, "REQUEST_TIMEOUT_SECONDS", 0.5)
+    sent: list[int] = []
+    server = RouteServer({"/api/v1/pods": _api_headers_trickle(sent)})
+    api = kubeapi.KubernetesApi(server.url(""), "", False)
+    started = time.monotonic()
+    try:
+        with pytest.raises(kubeapi.ApiError) as caught:
+            if call == "list":
+                api.list_pods("node")
+            else:
+                list(api.watch_pods("node", "1", 1))
+        assert time.monotonic() - started < 4.0
+        assert len(sent) < 6.0 / 0.05 * 0.7  # given up while the headers were still coming
+        assert "no response within" in str(caught.value)
+    finally:
+        api.close()
+        server.close()
+
+
+def _many_headers(handler: BaseHTTPRequestHandler) -> None:
+    """50 headers of 4 KiB each (200 KiB in all; http.client alone allows 100 lines of 64 KiB)."""
+    handler.close_connection = True
+    pad = b"a" * 4096
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    head += b"".join(b"X-Pad-%d: %s\r\n" % (n, pad) for n in range(50))
+    handler.wfile.write(head + b"Content-Length: %d\r\n\r\n" % len(EMPTY_POD_LIST) + EMPTY_POD_LIST)
+
+
+def test_response_headers_are_bounded_in_total_for_the_kubernetes_api_and_engines() -> None:
+    server = RouteServer({"/api/v1/pods": _many_headers, "/metrics": _many_headers})
+    api = kubeapi.KubernetesApi(server.url(""), "", False)
+    source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="vllm"), 60.0)
+    try:
+        with pytest.raises(kubeapi.ApiError, match="headers over 65536 bytes"):
+            api.list_pods("node")
+        with pytest.raises(SourceError, match="headers over 65536 bytes") as caught:
+            source.collect(0.0)
+        assert caught.value.reason == "too_large"
+        # Headers under the cap are untouched: the same list with a few of them is read.
+        server.routes["/api/v1/pods"] = respond_with(EMPTY_POD_LIST, content_type="application/json")
+        assert api.list_pods("node") == ([], "1")
+    finally:
+        source.close()
+        api.close()
+        server.close()
+
+
+def test_memory_freed_by_a_large_body_is_handed_back_and_a_small_one_costs_no_trim(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Finding "memory after load": glibc kept what the worker threads freed (RSS 37 -> 63 MB
+    after hostile targets were removed). tests/perf/bench_hostile_targets.py prints the RSS."""
+    from exporter.sources import http_fetch
+
+    trims: list[int] = []
+    monkeypatch.setattr(http_fetch, "_MALLOC_TRIM", lambda pad: trims.append(pad) or 1)
+    large = b"a 1\n" * (http_fetch.TRIM_AFTER_BYTES // 4 + 1)
+    server = RouteServer({"/large": respond_with(large), "/small": respond_with(b"a 1\n")})
+    session = http_fetch.SameOriginSession()
+    try:
+        assert len(http_fetch.fetch_text(session, server.url("/small"), 10.0, 64 * MiB)[0]) == 4
+        assert trims == []
+        assert len(http_fetch.fetch_text(session, server.url("/large"), 10.0, 64 * MiB)[0]) == len(large)
+        assert trims == [0]
+    finally:
+        session.close()
+        server.close()

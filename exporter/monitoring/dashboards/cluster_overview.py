@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter.monitoring.cluster import ClusterRecordNames
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
 from exporter.monitoring.dashboards.panels import (
@@ -28,6 +27,7 @@ from exporter.monitoring.dashboards.panels import (
     timeseries,
 )
 from exporter.monitoring.dashboards.queries import Scope
+from exporter.monitoring.records import RecordNames
 
 UID = "llm-cluster-overview"
 TITLE = "LLM serving / Cluster overview"
@@ -194,7 +194,7 @@ def board(config: MonitoringConfig) -> Board:
 
 def cluster_rows(b: Board, s: Scope, config: MonitoringConfig) -> None:
     """The nodes compared with each other (exporter/monitoring/cluster.py's records)."""
-    c, t = ClusterRecordNames(config), config.thresholds
+    c, t = RecordNames(config), config.thresholds
     node = f"{{{{{s.node}}}}}"
     b.row(
         "Cluster: load across nodes",
