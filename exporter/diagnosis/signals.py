@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from statistics import fmean
 
@@ -158,16 +158,24 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
 
 
 class History:
-    """A bounded time series of EngineInputs for one engine, with the window helpers stages use."""
+    """A bounded time series of EngineInputs for one engine, with the window helpers stages use.
+
+    Each helper's answer is remembered until the next point is added: the stages ask ~40
+    questions per engine per collection, about half of them repeats (the same mean of the same
+    attribute over the same window), and each walks up to a window of points (issue #23's
+    per-target budget). Points are only ever added through `add`, which forgets the answers.
+    """
 
     def __init__(self, horizon_seconds: float, max_points: int = 2048) -> None:
         self.horizon_seconds = horizon_seconds
         self.points: deque[tuple[float, EngineInputs]] = deque(maxlen=max_points)
+        self._answers: dict[tuple[str, str, float], object] = {}
 
     def add(self, now: float, inputs: EngineInputs) -> None:
         self.points.append((now, inputs))
         while self.points and self.points[0][0] < now - self.horizon_seconds:
             self.points.popleft()
+        self._answers.clear()
 
     def latest(self) -> EngineInputs:
         return self.points[-1][1]
@@ -175,49 +183,75 @@ class History:
     def values(self, attr: str, seconds: float) -> list[float]:
         return [value for _, value in self._window(attr, seconds)]
 
-    def _window(self, attr: str, seconds: float) -> list[tuple[float, float]]:
+    def _window(self, attr: str, seconds: float) -> tuple[tuple[float, float], ...]:
         """(t, value) of the points in the last `seconds` that have `attr`, oldest first. Walked
         from the newest point back to the window's start: stages ask for short windows of a
-        history kept for the long baseline, dozens of times per engine per collection."""
-        if not self.points:
-            return []
-        start = self.points[-1][0] - seconds
+        history kept for the long baseline."""
+        key = ("window", attr, seconds)
+        if key in self._answers:
+            return self._answers[key]  # type: ignore[return-value]
         found = []
-        for t, point in reversed(self.points):
-            if t < start:
-                break
-            value = getattr(point, attr)
-            if value is not None:
-                found.append((t, value))
-        found.reverse()
-        return found
+        if self.points:
+            start = self.points[-1][0] - seconds
+            for t, point in reversed(self.points):
+                if t < start:
+                    break
+                value = getattr(point, attr)
+                if value is not None:
+                    found.append((t, value))
+            found.reverse()
+        window = self._answers[key] = tuple(found)
+        return window
+
+    def _remembered(self, kind: str, attr: str, seconds: float, answer: Callable[[], float | None]) -> float | None:
+        key = (kind, attr, seconds)
+        if key not in self._answers:
+            self._answers[key] = answer()
+        return self._answers[key]  # type: ignore[return-value]
 
     def mean(self, attr: str, seconds: float) -> float | None:
-        values = self.values(attr, seconds)
-        return fmean(values) if values else None
+        def mean() -> float | None:
+            values = self.values(attr, seconds)
+            return fmean(values) if values else None
+
+        return self._remembered("mean", attr, seconds, mean)
 
     def maximum(self, attr: str, seconds: float) -> float | None:
-        values = self.values(attr, seconds)
-        return max(values) if values else None
+        def maximum() -> float | None:
+            values = self.values(attr, seconds)
+            return max(values) if values else None
+
+        return self._remembered("maximum", attr, seconds, maximum)
 
     def minimum(self, attr: str, seconds: float) -> float | None:
-        values = self.values(attr, seconds)
-        return min(values) if values else None
+        def minimum() -> float | None:
+            values = self.values(attr, seconds)
+            return min(values) if values else None
+
+        return self._remembered("minimum", attr, seconds, minimum)
 
     def rate(self, attr: str, seconds: float) -> float | None:
         """Per-second increase of a counter over the last `seconds`, Prometheus-style on resets."""
-        series = self._window(attr, seconds)
-        if len(series) < 2 or series[-1][0] <= series[0][0]:
-            return None
-        increase = 0.0
-        for (_, before), (_, after) in zip(series, series[1:]):
-            increase += after - before if after >= before else after
-        return increase / (series[-1][0] - series[0][0])
+
+        def rate() -> float | None:
+            series = self._window(attr, seconds)
+            if len(series) < 2 or series[-1][0] <= series[0][0]:
+                return None
+            increase = 0.0
+            for (_, before), (_, after) in zip(series, series[1:]):
+                increase += after - before if after >= before else after
+            return increase / (series[-1][0] - series[0][0])
+
+        return self._remembered("rate", attr, seconds, rate)
 
     def trend(self, attr: str, seconds: float) -> float | None:
         """Mean of the newest third minus mean of the oldest third of the window."""
-        values = self.values(attr, seconds)
-        if len(values) < 3:
-            return None
-        third = max(1, len(values) // 3)
-        return fmean(values[-third:]) - fmean(values[:third])
+
+        def trend() -> float | None:
+            values = self.values(attr, seconds)
+            if len(values) < 3:
+                return None
+            third = max(1, len(values) // 3)
+            return fmean(values[-third:]) - fmean(values[:third])
+
+        return self._remembered("trend", attr, seconds, trend)
