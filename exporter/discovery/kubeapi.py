@@ -19,7 +19,7 @@ import requests
 
 from exporter.settings import KubernetesSettings
 from exporter.sources.base import SourceError
-from exporter.sources.http_fetch import Body
+from exporter.sources.http_fetch import ResponseBody
 from exporter.validation import ConfigError
 
 # A watch event is one pod; the API server refuses objects over ~1.5 MB (etcd's request limit).
@@ -63,7 +63,7 @@ class KubernetesApi:
             try:
                 with response:
                     body = json.loads(
-                        Body(response, self.base_url, deadline, REQUEST_TIMEOUT_SECONDS, MAX_PAGE_BYTES).read()
+                        ResponseBody(response, self.base_url, deadline, REQUEST_TIMEOUT_SECONDS, MAX_PAGE_BYTES).read()
                     )
                 if not isinstance(body, dict):
                     raise ValueError(f"a {type(body).__name__}, not an object")
@@ -90,7 +90,7 @@ class KubernetesApi:
         deadline = time.monotonic() + lifetime
         response = self._get(params, read_timeout=lifetime)
         self._response = response
-        return self._events(Body(response, self.base_url, deadline, lifetime, MAX_WATCH_BYTES))
+        return self._events(ResponseBody(response, self.base_url, deadline, lifetime, MAX_WATCH_BYTES))
 
     def _get(self, params: dict[str, str], read_timeout: float) -> requests.Response:
         headers = {"Accept": "application/json"}
@@ -116,7 +116,7 @@ class KubernetesApi:
             raise ApiError(f"HTTP {response.status_code} from {self.base_url}: {message}{hint}")
         return response
 
-    def _events(self, body: Body) -> Iterator[dict[str, Any]]:
+    def _events(self, body: ResponseBody) -> Iterator[dict[str, Any]]:
         """One JSON event per line; the watch ends at its deadline (timeoutSeconds and a margin)
         even if the server keeps it open, and no event may grow past MAX_EVENT_BYTES."""
         buffer = bytearray()
@@ -167,7 +167,7 @@ def _read_token(path: str) -> str:
 def _status_message(response: requests.Response) -> str:
     """The API's reason for an error status, from at most 64 KiB of its body within 5 s."""
     try:
-        data = bytes(Body(response, "", time.monotonic() + 5.0, 5.0, 64 * 1024).read())
+        data = bytes(ResponseBody(response, "", time.monotonic() + 5.0, 5.0, 64 * 1024).read())
     except SourceError:
         return "(no readable reason)"
     try:
