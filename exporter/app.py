@@ -98,7 +98,13 @@ def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:
         sources.append(RdmaSource(config.sysfs, config.window_seconds))
     else:
         log.info("rdma: no %s/class/infiniband; RDMA families are absent", config.sysfs)
-    sources.append(HostSource(targets, config.window_seconds, lifetime_baseline))
+
+    def reporting_own_cpu() -> set[str]:
+        """Engines (configured or discovered) whose last scrape carried their process CPU."""
+        found = [*sources, *(member for group in groups for member in group.sources())]
+        return {s.target for s in found if isinstance(s, EngineSource) and s.reports_process_cpu}
+
+    sources.append(HostSource(targets, config.window_seconds, lifetime_baseline, reporting_own_cpu=reporting_own_cpu))
     sources += [GatewaySource(target, config.window_seconds, lifetime_baseline) for target in config.gateways]
     if not lifetime_baseline:  # `once` has no time to probe: probes run in `serve` only
         sources += [ProbeSource(probe, config.window_seconds) for probe in config.probes]

@@ -11,7 +11,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from functools import reduce
-from operator import add
+from operator import add, sub
 
 from exporter.model import Histogram
 
@@ -20,6 +20,14 @@ class DeltaWindow:
     """Sums per-scrape increments of a vector of counters over the last `window_seconds`.
 
     Memory is bounded by window / scrape interval entries (and `max_entries` in any case).
+
+    The total is kept as a running sum (each increment added as it comes, subtracted as it
+    expires), so a round costs one pass over the columns, not window / interval passes: at a 1 s
+    interval and a 60 s window a histogram's ~30 columns were summed 60 deep, every round, per
+    histogram (issue #23's per-target budget). Increments of counts are whole numbers, exact in
+    either order; a float column (a histogram's sum) could drift by rounding, so the sum is
+    folded afresh, in entry order, once as many changes as the window holds entries have gone
+    by: the drift never outlives one window, at an amortized cost of one column pass per round.
     """
 
     def __init__(self, window_seconds: float, max_entries: int = 4096) -> None:
@@ -30,6 +38,10 @@ class DeltaWindow:
         self._starts: deque[float | None] = deque(maxlen=max_entries)
         self._last_time: float | None = None
         self._shape: object = None
+        #: the running column sums of `_entries` (None while there are none)
+        self._total: list[float] | None = None
+        #: appends and expiries since `_total` was last folded afresh
+        self._changes = 0
 
     def observe(self, now: float, values: Sequence[float], shape: object = None) -> None:
         """Record the cumulative `values` seen at `now`.
@@ -39,45 +51,72 @@ class DeltaWindow:
         """
         current = tuple(values)
         if shape != self._shape or (self._last is not None and len(current) != len(self._last)):
-            self._entries.clear()
-            self._starts.clear()
+            self._clear()
             self._last = None
             self._shape = shape
         if self._last is not None:
             if any(c < p for c, p in zip(current, self._last)):
                 increment = current  # counter reset: the engine restarted
             else:
-                increment = tuple(c - p for c, p in zip(current, self._last))
-            self._entries.append((now, increment))
-            self._starts.append(self._last_time)
+                increment = tuple(map(sub, current, self._last))
+            self._append(now, increment, self._last_time)
         self._last = current
         self._last_time = now
         self._expire(now)
 
     def seed_lifetime(self, now: float, values: Sequence[float], shape: object = None) -> None:
         """Count everything since the engine started as one increment (for one-shot collection)."""
-        self._entries.clear()
-        self._starts.clear()
+        self._clear()
         self._shape = shape
         self._last = tuple(values)
         self._last_time = now
-        self._entries.append((now, tuple(values)))
-        self._starts.append(None)  # since the engine started: a span this window cannot know
+        self._append(now, tuple(values), None)  # since the engine started: a span this window cannot know
 
     def total(self) -> tuple[float, ...] | None:
         """Sum of increments inside the window; None before two observations."""
-        if not self._entries:
+        if not self._entries or self._total is None:
             return None
-        # Column sums in entry order, as a loop of `+=` from 0.0 gives, but with the loops in C
-        # (a histogram window is ~30 columns x window/interval entries, every scrape).
+        if self._changes > len(self._entries):
+            self._total = self._folded()
+        return tuple(self._total)
+
+    def _folded(self) -> list[float]:
+        """Column sums in entry order, as a loop of `+=` from 0.0 gives, with the loops in C."""
         columns = zip(*(increment for _, increment in self._entries))
-        return tuple(reduce(add, column, 0.0) for column in columns)
+        return [reduce(add, column, 0.0) for column in columns]
+
+    def _clear(self) -> None:
+        self._entries.clear()
+        self._starts.clear()
+        self._total = None
+        self._changes = 0
+
+    def _append(self, now: float, increment: tuple[float, ...], start: float | None) -> None:
+        if self._entries.maxlen is not None and len(self._entries) == self._entries.maxlen:
+            self._drop_oldest()  # what deque's maxlen would drop, taken out of the sum first
+        self._entries.append((now, increment))
+        self._starts.append(start)
+        if self._total is None:
+            self._total = [0.0 + value for value in increment]
+        else:
+            self._total = list(map(add, self._total, increment))
+        self._changes += 1
+
+    def _drop_oldest(self) -> None:
+        _, increment = self._entries.popleft()
+        self._starts.popleft()
+        if not self._entries:
+            self._total = None
+            self._changes = 0
+            return
+        assert self._total is not None
+        self._total = list(map(sub, self._total, increment))
+        self._changes += 1
 
     def _expire(self, now: float) -> None:
         horizon = now - self.window_seconds
         while self._entries and self._entries[0][0] <= horizon:
-            self._entries.popleft()
-            self._starts.popleft()
+            self._drop_oldest()
 
     def span(self) -> float:
         """Seconds the increments in the window cover (NaN when unknown, as for a lifetime seed)."""

@@ -7,9 +7,11 @@ engine or GPU source works with it unchanged. Counters become rates here, reset-
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
+from itertools import islice
 from statistics import fmean
 
 from exporter.catalogue import ENGINE_SETTINGS
@@ -58,6 +60,9 @@ class EngineInputs:
     #: advice can name a setting's value and skip what is already on
     settings: dict[str, str] = field(default_factory=dict)
 
+
+#: the EngineInputs attributes that are numbers (or None): the columns History keeps
+_NUMERIC = tuple(f.name for f in fields(EngineInputs) if f.type == "float | None")
 
 _ENGINE_GAUGES = {
     "llm_engine_requests_running": "running",
@@ -165,51 +170,87 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
 
 
 class History:
-    """A bounded time series of EngineInputs for one engine, with the window helpers stages use."""
+    """A bounded time series of EngineInputs for one engine, with the window helpers stages use.
+
+    Each numeric attribute is also kept as its own column of (time, value) where it was present,
+    so a window is a bisection and a slice, not a walk over every point reading each one's
+    attribute; and each helper's answer is remembered until the next point is added: the stages
+    ask ~40 questions per engine per collection, half of them repeats, over windows up to the
+    baseline's length (issue #23's per-target budget). Points are only ever added through `add`.
+    """
 
     def __init__(self, horizon_seconds: float, max_points: int = 2048) -> None:
         self.horizon_seconds = horizon_seconds
         self.points: deque[tuple[float, EngineInputs]] = deque(maxlen=max_points)
+        self._times: dict[str, deque[float]] = {attr: deque() for attr in _NUMERIC}
+        self._values: dict[str, deque[float]] = {attr: deque() for attr in _NUMERIC}
+        self._answers: dict[tuple[str, str, float], object] = {}
 
     def add(self, now: float, inputs: EngineInputs) -> None:
         self.points.append((now, inputs))
         while self.points and self.points[0][0] < now - self.horizon_seconds:
             self.points.popleft()
+        oldest = self.points[0][0]  # what the horizon or max_points kept
+        for attr in _NUMERIC:
+            times, values = self._times[attr], self._values[attr]
+            value = getattr(inputs, attr)
+            if value is not None:
+                times.append(now)
+                values.append(value)
+            while times and times[0] < oldest:
+                times.popleft()
+                values.popleft()
+        self._answers.clear()
 
     def latest(self) -> EngineInputs:
         return self.points[-1][1]
 
     def values(self, attr: str, seconds: float) -> list[float]:
-        return [value for _, value in self._window(attr, seconds)]
-
-    def _window(self, attr: str, seconds: float) -> list[tuple[float, float]]:
-        """(t, value) of the points in the last `seconds` that have `attr`, oldest first. Walked
-        from the newest point back to the window's start: stages ask for short windows of a
-        history kept for the long baseline, dozens of times per engine per collection."""
-        if not self.points:
-            return []
-        start = self.points[-1][0] - seconds
-        found = []
-        for t, point in reversed(self.points):
-            if t < start:
-                break
-            value = getattr(point, attr)
-            if value is not None:
-                found.append((t, value))
-        found.reverse()
+        key = ("values", attr, seconds)
+        if key in self._answers:
+            return self._answers[key]  # type: ignore[return-value]
+        found: list[float] = []
+        if self.points:
+            times = self._times[attr]
+            first = bisect_left(times, self.points[-1][0] - seconds)
+            found = list(islice(self._values[attr], first, None))
+        self._answers[key] = found
         return found
 
+    def _window(self, attr: str, seconds: float) -> list[tuple[float, float]]:
+        """(t, value) of the points in the last `seconds` that have `attr`, oldest first."""
+        if not self.points:
+            return []
+        times = self._times[attr]
+        first = bisect_left(times, self.points[-1][0] - seconds)
+        return list(zip(islice(times, first, None), islice(self._values[attr], first, None)))
+
+    def _remembered(self, kind: str, attr: str, seconds: float, answer: Callable[[], float | None]) -> float | None:
+        key = (kind, attr, seconds)
+        if key not in self._answers:
+            self._answers[key] = answer()
+        return self._answers[key]  # type: ignore[return-value]
+
     def mean(self, attr: str, seconds: float) -> float | None:
-        values = self.values(attr, seconds)
-        return fmean(values) if values else None
+        def mean() -> float | None:
+            values = self.values(attr, seconds)
+            return fmean(values) if values else None
+
+        return self._remembered("mean", attr, seconds, mean)
 
     def maximum(self, attr: str, seconds: float) -> float | None:
-        values = self.values(attr, seconds)
-        return max(values) if values else None
+        def maximum() -> float | None:
+            values = self.values(attr, seconds)
+            return max(values) if values else None
+
+        return self._remembered("maximum", attr, seconds, maximum)
 
     def minimum(self, attr: str, seconds: float) -> float | None:
-        values = self.values(attr, seconds)
-        return min(values) if values else None
+        def minimum() -> float | None:
+            values = self.values(attr, seconds)
+            return min(values) if values else None
+
+        return self._remembered("minimum", attr, seconds, minimum)
 
     def node_range(self, attr: str, seconds: float) -> tuple[float, float] | None:
         """(mean of the lowest, mean of the highest) node-wide reading of GPU ratio `attr` over the
@@ -230,18 +271,26 @@ class History:
 
     def rate(self, attr: str, seconds: float) -> float | None:
         """Per-second increase of a counter over the last `seconds`, Prometheus-style on resets."""
-        series = self._window(attr, seconds)
-        if len(series) < 2 or series[-1][0] <= series[0][0]:
-            return None
-        increase = 0.0
-        for (_, before), (_, after) in zip(series, series[1:]):
-            increase += after - before if after >= before else after
-        return increase / (series[-1][0] - series[0][0])
+
+        def rate() -> float | None:
+            series = self._window(attr, seconds)
+            if len(series) < 2 or series[-1][0] <= series[0][0]:
+                return None
+            increase = 0.0
+            for (_, before), (_, after) in zip(series, series[1:]):
+                increase += after - before if after >= before else after
+            return increase / (series[-1][0] - series[0][0])
+
+        return self._remembered("rate", attr, seconds, rate)
 
     def trend(self, attr: str, seconds: float) -> float | None:
         """Mean of the newest third minus mean of the oldest third of the window."""
-        values = self.values(attr, seconds)
-        if len(values) < 3:
-            return None
-        third = max(1, len(values) // 3)
-        return fmean(values[-third:]) - fmean(values[:third])
+
+        def trend() -> float | None:
+            values = self.values(attr, seconds)
+            if len(values) < 3:
+                return None
+            third = max(1, len(values) // 3)
+            return fmean(values[-third:]) - fmean(values[:third])
+
+        return self._remembered("trend", attr, seconds, trend)

@@ -21,7 +21,13 @@ import requests
 
 from exporter.settings import KubernetesSettings
 from exporter.sources.base import SourceError
-from exporter.sources.http_fetch import MAX_HEADER_BYTES, Body, NoRedirectSession, headers_too_large, within
+from exporter.sources.http_fetch import (
+    MAX_HEADER_BYTES,
+    NoRedirectSession,
+    ResponseBody,
+    headers_too_large,
+    within,
+)
 from exporter.validation import ConfigError
 
 # A watch event is one pod; the API server refuses objects over ~1.5 MB (etcd's request limit).
@@ -65,7 +71,7 @@ class KubernetesApi:
             try:
                 with response:
                     body = json.loads(
-                        Body(response, self.base_url, deadline, REQUEST_TIMEOUT_SECONDS, MAX_PAGE_BYTES).read()
+                        ResponseBody(response, self.base_url, deadline, REQUEST_TIMEOUT_SECONDS, MAX_PAGE_BYTES).read()
                     )
                 if not isinstance(body, dict):
                     raise ValueError(f"a {type(body).__name__}, not an object")
@@ -92,7 +98,7 @@ class KubernetesApi:
         deadline = time.monotonic() + lifetime
         response = self._get(params, deadline)
         self._response = response
-        return self._events(Body(response, self.base_url, deadline, lifetime, MAX_WATCH_BYTES))
+        return self._events(ResponseBody(response, self.base_url, deadline, lifetime, MAX_WATCH_BYTES))
 
     def _get(self, params: dict[str, str], deadline: float) -> requests.Response:
         """The response once its headers are in, all before the monotonic `deadline`."""
@@ -128,7 +134,7 @@ class KubernetesApi:
             raise ApiError(f"HTTP {response.status_code} from {self.base_url}: {message}{hint}")
         return response
 
-    def _events(self, body: Body) -> Iterator[dict[str, Any]]:
+    def _events(self, body: ResponseBody) -> Iterator[dict[str, Any]]:
         """One JSON event per line; the watch ends at its deadline (timeoutSeconds and a margin)
         even if the server keeps it open, and no event may grow past MAX_EVENT_BYTES."""
         buffer = bytearray()
@@ -179,7 +185,7 @@ def _read_token(path: str) -> str:
 def _status_message(response: requests.Response) -> str:
     """The API's reason for an error status, from at most 64 KiB of its body within 5 s."""
     try:
-        data = bytes(Body(response, "", time.monotonic() + 5.0, 5.0, 64 * 1024).read())
+        data = bytes(ResponseBody(response, "", time.monotonic() + 5.0, 5.0, 64 * 1024).read())
     except SourceError:
         return "(no readable reason)"
     try:

@@ -70,7 +70,8 @@ class EngineSource(Source):
         self._windows: dict[tuple[str, str], DeltaWindow] = {}
         self._info_model: str | None = None
         self._known_models: tuple[str, ...] = ()
-        #: the engine exports its own process CPU, so the host source need not look it up
+        #: the engine's last collection carried its own process CPU, so the host source need not
+        #: walk its process tree (exporter.app.build_pipeline tells it)
         self.reports_process_cpu = False
 
     @property
@@ -78,6 +79,15 @@ class EngineSource(Source):
         return self._mapping.engine_type if self._mapping else "unknown"
 
     def collect(self, now: float) -> list[Metric]:
+        try:
+            return self._collect(now)
+        except BaseException:
+            # Down: the host source measures the process tree again (its series join this
+            # engine's `llm_engine_up 0`), until a scrape says the engine reports its own.
+            self.reports_process_cpu = False
+            raise
+
+    def _collect(self, now: float) -> list[Metric]:
         started = time.monotonic()
         mapping, parsed, parser = self._scrape()
         if not any(parsed.values()) and not mapping.matches(parser.names):

@@ -152,8 +152,13 @@ class HostSource(Source):
         cpu_times: Callable[[], list[CpuTimes]] = read_cpu_times,
         rescan_seconds: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        reporting_own_cpu: Callable[[], set[str]] = set,
     ) -> None:
         self.window_seconds = window_seconds
+        # Engines whose own exposition carried their process CPU in their last collection: the
+        # composition root would drop the host's samples for them (one series per engine), so
+        # their process trees are not walked at all (issue #23: ~0.25 ms per target per round).
+        self._reporting_own_cpu = reporting_own_cpu
         # `once` has no earlier reading: report the average since boot instead of nothing.
         self._lifetime_baseline = lifetime_baseline
         self._cpu_times = cpu_times
@@ -198,8 +203,8 @@ class HostSource(Source):
     def _engine_processes(self) -> list[Sample]:
         """Process samples labelled by `engine` alone: the composition root gives them the
         engine's own labels (and drops them for an engine that reports its own process CPU)."""
-        names = {target.name for target in self._targets()}
-        for name in [n for n in self._tracked if n not in names]:  # engine removed or pod deleted
+        names = {target.name for target in self._targets()} - self._reporting_own_cpu()
+        for name in [n for n in self._tracked if n not in names]:  # engine removed, pod deleted, reports its own
             del self._tracked[name]
         self._find_trees(names)
         out = []

@@ -38,6 +38,7 @@ import urllib3.connection
 import urllib3.exceptions
 
 from exporter.promtext import MAX_LINE_CHARS, TooManySeries, WantedParser
+from exporter.sources import plain_http
 from exporter.sources.base import SourceError
 from exporter.sources.deadline_watch import WATCHDOG
 
@@ -224,6 +225,67 @@ class _DeadlineSession(requests.Session):
         self._environment: dict[tuple[object, ...], Any] = {}
         self._netrc: dict[tuple[str, str], Any] = {}
         self._prepared: dict[tuple[object, ...], requests.PreparedRequest] = {}
+        #: kept-alive plain-HTTP connections (exporter.sources.plain_http), one idle per origin
+        self.plain_connections = plain_http.PlainConnections(_CappedHeadersResponse)
+        self._direct: dict[tuple[str, str], bool] = {}
+
+    #: whether a redirect within the origin is followed (by the plain path as by requests)
+    follows_redirects = False
+
+    def takes_plain_path(self, url: str) -> bool:
+        """Whether `open_body` may GET `url` on a kept-alive http.client connection: plain HTTP,
+        directly (no proxy the environment names for it), with no cookie to send back and no hook
+        to run: everything a target could tell apart is then the same as through requests."""
+        if not url.startswith("http://") or len(self.cookies) or any(self.hooks.values()):
+            return False
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.netloc)
+        direct = self._direct.get(key)
+        if direct is None:
+            try:
+                parts.port  # noqa: B018  (a malformed port is requests' to report)
+            except ValueError:
+                return False
+            if "@" in parts.netloc or not parts.hostname:
+                return False
+            proxies = self.merge_environment_settings(url, {}, True, None, None)["proxies"]
+            direct = self._direct[key] = requests.utils.select_proxy(url, proxies) is None
+        return direct
+
+    def plain_headers(self, url: str, headers: Mapping[str, str]) -> dict[str, str]:
+        """The headers requests would send: the session's, then the request's, then the auth's."""
+        prepared = requests.PreparedRequest()
+        prepared.method, prepared.url = "GET", url
+        merged: dict[str, str] = {k: str(v) for k, v in {**self.headers, **headers}.items() if v is not None}
+        prepared.headers = requests.structures.CaseInsensitiveDict(merged)
+        auth = self.auth or (self._netrc_auth(url) if self.trust_env else None)
+        if isinstance(auth, tuple) and len(auth) == 2:
+            auth = requests.auth.HTTPBasicAuth(*auth)
+        if callable(auth):
+            prepared = auth(prepared)
+        return dict(prepared.headers)
+
+    def keep_cookies(self, url: str, headers: Mapping[str, str], response: http.client.HTTPResponse) -> None:
+        """Cookies a target sets are kept as requests keeps them; the next request, holding one,
+        goes through requests, which sends it back."""
+        if not response.msg.get_all("Set-Cookie"):
+            return
+        prepared = requests.PreparedRequest()
+        prepared.prepare(method="GET", url=url, headers=dict(headers))
+        holder = requests.Response()
+        holder._original_response = response  # type: ignore[attr-defined]  # what extract_cookies_to_jar reads
+        requests.cookies.extract_cookies_to_jar(self.cookies, prepared, holder)
+
+    def _netrc_auth(self, url: str) -> Any:
+        parts = urlsplit(url)
+        origin_key = (parts.scheme, parts.netloc)
+        if origin_key not in self._netrc:
+            self._netrc[origin_key] = requests.utils.get_netrc_auth(url) or _as_is
+        return self._netrc[origin_key]
+
+    def close(self) -> None:
+        self.plain_connections.close()
+        super().close()
 
     def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
         if not self.trust_env or proxies or not isinstance(verify, (bool, str, type(None))):
@@ -241,11 +303,7 @@ class _DeadlineSession(requests.Session):
         copy again (a rotated token file is read as before); anything with a body, cookies or
         hooks is prepared afresh."""
         if self.trust_env and not request.auth and not self.auth:
-            parts = urlsplit(request.url)
-            origin_key = (parts.scheme, parts.netloc)
-            if origin_key not in self._netrc:
-                self._netrc[origin_key] = requests.utils.get_netrc_auth(request.url) or _as_is
-            request.auth = self._netrc[origin_key]
+            request.auth = self._netrc_auth(request.url)
         params = request.params
         if (
             request.data
@@ -285,6 +343,8 @@ class SameOriginSession(_DeadlineSession):
         super().__init__()
         self.max_redirects = MAX_REDIRECTS
 
+    follows_redirects = True
+
     def get_redirect_target(self, resp: requests.Response) -> str | None:
         target = super().get_redirect_target(resp)
         if target is None or origin(urljoin(resp.url, target)) != origin(resp.url):
@@ -302,9 +362,8 @@ class NoRedirectSession(_DeadlineSession):
 class Body:
     """A response whose headers are in and whose body is read under the deadline and the cap."""
 
-    def __init__(self, response: requests.Response, url: str, deadline: float, timeout_seconds: float, cap: int):
-        self.response = response
-        self.content_type = response.headers.get("Content-Type", "")
+    def __init__(self, content_type: str, url: str, deadline: float, timeout_seconds: float, cap: int) -> None:
+        self.content_type = content_type
         self._url = url
         self._deadline = deadline
         self._timeout_seconds = timeout_seconds
@@ -312,8 +371,38 @@ class Body:
         #: bytes read so far (decoded)
         self.size = 0
 
+    def _decoded(self) -> Iterator[bytes]:
+        """The decoded body in pieces, each read bounded by the deadline (the transport's part)."""
+        raise NotImplementedError
+
     def chunks(self) -> Iterator[bytes]:
         """The decoded body, one socket read at a time; SourceError past the deadline or the cap."""
+        for chunk in self._decoded():
+            self.size += len(chunk)
+            if self.size > self._cap:
+                raise SourceError("too_large", f"{self._url}: body exceeds the {self._cap}-byte cap")
+            yield chunk
+
+    def read(self) -> bytearray:
+        """The whole body (at most the cap), in one buffer: for small documents such as JSON."""
+        data = bytearray()
+        for chunk in self.chunks():
+            data += chunk
+        return data
+
+    def line_blocks(self) -> Iterator[str]:
+        """The body as UTF-8 text, in blocks of whole lines (see `line_blocks`)."""
+        return line_blocks(self.chunks())
+
+
+class ResponseBody(Body):
+    """The body of a requests response (streamed)."""
+
+    def __init__(self, response: requests.Response, url: str, deadline: float, timeout_seconds: float, cap: int):
+        super().__init__(response.headers.get("Content-Type", ""), url, deadline, timeout_seconds, cap)
+        self.response = response
+
+    def _decoded(self) -> Iterator[bytes]:
         url, response = self._url, self.response
         sock = _socket_of(response)
         try:
@@ -326,9 +415,6 @@ class Body:
                 chunk = response.raw.read1(READ_BYTES, decode_content=True)
                 if not chunk:
                     return
-                self.size += len(chunk)
-                if self.size > self._cap:
-                    raise SourceError("too_large", f"{url}: body exceeds the {self._cap}-byte cap")
                 yield chunk
         except (TimeoutError, urllib3.exceptions.ReadTimeoutError) as exc:
             raise SourceError("timeout", f"{url}: body not complete within {self._timeout_seconds:g}s") from exc
@@ -337,16 +423,32 @@ class Body:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise SourceError("connection", f"{url}: {_short(exc)}") from exc
 
-    def read(self) -> bytearray:
-        """The whole body (at most the cap), in one buffer: for small documents such as JSON."""
-        data = bytearray()
-        for chunk in self.chunks():
-            data += chunk
-        return data
 
-    def line_blocks(self) -> Iterator[str]:
-        """The body as UTF-8 text, in blocks of whole lines (see `line_blocks`)."""
-        return line_blocks(self.chunks())
+class PlainBody(Body):
+    """The body of a plain-HTTP response on a kept-alive connection (exporter.sources.plain_http):
+    the connection goes back to its session only once the body was read to its end."""
+
+    def __init__(
+        self,
+        response: http.client.HTTPResponse,
+        sock: socket.socket | None,
+        url: str,
+        deadline: float,
+        timeout_seconds: float,
+        cap: int,
+    ):
+        super().__init__(response.getheader("Content-Type", "") or "", url, deadline, timeout_seconds, cap)
+        self._response = response
+        self._sock = sock
+        self._decoder = plain_http.decoder_for(response.getheader("Content-Encoding", "") or "", url)
+        self.complete = False
+
+    def _decoded(self) -> Iterator[bytes]:
+        message = f"{self._url}: body not complete within {self._timeout_seconds:g}s"
+        yield from plain_http.read_decoded(
+            self._response, self._sock, self._decoder, self._deadline, message, self._url
+        )
+        self.complete = True
 
 
 def line_blocks(chunks: Iterable[bytes], max_line_chars: int = MAX_LINE_CHARS) -> Iterator[str]:
@@ -392,6 +494,10 @@ def open_body(
     """
     shown = redact(url)
     deadline = time.monotonic() + timeout_seconds
+    if isinstance(session, _DeadlineSession) and params is None and session.takes_plain_path(url):
+        with _open_plain(session, url, shown, deadline, timeout_seconds, max_bytes, accept, headers) as plain:
+            yield plain
+        return
     try:
         with within(deadline):
             response = session.get(
@@ -424,12 +530,79 @@ def open_body(
         # A compressed length over the cap means the decompressed body is over it too.
         if declared and declared.isdigit() and int(declared) > max_bytes:
             raise SourceError("too_large", f"{shown}: body of {declared} bytes exceeds the {max_bytes}-byte cap")
-        body = Body(response, shown, deadline, timeout_seconds, max_bytes)
+        body: Body = ResponseBody(response, shown, deadline, timeout_seconds, max_bytes)
         try:
             yield body
         finally:
             if body.size >= TRIM_AFTER_BYTES:
                 release_free_memory()
+
+
+@contextmanager
+def _open_plain(
+    session: _DeadlineSession,
+    url: str,
+    shown: str,
+    deadline: float,
+    timeout_seconds: float,
+    max_bytes: int,
+    accept: str,
+    headers: Mapping[str, str] | None,
+) -> Iterator[PlainBody]:
+    """open_body's plain-HTTP path (exporter.sources.plain_http): the same errors, reasons and
+    messages, redirects followed within the origin by the session's rule, at most MAX_REDIRECTS."""
+    for _ in range(MAX_REDIRECTS + 1):
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port or 80
+        path = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        request_headers = session.plain_headers(url, {"Accept": accept, "Accept-Encoding": "gzip", **(headers or {})})
+        in_flight = _InFlight()
+        watchdog = WATCHDOG.watch(max(0.0, deadline - time.monotonic()), in_flight.shut_down)
+        try:
+            connection, response = plain_http.send_get(
+                session.plain_connections, host, port, path, request_headers, deadline, in_flight.sockets
+            )
+        except SourceError:
+            raise
+        except HeadersTooLarge as exc:
+            raise SourceError("too_large", f"{shown}: {_short(exc)}") from exc
+        except (TimeoutError, OSError, http.client.HTTPException) as exc:
+            if isinstance(exc, TimeoutError) or time.monotonic() >= deadline:  # the watchdog shut the socket
+                raise SourceError("timeout", f"{shown}: no response within {timeout_seconds:g}s") from exc
+            raise SourceError("connection", f"{shown}: {_short(exc)}") from exc
+        finally:
+            watchdog.cancel()
+        kept: http.client.HTTPConnection | None = connection
+        body: PlainBody | None = None
+        try:
+            session.keep_cookies(url, request_headers, response)
+            location = response.getheader("Location")
+            if response.status in plain_http.REDIRECT_STATUSES and location is not None:
+                target = urljoin(url, location)
+                if session.follows_redirects and origin(target) == origin(url):
+                    url = target
+                    continue  # finally: the redirect's body is not read, its connection closed
+                raise SourceError(
+                    "http_status",
+                    f"{shown}: HTTP {response.status} redirect to {redact(target)} not followed (another origin)",
+                )
+            if response.status != 200:
+                raise SourceError("http_status", f"{shown}: HTTP {response.status}")
+            declared = response.getheader("Content-Length")
+            if declared and declared.isdigit() and int(declared) > max_bytes:
+                raise SourceError("too_large", f"{shown}: body of {declared} bytes exceeds the {max_bytes}-byte cap")
+            body = PlainBody(response, connection.sock, shown, deadline, timeout_seconds, max_bytes)
+            yield body
+            if body.complete and not response.will_close and connection.sock is not None:
+                session.plain_connections.give_back(host, port, connection)
+                kept = None
+            return
+        finally:
+            if kept is not None:
+                kept.close()
+            if body is not None and body.size >= TRIM_AFTER_BYTES:
+                release_free_memory()
+    raise SourceError("http_status", f"{shown}: more than {MAX_REDIRECTS} redirects")
 
 
 def feed_parser(body: Body, parser: WantedParser, shown_url: str) -> None:

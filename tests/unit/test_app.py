@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from exporter.app import Exporter, Pipeline
 from exporter.model import Metric, Sample
 from exporter.settings import Config, GpuSettings
@@ -101,6 +103,44 @@ def test_engines_found_after_start_get_process_cpu_and_gpu_attribution() -> None
         threads = [m for m in host.collect(5.0) if m.name == "llm_engine_process_threads"]
         assert [dict(m.labels) for m in threads] == [{"engine": "ns/discovered"}]
         assert attributor.attribute([gpu]) == [{"engine": "ns/discovered"}]
+
+
+def test_an_engine_that_reports_its_own_process_cpu_has_its_tree_left_unwalked() -> None:
+    """The host source skips the process tree of an engine whose last scrape carried its own
+    process CPU (publish would drop the host's series for it anyway), and walks it again once
+    the engine no longer says so (down, or an engine without prometheus_client's collector)."""
+    import socket
+
+    from exporter.settings import EngineTarget
+    from exporter.sources.host import HostSource
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        target = EngineTarget(url=f"http://127.0.0.1:{listener.getsockname()[1]}/metrics", name="e1")
+        reporting: set[str] = {"e1"}
+        host = HostSource([target], window_seconds=60, rescan_seconds=0, reporting_own_cpu=lambda: set(reporting))
+        assert not [m for m in host.collect(0.0) if m.name.startswith("llm_engine_process_")]
+        reporting.clear()
+        threads = [m for m in host.collect(5.0) if m.name == "llm_engine_process_threads"]
+        assert [dict(m.labels) for m in threads] == [{"engine": "e1"}]
+        reporting.add("e1")
+        assert not [m for m in host.collect(10.0) if m.name.startswith("llm_engine_process_")]
+
+
+def test_an_engine_source_that_fails_no_longer_claims_its_process_cpu() -> None:
+    from exporter.settings import EngineTarget
+    from exporter.sources.base import SourceError
+    from exporter.sources.engine import EngineSource
+
+    source = EngineSource(EngineTarget(url="http://127.0.0.1:9/metrics", name="e1", type="vllm"), 60.0)
+    source.reports_process_cpu = True  # as after a scrape that carried it
+    try:
+        with pytest.raises(SourceError):
+            source.collect(0.0)
+    finally:
+        source.close()
+    assert source.reports_process_cpu is False
 
 
 class SlowSource(Source):

@@ -468,3 +468,43 @@ def test_slow_tokens_with_a_busy_core_and_no_gpu_data_read_host_overhead_not_dec
     d, _ = run(Diagnoser(), 40, make)
     assert d.primary == "host_overhead"
     assert d.scores["decode_memory_bandwidth"] < 0.4
+
+
+def test_history_windows_answer_as_a_walk_over_every_point_would() -> None:
+    # History keeps a column per attribute and remembers answers (issue #23's per-target
+    # budget); every helper must still answer what walking the points gives, with gaps (None),
+    # counter resets, the horizon and max_points dropping old points.
+    import random
+    from statistics import fmean
+
+    from exporter.diagnosis.signals import EngineInputs, History
+
+    rng = random.Random(6)
+    history = History(horizon_seconds=40, max_points=25)
+    points: list[tuple[float, EngineInputs]] = []
+    counter = 0.0
+    for step in range(120):
+        now = step * 1.5
+        counter = 0.0 if rng.random() < 0.05 else counter + rng.random() * 3
+        inputs = EngineInputs(waiting=None if rng.random() < 0.3 else rng.random() * 10, preemptions_total=counter)
+        history.add(now, inputs)
+        points = [p for p in [*points, (now, inputs)] if p[0] >= now - 40][-25:]
+        for attr in ("waiting", "preemptions_total", "kv_usage"):
+            for seconds in (5.0, 12.0, 60.0):
+                recent = [(t, getattr(p, attr)) for t, p in points if t >= now - seconds]
+                window = [(t, value) for t, value in recent if value is not None]
+                values = [v for _, v in window]
+                assert history.values(attr, seconds) == values
+                assert history.mean(attr, seconds) == (fmean(values) if values else None)
+                assert history.maximum(attr, seconds) == (max(values) if values else None)
+                assert history.minimum(attr, seconds) == (min(values) if values else None)
+                expected_rate = None
+                if len(window) >= 2 and window[-1][0] > window[0][0]:
+                    increase = sum(b - a if b >= a else b for (_, a), (_, b) in zip(window, window[1:]))
+                    expected_rate = increase / (window[-1][0] - window[0][0])
+                assert history.rate(attr, seconds) == pytest.approx(expected_rate)
+                if len(values) >= 3:
+                    third = max(1, len(values) // 3)
+                    assert history.trend(attr, seconds) == fmean(values[-third:]) - fmean(values[:third])
+                else:
+                    assert history.trend(attr, seconds) is None

@@ -117,6 +117,39 @@ def test_entries_are_bounded() -> None:
     assert window.total() == (3,)  # only the last three one-per-step increments remain
 
 
+def test_the_running_total_matches_a_fresh_sum_of_the_increments_in_the_window() -> None:
+    # The total is kept as a running sum (issue #23: one column pass per round, not window deep);
+    # it must stay what summing the increments still inside the window gives: whole-number
+    # columns exactly, a float column (a histogram's sum) to rounding, restarts included.
+    import random
+
+    rng = random.Random(23)
+    window = DeltaWindow(20)
+    counts, total_seconds = 0.0, 0.0
+    seen: list[tuple[float, tuple[float, float]]] = []  # (time, increment) as the window should hold
+    previous: tuple[float, float] | None = None
+    for step in range(400):
+        if rng.random() < 0.02:
+            counts, total_seconds = 0.0, 0.0  # the engine restarted
+        counts += rng.randrange(0, 5)
+        total_seconds += rng.random() * 0.37
+        now = float(step)
+        window.observe(now, (counts, total_seconds))
+        current = (counts, total_seconds)
+        if previous is not None:
+            restarted = any(c < p for c, p in zip(current, previous))
+            seen.append((now, current if restarted else (current[0] - previous[0], current[1] - previous[1])))
+        previous = current
+        inside = [increment for t, increment in seen if t > now - 20]
+        totals = window.total()
+        if not inside:
+            assert totals is None
+            continue
+        assert totals is not None
+        assert totals[0] == sum(increment[0] for increment in inside)
+        assert totals[1] == pytest.approx(sum(increment[1] for increment in inside), rel=1e-12, abs=1e-12)
+
+
 # --- histogram_quantile -----------------------------------------------------------------------
 
 BOUNDS = (0.1, 0.5, 1.0, INF)

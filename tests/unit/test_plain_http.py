@@ -1,0 +1,195 @@
+"""The plain-HTTP path of `open_body` (exporter.sources.plain_http): one kept-alive connection per
+origin, and the same guarantees as the requests path where it differs in transport.
+
+The server here is a raw socket loop, so a test can count connections and send exactly the bytes
+a misbehaving target sends (a short body, a stale kept-alive connection).
+"""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from exporter.sources.base import SourceError
+from exporter.sources.http_fetch import NoRedirectSession, PlainBody, ResponseBody, SameOriginSession, open_body
+
+Reply = Callable[[int], bytes]  # request number (from 0) -> the raw bytes answered
+
+
+class RawServer:
+    """Answers each request on each connection with `reply(n)`; closes a connection after the
+    reply when `close_after` says so. Counts connections accepted and requests read."""
+
+    def __init__(self, reply: Reply, close_after: Callable[[int], bool] = lambda n: False) -> None:
+        self.reply, self.close_after = reply, close_after
+        self.connections = 0
+        self.requests = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def url(self, path: str = "/metrics") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            pending = b""
+            while True:
+                while b"\r\n\r\n" not in pending:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    pending += data
+                _, pending = pending.split(b"\r\n\r\n", 1)
+                number = self.requests
+                self.requests += 1
+                conn.sendall(self.reply(number))
+                if self.close_after(number):
+                    return
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def ok(body: bytes, extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+
+
+@pytest.fixture
+def served() -> Iterator[list[RawServer]]:
+    servers: list[RawServer] = []
+    yield servers
+    for server in servers:
+        server.close()
+
+
+def fetch(session: SameOriginSession | NoRedirectSession, url: str, cap: int = 1 << 20) -> bytes:
+    with open_body(session, url, 5.0, cap) as body:
+        assert isinstance(body, PlainBody)
+        return bytes(body.read())
+
+
+def test_consecutive_scrapes_share_one_kept_alive_connection(served: list[RawServer]) -> None:
+    server = RawServer(lambda n: ok(b"up 1\n"))
+    served.append(server)
+    session = SameOriginSession()
+    try:
+        for _ in range(5):
+            assert fetch(session, server.url()) == b"up 1\n"
+    finally:
+        session.close()
+    assert (server.connections, server.requests) == (1, 5)
+
+
+def test_a_connection_the_target_closed_meanwhile_is_replaced_not_an_error(served: list[RawServer]) -> None:
+    # A target's keep-alive timeout (uvicorn's is 5 s) is shorter than a 15 s scrape interval.
+    server = RawServer(lambda n: ok(b"up 1\n"), close_after=lambda n: True)
+    served.append(server)
+    session = SameOriginSession()
+    try:
+        assert fetch(session, server.url()) == b"up 1\n"
+        assert fetch(session, server.url()) == b"up 1\n"
+    finally:
+        session.close()
+    assert (server.connections, server.requests) == (2, 2)
+
+
+def test_a_body_shorter_than_its_content_length_is_a_connection_error(served: list[RawServer]) -> None:
+    server = RawServer(lambda n: b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nup 1\n", close_after=lambda n: True)
+    served.append(server)
+    session = SameOriginSession()
+    try:
+        with pytest.raises(SourceError) as caught:
+            fetch(session, server.url())
+    finally:
+        session.close()
+    assert caught.value.reason == "connection"
+
+
+def test_gzip_is_inflated_and_counted_against_the_cap_after_inflating(served: list[RawServer]) -> None:
+    text = b"up 1\n" * 10_000  # 50 KB that compresses to a few hundred bytes
+    packed = gzip.compress(text)
+    server = RawServer(lambda n: ok(packed, b"Content-Encoding: gzip\r\n"))
+    served.append(server)
+    session = SameOriginSession()
+    try:
+        assert fetch(session, server.url()) == text
+        with pytest.raises(SourceError) as caught:
+            fetch(session, server.url(), cap=len(text) - 1)
+    finally:
+        session.close()
+    assert caught.value.reason == "too_large"
+    assert len(packed) < len(text) - 1  # what came over the wire was under the cap
+
+
+def test_chunked_bodies_are_read_to_their_end_and_the_connection_kept(served: list[RawServer]) -> None:
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nup 1\n\r\n5\r\nup 2\n\r\n0\r\n\r\n"
+    server = RawServer(lambda n: chunked)
+    served.append(server)
+    session = SameOriginSession()
+    try:
+        assert fetch(session, server.url()) == b"up 1\nup 2\n"
+        assert fetch(session, server.url()) == b"up 1\nup 2\n"
+    finally:
+        session.close()
+    assert server.connections == 1
+
+
+def test_a_same_origin_redirect_is_followed_and_one_elsewhere_refused(served: list[RawServer]) -> None:
+    other = RawServer(lambda n: ok(b"elsewhere 1\n"))
+    served.append(other)
+
+    def reply(n: int) -> bytes:
+        if n == 0:
+            return b"HTTP/1.1 302 Found\r\nLocation: /real\r\nContent-Length: 0\r\n\r\n"
+        if n == 1:
+            return ok(b"up 1\n")
+        return b"HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n" % other.url().encode()
+
+    server = RawServer(reply)
+    served.append(server)
+    following, refusing = SameOriginSession(), NoRedirectSession()
+    try:
+        assert fetch(following, server.url()) == b"up 1\n"
+        with pytest.raises(SourceError, match="not followed") as elsewhere:
+            fetch(following, server.url())
+        with pytest.raises(SourceError, match="not followed"):
+            fetch(refusing, server.url())
+    finally:
+        following.close()
+        refusing.close()
+    assert elsewhere.value.reason == "http_status"
+    assert other.requests == 0
+
+
+def test_a_proxy_in_the_environment_sends_the_scrape_through_requests(
+    served: list[RawServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The proxy is the served port itself, answering as a forward proxy would: requests sends it
+    # the absolute URL, which only the requests path does.
+    server = RawServer(lambda n: ok(b"up 1\n"))
+    served.append(server)
+    monkeypatch.setenv("HTTP_PROXY", server.url(""))
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    session = SameOriginSession()
+    try:
+        with open_body(session, "http://engine.invalid:8000/metrics", 5.0, 1024) as body:
+            assert isinstance(body, ResponseBody)
+            assert bytes(body.read()) == b"up 1\n"
+    finally:
+        session.close()
