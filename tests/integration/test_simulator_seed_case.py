@@ -51,7 +51,7 @@ def test_running_falls_and_waiting_grows_after_the_prompt_change(phases):
     assert after.running < 0.85 * before.running
     assert 14 <= after.running <= 22  # the seed's 18, within 4
     assert before.waiting < 1.0
-    assert after.waiting > 20  # a third of the population's share of each replica, or more
+    assert after.waiting > 20  # grown from none to a fifth of the population's share of a replica, or more
     assert after.running + after.waiting <= POPULATION / REPLICAS
 
 
