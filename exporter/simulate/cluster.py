@@ -66,7 +66,8 @@ class ClusterNode(SimulatedNode):
 
     def _workload_at(self, t: float) -> WorkloadSpec:
         spec = super()._workload_at(t)
-        return replace(spec, rate_per_second=spec.rate_per_second * self.cluster.load_share(self.node_index, t))
+        share = self.cluster.load_share(self.node_index, t)
+        return replace(spec, rate_per_second=spec.rate_per_second * share, clients=round(spec.clients * share))
 
     def down(self, t: float | None = None) -> bool:
         at = self.now if t is None else t

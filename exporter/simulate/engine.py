@@ -73,6 +73,9 @@ class EngineReplica(FastForward):
         self.waiting = WaitQueue(config.scheduling)
         self.running: list[Request] = []
         self.finished: list[Request] | None = [] if record else None
+        # Called with each request that leaves (answered, refused, abandoned): a closed population's
+        # client thinks and asks again (closedloop.py).
+        self.on_close: Callable[[Request, float], None] | None = None
         self._next_sweep = 0.0
         for device in gpus:
             device.engine = index
@@ -356,3 +359,5 @@ class EngineReplica(FastForward):
         ledger.closed(self.stats, request, at, reason, self.config.gc_collections_per_request)
         if self.finished is not None:
             self.finished.append(request)
+        if self.on_close is not None:
+            self.on_close(request, at)

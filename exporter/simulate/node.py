@@ -13,6 +13,7 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
+from exporter.simulate.closedloop import ClosedPopulation
 from exporter.simulate.engine import EngineReplica
 from exporter.simulate.gpu import HISTORY_SECONDS, GpuDevice
 from exporter.simulate.network import NetworkCondition, RdmaPort
@@ -44,10 +45,14 @@ class SimulatedNode:
         self.placements: list[ReplicaPlacement] = []
         self.replicas: list[EngineReplica] = []
         self._record_requests = record_requests
-        self.build_replicas()
-        self._arrivals = ArrivalProcess(
-            self._workload_at, tuple(p.start_seconds for p in scenario.phases[1:]), random.Random(rng.getrandbits(64))
+        boundaries = tuple(p.start_seconds for p in scenario.phases[1:])
+        arrivals_rng = random.Random(rng.getrandbits(64))
+        self._arrivals: ArrivalProcess | ClosedPopulation = (
+            ClosedPopulation(self._workload_at, boundaries, arrivals_rng)
+            if scenario.phases[0].workload.arrival == "closed"
+            else ArrivalProcess(self._workload_at, boundaries, arrivals_rng)
         )
+        self.build_replicas()
         self._router_rng = random.Random(rng.getrandbits(64))
         self._round_robin = itertools.cycle(range(len(self.replicas)))
         self.nic_history: list[deque[tuple[float, float]]] = [deque() for _ in self.ports]
@@ -56,8 +61,16 @@ class SimulatedNode:
         self._sample()
 
     def build_replicas(self) -> None:
-        """Place the scenario's replica groups on the GPUs; fresh engine processes, as after a restart."""
+        """Place the scenario's replica groups on the GPUs; fresh engine processes, as after a restart.
+
+        Requests the old processes held are lost; a closed population's clients get their error and
+        think before they ask again.
+        """
         node = self.scenario.node
+        if isinstance(self._arrivals, ClosedPopulation):
+            for replica in getattr(self, "replicas", []):
+                for request in [*replica.inbox, *replica.waiting, *replica.running]:
+                    self._arrivals.left(request, self.now)
         self.placements, self.replicas = [], []
         next_gpu = 0
         for group_index, group in enumerate(self.scenario.replicas):
@@ -78,6 +91,8 @@ class SimulatedNode:
                     record=self._record_requests,
                 )
                 replica.now = self.now
+                if isinstance(self._arrivals, ClosedPopulation):
+                    replica.on_close = self._arrivals.left
                 self.placements.append(ReplicaPlacement(index, group_index, gpus))
                 self.replicas.append(replica)
 

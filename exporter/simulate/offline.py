@@ -52,6 +52,7 @@ class WindowSummary:
     completed: int
     e2e_p50: float
     e2e_p99: float
+    e2e_mean: float  # by arrival too: with throughput and running it checks Little's law
     ttft_p99: float
     tpot_p50: float  # median per-request time per output token (decode pace)
     requests_per_second: float
@@ -119,6 +120,7 @@ class OfflineResult:
             completed=len(done),
             e2e_p50=_quantile(e2e, 0.5),
             e2e_p99=_quantile(e2e, 0.99),
+            e2e_mean=_mean(e2e),
             ttft_p99=_quantile(ttft, 0.99),
             tpot_p50=_quantile(tpot, 0.5),
             requests_per_second=len(done) / span,

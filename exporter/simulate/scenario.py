@@ -58,7 +58,10 @@ WORKLOAD_KEYS = (
     "prefix_groups",
     "max_tokens",
     "client_timeout_seconds",
+    "clients",
+    "think_seconds",
 )
+ARRIVALS = ("poisson", "gamma", "closed")
 LENGTH_KEYS = ("mean", "cv", "min", "max")
 ENGINE_KEYS = tuple(f.name for f in fields(EngineConfig))
 #: engine flags that are fractions of something (memory, peak FLOP/s, peak bandwidth, KV blocks)
@@ -284,6 +287,12 @@ def _phases(base_workload: dict[str, Any], items: list[Any]) -> tuple[Phase, ...
         _engine(engine_data, f"{where}.engine", RUNTIME_KEYS)  # validates the change; applied at run time
         engine = {**engine, **engine_data}
         network = {**network, **v.section(data.get("network", {}), f"{where}.network", NETWORK_KEYS)}
+        if phases and (workload.get("arrival") == "closed") != (phases[0].workload.arrival == "closed"):
+            # The clients in flight would have nowhere to go, and a rate nobody to send it.
+            raise ConfigError(
+                f"{where}.workload.arrival", "a closed population and open arrivals cannot follow each other"
+            )
+        phase_workload = _workload(workload, f"{where}.workload" if data.get("workload") else "workload")
         phases.append(
             Phase(
                 name=v.string(data.get("name", f"phase-{index}"), f"{where}.name"),
@@ -294,7 +303,7 @@ def _phases(base_workload: dict[str, Any], items: list[Any]) -> tuple[Phase, ...
                     for i, s in enumerate(v.sequence(data.get("secondary_stages", []), f"{where}.secondary_stages"))
                 ),
                 note=v.string_or_empty(data.get("note"), f"{where}.note"),
-                workload=_workload(workload, f"{where}.workload" if data.get("workload") else "workload"),
+                workload=phase_workload,
                 network=NetworkCondition(
                     v.non_negative(
                         network.get("background_utilization", 0.0), f"{where}.network.background_utilization", 0.95
@@ -308,15 +317,30 @@ def _phases(base_workload: dict[str, Any], items: list[Any]) -> tuple[Phase, ...
 
 
 def _workload(data: dict[str, Any], where: str) -> WorkloadSpec:
+    """One phase's load. Open arrivals (poisson, gamma) need `rate_per_second`; a closed population
+    needs `clients` (and may set `think_seconds`) and takes no rate: it follows from the latency."""
     v.known_keys(data, where, WORKLOAD_KEYS)
     max_tokens = data.get("max_tokens")
     timeout = data.get("client_timeout_seconds")
+    arrival = v.choice(data.get("arrival", "poisson"), f"{where}.arrival", ARRIVALS)
     rate_at = f"{where}.rate_per_second"
+    if arrival == "closed":
+        if "rate_per_second" in data:
+            raise ConfigError(rate_at, "not used with arrival closed: the rate follows from clients and think_seconds")
+        rate = 0.0
+        clients = v.integer(v.required(data.get("clients"), f"{where}.clients"), f"{where}.clients", minimum=0)
+        think = v.non_negative(data.get("think_seconds", 0.0), f"{where}.think_seconds")
+    else:
+        for key in ("clients", "think_seconds"):
+            if key in data:
+                raise ConfigError(f"{where}.{key}", "only with arrival closed")
+        rate = v.non_negative(v.required(data.get("rate_per_second"), rate_at), rate_at)
+        clients, think = 0, 0.0
     return WorkloadSpec(
-        rate_per_second=v.non_negative(v.required(data.get("rate_per_second"), rate_at), rate_at),
+        rate_per_second=rate,
         prompt_tokens=_length(data.get("prompt_tokens"), f"{where}.prompt_tokens"),
         output_tokens=_length(data.get("output_tokens"), f"{where}.output_tokens"),
-        arrival=v.choice(data.get("arrival", "poisson"), f"{where}.arrival", ("poisson", "gamma")),
+        arrival=arrival,
         burstiness_cv=v.positive_number(data.get("burstiness_cv", 1.0), f"{where}.burstiness_cv"),
         shared_prefix_ratio=v.non_negative(data.get("shared_prefix_ratio", 0.0), f"{where}.shared_prefix_ratio", 0.99),
         prefix_groups=v.positive_int(data.get("prefix_groups", 1), f"{where}.prefix_groups"),
@@ -324,6 +348,8 @@ def _workload(data: dict[str, Any], where: str) -> WorkloadSpec:
         client_timeout_seconds=None
         if timeout is None
         else v.positive_number(timeout, f"{where}.client_timeout_seconds"),
+        clients=clients,
+        think_seconds=think,
     )
 
 

@@ -1,7 +1,9 @@
 """Requests and how they arrive: Poisson or Gamma-bursty arrivals, heavy-tailed lengths, shared prefixes.
 
 Why these shapes (shared/research/diagnosis-method.md §2 items 5-6): vLLM bench and Vidur draw
-Poisson arrivals, and Gamma inter-arrivals with shape 1/CV² for bursts (CV > 1); prompt and output
+Poisson arrivals, and Gamma inter-arrivals with shape 1/CV² for bursts (CV > 1). A closed
+population (`closedloop.py`) is the other kind of load: a fixed number of clients, each waiting for
+its answer and thinking before it asks again, as editors asking for completions do. Prompt and output
 lengths are heavy-tailed, so they are lognormal here with a given mean and coefficient of
 variation, clamped to [min, max]. A shared prefix (a prompt template, a system prompt) is the same
 first tokens for every request of a prefix group: what prefix caching can reuse.
@@ -37,15 +39,17 @@ class LengthSpec:
 class WorkloadSpec:
     """The offered load of one phase, node-wide (the router spreads it over the replicas)."""
 
-    rate_per_second: float
+    rate_per_second: float  # open arrivals; a closed population's rate follows from its latency
     prompt_tokens: LengthSpec
     output_tokens: LengthSpec
-    arrival: str = "poisson"  # or "gamma"
+    arrival: str = "poisson"  # or "gamma", or "closed" (a population of `clients`)
     burstiness_cv: float = 1.0  # Gamma inter-arrival CV; > 1 is bursty
     shared_prefix_ratio: float = 0.0  # fraction of the mean prompt that is a shared prefix
     prefix_groups: int = 1  # distinct shared prefixes (templates)
     max_tokens: int | None = None  # the client's max_tokens; None: up to max_model_len
     client_timeout_seconds: float | None = None  # clients give up on requests still queued
+    clients: int = 0  # closed: the population, node-wide
+    think_seconds: float = 0.0  # closed: mean time between an answer and the client's next request
 
     @property
     def shared_prefix_tokens(self) -> int:
@@ -139,25 +143,31 @@ class ArrivalProcess:
         return self.rng.expovariate(spec.rate_per_second)
 
     def _request(self, spec: WorkloadSpec, at: float) -> Request:
-        prefix = spec.shared_prefix_tokens
-        group = -1
-        if prefix > 0:
-            # The template plus a part of its own, drawn with the remaining mean and the same CV,
-            # so the mean prompt stays `prompt_tokens.mean`.
-            group = self.rng.randrange(max(1, spec.prefix_groups))
-            lengths = spec.prompt_tokens
-            unique = LengthSpec(lengths.mean - prefix, lengths.cv, 1, max(1, lengths.max - prefix))
-            prompt = prefix + unique.sample(self.rng)
-        else:
-            prompt = spec.prompt_tokens.sample(self.rng)
         self._next_id += 1
-        return Request(
-            id=self._next_id,
-            arrival=at,
-            prompt_tokens=prompt,
-            output_tokens=spec.output_tokens.sample(self.rng),
-            max_tokens=spec.max_tokens,
-            prefix_group=group,
-            prefix_tokens=prefix if group >= 0 else 0,
-            deadline=at + spec.client_timeout_seconds if spec.client_timeout_seconds else math.inf,
-        )
+        return draw_request(spec, at, self._next_id, self.rng)
+
+
+def draw_request(spec: WorkloadSpec, at: float, request_id: int, rng: random.Random) -> Request:
+    """One request of `spec` arriving at `at`: its prompt (a shared prefix and a part of its own),
+    its answer length and its client's deadline; open and closed arrivals draw them alike."""
+    prefix = spec.shared_prefix_tokens
+    group = -1
+    if prefix > 0:
+        # The template plus a part of its own, drawn with the remaining mean and the same CV,
+        # so the mean prompt stays `prompt_tokens.mean`.
+        group = rng.randrange(max(1, spec.prefix_groups))
+        lengths = spec.prompt_tokens
+        unique = LengthSpec(lengths.mean - prefix, lengths.cv, 1, max(1, lengths.max - prefix))
+        prompt = prefix + unique.sample(rng)
+    else:
+        prompt = spec.prompt_tokens.sample(rng)
+    return Request(
+        id=request_id,
+        arrival=at,
+        prompt_tokens=prompt,
+        output_tokens=spec.output_tokens.sample(rng),
+        max_tokens=spec.max_tokens,
+        prefix_group=group,
+        prefix_tokens=prefix if group >= 0 else 0,
+        deadline=at + spec.client_timeout_seconds if spec.client_timeout_seconds else math.inf,
+    )

@@ -8,6 +8,7 @@ once, as in CI, so the machine is as busy as there.
 
     python tests/perf/live_shares.py               # seeds 7, 3, 11
     python tests/perf/live_shares.py --seeds 5
+    python tests/perf/live_shares.py --scenarios prompt-growth   # one scenario alone (a short run)
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ def others(run: LiveRun, phase: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[7, 3, 11])
+    parser.add_argument(
+        "--scenarios", nargs="+", choices=builtin_names(), default=None, help="only these (default: all, at once)"
+    )
     args = parser.parse_args()
-    names = builtin_names()
+    names = args.scenarios or builtin_names()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"load average before: {load} on {os.cpu_count()} CPUs")
     print(f"{'seed':>4} {'scenario/phase':<42}{'expected':<26}{'share':>6}{'reads':>6}{'plain':>7}  instead")

@@ -5,7 +5,12 @@ P99 800 ms -> 2.5 s, throughput -40 %, running 32 -> 18 with the queue growing, 
 DRAM active 95 %; prefix caching, --max-model-len 4096 and shortest-job-first: P99 950 ms,
 throughput 95 %. Each simulated figure is the last minute of its phase (`phase_window`), P99 is
 end-to-end request latency by arrival, throughput is completed requests per second node-wide,
-running and waiting are per replica.
+running and waiting are per replica (one engine per GPU): the seed's "running 32 -> 18" is read
+per engine, the only reading under which a full KV pool can stop admission at 18 while the queue
+grows (docs/simulator.md, "The seed case", gives the arithmetic for the other readings). Below the
+table it prints the checks that bind the figures together: Little's law per replica (mean time in
+the engine = running / completions per replica, a floor under P99) and, for a closed population,
+the response-time law X = N / (R + Z).
 
     python tests/perf/seed_case.py                 # the built-in scenario, its own seed
     python tests/perf/seed_case.py --seed 3        # another seed
@@ -90,6 +95,12 @@ def main() -> int:
         misses += not ok
         shown = f"{value:+.0%}" if "change" in name else (f"{value:.0%}" if "throughput /" in name else f"{value:.2f}")
         print(f"{name:<38}{target.seed:>9}{shown:>11}  [{target.low:g}, {target.high:g}]{'' if ok else '  MISS'}")
+    replicas = sum(group.count for group in scenario.replicas)
+    base, long = phases["baseline"], phases["long-template"]
+    print(
+        f"interpretation: running and waiting per replica ({replicas} replicas on one node); read per node "
+        f"instead, running is {base.running * replicas:.0f} -> {long.running * replicas:.0f}"
+    )
     for name, window in phases.items():
         print(
             f"  {name:<14} arrivals {window.arrivals / (window.end - window.start):5.1f}/s, "
@@ -97,6 +108,20 @@ def main() -> int:
             f"ITL(TPOT p50) {window.tpot_p50 * 1000:.1f} ms, TTFT p99 {window.ttft_p99:.2f}s, "
             f"tensor {window.tensor_active:.2f}, preempt {window.preemptions_per_second:.2f}/s"
         )
+    for name, window in phases.items():
+        per_replica = window.requests_per_second / replicas
+        line = (
+            f"  {name:<14} Little: {window.running:5.1f} running / {per_replica:.2f} completions/s per replica "
+            f"= {window.running / per_replica:5.1f} s in the engine (mean e2e {window.e2e_mean:5.1f} s)"
+        )
+        workload = next(p.workload for p in scenario.phases if p.name == name)
+        if workload.arrival == "closed":
+            law = workload.clients / (window.e2e_mean + workload.think_seconds)
+            line += (
+                f"; N/(R+Z) = {workload.clients}/({window.e2e_mean:.1f}+{workload.think_seconds:g}) "
+                f"= {law:.1f}/s, measured {window.requests_per_second:.1f}/s"
+            )
+        print(line)
     print("all figures within the seed's tolerances" if not misses else f"{misses} figure(s) outside the tolerances")
     return 0 if not misses else 1
 
