@@ -77,75 +77,73 @@ def served() -> Iterator[list[RawServer]]:
         server.close()
 
 
+@pytest.fixture
+def session() -> Iterator[SameOriginSession]:
+    """A scraping session, closed (with its kept-alive connections) after the test."""
+    opened = SameOriginSession()
+    yield opened
+    opened.close()
+
+
 def fetch(session: SameOriginSession | NoRedirectSession, url: str, cap: int = 1 << 20) -> bytes:
     with open_body(session, url, 5.0, cap) as body:
         assert isinstance(body, PlainBody)
         return bytes(body.read())
 
 
-def test_consecutive_scrapes_share_one_kept_alive_connection(served: list[RawServer]) -> None:
+def test_consecutive_scrapes_share_one_kept_alive_connection(
+    served: list[RawServer], session: SameOriginSession
+) -> None:
     server = RawServer(lambda n: ok(b"up 1\n"))
     served.append(server)
-    session = SameOriginSession()
-    try:
-        for _ in range(5):
-            assert fetch(session, server.url()) == b"up 1\n"
-    finally:
-        session.close()
+    for _ in range(5):
+        assert fetch(session, server.url()) == b"up 1\n"
     assert (server.connections, server.requests) == (1, 5)
 
 
-def test_a_connection_the_target_closed_meanwhile_is_replaced_not_an_error(served: list[RawServer]) -> None:
+def test_a_connection_the_target_closed_meanwhile_is_replaced_not_an_error(
+    served: list[RawServer], session: SameOriginSession
+) -> None:
     # A target's keep-alive timeout (uvicorn's is 5 s) is shorter than a 15 s scrape interval.
     server = RawServer(lambda n: ok(b"up 1\n"), close_after=lambda n: True)
     served.append(server)
-    session = SameOriginSession()
-    try:
-        assert fetch(session, server.url()) == b"up 1\n"
-        assert fetch(session, server.url()) == b"up 1\n"
-    finally:
-        session.close()
+    assert fetch(session, server.url()) == b"up 1\n"
+    assert fetch(session, server.url()) == b"up 1\n"
     assert (server.connections, server.requests) == (2, 2)
 
 
-def test_a_body_shorter_than_its_content_length_is_a_connection_error(served: list[RawServer]) -> None:
+def test_a_body_shorter_than_its_content_length_is_a_connection_error(
+    served: list[RawServer], session: SameOriginSession
+) -> None:
     server = RawServer(lambda n: b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nup 1\n", close_after=lambda n: True)
     served.append(server)
-    session = SameOriginSession()
-    try:
-        with pytest.raises(SourceError) as caught:
-            fetch(session, server.url())
-    finally:
-        session.close()
+    with pytest.raises(SourceError) as caught:
+        fetch(session, server.url())
     assert caught.value.reason == "connection"
 
 
-def test_gzip_is_inflated_and_counted_against_the_cap_after_inflating(served: list[RawServer]) -> None:
+def test_gzip_is_inflated_and_counted_against_the_cap_after_inflating(
+    served: list[RawServer], session: SameOriginSession
+) -> None:
     text = b"up 1\n" * 10_000  # 50 KB that compresses to a few hundred bytes
     packed = gzip.compress(text)
     server = RawServer(lambda n: ok(packed, b"Content-Encoding: gzip\r\n"))
     served.append(server)
-    session = SameOriginSession()
-    try:
-        assert fetch(session, server.url()) == text
-        with pytest.raises(SourceError) as caught:
-            fetch(session, server.url(), cap=len(text) - 1)
-    finally:
-        session.close()
+    assert fetch(session, server.url()) == text
+    with pytest.raises(SourceError) as caught:
+        fetch(session, server.url(), cap=len(text) - 1)
     assert caught.value.reason == "too_large"
     assert len(packed) < len(text) - 1  # what came over the wire was under the cap
 
 
-def test_chunked_bodies_are_read_to_their_end_and_the_connection_kept(served: list[RawServer]) -> None:
+def test_chunked_bodies_are_read_to_their_end_and_the_connection_kept(
+    served: list[RawServer], session: SameOriginSession
+) -> None:
     chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nup 1\n\r\n5\r\nup 2\n\r\n0\r\n\r\n"
     server = RawServer(lambda n: chunked)
     served.append(server)
-    session = SameOriginSession()
-    try:
-        assert fetch(session, server.url()) == b"up 1\nup 2\n"
-        assert fetch(session, server.url()) == b"up 1\nup 2\n"
-    finally:
-        session.close()
+    assert fetch(session, server.url()) == b"up 1\nup 2\n"
+    assert fetch(session, server.url()) == b"up 1\nup 2\n"
     assert server.connections == 1
 
 
@@ -177,7 +175,7 @@ def test_a_same_origin_redirect_is_followed_and_one_elsewhere_refused(served: li
 
 
 def test_a_proxy_in_the_environment_sends_the_scrape_through_requests(
-    served: list[RawServer], monkeypatch: pytest.MonkeyPatch
+    served: list[RawServer], monkeypatch: pytest.MonkeyPatch, session: SameOriginSession
 ) -> None:
     # The proxy is the served port itself, answering as a forward proxy would: requests sends it
     # the absolute URL, which only the requests path does.
@@ -186,10 +184,6 @@ def test_a_proxy_in_the_environment_sends_the_scrape_through_requests(
     monkeypatch.setenv("HTTP_PROXY", server.url(""))
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    session = SameOriginSession()
-    try:
-        with open_body(session, "http://engine.invalid:8000/metrics", 5.0, 1024) as body:
-            assert isinstance(body, ResponseBody)
-            assert bytes(body.read()) == b"up 1\n"
-    finally:
-        session.close()
+    with open_body(session, "http://engine.invalid:8000/metrics", 5.0, 1024) as body:
+        assert isinstance(body, ResponseBody)
+        assert bytes(body.read()) == b"up 1\n"
