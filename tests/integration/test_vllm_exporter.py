@@ -74,11 +74,18 @@ OVERLOAD = LoadSpec(
     concurrency=24,
     prompt_tokens=(300, 700),
     output_tokens=(200, 400),
-    duration_s=35.0,
+    # Long enough that several views fall between a full window into the load and its end: on a
+    # starved machine this process samples unevenly (10 views in 35 s once, none of them bracketed).
+    duration_s=45.0,
     request_timeout_s=300.0,
     seed=12,
 )
 SUSTAINED_S = 30.0
+# The reference reads of the engine's /metrics: under full load with two CPU-bound processes beside
+# it vLLM's API server answered them in up to 2.9 s, and some not within 5 s; a read given up on
+# left gaps of 10-12 s that no view could be bracketed by. A slow read is still a sound reference
+# (window_median_bounds uses when it began and when it ended), so it is waited for.
+ENGINE_READ_TIMEOUT_S = 30.0
 # How far the exporter's window may sit from a view (see exporter_view.window_median_bounds): its
 # last collection at most lag_s before the view is read, collections at most spacing_s late, and a
 # read of the engine at most read_s long.
@@ -229,7 +236,10 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
 ) -> None:
     start = wait_view(exporter, lambda v: v.up == 1.0, 30, "llm_engine_up 1")
     diagnoses: list[tuple[float, dict[str, Any]]] = []
-    with Sampler(exporter) as sampler, EngineSampler(vllm_server.metrics_text) as engine:
+    with (
+        Sampler(exporter) as sampler,
+        EngineSampler(lambda: vllm_server.metrics_text(timeout_s=ENGINE_READ_TIMEOUT_S)) as engine,
+    ):
         engine.wait_first()
         load = BackgroundLoad(vllm_server.base_url, OVERLOAD)
         while load.running:
