@@ -50,7 +50,13 @@ def delivered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Webhoo
                 ),
                 timeout=20,
             )
-        webhook.wait_for(lambda a: a["labels"]["alertname"] == "LLMRDMAPortErrors", timeout=20)
+        # The tickets are grouped per instance, so node-2's and node-3's come in notifications of
+        # their own: each is waited for (one CI run read the tickets between the two).
+        for name, instance in (("LLMRDMAPortErrors", "node-3:9477"), ("LLMExporterAbsent", "node-2:9477")):
+            webhook.wait_for(
+                lambda a, n=name, i=instance: a["labels"]["alertname"] == n and a["labels"].get("instance") == i,
+                timeout=20,
+            )
         yield webhook, manager
     finally:
         manager.close()
