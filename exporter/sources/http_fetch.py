@@ -556,12 +556,11 @@ def _open_plain(
         host, port = parts.hostname or "", parts.port or 80
         path = urlunsplit(("", "", parts.path or "/", parts.query, ""))
         request_headers = session.plain_headers(url, {"Accept": accept, "Accept-Encoding": "gzip", **(headers or {})})
-        in_flight = _InFlight()
-        watchdog = WATCHDOG.watch(max(0.0, deadline - time.monotonic()), in_flight.shut_down)
         try:
-            connection, response = plain_http.send_get(
-                session.plain_connections, host, port, path, request_headers, deadline, in_flight.sockets
-            )
+            with within(deadline):
+                connection, response = plain_http.send_get(
+                    session.plain_connections, host, port, path, request_headers, deadline, _IN_FLIGHT.get().sockets
+                )
         except SourceError:
             raise
         except HeadersTooLarge as exc:
@@ -570,8 +569,6 @@ def _open_plain(
             if isinstance(exc, TimeoutError) or time.monotonic() >= deadline:  # the watchdog shut the socket
                 raise SourceError("timeout", f"{shown}: no response within {timeout_seconds:g}s") from exc
             raise SourceError("connection", f"{shown}: {_short(exc)}") from exc
-        finally:
-            watchdog.cancel()
         kept: http.client.HTTPConnection | None = connection
         body: PlainBody | None = None
         try:
