@@ -115,13 +115,22 @@ def _engine_gauge(name: str, op: str) -> Builder:
 
 def _gpu(name: str, op: str, scale: str = "") -> Builder:
     """A GPU family per engine/model through the `engine` label of attributed GPUs, joined to the
-    engine's `model` (GPU series carry no model); cluster-wide over every GPU."""
+    engine's `model` (GPU series carry no model); cluster-wide over every GPU.
+
+    The join's right side is one series per (node, engine): the most recently reported of its
+    `llm_engine_up` series. Two can be in the lookback at once (an engine first seen down exports
+    `model=""`, then its model; data backfilled or federated has no staleness markers to end the
+    first), and a plain `group by (..., model)` then makes Prometheus refuse the whole query
+    (HTTP 422, duplicate series for the match group). An engine serving several models puts its
+    GPUs under one of them.
+    """
 
     def build(ctx: QueryContext, level: Level) -> str:
         node = ctx.labels.node
         if level == "cluster":
             return f"{op} by ({ctx.labels.cluster}) ({ctx.sel(name)}){scale}"
-        models = f"group by ({node}, engine, model) ({ctx.sel('llm_engine_up')})"
+        latest = f"topk by ({node}, engine) (1, timestamp({ctx.sel('llm_engine_up')}))"
+        models = f"group by ({node}, engine, model) ({latest})"
         joined = f"{ctx.sel(name)} * on ({node}, engine) group_left (model) {models}"
         return f"{op} by ({ctx.grouping(level)}) ({joined}){scale}"
 

@@ -22,6 +22,7 @@ import codecs
 import contextvars
 import ctypes
 import http.client
+import json
 import re
 import socket
 import time
@@ -46,6 +47,9 @@ ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
 READ_BYTES = 65536
 #: same-origin hops allowed (a trailing-slash redirect needs one; requests would allow 30)
 MAX_REDIRECTS = 3
+# An error document's message is read this far and shown this long (error_detail).
+ERROR_DETAIL_BYTES = 16 * 1024
+ERROR_DETAIL_CHARS = 500
 #: a body at least this large is followed by `release_free_memory`
 TRIM_AFTER_BYTES = 4 * 1024 * 1024
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -525,7 +529,8 @@ def open_body(
                 f"{shown}: HTTP {response.status_code} redirect to {location} not followed (another origin)",
             )
         if response.status_code != 200:
-            raise SourceError("http_status", f"{shown}: HTTP {response.status_code}")
+            detail = error_detail(ResponseBody(response, shown, deadline, timeout_seconds, ERROR_DETAIL_BYTES))
+            raise SourceError("http_status", f"{shown}: HTTP {response.status_code}{detail}")
         declared = response.headers.get("Content-Length")
         # A compressed length over the cap means the decompressed body is over it too.
         if declared and declared.isdigit() and int(declared) > max_bytes:
@@ -648,6 +653,30 @@ def _socket_of(response: requests.Response) -> socket.socket | None:
     connection = getattr(response.raw, "connection", None)
     sock = getattr(connection, "sock", None)
     return sock if isinstance(sock, socket.socket) else None
+
+
+def error_detail(body: Body) -> str:
+    """`: <message>` from a JSON error document (Prometheus's API `{"error": ...}`, a Kubernetes
+    `Status`'s `message`), read within the fetch's deadline and no further than
+    ERROR_DETAIL_BYTES; "" otherwise.
+
+    Why: "HTTP 422" alone does not tell a user that their PromQL matched duplicate series, nor
+    "HTTP 403" which RBAC verb is missing; the server already said so in the body.
+    """
+    if "json" not in body.content_type:
+        return ""
+    try:
+        document = json.loads(bytes(body.read()))
+    except (ValueError, SourceError):  # not JSON, over the bound, past the deadline, cut off
+        return ""
+    if not isinstance(document, dict):
+        return ""
+    message = document.get("error") or document.get("message")
+    if not isinstance(message, str) or not message.strip():
+        return ""
+    kind = document.get("errorType")
+    text = " ".join(message.split())[:ERROR_DETAIL_CHARS]
+    return f" ({kind}): {text}" if isinstance(kind, str) and kind else f": {text}"
 
 
 def _short(exc: BaseException) -> str:
