@@ -656,12 +656,13 @@ def _socket_of(response: requests.Response) -> socket.socket | None:
 
 
 def error_detail(body: Body) -> str:
-    """`: <message>` from a JSON error document (Prometheus's API `{"error": ...}`, a Kubernetes
-    `Status`'s `message`), read within the fetch's deadline and no further than
-    ERROR_DETAIL_BYTES; "" otherwise.
+    """`: <message>` from a JSON error document (Prometheus's API `{"errorType", "error"}`, or any
+    `{"message": ...}`), read within the fetch's deadline and no further than ERROR_DETAIL_BYTES;
+    "" otherwise.
 
-    Why: "HTTP 422" alone does not tell a user that their PromQL matched duplicate series, nor
-    "HTTP 403" which RBAC verb is missing; the server already said so in the body.
+    Why: "HTTP 422" alone does not tell a user that their PromQL matched duplicate series; the
+    server already said so in the body. (The Kubernetes API client reads its `Status` itself:
+    exporter.discovery.kubeapi._status_message.)
     """
     if "json" not in body.content_type:
         return ""
