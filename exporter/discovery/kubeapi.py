@@ -22,9 +22,11 @@ import requests
 from exporter.settings import KubernetesSettings
 from exporter.sources.base import SourceError
 from exporter.sources.http_fetch import (
+    ERROR_DETAIL_BYTES,
     MAX_HEADER_BYTES,
     NoRedirectSession,
     ResponseBody,
+    error_detail,
     headers_too_large,
     within,
 )
@@ -40,6 +42,8 @@ MAX_PAGE_BYTES = 32 * 1024 * 1024
 MAX_WATCH_BYTES = 1024 * 1024 * 1024
 CONNECT_TIMEOUT_SECONDS = 10.0
 REQUEST_TIMEOUT_SECONDS = 30.0
+# An error status's reason is read this long at most (a watch's own deadline is minutes away).
+STATUS_READ_SECONDS = 5.0
 
 
 class ApiError(Exception):
@@ -128,10 +132,13 @@ class KubernetesApi:
             response.close()
             raise ResourceExpired("410 Gone")
         if response.status_code != 200:
-            message = _status_message(response)
+            # The API's reason (its Status message, or a proxy's text), read within 5 s at most.
+            reason_deadline = min(deadline, time.monotonic() + STATUS_READ_SECONDS)
+            body = ResponseBody(response, self.base_url, reason_deadline, STATUS_READ_SECONDS, ERROR_DETAIL_BYTES)
+            detail = error_detail(body, text_fallback=True) or ": (no readable reason)"
             response.close()
             hint = " (check the ClusterRole grants get/list/watch on pods)" if response.status_code == 403 else ""
-            raise ApiError(f"HTTP {response.status_code} from {self.base_url}: {message}{hint}")
+            raise ApiError(f"HTTP {response.status_code} from {self.base_url}{detail}{hint}")
         return response
 
     def _events(self, body: ResponseBody) -> Iterator[dict[str, Any]]:
@@ -180,18 +187,6 @@ def _read_token(path: str) -> str:
             return handle.read().strip()
     except OSError as exc:
         raise ApiError(f"cannot read the service account token {path}: {exc.strerror or exc}") from exc
-
-
-def _status_message(response: requests.Response) -> str:
-    """The API's reason for an error status, from at most 64 KiB of its body within 5 s."""
-    try:
-        data = bytes(ResponseBody(response, "", time.monotonic() + 5.0, 5.0, 64 * 1024).read())
-    except SourceError:
-        return "(no readable reason)"
-    try:
-        return str(json.loads(data).get("message", ""))[:300]
-    except (ValueError, AttributeError):
-        return data[:300].decode("utf-8", errors="replace")
 
 
 def in_cluster_api(settings: KubernetesSettings, environ: Mapping[str, str]) -> tuple[str, bool | str]:

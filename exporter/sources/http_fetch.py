@@ -589,7 +589,10 @@ def _open_plain(
                     f"{shown}: HTTP {response.status} redirect to {redact(target)} not followed (another origin)",
                 )
             if response.status != 200:
-                raise SourceError("http_status", f"{shown}: HTTP {response.status}")
+                detail = error_detail(
+                    PlainBody(response, connection.sock, shown, deadline, timeout_seconds, ERROR_DETAIL_BYTES)
+                )
+                raise SourceError("http_status", f"{shown}: HTTP {response.status}{detail}")
             declared = response.getheader("Content-Length")
             if declared and declared.isdigit() and int(declared) > max_bytes:
                 raise SourceError("too_large", f"{shown}: body of {declared} bytes exceeds the {max_bytes}-byte cap")
@@ -655,29 +658,42 @@ def _socket_of(response: requests.Response) -> socket.socket | None:
     return sock if isinstance(sock, socket.socket) else None
 
 
-def error_detail(body: Body) -> str:
-    """`: <message>` from a JSON error document (Prometheus's API `{"errorType", "error"}`, or any
-    `{"message": ...}`), read within the fetch's deadline and no further than ERROR_DETAIL_BYTES;
-    "" otherwise.
+def error_detail(body: Body, text_fallback: bool = False) -> str:
+    """`: <message>` from a JSON error document (Prometheus's API `{"errorType", "error"}`, a
+    Kubernetes `Status`, any `{"message": ...}`), read within the body's deadline and no further
+    than ERROR_DETAIL_BYTES; with `text_fallback`, the start of any other text (a proxy's page in
+    front of an API); "" otherwise.
 
-    Why: "HTTP 422" alone does not tell a user that their PromQL matched duplicate series; the
-    server already said so in the body. (The Kubernetes API client reads its `Status` itself:
-    exporter.discovery.kubeapi._status_message.)
+    Why: "HTTP 422" alone does not tell a user that their PromQL matched duplicate series, nor
+    "HTTP 403" which ClusterRole rule is missing; the server already said so in the body.
     """
-    if "json" not in body.content_type:
+    is_json = "json" in body.content_type
+    if not (is_json or text_fallback):
         return ""
     try:
-        document = json.loads(bytes(body.read()))
-    except (ValueError, SourceError):  # not JSON, over the bound, past the deadline, cut off
+        data = bytes(body.read())
+    except SourceError:  # over the bound, past the deadline, cut off
         return ""
-    if not isinstance(document, dict):
+    message, kind = _json_error(data) if is_json else (None, None)
+    if message is None and text_fallback:
+        message = data.decode("utf-8", errors="replace")
+    if not message or not message.strip():
         return ""
-    message = document.get("error") or document.get("message")
-    if not isinstance(message, str) or not message.strip():
-        return ""
-    kind = document.get("errorType")
     text = " ".join(message.split())[:ERROR_DETAIL_CHARS]
-    return f" ({kind}): {text}" if isinstance(kind, str) and kind else f": {text}"
+    return f" ({kind}): {text}" if kind else f": {text}"
+
+
+def _json_error(data: bytes) -> tuple[str | None, str | None]:
+    """(message, errorType) of a JSON error document; (None, None) when it holds none."""
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return None, None
+    if not isinstance(document, dict):
+        return None, None
+    message = document.get("error") or document.get("message")
+    kind = document.get("errorType")
+    return (message if isinstance(message, str) else None), (kind if isinstance(kind, str) and kind else None)
 
 
 def _short(exc: BaseException) -> str:

@@ -11,7 +11,8 @@ import pytest
 import requests
 
 from exporter.sources.base import SourceError
-from exporter.sources.http_fetch import ERROR_DETAIL_CHARS, open_body
+from exporter.discovery import kubeapi
+from exporter.sources.http_fetch import ERROR_DETAIL_CHARS, NoRedirectSession, open_body
 from tests.support import RouteServer
 
 
@@ -35,9 +36,12 @@ def answering(status: int, content_type: str, body: bytes, trickle: float = 0.0)
     return server
 
 
-@pytest.fixture
-def session() -> Iterator[requests.Session]:
-    s = requests.Session()
+@pytest.fixture(params=["requests", "plain"])
+def session(request: pytest.FixtureRequest) -> Iterator[requests.Session]:
+    """Both of open_body's paths: requests, and the kept-alive http.client one (plain HTTP)."""
+    s = requests.Session() if request.param == "requests" else NoRedirectSession()
+    if request.param == "plain":
+        assert isinstance(s, NoRedirectSession) and s.takes_plain_path("http://127.0.0.1:1/api")
     yield s
     s.close()
 
@@ -95,3 +99,33 @@ def test_a_trickled_error_body_ends_with_the_deadline(session: requests.Session)
     error, took = refusal(session, answering(500, "application/json", body, trickle=0.01), timeout=1.0)
     assert took < 4.0  # the body takes 10 s; the 1 s deadline, not the body, ends the GET
     assert "HTTP 500" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "said"),
+    [
+        (
+            "application/json",
+            json.dumps({"kind": "Status", "message": "pods is forbidden"}).encode(),
+            ": pods is forbidden",
+        ),
+        ("text/html", b"<html>\n  <h1>403 Forbidden</h1>\n</html>", ": <html> <h1>403 Forbidden</h1> </html>"),
+        ("application/json", b"", ": (no readable reason)"),
+    ],
+)
+def test_the_kubernetes_client_says_the_apis_reason(content_type: str, body: bytes, said: str) -> None:
+    """The same reader as open_body's, with the start of any text where no JSON message is (a
+    proxy's page in front of the API), and the ClusterRole hint on a 403."""
+    server = answering(403, content_type, body)
+    api = kubeapi.KubernetesApi(server.url(""), "", False)
+    server.routes["/api/v1/pods"] = server.routes["/api"]
+    try:
+        with pytest.raises(kubeapi.ApiError) as caught:
+            api.list_pods("node")
+    finally:
+        api.close()
+        server.close()
+    assert (
+        str(caught.value)
+        == f"HTTP 403 from {server.url('')}{said} (check the ClusterRole grants get/list/watch on pods)"
+    )
