@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from exporter.model import Metric, QuantileSummary, Sample
+from exporter.model import Histogram, Metric, QuantileSummary, Sample
 from exporter.settings import SloTarget
 from exporter.slo.attainment import DIMENSION_FAMILIES, REQUESTS_FAMILY
 from exporter.slo.selectors import covers
@@ -38,6 +38,7 @@ KV_ADMISSION_LIMIT = 0.9
 PRIOR_WEIGHT_FRACTION = 0.5
 PRIOR_CONFIDENCE = 0.3
 _ITL = DIMENSION_FAMILIES["itl"]
+_QUEUE_TIME = "llm_engine_queue_time_seconds"
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,9 @@ class LoadPoint:
     # is only as fine as the bucket edges around it
     itl_mean: float
     latency: dict[str, dict[str, float]]  # quantile -> {family: seconds}
+    #: the mean running batch over the window by Little's law (NaN where the engine has no e2e
+    #: histogram): used where the gauge's mean is 0 while requests complete, see _littles_law_running
+    running_by_latency: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -206,11 +210,12 @@ class CapacityEstimator:
                     gauge.popleft()
                 running = [r for _, r, _ in gauge if math.isfinite(r)]
                 kv = [u for _, _, u in gauge if math.isfinite(u)]
+                gauge_mean = sum(running) / len(running) if running else math.nan
                 history.append(
                     replace(
                         point,
                         t=now,
-                        running=sum(running) / len(running) if running else math.nan,
+                        running=gauge_mean if gauge_mean > 0 else point.running_by_latency,
                         kv_usage=sum(kv) / len(kv) if kv else 0.0,
                     )
                 )
@@ -268,6 +273,7 @@ def _load_point(
     itl = families.get(_ITL)
     itl_window = itl.window if itl is not None else None
     return LoadPoint(
+        running_by_latency=_littles_law_running(requests.window, families.get(_QUEUE_TIME), requests.window_seconds),
         t=requests.window_seconds,  # the window's span until the estimator stamps the time
         itl_mean=itl_window.sum / itl_window.count if itl_window is not None and itl_window.count > 0 else math.nan,
         rate=requests.window.count / requests.window_seconds,
@@ -275,3 +281,21 @@ def _load_point(
         kv_usage=gauges.get("llm_engine_kv_cache_usage_ratio", 0.0),
         latency=latency,
     )
+
+
+def _littles_law_running(requests: Histogram, queue: QuantileSummary | None, window_s: float) -> float:
+    """The mean running batch over the window by Little's law: the time the window's completed
+    requests spent in the engine, less the time they waited in its queue, over the window's span.
+
+    The running gauge is read at scrape instants, and can miss the load entirely: requests that
+    start and finish between two scrapes, or an engine whose server answers /metrics only between
+    bursts (a CPU-starved vLLM's API server does: 12 reads of 12 said running 0 under load), make an
+    engine with a steady request rate look idle. The histogram sums count every request. Requests
+    that began before the window and ended in it count whole: a window much longer than a request
+    makes that small. It stands in only where the gauge's mean is 0: preferred always, it moved the
+    simulator's decode-bound estimate from +8 % to +42 % off the truth (tests/perf/slo_headroom.py).
+    """
+    if not (requests.count > 0 and window_s > 0):
+        return math.nan
+    queued = queue.window.sum if queue is not None and queue.window is not None else 0.0
+    return max(0.0, requests.sum - queued) / window_s

@@ -12,7 +12,7 @@ from exporter.config import ConfigError, build
 from exporter.model import Histogram, QuantileSummary, Sample
 from exporter.settings import Config, EngineTarget, GpuSettings, SloTarget
 from exporter.slo.attainment import evaluate, within
-from exporter.slo.headroom import LoadPoint, erlang_c, estimate, fit_decode_pace
+from exporter.slo.headroom import CapacityEstimator, LoadPoint, erlang_c, estimate, fit_decode_pace
 from exporter.slo.selectors import covers
 from exporter.sources.engine import EngineSource
 from tests.support import RouteServer, respond_with
@@ -213,3 +213,41 @@ def test_itl_headroom_extrapolates_the_fitted_decode_pace_through_littles_law() 
 
 def test_an_idle_engine_gets_no_estimate() -> None:
     assert estimate(SloTarget("tpot", 0.95, itl_seconds=0.03), [point(0, 0.005, 0.0)]) is None
+
+
+def _engine_snapshot(running: float, completed: float, e2e_sum: float, queue_sum: float) -> list:
+    """What the estimator reads of one engine: its gauges and windowed e2e, ITL and queue time."""
+    labels = {"engine": "e", "engine_type": "vllm", "model": "m"}
+
+    def summary(name: str, total: float, count: float) -> QuantileSummary:
+        window = Histogram((0.01, 0.1, 1.0, INF), (0.0, count, count, count), total, count)
+        return QuantileSummary(name, labels, (), count, total, window, window, 20.0)
+
+    return [
+        Sample("llm_engine_up", labels, 1.0),
+        Sample("llm_engine_requests_running", labels, running),
+        Sample("llm_engine_kv_cache_usage_ratio", labels, 0.0),
+        summary("llm_engine_e2e_request_latency_seconds", e2e_sum, completed),
+        summary("llm_engine_inter_token_latency_seconds", completed * 0.5, completed * 10),
+        summary("llm_engine_queue_time_seconds", queue_sum, completed),
+    ]
+
+
+def test_a_running_gauge_that_missed_the_load_gives_way_to_littles_law() -> None:
+    # A CPU-starved vLLM answers /metrics only between bursts: the gauge read 0 at every scrape
+    # while 40 requests completed in the 20 s window, each 2 s in the engine of which 0.5 s queued.
+    slo = SloTarget("tpot", 0.95, itl_seconds=0.2)
+    estimator = CapacityEstimator()
+    for now in (1.0, 2.0, 3.0):
+        out = estimator.update([slo], _engine_snapshot(0.0, 40, 80.0, 20.0), now)
+    (history,) = estimator._history.values()
+    assert history[-1].running == pytest.approx((80.0 - 20.0) / 20.0)  # 3 requests in the batch
+    assert {m.name for m in out} >= {"llm_capacity_max_request_rate", "llm_capacity_max_concurrency"}
+    # Where the gauge saw the load, its mean is kept (Little's law stands in only for a 0).
+    seen = CapacityEstimator()
+    seen.update([slo], _engine_snapshot(5.0, 40, 80.0, 20.0), 1.0)
+    (history,) = seen._history.values()
+    assert history[-1].running == 5.0
+    # No completions: an idle engine still gets no estimate.
+    idle = CapacityEstimator()
+    assert idle.update([slo], _engine_snapshot(0.0, 0, 0.0, 0.0), 1.0) == []
