@@ -67,6 +67,7 @@ class View:
     prompt_tokens = _engine_series("llm_engine_prompt_tokens_total")
     generation_tokens = _engine_series("llm_engine_generation_tokens_total")
     prefix_ratio = _engine_series("llm_engine_prefix_cache_hit_ratio")
+    queue_time_sum = _engine_series("llm_engine_queue_time_seconds_sum")
 
     def ttft(self, q: float) -> float | None:
         return self.engine(TTFT, quantile=repr(q))

@@ -69,11 +69,15 @@ REPORT_MD = REPORT_DIR / "vllm-exporter-phases.md"
 LIGHT = LoadSpec(
     concurrency=2, prompt_tokens=(16, 48), output_tokens=(16, 32), duration_s=12.0, request_timeout_s=60.0, seed=11
 )
-# DESIGN.md's overload: the 1,536-token KV cache holds two or three of these requests at once.
+# DESIGN.md's overload: the 1,536-token KV cache holds one or two of these requests at once. Long
+# prompts and short answers keep the engine, not vLLM's API server, the slow part: with 200-400
+# output tokens each and two CPU-bound processes beside it, the API server (streaming 24 answers)
+# was, and its /metrics answered 8 reads in 45 s, up to 9.9 s each; with these, 19 reads, 411
+# requests, 57 preemptions and a mean of 7.6 requests waiting (by the queue-time counter).
 OVERLOAD = LoadSpec(
     concurrency=24,
-    prompt_tokens=(300, 700),
-    output_tokens=(200, 400),
+    prompt_tokens=(500, 900),
+    output_tokens=(32, 96),
     # Long enough that several views fall between a full window into the load and its end: on a
     # starved machine this process samples unevenly (10 views in 35 s once, none of them bracketed).
     duration_s=45.0,
@@ -253,10 +257,19 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     # While the load runs: new requests are sent until duration_s, then the backlog drains.
     sending = sampler.between(load.started, load.started + OVERLOAD.duration_s)
     waiting, kv, preemptions = present(sending, "waiting"), present(sending, "kv"), present(sending, "preemptions")
-    # Waiting > 0 held for a third of the load or more, not a blip. (Not necessarily from the
-    # start: when vLLM's frontend is CPU-starved it hands requests over late, and the engine's
-    # queue builds later; and this process, starved too, samples unevenly.)
     queued = [v.at - load.started for v in sending if v.waiting]
+    # Queueing held for a third of the load or more, from the engine's queue-time counter as the
+    # exporter relays it: by Little's law its increase over a span, over the span, is the mean
+    # number of requests waiting. Not from sightings of the waiting gauge: on a starved machine
+    # vLLM's API server answers /metrics between bursts, and 7 reads of 8 said waiting 0 (and KV
+    # usage 0) while that counter said 4.2 requests waited on average.
+    relayed = [v for v in sending if v.queue_time_sum is not None]
+    queue_span = relayed[-1].at - relayed[0].at if len(relayed) >= 2 else 0.0
+    mean_waiting = (
+        ((relayed[-1].queue_time_sum or 0.0) - (relayed[0].queue_time_sum or 0.0)) / queue_span
+        if queue_span > 0
+        else math.nan
+    )
     rises = sum(b > a for a, b in zip(preemptions, preemptions[1:]))
     # The TTFT comparison needs a view whose window holds only this load's requests: the client's
     # list has nothing else, while a window reaching back before the load would hold the previous
@@ -283,6 +296,11 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     matching = [(t, e) for t, e in diagnoses if e["primary"] in ("kv_cache_capacity", "queueing")]
     chosen = matching[-1][1] if matching else (diagnoses[-1][1] if diagnoses else {})
     evidence = " | ".join(chosen.get("evidence", []))
+    # What the diagnosis quoted while the load ran: the exporter's own window figures (its KV
+    # usage "up to" is the highest of its collections, the test's sparse views see fewer).
+    quoted = " | ".join(line for _, e in diagnoses for line in e.get("evidence", []))
+    waiting_quoted = [float(x) for x in re.findall(r"([\d.]+) requests waiting", quoted)]
+    kv_quoted = [float(x) for x in re.findall(r"KV-cache usage up to ([\d.]+)", quoted)]
     PHASES["overload"] = {
         "spec": dataclasses.asdict(OVERLOAD),
         "requests": len(result.records),
@@ -294,6 +312,9 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
         "preemptions_end": drained.preemptions,
         "preemption_rises_seen": rises,
         "waiting_seen_s": [round(queued[0], 1), round(queued[-1], 1)] if queued else None,
+        "mean_waiting_by_queue_time": round(mean_waiting, 2),
+        "queue_time_span_s": round(queue_span, 1),
+        "kv_usage_quoted_max": max(kv_quoted, default=None),
         "views_while_sending": len(sending),
         **ttft_entry(at_end, client),
         "ttft_compared_at_s": round(at_end.at - load.started, 1),
@@ -332,17 +353,16 @@ def test_overload_shows_queue_kv_saturation_preemptions_and_the_diagnosis(
     # the engine, and on this 2-core machine at full load requests wait seconds before that (client
     # over exporter median 0.9-1.2 here, 1.95 in a CI run; 6x in one with an unsettled window).
     assert exporter_p50 <= bucket_upper_bound(list(engine_evidence["bounds"]), client_p50), (exporter_p50, client_p50)
-    assert len(queued) >= 3 and queued[-1] - queued[0] >= OVERLOAD.duration_s / 3, (
-        f"waiting > 0 not sustained: seen at {[round(t, 1) for t in queued]} s into the load"
+    assert queue_span >= OVERLOAD.duration_s / 3 and mean_waiting >= 1.0, (
+        f"queueing not sustained: {mean_waiting:.2f} requests waiting on average over {queue_span:.1f}s; "
+        f"waiting gauge > 0 at {[round(t, 1) for t in queued]} s into the load"
     )
-    assert kv and max(kv) >= 0.7, kv
+    assert kv and all(0.0 <= x <= 1.0 for x in kv), kv
     assert start.preemptions is not None and preemptions
     assert preemptions[-1] > preemptions[0] >= start.preemptions and rises >= 3, (preemptions, rises)
     assert matching, f"primary never kv_cache_capacity or queueing: {PHASES['overload']['primary_sequence']}"
-    waiting_quoted = [float(x) for x in re.findall(r"([\d.]+) requests waiting", evidence)]
-    kv_quoted = [float(x) for x in re.findall(r"KV-cache usage up to ([\d.]+)", evidence)]
-    assert waiting_quoted and max(waiting_quoted) > 0, evidence
-    assert kv_quoted and max(kv_quoted) >= 0.7, evidence
+    assert waiting_quoted and max(waiting_quoted) > 0, quoted
+    assert kv_quoted and max(kv_quoted) >= 0.7, quoted
 
 
 def test_primary_returns_to_none_under_light_load_after_the_overload(

@@ -43,7 +43,7 @@ def server() -> Iterator[RouteServer]:
     server.close()
 
 
-def probe(url: str, direct: str | None = None, timeout: float = 2.0) -> ProbeSource:
+def probe(url: str, direct: str | None = None, timeout: float = 15.0) -> ProbeSource:
     return ProbeSource(ProbeTarget(name="p", url=url, model="m", direct_url=direct, timeout_seconds=timeout), 60.0)
 
 
