@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 import requests
 
-from exporter.sources.base import SourceError
 from exporter.discovery import kubeapi
+from exporter.sources.base import SourceError
 from exporter.sources.http_fetch import ERROR_DETAIL_CHARS, NoRedirectSession, open_body
 from tests.support import RouteServer
 
