@@ -39,6 +39,7 @@ PRIOR_WEIGHT_FRACTION = 0.5
 PRIOR_CONFIDENCE = 0.3
 _ITL = DIMENSION_FAMILIES["itl"]
 _QUEUE_TIME = "llm_engine_queue_time_seconds"
+CONFIG_INFO = "llm_engine_config_info"
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,10 @@ class LoadPoint:
     #: the mean running batch over the window by Little's law (NaN where the engine has no e2e
     #: histogram): used where the gauge's mean is 0 while requests complete, see _littles_law_running
     running_by_latency: float = math.nan
+    #: the KV pool in tokens from the engine's configuration (llm_engine_config_info), NaN unknown
+    kv_capacity_tokens: float = math.nan
+    #: cumulative prompt and generated tokens and completed requests, for the window's request mix
+    totals: tuple[float, float, float] = (math.nan, math.nan, math.nan)
 
 
 @dataclass(frozen=True)
@@ -191,16 +196,19 @@ class CapacityEstimator:
     def __init__(self) -> None:
         self._history: dict[tuple[str, str], deque[LoadPoint]] = {}
         self._gauges: dict[tuple[str, str], deque[tuple[float, float, float]]] = {}
+        self._totals: dict[tuple[str, str], deque[tuple[float, tuple[float, float, float]]]] = {}
 
     def update(self, slos: Sequence[SloTarget], metrics: Iterable[Metric], now: float) -> list[Metric]:
         readings = _engine_readings(metrics, {f"{s.objective:g}" for s in slos})
         for key in [k for k in self._history if k not in readings]:
             del self._history[key]
             self._gauges.pop(key, None)
+            self._totals.pop(key, None)
         out: list[Metric] = []
         for key, (labels, point) in readings.items():
             history = self._history.setdefault(key, deque(maxlen=HISTORY_POINTS))
             gauge = self._gauges.setdefault(key, deque(maxlen=HISTORY_POINTS))
+            totals = self._totals.setdefault(key, deque(maxlen=HISTORY_POINTS))
             if point is not None:
                 # The latencies are window means; the running and KV gauges are instants: average
                 # them over the same window, or their noise flattens the fitted slope (regression
@@ -211,14 +219,16 @@ class CapacityEstimator:
                 running = [r for _, r, _ in gauge if math.isfinite(r)]
                 kv = [u for _, _, u in gauge if math.isfinite(u)]
                 gauge_mean = sum(running) / len(running) if running else math.nan
-                history.append(
-                    replace(
-                        point,
-                        t=now,
-                        running=gauge_mean if gauge_mean > 0 else point.running_by_latency,
-                        kv_usage=sum(kv) / len(kv) if kv else 0.0,
-                    )
-                )
+                batch = gauge_mean if gauge_mean > 0 else point.running_by_latency
+                kv_mean = sum(kv) / len(kv) if kv else 0.0
+                totals.append((now, point.totals))
+                while totals and totals[0][0] < now - point.t:
+                    totals.popleft()
+                if not kv_mean > 0 and batch > 0:
+                    # The KV gauge missed the load as the running one did: the batch's share of
+                    # the configured pool at the window's request mix instead.
+                    kv_mean = _kv_usage_from_mix(batch, point.kv_capacity_tokens, totals[0][1], point.totals)
+                history.append(replace(point, t=now, running=batch, kv_usage=kv_mean))
             for slo in slos:
                 if not covers(slo, *key):
                     continue
@@ -241,6 +251,7 @@ def _engine_readings(
     gauges: dict[tuple[str, str], dict[str, float]] = {}
     summaries: dict[tuple[str, str], dict[str, QuantileSummary]] = {}
     labels: dict[tuple[str, str], dict[str, str]] = {}
+    settings: dict[tuple[str, str], dict[str, str]] = {}
     for metric in metrics:
         if "engine_type" not in metric.labels:
             continue
@@ -249,11 +260,16 @@ def _engine_readings(
             gauges.setdefault(key, {})[metric.name] = metric.value
             if metric.name == "llm_engine_up":
                 labels[key] = dict(metric.labels)
+            elif metric.name == CONFIG_INFO:
+                settings[key] = dict(metric.labels)
         elif metric.histogram is not None:
             summaries.setdefault(key, {})[metric.name] = metric
     result: dict[tuple[str, str], tuple[dict[str, str], LoadPoint | None]] = {}
     for key, series_labels in labels.items():
-        result[key] = (series_labels, _load_point(gauges.get(key, {}), summaries.get(key, {}), quantiles))
+        point = _load_point(gauges.get(key, {}), summaries.get(key, {}), quantiles)
+        if point is not None:
+            point = replace(point, kv_capacity_tokens=kv_pool_tokens(settings.get(key, {})))
+        result[key] = (series_labels, point)
     return result
 
 
@@ -280,6 +296,11 @@ def _load_point(
         running=gauges.get("llm_engine_requests_running", math.nan),
         kv_usage=gauges.get("llm_engine_kv_cache_usage_ratio", 0.0),
         latency=latency,
+        totals=(
+            gauges.get("llm_engine_prompt_tokens_total", math.nan),
+            gauges.get("llm_engine_generation_tokens_total", math.nan),
+            requests.count,
+        ),
     )
 
 
@@ -299,3 +320,30 @@ def _littles_law_running(requests: Histogram, queue: QuantileSummary | None, win
         return math.nan
     queued = queue.window.sum if queue is not None and queue.window is not None else 0.0
     return max(0.0, requests.sum - queued) / window_s
+
+
+def kv_pool_tokens(settings: dict[str, str]) -> float:
+    """The KV pool in tokens from the engine's settings (kv_cache_size_tokens, or num_gpu_blocks
+    times block_size); NaN when it reports neither."""
+    size = settings.get("kv_cache_size_tokens")
+    try:
+        return float(size) if size is not None else float(settings["num_gpu_blocks"]) * float(settings["block_size"])
+    except (KeyError, ValueError):
+        return math.nan
+
+
+def _kv_usage_from_mix(
+    batch: float, pool_tokens: float, start: tuple[float, float, float], end: tuple[float, float, float]
+) -> float:
+    """The KV usage a running batch of today's mix holds: each request its prompt and, on average
+    over its decode, half its answer, from the window's token and request counts; 0 unknown.
+
+    Why: the KV gauge is an instant, read when the engine's server answers; on a CPU-starved vLLM
+    that is between bursts, and every read said 0 while requests ran. With a usage of 0 the
+    estimator saw no admission limit at all, and a TTFT SLO (limited only there) got no figure.
+    """
+    prompts, answers, requests = (b - a for a, b in zip(start, end))
+    if not (requests > 0 and pool_tokens > 0 and prompts >= 0 and answers >= 0):
+        return 0.0
+    held = (prompts + answers / 2.0) / requests
+    return min(1.0, batch * held / pool_tokens) if held > 0 else 0.0

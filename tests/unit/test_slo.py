@@ -215,18 +215,25 @@ def test_an_idle_engine_gets_no_estimate() -> None:
     assert estimate(SloTarget("tpot", 0.95, itl_seconds=0.03), [point(0, 0.005, 0.0)]) is None
 
 
-def _engine_snapshot(running: float, completed: float, e2e_sum: float, queue_sum: float) -> list:
-    """What the estimator reads of one engine: its gauges and windowed e2e, ITL and queue time."""
+def _engine_snapshot(
+    running: float, completed: float, e2e_sum: float, queue_sum: float, total_requests: float = 0.0
+) -> list:
+    """What the estimator reads of one engine: its gauges, its settings, its token counters (40
+    prompt and 6 answer tokens a request) and windowed e2e, ITL and queue time."""
     labels = {"engine": "e", "engine_type": "vllm", "model": "m"}
+    settings = {**labels, "block_size": "32", "num_gpu_blocks": "48"}
 
     def summary(name: str, total: float, count: float) -> QuantileSummary:
         window = Histogram((0.01, 0.1, 1.0, INF), (0.0, count, count, count), total, count)
-        return QuantileSummary(name, labels, (), count, total, window, window, 20.0)
+        return QuantileSummary(name, labels, (), max(count, total_requests), total, window, window, 20.0)
 
     return [
         Sample("llm_engine_up", labels, 1.0),
         Sample("llm_engine_requests_running", labels, running),
         Sample("llm_engine_kv_cache_usage_ratio", labels, 0.0),
+        Sample("llm_engine_config_info", settings, 1.0),
+        Sample("llm_engine_prompt_tokens_total", labels, 40.0 * total_requests),
+        Sample("llm_engine_generation_tokens_total", labels, 6.0 * total_requests),
         summary("llm_engine_e2e_request_latency_seconds", e2e_sum, completed),
         summary("llm_engine_inter_token_latency_seconds", completed * 0.5, completed * 10),
         summary("llm_engine_queue_time_seconds", queue_sum, completed),
@@ -251,3 +258,18 @@ def test_a_running_gauge_that_missed_the_load_gives_way_to_littles_law() -> None
     # No completions: an idle engine still gets no estimate.
     idle = CapacityEstimator()
     assert idle.update([slo], _engine_snapshot(0.0, 0, 0.0, 0.0), 1.0) == []
+
+
+def test_a_kv_gauge_that_missed_the_load_gives_way_to_the_configured_pool() -> None:
+    # As above, the KV gauge read 0 too. A TTFT SLO is limited only at admission: with a usage of
+    # 0 the estimator saw no limit and published nothing (the real-vLLM headroom test, two hogs).
+    slo = SloTarget("chat", 0.95, ttft_seconds=0.5)
+    estimator = CapacityEstimator()
+    for now, total in ((1.0, 100.0), (2.0, 110.0), (3.0, 120.0)):
+        out = estimator.update([slo], _engine_snapshot(0.0, 40, 80.0, 20.0, total), now)
+    (history,) = estimator._history.values()
+    # 3 running, each holding its 40 prompt tokens and half its 6 answer tokens, of 48 x 32.
+    assert history[-1].kv_usage == pytest.approx(3 * (40 + 3) / (48 * 32))
+    rate = {m.name: m.value for m in out if isinstance(m, Sample)}.get("llm_capacity_max_concurrency")
+    # Admission near 0.9 of the pool: 1,382 tokens / 43 a request = 32 requests, less the queue's.
+    assert rate is not None and 0 < rate <= 0.9 * 48 * 32 / 43
