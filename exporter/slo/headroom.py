@@ -266,15 +266,13 @@ def _engine_readings(
             summaries.setdefault(key, {})[metric.name] = metric
     result: dict[tuple[str, str], tuple[dict[str, str], LoadPoint | None]] = {}
     for key, series_labels in labels.items():
-        point = _load_point(gauges.get(key, {}), summaries.get(key, {}), quantiles)
-        if point is not None:
-            point = replace(point, kv_capacity_tokens=kv_pool_tokens(settings.get(key, {})))
+        point = _load_point(gauges.get(key, {}), summaries.get(key, {}), settings.get(key, {}), quantiles)
         result[key] = (series_labels, point)
     return result
 
 
 def _load_point(
-    gauges: dict[str, float], families: dict[str, QuantileSummary], quantiles: set[str]
+    gauges: dict[str, float], families: dict[str, QuantileSummary], settings: dict[str, str], quantiles: set[str]
 ) -> LoadPoint | None:
     requests = families.get(REQUESTS_FAMILY)
     if requests is None or requests.window is None or not requests.window_seconds > 0:
@@ -296,6 +294,7 @@ def _load_point(
         running=gauges.get("llm_engine_requests_running", math.nan),
         kv_usage=gauges.get("llm_engine_kv_cache_usage_ratio", 0.0),
         latency=latency,
+        kv_capacity_tokens=kv_pool_tokens(settings),
         totals=(
             gauges.get("llm_engine_prompt_tokens_total", math.nan),
             gauges.get("llm_engine_generation_tokens_total", math.nan),

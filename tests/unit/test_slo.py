@@ -270,6 +270,6 @@ def test_a_kv_gauge_that_missed_the_load_gives_way_to_the_configured_pool() -> N
     (history,) = estimator._history.values()
     # 3 running, each holding its 40 prompt tokens and half its 6 answer tokens, of 48 x 32.
     assert history[-1].kv_usage == pytest.approx(3 * (40 + 3) / (48 * 32))
-    rate = {m.name: m.value for m in out if isinstance(m, Sample)}.get("llm_capacity_max_concurrency")
+    concurrency = {m.name: m.value for m in out if isinstance(m, Sample)}.get("llm_capacity_max_concurrency")
     # Admission near 0.9 of the pool: 1,382 tokens / 43 a request = 32 requests, less the queue's.
-    assert rate is not None and 0 < rate <= 0.9 * 48 * 32 / 43
+    assert concurrency is not None and 0 < concurrency <= 0.9 * 48 * 32 / 43
