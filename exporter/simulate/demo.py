@@ -34,7 +34,7 @@ from rich.live import Live
 
 from exporter.config import parse_listen
 from exporter.simulate.companions import start_monitoring, terminate_group
-from exporter.simulate.exporter_view import exporter_settings
+from exporter.simulate.exporter_view import exporter_settings, window_seconds
 from exporter.simulate.frame import DemoStatus, Page, plain_line, render_frame, try_commands
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.scenario import Phase, Scenario, load_scenario
@@ -178,13 +178,15 @@ def _show(
     deadline = None if args.duration is None else time.monotonic() + args.duration
     urls = {c.name: c.url for c in companions}
     plain = getattr(args, "plain", False) or not sys.stdout.isatty()
+    with server.lock:
+        watched_since = node.now  # the exporter has collected since just before: its window starts here
 
     def frames() -> Iterator[tuple[DemoStatus, ExporterReading, dict | None]]:
         while not stop.is_set():
             reading, diagnosis = _read_exporter(exporter_url)
             with server.lock:
                 phase, now = node.phase, node.now
-            yield _status(node.scenario, phase, now, exporter_url, server.url, urls), reading, diagnosis
+            yield _status(node.scenario, phase, now, exporter_url, server.url, urls, watched_since), reading, diagnosis
             wait = args.refresh
             if deadline is not None:
                 wait = min(wait, deadline - time.monotonic())
@@ -280,8 +282,15 @@ def _read_exporter(exporter_url: str) -> tuple[ExporterReading, dict | None]:
 
 
 def _status(
-    scenario: Scenario, phase: Phase, now: float, exporter_url: str, simulator_url: str, urls: dict[str, str]
+    scenario: Scenario,
+    phase: Phase,
+    now: float,
+    exporter_url: str,
+    simulator_url: str,
+    urls: dict[str, str],
+    watched_since: float | None = None,
 ) -> DemoStatus:
+    """`watched_since`: the simulated second the exporter began collecting (None: not yet)."""
     alertmanager, prometheus = urls.get("alertmanager"), urls.get("prometheus")
     return DemoStatus(
         scenario=scenario.name,
@@ -299,6 +308,8 @@ def _status(
         pages=_firing_pages(alertmanager) if alertmanager else None,
         pending_alerts=_pending_alerts(prometheus) if prometheus else (),
         rdma_idle_reason=rdma_idle_reason(scenario, phase),
+        phase_seen_seconds=now - max(phase.start_seconds, watched_since) if watched_since is not None else 0.0,
+        window_seconds=window_seconds(EXPORTER_INTERVAL_SECONDS),
     )
 
 

@@ -25,6 +25,11 @@ from exporter.simulate.node import SimulatedNode
 from exporter.simulate.server import GPU_TEXT_FORMATS, SimulationServer
 
 
+def window_seconds(interval: float) -> float:
+    """The quantile and level window the demo's exporter runs with: a minute, or four rounds."""
+    return max(60.0, 4 * interval)
+
+
 def exporter_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | None, interval: float) -> dict[str, Any]:
     """Configuration-file data (the `--config` YAML) that points the exporter at a simulation."""
     names = [pod_name(node, r.index) for r in node.replicas]
@@ -34,7 +39,7 @@ def exporter_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | None,
         ],
         "gpu": f"{GPU_TEXT_FORMATS[node.scenario.node.gpu.vendor]}={base_url}/gpu/metrics",
         "interval_seconds": interval,
-        "window_seconds": max(60.0, 4 * interval),
+        "window_seconds": window_seconds(interval),
         # The simulated pods exist only in dcgm-exporter's labels: no processes, no kubelet to ask.
         "gpu_attribution": {
             "engine_pods": {name: f"{POD_NAMESPACE}/{name}" for name in names},

@@ -69,6 +69,14 @@ class DemoStatus:
     pages: tuple[Page, ...] | None = None  # None: no Alertmanager to ask (or it did not answer)
     pending_alerts: tuple[str, ...] = ()  # names of the alerts Prometheus holds in their `for:`, one per alert
     rdma_idle_reason: str = "no cross-node traffic in this scenario"
+    #: how long the exporter has watched this phase, and its window: until the window has filled,
+    #: the verdicts still weigh the previous phase (or the exporter's first rounds)
+    phase_seen_seconds: float = float("inf")
+    window_seconds: float = 60.0
+
+    @property
+    def window_filling(self) -> bool:
+        return self.phase_seen_seconds < self.window_seconds
 
 
 @dataclass
@@ -124,12 +132,21 @@ def _header(status: DemoStatus, width: int, note_lines: int) -> list[Text]:
     first.append(": expects ", style="cyan")
     first.append(status.expected_stage, style="bold cyan")
     first.truncate(width, overflow="ellipsis")
+    # Until the window has filled, the verdicts still weigh what came before the phase: said first.
+    filling = (
+        f"window filling {status.phase_seen_seconds:.0f}/{status.window_seconds:.0f}s, verdicts settling · "
+        if status.window_filling
+        else ""
+    )
     secondary = f"secondary {', '.join(status.secondary_stages)} · " if status.secondary_stages else ""
-    note = secondary + status.note
+    note = filling + secondary + status.note
     wrapped = textwrap.wrap(note, width - 2)
     if len(wrapped) > note_lines:
         wrapped = wrapped[: note_lines - 1] + [crop(" ".join(wrapped[note_lines - 1 :]), width - 2)]
-    return [first] + [Text("  " + line, style="dim") for line in wrapped]
+    lines = [Text("  " + line, style="dim") for line in wrapped]
+    if filling and lines:
+        lines[0].stylize("yellow", 2, 2 + len(filling.rstrip(" ·")))
+    return [first] + lines
 
 
 def _table(engines: list[_EngineView], reading: ExporterReading, width: int) -> list[Text]:
@@ -342,6 +359,10 @@ def plain_line(status: DemoStatus, reading: ExporterReading, diagnosis: dict[str
         f"t={status.simulated_seconds:.0f}s",
         f"phase={status.phase}",
         f"expected={status.expected_stage}",
+    ]
+    if status.window_filling:
+        fields.append(f"window_filling={status.phase_seen_seconds:.0f}/{status.window_seconds:.0f}s")
+    fields += [
         f"engines={len(engines)}",
         f"primary={primary or MISSING}",
     ]

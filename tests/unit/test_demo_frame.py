@@ -165,6 +165,19 @@ def test_the_frame_draws_in_a_terminal_console_within_its_size():
     assert len(exported) <= 24 and max(cell_len(line) for line in exported) <= 80
 
 
+def test_until_the_window_fills_the_frame_says_the_verdicts_are_settling():
+    """The first ~minute of a phase still weighs the previous one (the exporter's 60 s window): the
+    expected secondary stage leading there is the window, not a wrong verdict, and the frame says so."""
+    filling = _screen(80, 24, phase_seen_seconds=25.0, window_seconds=60.0)
+    assert filling[1].startswith("  window filling 25/60s, verdicts settling · secondary kv_cache_capacity")
+    assert len(filling) <= 24 and max(cell_len(line) for line in filling) <= 80
+    line = plain_line(_status(phase_seen_seconds=25.0, window_seconds=60.0), _reading(), _diagnosis())
+    assert " window_filling=25/60s " in line
+    filled = _status(phase_seen_seconds=60.0, window_seconds=60.0)
+    assert "window" not in "\n".join(_screen(80, 24, phase_seen_seconds=60.0, window_seconds=60.0)[:3])
+    assert "window_filling" not in plain_line(filled, _reading(), _diagnosis())
+
+
 def test_plain_mode_is_one_line_per_frame_without_escape_sequences():
     line = plain_line(_status(), _reading(), _diagnosis())
     assert "\n" not in line and "\x1b" not in line
