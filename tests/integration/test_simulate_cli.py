@@ -199,9 +199,12 @@ def test_demo_runs_for_its_duration_and_stops_everything(tmp_path):
     assert len(frames) >= 3, done.stdout  # 20 s at a 5 s refresh
     # the RDMA rate needs two collections: "–" (never "-") until then
     frame = re.compile(
-        r"t=\d+s phase=baseline expected=none engines=8 primary=\S+ .*dram=0\.\d\d.* rdma_tx=(0\.00|–)(\s|$)"
+        r"t=\d+s phase=baseline expected=none( window_filling=\d+/60s)? engines=8 primary=\S+ .*dram=0\.\d\d.*"
+        r" rdma_tx=(0\.00|–)(\s|$)"
     )
     assert all(frame.match(line) for line in frames), frames
+    # 20 s of the exporter's 60 s window: the verdicts are still settling, and every line says so
+    assert all(re.search(r" window_filling=\d/60s| window_filling=[1-3]\d/60s", line) for line in frames), frames
     assert re.search(r" rdma_tx=0\.00(\s|$)", frames[-1]), frames[-1]
     with socket.socket() as probe:  # the exporter subprocess is gone: its port is free again
         probe.bind(("127.0.0.1", port))
