@@ -78,6 +78,7 @@ class DeltaWindow:
             return None
         if self._changes > len(self._entries):
             self._total = self._folded()
+            self._changes = 0
         return tuple(self._total)
 
     def _folded(self) -> list[float]:
