@@ -254,20 +254,26 @@ class History:
 
     def node_range(self, attr: str, seconds: float) -> tuple[float, float] | None:
         """(mean of the lowest, mean of the highest) node-wide reading of GPU ratio `attr` over the
-        last `seconds`: no unattributed GPU's own mean lies outside it."""
-        if not self.points:
-            return None
-        start = self.points[-1][0] - seconds
-        lows: list[float] = []
-        highs: list[float] = []
-        for t, point in reversed(self.points):
-            if t < start:
-                break
-            bounds = point.node_gpu_range.get(attr)
-            if bounds is not None:
-                lows.append(bounds[0])
-                highs.append(bounds[1])
-        return (fmean(lows), fmean(highs)) if lows else None
+        last `seconds`: no unattributed GPU's own mean lies outside it. Remembered for the round
+        like the other answers: every stage asks it of every engine."""
+        key = ("node_range", attr, seconds)
+        if key in self._answers:
+            return self._answers[key]  # type: ignore[return-value]
+        found: tuple[float, float] | None = None
+        if self.points:
+            start = self.points[-1][0] - seconds
+            lows: list[float] = []
+            highs: list[float] = []
+            for t, point in reversed(self.points):
+                if t < start:
+                    break
+                bounds = point.node_gpu_range.get(attr)
+                if bounds is not None:
+                    lows.append(bounds[0])
+                    highs.append(bounds[1])
+            found = (fmean(lows), fmean(highs)) if lows else None
+        self._answers[key] = found
+        return found
 
     def rate(self, attr: str, seconds: float) -> float | None:
         """Per-second increase of a counter over the last `seconds`, Prometheus-style on resets."""
