@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 from exporter.budget import CARDINALITY, cap_target, keep_known_first
 from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
 from exporter.model import EngineReading, Histogram, Metric, QuantileSummary, Sample
-from exporter.promtext import NAMES_HEAD_CHARS, ParsedSamples, WantedParser
+from exporter.promtext import NAMES_HEAD_CHARS, LineCache, ParsedSamples, WantedParser
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
@@ -65,6 +65,7 @@ class EngineSource(Source):
         self._lifetime_baseline = lifetime_baseline
         self._mapping: EngineMapping | None = MAPPINGS[target.type] if target.type else None
         self._session = SameOriginSession() if target.follow_redirects else NoRedirectSession()
+        self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
         self._session.auth = authorizer(target.auth)
         self._shown_url = redact(target.url)
         self._windows: dict[tuple[str, str], DeltaWindow] = {}
@@ -134,7 +135,14 @@ class EngineSource(Source):
             # a payload that declares the families from one that is not this engine's any more.
             head = NAMES_HEAD_CHARS if self._mapping is None else KNOWN_TYPE_HEAD_CHARS
             known = self._mapping is not None
-            parser = WantedParser(wanted, limits.max_series, limits.max_label_value_length, head, names_on_demand=known)
+            parser = WantedParser(
+                wanted,
+                limits.max_series,
+                limits.max_label_value_length,
+                head,
+                names_on_demand=known,
+                line_cache=self._line_cache,
+            )
             feed_parser(body, parser, self._shown_url)
         mapping = self._mapping or detect(parser.names)
         if mapping is None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from exporter.catalogue import QUANTILES
 from exporter.model import Histogram, Metric, QuantileSummary, Sample
-from exporter.promtext import NAMES_HEAD_CHARS, ParsedSamples, WantedParser
+from exporter.promtext import NAMES_HEAD_CHARS, LineCache, ParsedSamples, WantedParser
 from exporter.settings import GatewayTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.gateways import MAPPINGS, detect
@@ -54,6 +54,7 @@ class GatewaySource(Source):
         self._lifetime_baseline = lifetime_baseline
         self._mapping: GatewayMapping | None = MAPPINGS[target.type] if target.type else None
         self._session = SameOriginSession()
+        self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
         self._session.auth = authorizer(target.auth)
         self._shown_url = redact(target.url)
         self._windows: dict[str, DeltaWindow] = {}
@@ -83,7 +84,9 @@ class GatewaySource(Source):
         wanted = self._mapping.wanted() if self._mapping else _EVERY_WANTED
         with open_body(self._session, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
             head = NAMES_HEAD_CHARS if self._mapping is None else KNOWN_TYPE_HEAD_CHARS
-            parser = WantedParser(wanted, limits.max_series, limits.max_label_value_length, head)
+            parser = WantedParser(
+                wanted, limits.max_series, limits.max_label_value_length, head, line_cache=self._line_cache
+            )
             feed_parser(body, parser, self._shown_url)
         mapping = self._mapping or detect(parser.names)
         if mapping is None or not mapping.matches(parser.names):

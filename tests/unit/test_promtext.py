@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.promtext import ParsedSamples, TooManySeries, parse_wanted, sample_names
+from exporter.promtext import LineCache, ParsedSamples, TooManySeries, parse_wanted, sample_names
 from exporter.sources.engines import MAPPINGS
 from tests.support import ENGINE_FIXTURES
 
@@ -264,3 +264,70 @@ def test_arbitrary_bytes_decoded_with_replacement_never_raise_but_too_many_serie
     sample_names(text)
     if parsed is not None:
         assert set(parsed) == set(_WANTED)
+
+
+# --- the line cache: a target's series parsed once, the same answers every round ----------------
+
+
+def _parse_or_cap_with(text: str, cache: LineCache | None) -> ParsedSamples | str:
+    try:
+        return parse_wanted(text, _WANTED, max_series=3, line_cache=cache)
+    except TooManySeries as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(_STRUCTURED_NOISE, _STRUCTURED_NOISE)
+def test_a_warm_line_cache_parses_exactly_as_no_cache(before: str, text: str) -> None:
+    # Whatever earlier rounds left in the cache (another payload, this one), a round's answer and
+    # its refusals are the parse's own: NaN compared as the same value.
+    cache = LineCache()
+    _parse_or_cap_with(before, cache)
+    expected = _parse_or_cap_with(text, None)
+    for _ in range(2):
+        got = _parse_or_cap_with(text, cache)
+        assert repr(got) == repr(expected)
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+def test_every_capture_reads_the_same_through_the_cache_and_is_served_from_it(capture: Path) -> None:
+    text = capture.read_text()
+    expected = parse_wanted(text, EVERY_WANTED)
+    cache = LineCache()
+    assert repr(parse_wanted(text, EVERY_WANTED, line_cache=cache)) == repr(expected)
+    cached = dict(cache.heads)
+    assert repr(parse_wanted(text, EVERY_WANTED, line_cache=cache)) == repr(expected)
+    assert cache.heads == cached  # the second round parsed nothing anew
+    assert len(cached) >= sum(len(series) for series in expected.values()) // 2 or not expected
+
+
+def test_a_cached_series_takes_each_rounds_new_value() -> None:
+    cache = LineCache()
+    first = parse_wanted('a_total{m="x"} 1\na_total{m="y"} 2\n', ["a_total"], line_cache=cache)
+    second = parse_wanted('a_total{m="x"} 5\na_total{m="y"} 2\n', ["a_total"], line_cache=cache)
+    assert first == {"a_total": {(("m", "x"),): 1.0, (("m", "y"),): 2.0}}
+    assert second == {"a_total": {(("m", "x"),): 5.0, (("m", "y"),): 2.0}}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'a_total{m="x"} 3 ',  # a trailing space: the value is not the line's last token
+        'a_total{m="x"} 3 1700000000000',  # a timestamp
+        'a_total{m="x"} 3 # {trace_id="t"} 0.5',  # an exemplar
+    ],
+)
+def test_lines_that_do_not_end_in_their_value_are_never_served_from_the_cache(line: str) -> None:
+    cache = LineCache()
+    for _ in range(3):
+        assert parse_wanted(line + "\n", ["a_total"], line_cache=cache) == {"a_total": {(("m", "x"),): 3.0}}
+    assert cache.heads == {}
+
+
+def test_the_cache_is_bounded_in_entries_and_head_length() -> None:
+    cache = LineCache(entries=4, head_chars=40)
+    text = "".join(f'a_total{{m="{i}"}} 1\n' for i in range(10)) + f'a_total{{m="{"v" * 60}"}} 1\n'
+    parsed = parse_wanted(text, ["a_total"], line_cache=cache)
+    assert len(parsed["a_total"]) == 11
+    assert 0 < len(cache.heads) <= 4  # cleared when full, not grown
+    assert all(len(head) <= 40 for head in cache.heads)
