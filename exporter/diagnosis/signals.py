@@ -185,9 +185,14 @@ class History:
         self._times: dict[str, deque[float]] = {attr: deque() for attr in _NUMERIC}
         self._values: dict[str, deque[float]] = {attr: deque() for attr in _NUMERIC}
         self._answers: dict[tuple[str, str, float], object] = {}
+        #: when a point last carried node-wide GPU ranges: an engine with GPUs of its own (or a
+        #: node without GPUs) has none, and node_range need not walk its window to find that out
+        self._node_ranges_seen = -math.inf
 
     def add(self, now: float, inputs: EngineInputs) -> None:
         self.points.append((now, inputs))
+        if inputs.node_gpu_range:
+            self._node_ranges_seen = now
         while self.points and self.points[0][0] < now - self.horizon_seconds:
             self.points.popleft()
         oldest = self.points[0][0]  # what the horizon or max_points kept
@@ -260,7 +265,7 @@ class History:
         if key in self._answers:
             return self._answers[key]  # type: ignore[return-value]
         found: tuple[float, float] | None = None
-        if self.points:
+        if self.points and self._node_ranges_seen >= self.points[-1][0] - seconds:
             start = self.points[-1][0] - seconds
             lows: list[float] = []
             highs: list[float] = []
