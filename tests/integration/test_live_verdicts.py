@@ -46,6 +46,7 @@ LIVE_INCIDENT_SECONDS = 120.0
 WINDOW_SECONDS = 60.0  # the exporter's quantile window (exporter_settings: max(60, 4 x interval))
 INTERVAL_SECONDS = 5.0
 POLL_SECONDS = 5.0
+MAX_MISSES = 12
 
 
 def compressed(name: str) -> tuple[str, float]:
@@ -71,6 +72,9 @@ class LiveRun:
     #: the same reads from a second `serve` started with plain CLI flags and no GPU attribution
     plain_reads: list[tuple[str, bool, list[str]]] = field(default_factory=list)
     plain_evidence: list[list[str]] = field(default_factory=list)  # per engine, at the last read
+    #: why reads went wrong: the first MAX_MISSES evaluated engine reads off the phase's expected
+    #: stage, per exporter ("config" or "plain"), with the engine's evidence at that read
+    misses: list[dict[str, object]] = field(default_factory=list)
     expected: dict[str, str] = field(default_factory=dict)
     error: str = ""
 
@@ -147,6 +151,7 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
         _wait_for(f"http://127.0.0.1:{exporter_port}/healthz", exporter, 60)
         _wait_for(f"http://127.0.0.1:{plain_port}/healthz", plain, 60)
         started: float | None = None
+        wall_started = 0.0
         run.expected = {p.name: p.expected_stage for p in node.scenario.phases}
         deadline = time.monotonic() + end + 60.0  # the live part is shorter than `end`: warmup is fast-forwarded
         while time.monotonic() < deadline:
@@ -158,10 +163,28 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
             except requests.RequestException:
                 continue  # a read lost to a busy host is not a verdict
             now = float(index["simulated_seconds"])
-            started = now if started is None else started
+            if started is None:
+                started, wall_started = now, time.monotonic()
             phase = index["phase"]
             since = now - max(float(phase["start_seconds"]), started)
-            run.reads.append((phase["name"], since >= WINDOW_SECONDS, [e["primary"] for e in report["engines"]]))
+            evaluated = since >= WINDOW_SECONDS
+            run.reads.append((phase["name"], evaluated, [e["primary"] for e in report["engines"]]))
+            expected = run.expected.get(phase["name"])
+            for role, document in (("config", report), ("plain", plain_report)):
+                for engine in document["engines"] if evaluated else ():
+                    if engine["primary"] != expected and len(run.misses) < MAX_MISSES:
+                        run.misses.append(
+                            {
+                                "at": round(now),
+                                # simulated seconds behind the wall clock since the first read
+                                "sim_lag_s": round(time.monotonic() - wall_started - (now - started), 1),
+                                "exporter": role,
+                                "engine": engine["engine"],
+                                "primary": engine["primary"],
+                                "scores": {k: round(v, 2) for k, v in engine.get("scores", {}).items() if v >= 0.1},
+                                "evidence": engine["evidence"],
+                            }
+                        )
             plain_primaries = [e["primary"] for e in plain_report["engines"]]
             run.plain_reads.append((phase["name"], since >= WINDOW_SECONDS, plain_primaries))
             run.plain_evidence = [e["evidence"] for e in plain_report["engines"]]
@@ -205,7 +228,7 @@ def test_each_phase_reads_its_expected_stage_live(live_runs: dict[str, LiveRun],
         plain_fraction, _ = share(run, phase, plain=True)
         print(f"{name}/{phase}: {fraction:.0%} of {count} engine reads {expected}; plain flags {plain_fraction:.0%}")
         floor = 0.95 if expected == "none" else 0.85
-        detail = json.dumps([r for r in run.reads if r[0] == phase])
+        detail = json.dumps([r for r in run.reads if r[0] == phase]) + "; misses: " + json.dumps(run.misses, indent=1)
         assert count > 0, f"{name}/{phase}: no evaluated reads: {detail}"
         assert fraction >= floor, f"{name}/{phase}: {fraction:.0%} read {expected} (need {floor:.0%}): {detail}"
 
@@ -227,6 +250,8 @@ def test_plain_flags_never_let_unattributed_gpus_decide(live_runs: dict[str, Liv
     for phase, expected in run.expected.items():
         fraction, count = share(run, phase, plain=True)
         floor = 0.95 if expected == "none" else 0.85
-        detail = json.dumps([r for r in run.plain_reads if r[0] == phase])
+        detail = (
+            json.dumps([r for r in run.plain_reads if r[0] == phase]) + "; misses: " + json.dumps(run.misses, indent=1)
+        )
         assert count > 0, f"{name}/{phase}: no evaluated plain-flags reads: {detail}"
         assert fraction >= floor, f"{name}/{phase}: plain flags {fraction:.0%} read {expected}: {detail}"

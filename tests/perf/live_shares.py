@@ -14,6 +14,7 @@ once, as in CI, so the machine is as busy as there.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -41,6 +42,7 @@ def main() -> int:
     parser.add_argument(
         "--scenarios", nargs="+", choices=builtin_names(), default=None, help="only these (default: all, at once)"
     )
+    parser.add_argument("--misses", action="store_true", help="print the first reads off the expected stage")
     args = parser.parse_args()
     names = args.scenarios or builtin_names()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -60,6 +62,8 @@ def main() -> int:
                     f"{seed:>4} {run.name + '/' + phase:<42}{expected:<26}{fraction:>6.0%}{count:>6}{plain:>7.0%}"
                     f"  {others(run, phase)}"
                 )
+            for miss in run.misses[:3] if args.misses else ():
+                print(f"       miss: {json.dumps(miss)}")
         print(f"     load average after seed {seed}: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
         sys.stdout.flush()
     return 0
