@@ -314,7 +314,12 @@ CATALOGUE: dict[str, MetricSpec] = {
             "Retransmission events (timeouts, sequence errors, RNR retries).",
             RDMA_LABELS,
         ),
-        _spec("llm_rdma_port_errors_total", "counter", "Port error counters by kind.", RDMA_LABELS + ("kind",)),
+        _spec(
+            "llm_rdma_port_errors_total",
+            "counter",
+            "Port error counters by kind, read every 4th collection.",
+            RDMA_LABELS + ("kind",),
+        ),
         _spec(
             "llm_rdma_port_info",
             "gauge",

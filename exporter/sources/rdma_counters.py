@@ -182,17 +182,27 @@ UTILIZATION = (
 )
 
 
-def _wanted_files() -> dict[str, frozenset[str]]:
-    """Every counter file the mapping below reads, by directory: the rest are not read at all."""
-    components = [c for kind in ERROR_KINDS.values() for c in kind]
-    components += [c for sources in TRAFFIC.values() for c in sources]
-    components += [("hw_counters", name) for _, name in CONGESTION]
-    components += [("hw_counters", name) for name in RETRANSMISSION_COUNTERS]
-    components += [("counters", name) for name in PMA_COUNTER_WIDTHS]  # saturation, port_xmit_wait
-    wanted: dict[str, set[str]] = {}
+def _by_directory(components: list[tuple[str, str]]) -> dict[str, frozenset[str]]:
+    wanted: dict[str, set[str]] = {directory: set() for directory in ("counters", "counters_ext", "hw_counters")}
     for directory, name in components:
-        wanted.setdefault(directory, set()).add(name)
+        wanted[directory].add(name)
     return {directory: frozenset(names) for directory, names in wanted.items()}
 
 
-WANTED_FILES = _wanted_files()
+#: The counter files read on every collection: what moves from second to second and feeds the
+#: diagnosis' rates (traffic and utilization, transmit wait, congestion, retransmissions).
+FAST_FILES = _by_directory(
+    [c for sources in TRAFFIC.values() for c in sources]
+    + [("counters", "port_xmit_wait")]
+    + [("hw_counters", name) for _, name in CONGESTION]
+    + [("hw_counters", name) for name in RETRANSMISSION_COUNTERS]
+)
+
+#: Every counter file the mapping reads, by directory: the rest are not read at all. The ones not
+#: in `FAST_FILES` (error counters, the other PMA counters' saturation) are read every few
+#: collections only.
+WANTED_FILES = _by_directory(
+    [c for kind in ERROR_KINDS.values() for c in kind]
+    + [(directory, name) for directory, names in FAST_FILES.items() for name in names]
+    + [("counters", name) for name in PMA_COUNTER_WIDTHS]
+)

@@ -86,23 +86,39 @@ def class_path(sysfs: str) -> str:
 #: directory not named is read whole
 Wanted = Mapping[str, frozenset[str]]
 
+#: a port's own attribute files (`netdev` stands for the GID table / parent lookup behind it)
+PORT_ATTRIBUTES = frozenset({"state", "phys_state", "rate", "link_layer", "netdev"})
 
-def read_infiniband_class(sysfs: str, wanted: Wanted | None = None) -> list[InfiniBandDevice]:
+
+def read_infiniband_class(
+    sysfs: str,
+    wanted: Wanted | None = None,
+    attributes: frozenset[str] = PORT_ATTRIBUTES,
+    device_info: bool = True,
+) -> list[InfiniBandDevice]:
     """Every device under `<sysfs>/class/infiniband`, sorted by name; [] when there is none.
 
-    `wanted` limits the counter files read to those a caller uses: on a real HCA every counters/
-    read is a MAD to the firmware, and each file costs a few syscalls here either way.
+    `wanted` limits the counter files read to those a caller uses, `attributes` the port's own
+    files (of `PORT_ATTRIBUTES`) and `device_info` the device's fw_ver, board_id and hca_type: on a
+    real HCA every counters/ read is a MAD to the firmware, and each file costs a few syscalls here
+    either way.
     """
     root = class_path(sysfs)
     devices = []
     for name in _list_dir(root):
-        device = read_device(os.path.join(root, name), name, wanted)
+        device = read_device(os.path.join(root, name), name, wanted, attributes, device_info)
         if device is not None:
             devices.append(device)
     return devices
 
 
-def read_device(path: str, name: str, wanted: Wanted | None = None) -> InfiniBandDevice | None:
+def read_device(
+    path: str,
+    name: str,
+    wanted: Wanted | None = None,
+    attributes: frozenset[str] = PORT_ATTRIBUTES,
+    device_info: bool = True,
+) -> InfiniBandDevice | None:
     """One device and its ports; None when the device is gone."""
     ports_dir = os.path.join(path, "ports")
     try:
@@ -112,28 +128,45 @@ def read_device(path: str, name: str, wanted: Wanted | None = None) -> InfiniBan
     ports = []
     for entry in entries:
         if entry.isdigit():
-            port = read_port(os.path.join(ports_dir, entry), name, int(entry), wanted)
+            port = read_port(os.path.join(ports_dir, entry), name, int(entry), wanted, attributes)
             if port is not None:
                 ports.append(port)
-    fw_ver, board_id, hca_type = (_read_text(os.path.join(path, f), []) for f in ("fw_ver", "board_id", "hca_type"))
+    fw_ver = board_id = hca_type = None
+    if device_info:
+        fw_ver, board_id, hca_type = (_read_text(os.path.join(path, f), []) for f in ("fw_ver", "board_id", "hca_type"))
     if not os.path.isdir(ports_dir):
         return None
     return InfiniBandDevice(name, fw_ver, board_id, hca_type, tuple(ports))
 
 
-def read_port(path: str, device: str, port: int, wanted: Wanted | None = None) -> InfiniBandPort | None:
-    """One port's files; None when the port directory vanished while it was being read."""
+def read_port(
+    path: str,
+    device: str,
+    port: int,
+    wanted: Wanted | None = None,
+    attributes: frozenset[str] = PORT_ATTRIBUTES,
+    listed: bool = True,
+) -> InfiniBandPort | None:
+    """One port's files; None when the port directory vanished while it was being read.
+
+    Attribute files left out of `attributes` read as None; a counter directory whose wanted set is
+    empty is not opened. Each counter directory is listed and only the wanted names it holds are
+    opened (a driver has a third of the names the mapping knows), unless `listed` is False: the
+    wanted names come from an earlier listing, and are opened without one.
+    """
     unreadable: list[str] = []
-    state = _parsed(path, "state", parse_state, unreadable)
-    phys_state = _parsed(path, "phys_state", parse_state, unreadable)
-    rate = _parsed(path, "rate", parse_rate, unreadable)
-    link_layer = _read_text(os.path.join(path, "link_layer"), unreadable, "link_layer")
-    wanted = wanted or {}
-    counters = _read_counters(path, "counters", unreadable, wanted.get("counters"))
-    counters_ext = _read_counters(path, "counters_ext", unreadable, wanted.get("counters_ext"))
-    hw_counters = _read_counters(path, "hw_counters", unreadable, wanted.get("hw_counters"))
+    state = _parsed(path, "state", parse_state, unreadable) if "state" in attributes else None
+    phys_state = _parsed(path, "phys_state", parse_state, unreadable) if "phys_state" in attributes else None
+    rate = _parsed(path, "rate", parse_rate, unreadable) if "rate" in attributes else None
+    link_layer = None
+    if "link_layer" in attributes:
+        link_layer = _read_text(os.path.join(path, "link_layer"), unreadable, "link_layer")
+    counters, counters_ext, hw_counters = (
+        _read_counters(path, directory, unreadable, (wanted or {}).get(directory), listed)
+        for directory in ("counters", "counters_ext", "hw_counters")
+    )
     lifespan = hw_counters.pop("lifespan", None)
-    netdev = _netdev(path, link_layer)
+    netdev = _netdev(path, link_layer) if "netdev" in attributes else None
     if not os.path.isdir(path):
         return None
     return InfiniBandPort(
@@ -181,20 +214,28 @@ def _netdev(port_path: str, link_layer: str | None) -> str | None:
 
 
 def _read_counters(
-    port_path: str, directory: str, unreadable: list[str], wanted: frozenset[str] | None = None
+    port_path: str, directory: str, unreadable: list[str], wanted: frozenset[str] | None = None, listed: bool = True
 ) -> dict[str, int]:
     """The directory's counters (only the `wanted` ones, when given), in name order.
 
-    Files are opened relative to the directory (`dir_fd`): no path to join and walk per file, and
-    with `wanted` no listing either, a name that is not there is simply absent.
+    Files are opened relative to the directory (`dir_fd`): no path to join and walk per file. The
+    directory is listed unless `listed` is False, when the `wanted` names are opened as they are
+    and a name that is not there is simply absent.
     """
     values: dict[str, int] = {}
+    if wanted is not None and not wanted:
+        return values
     try:
         directory_fd = os.open(os.path.join(port_path, directory), os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return values
     try:
-        names = sorted(wanted) if wanted is not None else sorted(os.listdir(directory_fd))
+        if wanted is None:
+            names = sorted(os.listdir(directory_fd))
+        elif listed:
+            names = sorted(wanted.intersection(os.listdir(directory_fd)))
+        else:
+            names = sorted(wanted)
         for name in names:
             text = _read_raw(name, directory_fd)
             if text is None:

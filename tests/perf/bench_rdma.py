@@ -10,8 +10,11 @@ counters/ files and all 31 port hw_counters/ files (tests/sysfs_trees.bench_tree
 
 On a real host every counters/ read is a MAD to the firmware, which costs both sides the same; on a
 tmpfs tree the figures compare the userspace work. node_exporter 1.5 (Debian) does not read
-hw_counters at all, so it reads 21 files per port where we read 50 (every file the mapping uses;
-none other). The two are timed in turn, round by round, so a change in machine load hits both.
+hw_counters at all, so it reads 24 files per port (21 counters, 3 of the port's, and the device's 3)
+every scrape. We read the 44 files the mapping uses on a full read, every `FULL_READ_EVERY`-th
+collection, and the 13 fast-moving ones in between: the budget compares the mean cost per
+collection, full and fast reads together, with node_exporter's mean. The two are timed in turn,
+round by round, so a change in machine load hits both.
 
     python tests/perf/bench_rdma.py [--devices N] [--rounds N]
 """
@@ -32,7 +35,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from exporter.sources.rdma import WANTED_FILES, RdmaSource  # noqa: E402
+from exporter.sources.rdma import FULL_READ_EVERY, WANTED_FILES, RdmaSource  # noqa: E402
 from exporter.sysfs.infiniband import read_infiniband_class  # noqa: E402
 from tests.support import free_port  # noqa: E402
 from tests.sysfs_trees import bench_tree  # noqa: E402
@@ -53,7 +56,10 @@ def timed(function, rounds: int) -> tuple[list[float], list[float]]:  # type: ig
 def describe(label: str, seconds: list[float]) -> str:
     ordered = sorted(seconds)
     p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-    return f"{label:<52} median {statistics.median(seconds) * 1e3:7.3f} ms   p99 {p99 * 1e3:7.3f} ms"
+    return (
+        f"{label:<52} mean {statistics.fmean(seconds) * 1e3:7.3f} ms   "
+        f"median {statistics.median(seconds) * 1e3:7.3f} ms   p99 {p99 * 1e3:7.3f} ms"
+    )
 
 
 class NodeExporter:
@@ -131,15 +137,22 @@ def bench(tree: Path, rounds: int) -> None:
         f"({first} on the first collection, before windows exist)"
     )
     print(describe("ours: RdmaSource.collect, wall", walls))
+    # the first collection (index 0 of `source`) was full: so are those whose count is a multiple
+    full = [w for i, w in enumerate(walls) if (i + 1) % FULL_READ_EVERY == 0]
+    fast = [w for i, w in enumerate(walls) if (i + 1) % FULL_READ_EVERY != 0]
+    print(describe(f"ours: full reads (1 in {FULL_READ_EVERY}), wall", full))
+    print(describe("ours: fast reads, wall", fast))
     print(describe("ours: RdmaSource.collect, CPU", cpus))
     print(describe("ours: read_infiniband_class alone, wall", reads))
     if node is not None:
         print(f"node_exporter exports {series} node_infiniband_* samples")
         print(describe("node_exporter: infiniband collector (its own timing)", theirs))
         print(describe("node_exporter: whole HTTP scrape, wall", their_walls))
-        ratio = statistics.median(walls) / statistics.median(theirs)
+        ratio = statistics.fmean(walls) / statistics.fmean(theirs)
         verdict = "holds" if ratio <= 1.0 else "MISSED"
-        print(f"ours / node_exporter's collector (median wall): {ratio:.2f}; budget <= 1: {verdict}")
+        median_ratio = statistics.median(walls) / statistics.median(theirs)
+        print(f"ours / node_exporter's collector, median wall: {median_ratio:.2f} (a fast read's)")
+        print(f"ours / node_exporter's collector, mean wall per collection: {ratio:.2f}; budget <= 1: {verdict}")
 
 
 def main() -> int:

@@ -1,9 +1,11 @@
 """The RDMA source: fixture trees mapped to `llm_rdma_port_*`, and a live tree the tests advance
 between collections (steady traffic, a 32-bit wrap, a saturated counter, a port going DOWN, a
-device disappearing, a file becoming unreadable)."""
+device disappearing, a file becoming unreadable), and the read cadence: every file on a full read,
+the fast-moving ones in between."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -102,7 +104,7 @@ def test_a_port_without_pma_keeps_its_link_series(tmp_path: Path) -> None:
 
 
 def test_roce_port_congestion_retransmission_and_error_kinds(live: LiveTree) -> None:
-    metrics = RdmaSource(str(live.root), 60).collect(0.0)
+    metrics = RdmaSource(str(live.root), 60, full_read_every=1).collect(0.0)
     assert value(metrics, "llm_rdma_port_cnp_handled_total", "mlx5_0") == 3400
     assert value(metrics, "llm_rdma_port_cnp_sent_total", "mlx5_0") == 1200
     assert value(metrics, "llm_rdma_port_ecn_marked_packets_total", "mlx5_0") == 5000
@@ -140,7 +142,7 @@ def test_soft_roce_packets_and_retransmissions_come_from_hw_counters(tmp_path: P
             "send_rnr_err": 8,
         },
     )
-    metrics = RdmaSource(str(tmp_path), 60).collect(0.0)
+    metrics = RdmaSource(str(tmp_path), 60, full_read_every=1).collect(0.0)
     assert value(metrics, "llm_rdma_port_transmit_packets_total", "rxe0") == 1000
     assert value(metrics, "llm_rdma_port_receive_packets_total", "rxe0") == 900
     assert value(metrics, "llm_rdma_port_retransmissions_total", "rxe0") == 4 + 3  # rcvd_seq_err leads into the retry
@@ -153,12 +155,12 @@ def test_soft_roce_packets_and_retransmissions_come_from_hw_counters(tmp_path: P
 
 
 def test_no_utilization_before_a_second_collection(live: LiveTree) -> None:
-    metrics = RdmaSource(str(live.root), 60).collect(0.0)
+    metrics = RdmaSource(str(live.root), 60, full_read_every=1).collect(0.0)
     assert value(metrics, "llm_rdma_port_transmit_utilization_ratio", "mlx5_0") is None
 
 
 def test_steady_traffic_utilization_matches_the_arithmetic(live: LiveTree) -> None:
-    source = RdmaSource(str(live.root), 60)
+    source = RdmaSource(str(live.root), 60, full_read_every=1)
     source.collect(100.0)
     for step in (1, 2, 3):
         # 5 s at 2 GB/s out and 12.5 GB/s in on a 25 GB/s (200 Gb/s) link; sysfs counts words.
@@ -171,7 +173,7 @@ def test_steady_traffic_utilization_matches_the_arithmetic(live: LiveTree) -> No
 
 
 def test_utilization_covers_only_the_window(live: LiveTree) -> None:
-    source = RdmaSource(str(live.root), window_seconds=5)
+    source = RdmaSource(str(live.root), window_seconds=5, full_read_every=1)
     source.collect(0.0)
     live.add("mlx5_0", "counters/port_xmit_data", 25_000_000_000 * 5 // 4)  # 5 s at line rate
     assert value(source.collect(5.0), "llm_rdma_port_transmit_utilization_ratio", "mlx5_0") == pytest.approx(1.0)
@@ -180,7 +182,7 @@ def test_utilization_covers_only_the_window(live: LiveTree) -> None:
 
 
 def test_utilization_never_exceeds_one(live: LiveTree) -> None:
-    source = RdmaSource(str(live.root), 60)
+    source = RdmaSource(str(live.root), 60, full_read_every=1)
     source.collect(0.0)
     live.add("mlx5_0", "counters/port_xmit_data", 25_000_000_000 * 5 // 4 + 1_000_000)
     assert value(source.collect(5.0), "llm_rdma_port_transmit_utilization_ratio", "mlx5_0") == 1.0
@@ -192,7 +194,7 @@ def test_utilization_never_exceeds_one(live: LiveTree) -> None:
 def test_a_32_bit_hw_counter_wrap_is_an_increase_not_a_reset(live: LiveTree) -> None:
     live.set("mlx5_0", "hw_counters/local_ack_timeout_err", U32 - 6)
     live.set("mlx5_0", "hw_counters/out_of_buffer", U32 - 1)
-    source = RdmaSource(str(live.root), 60)
+    source = RdmaSource(str(live.root), 60, full_read_every=1)
     before = source.collect(0.0)
     retrans_before = value(before, "llm_rdma_port_retransmissions_total", "mlx5_0")
     assert retrans_before == (U32 - 6) + 13 + 17 + 19
@@ -204,7 +206,7 @@ def test_a_32_bit_hw_counter_wrap_is_an_increase_not_a_reset(live: LiveTree) -> 
 
 
 def test_a_small_decrease_is_a_reset_not_a_wrap(live: LiveTree) -> None:
-    source = RdmaSource(str(live.root), 60)
+    source = RdmaSource(str(live.root), 60, full_read_every=1)
     before = value(source.collect(0.0), "llm_rdma_port_retransmissions_total", "mlx5_0")
     live.set("mlx5_0", "hw_counters/local_ack_timeout_err", 4)  # was 11: counters were cleared
     after = value(source.collect(5.0), "llm_rdma_port_retransmissions_total", "mlx5_0")
@@ -222,7 +224,7 @@ def test_a_64_bit_hw_counter_never_wraps_at_32_bits(tmp_path: Path) -> None:
     # rxe's duplicate_request is 64-bit: once seen above 2^32 a decrease is a reset.
     write_port(tmp_path, "rxe0", hw_counters={"duplicate_request": U32 + 10})
     tree = LiveTree(tmp_path)
-    source = RdmaSource(str(tmp_path), 60)
+    source = RdmaSource(str(tmp_path), 60, full_read_every=1)
     source.collect(0.0)
     tree.set("rxe0", "hw_counters/duplicate_request", U32 + 20)
     source.collect(5.0)
@@ -232,7 +234,7 @@ def test_a_64_bit_hw_counter_never_wraps_at_32_bits(tmp_path: Path) -> None:
 
 def test_a_saturated_data_counter_is_flagged_and_not_a_rate(live: LiveTree) -> None:
     live.set("mlx5_0", "counters/port_xmit_data", U32 - 1)  # legacy 32-bit PMA, clamped
-    source = RdmaSource(str(live.root), 60)
+    source = RdmaSource(str(live.root), 60, full_read_every=1)
     source.collect(0.0)
     live.add("mlx5_0", "counters/port_rcv_data", 25_000_000_000 * 5 // 4 // 2)
     metrics = source.collect(5.0)
@@ -245,7 +247,7 @@ def test_a_saturated_data_counter_is_flagged_and_not_a_rate(live: LiveTree) -> N
 def test_a_saturated_legacy_data_counter_gives_way_to_counters_ext(live: LiveTree) -> None:
     live.set("mlx5_0", "counters/port_xmit_data", U32 - 1)
     live.set("mlx5_0", "counters_ext/port_xmit_data_64", 6_000_000_000)
-    source = RdmaSource(str(live.root), 60)
+    source = RdmaSource(str(live.root), 60, full_read_every=1)
     assert value(source.collect(0.0), "llm_rdma_port_transmit_bytes_total", "mlx5_0") == 24_000_000_000
     live.add("mlx5_0", "counters_ext/port_xmit_data_64", 25_000_000_000 * 5 // 4 // 4)
     metrics = source.collect(5.0)
@@ -255,7 +257,7 @@ def test_a_saturated_legacy_data_counter_gives_way_to_counters_ext(live: LiveTre
 
 def test_a_saturated_error_counter_is_flagged_and_its_kind_stays_monotonic(live: LiveTree) -> None:
     live.set("mlx5_0", "counters/symbol_error", 65535)  # 16-bit PMA counter at its maximum
-    source = RdmaSource(str(live.root), 60)
+    source = RdmaSource(str(live.root), 60, full_read_every=1)
     first = source.collect(0.0)
     assert value(first, "llm_rdma_port_counter_saturated", "mlx5_0", counter="symbol_error") == 1.0
     assert value(first, "llm_rdma_port_errors_total", "mlx5_0", kind="link") == 65535
@@ -267,7 +269,7 @@ def test_a_saturated_error_counter_is_flagged_and_its_kind_stays_monotonic(live:
 
 
 def test_a_port_going_down_reports_up_0_and_no_utilization(live: LiveTree) -> None:
-    source = RdmaSource(str(live.root), 60)
+    source = RdmaSource(str(live.root), 60, full_read_every=1)
     source.collect(0.0)
     live.set("mlx5_0", "state", "1: DOWN")
     live.set("mlx5_0", "phys_state", "3: Disabled")
@@ -282,7 +284,7 @@ def test_a_device_disappearing_leaves_the_others_exported(tmp_path: Path) -> Non
     roce_mlx5_tree(tmp_path)
     write_port(tmp_path, "mlx5_1", counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS, netdev="ens1f1np1")
     tree = LiveTree(tmp_path)
-    source = RdmaSource(str(tmp_path), 60)
+    source = RdmaSource(str(tmp_path), 60, full_read_every=1)
     assert value(source.collect(0.0), "llm_rdma_port_up", "mlx5_1") == 1.0
     tree.remove_device("mlx5_1")
     metrics = source.collect(5.0)
@@ -292,7 +294,7 @@ def test_a_device_disappearing_leaves_the_others_exported(tmp_path: Path) -> Non
 
 
 def test_a_file_becoming_unreadable_omits_only_that_counter(live: LiveTree) -> None:
-    source = RdmaSource(str(live.root), 60)
+    source = RdmaSource(str(live.root), 60, full_read_every=1)
     source.collect(0.0)
     live.make_unreadable("mlx5_0", "counters/port_xmit_data")
     live.make_unreadable("mlx5_0", "hw_counters/local_ack_timeout_err")
@@ -306,7 +308,7 @@ def test_a_file_becoming_unreadable_omits_only_that_counter(live: LiveTree) -> N
 
 
 def test_a_counter_readable_again_adds_its_increase_over_the_gap(live: LiveTree) -> None:
-    source = RdmaSource(str(live.root), 60)
+    source = RdmaSource(str(live.root), 60, full_read_every=1)
     source.collect(0.0)
     live.make_unreadable("mlx5_0", "counters/port_xmit_data")
     live.make_unreadable("mlx5_0", "hw_counters/local_ack_timeout_err")
@@ -322,7 +324,7 @@ def test_a_counter_readable_again_adds_its_increase_over_the_gap(live: LiveTree)
 
 
 def test_the_class_directory_vanishing_is_a_source_error(live: LiveTree) -> None:
-    source = RdmaSource(str(live.root), 60)
+    source = RdmaSource(str(live.root), 60, full_read_every=1)
     source.collect(0.0)
     live.remove_device("mlx5_0")
     (live.root / "class/infiniband").rmdir()
@@ -334,7 +336,7 @@ def test_the_class_directory_vanishing_is_a_source_error(live: LiveTree) -> None
 def test_every_sample_is_in_the_catalogue_with_its_labels(live: LiveTree) -> None:
     from exporter.catalogue import CATALOGUE
 
-    source = RdmaSource(str(live.root), 60)
+    source = RdmaSource(str(live.root), 60, full_read_every=1)
     source.collect(0.0)
     live.add("mlx5_0", "counters/port_xmit_data", 1000)
     live.set("mlx5_0", "counters/symbol_error", 65535)
@@ -362,3 +364,150 @@ def test_no_counter_feeds_two_sums() -> None:
     components = [("hw_counters", n) for n in RETRANSMISSION_COUNTERS]
     components += [c for kind in ERROR_KINDS.values() for c in kind]
     assert len(components) == len(set(components))
+
+
+# --- read cadence: every file every few collections, the fast-moving ones in between ------------
+
+
+def _opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names `exporter.sysfs.infiniband` asks os.open for (a name within a directory, or a path)."""
+    import exporter.sysfs.infiniband as reader
+
+    names: list[str] = []
+    real_open = reader.os.open
+
+    def recording_open(path: str, flags: int, *args: object, **kwargs: object) -> int:
+        names.append(os.path.basename(path))
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reader.os, "open", recording_open)
+    return names
+
+
+def test_between_full_reads_only_the_fast_files_the_port_has_are_opened(
+    live: LiveTree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exporter.sources.rdma_counters import ERROR_KINDS, FAST_FILES
+
+    source = RdmaSource(str(live.root), 60, full_read_every=4)
+    opened = _opened(monkeypatch)
+    source.collect(0.0)
+    full = set(opened)
+    assert {"symbol_error", "out_of_buffer", "rate", "link_layer"} <= full
+    assert not {"phys_state", "fw_ver", "board_id", "hca_type"} & full  # read, never mapped
+    opened.clear()
+    source.collect(5.0)
+    fast_names = {name for names in FAST_FILES.values() for name in names}
+    has = set(ROCE_COUNTERS) | set(ROCE_HW_COUNTERS)
+    assert set(opened) <= (fast_names & has) | {"state", "counters", "hw_counters"}, set(opened)
+    assert {"port_xmit_data", "port_xmit_wait", "np_cnp_sent", "local_ack_timeout_err", "state"} <= set(opened)
+    error_names = {name for kind in ERROR_KINDS.values() for _, name in kind} - fast_names
+    assert not error_names & set(opened)
+    assert len(opened) < len(full) / 2, (len(opened), len(full))
+    opened.clear()
+    source.collect(10.0)
+    source.collect(15.0)
+    opened.clear()
+    source.collect(20.0)  # the fourth collection after the first full read is full again
+    assert set(opened) == full
+
+
+def test_traffic_moves_every_collection_and_errors_at_the_next_full_read(live: LiveTree) -> None:
+    source = RdmaSource(str(live.root), 60, full_read_every=4)
+    first = source.collect(0.0)
+    link_errors = value(first, "llm_rdma_port_errors_total", "mlx5_0", kind="link")
+    assert link_errors is not None
+    live.add("mlx5_0", "counters/symbol_error", 7)
+    for step in (1, 2, 3):
+        live.add("mlx5_0", "counters/port_xmit_data", 1000)
+        live.add("mlx5_0", "hw_counters/local_ack_timeout_err", 2)
+        metrics = source.collect(5.0 * step)
+        assert value(metrics, "llm_rdma_port_transmit_bytes_total", "mlx5_0") == 1_000_000_000 + 4000 * step
+        assert value(metrics, "llm_rdma_port_retransmissions_total", "mlx5_0") == 60 + 2 * step
+        assert value(metrics, "llm_rdma_port_errors_total", "mlx5_0", kind="link") == link_errors
+        assert value(metrics, "llm_rdma_port_up", "mlx5_0") == 1.0
+        assert value(metrics, "llm_rdma_port_link_rate_bytes_per_second", "mlx5_0") == 25e9
+    metrics = source.collect(20.0)
+    assert value(metrics, "llm_rdma_port_errors_total", "mlx5_0", kind="link") == link_errors + 7
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_each_full_read_agrees_with_a_source_that_reads_every_file_every_time(tmp_path: Path, seed: int) -> None:
+    """Counters advancing at random (through a 32-bit wrap too): at every full read the two
+    sources export the same series, and in between the same fast-moving ones."""
+    import random
+
+    from exporter.sources.rdma_counters import ERROR_KINDS, FAST_FILES
+
+    ERROR_KINDS_FILES = [c for kind in ERROR_KINDS.values() for c in kind]
+    roce_mlx5_tree(tmp_path)
+    write_port(tmp_path, "mlx5_1", counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS, netdev="ens1f1np1")
+    tree = LiveTree(tmp_path)
+    tree.set("mlx5_1", "hw_counters/out_of_sequence", U32 - 50)
+    every, cadenced = RdmaSource(str(tmp_path), 30, full_read_every=1), RdmaSource(str(tmp_path), 30)
+    has = {("counters", n) for n in ROCE_COUNTERS} | {("hw_counters", n) for n in ROCE_HW_COUNTERS}
+    files = sorted(({(d, n) for d, names in FAST_FILES.items() for n in names} | set(ERROR_KINDS_FILES)) & has)
+    rng = random.Random(seed)
+    fast_families = {
+        "llm_rdma_port_transmit_bytes_total",
+        "llm_rdma_port_transmit_utilization_ratio",
+        "llm_rdma_port_retransmissions_total",
+        "llm_rdma_port_cnp_sent_total",
+        "llm_rdma_port_transmit_wait_total",
+        "llm_rdma_port_up",
+    }
+    for index in range(13):
+        for _ in range(rng.randint(1, 6)):
+            directory, name = rng.choice(files)
+            device = rng.choice(["mlx5_0", "mlx5_1"])
+            path = tree.port_dir(device) / directory / name
+            current = int(path.read_text())
+            wraps = name == "out_of_sequence" and current >= U32 - 100
+            tree.set(device, f"{directory}/{name}", (current + 60) % U32 if wraps else current + rng.randint(1, 9))
+        now = 5.0 * index
+        reference, read = series(every.collect(now)), series(cadenced.collect(now))
+        if index % 4 == 0:
+            assert read == reference, index
+        else:
+            assert {k: v for k, v in read.items() if k[0] in fast_families} == {
+                k: v for k, v in reference.items() if k[0] in fast_families
+            }, index
+
+
+def test_a_port_gone_between_full_reads_is_gone_at_once_and_a_new_one_waits_for_the_next(tmp_path: Path) -> None:
+    roce_mlx5_tree(tmp_path)
+    write_port(tmp_path, "mlx5_1", counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS, netdev="ens1f1np1")
+    tree = LiveTree(tmp_path)
+    source = RdmaSource(str(tmp_path), 60, full_read_every=4)
+    assert value(source.collect(0.0), "llm_rdma_port_up", "mlx5_1") == 1.0
+    tree.remove_device("mlx5_1")
+    write_port(tmp_path, "mlx5_2", counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS, netdev="ens2f0np0")
+    for step in (1, 2, 3):
+        metrics = source.collect(5.0 * step)
+        assert names_for(metrics, "mlx5_1") == set()
+        assert names_for(metrics, "mlx5_2") == set()
+        assert value(metrics, "llm_rdma_port_transmit_bytes_total", "mlx5_0") == 1_000_000_000
+    assert value(source.collect(20.0), "llm_rdma_port_up", "mlx5_2") == 1.0
+
+
+def test_a_fast_file_unreadable_between_full_reads_is_absent_not_its_old_value(live: LiveTree) -> None:
+    source = RdmaSource(str(live.root), 60, full_read_every=4)
+    source.collect(0.0)
+    live.make_unreadable("mlx5_0", "counters/port_xmit_data")
+    live.set("mlx5_0", "state", "1: DOWN")
+    metrics = source.collect(5.0)
+    assert value(metrics, "llm_rdma_port_transmit_bytes_total", "mlx5_0") is None
+    assert value(metrics, "llm_rdma_port_up", "mlx5_0") == 0.0
+    (live.port_dir("mlx5_0") / "counters/port_xmit_data").rmdir()
+    live.set("mlx5_0", "counters/port_xmit_data", 250_000_000 + 100)
+    metrics = source.collect(10.0)
+    assert value(metrics, "llm_rdma_port_transmit_bytes_total", "mlx5_0") == 1_000_000_000 + 400
+
+
+def test_the_help_text_and_the_docs_say_how_often_errors_are_read() -> None:
+    from exporter.catalogue import CATALOGUE
+    from exporter.sources.rdma import FULL_READ_EVERY
+
+    assert f"every {FULL_READ_EVERY}th collection" in CATALOGUE["llm_rdma_port_errors_total"].help
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "rdma-and-host.md").read_text(encoding="utf-8")
+    assert f"every {FULL_READ_EVERY}th collection" in docs
