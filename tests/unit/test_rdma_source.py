@@ -52,6 +52,13 @@ def live(tmp_path: Path) -> LiveTree:
     return LiveTree(roce_mlx5_tree(tmp_path))
 
 
+def two_port_tree(root: Path) -> LiveTree:
+    """The live tree's mlx5_0 and a second device, mlx5_1, alike."""
+    roce_mlx5_tree(root)
+    write_port(root, "mlx5_1", counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS, netdev="ens1f1np1")
+    return LiveTree(root)
+
+
 # --- the upstream captures ---------------------------------------------------------------------
 
 
@@ -281,9 +288,7 @@ def test_a_port_going_down_reports_up_0_and_no_utilization(live: LiveTree) -> No
 
 
 def test_a_device_disappearing_leaves_the_others_exported(tmp_path: Path) -> None:
-    roce_mlx5_tree(tmp_path)
-    write_port(tmp_path, "mlx5_1", counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS, netdev="ens1f1np1")
-    tree = LiveTree(tmp_path)
+    tree = two_port_tree(tmp_path)
     source = RdmaSource(str(tmp_path), 60, full_read_every=1)
     assert value(source.collect(0.0), "llm_rdma_port_up", "mlx5_1") == 1.0
     tree.remove_device("mlx5_1")
@@ -440,9 +445,7 @@ def test_each_full_read_agrees_with_a_source_that_reads_every_file_every_time(tm
     from exporter.sources.rdma_counters import ERROR_KINDS, FAST_FILES
 
     ERROR_KINDS_FILES = [c for kind in ERROR_KINDS.values() for c in kind]
-    roce_mlx5_tree(tmp_path)
-    write_port(tmp_path, "mlx5_1", counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS, netdev="ens1f1np1")
-    tree = LiveTree(tmp_path)
+    tree = two_port_tree(tmp_path)
     tree.set("mlx5_1", "hw_counters/out_of_sequence", U32 - 50)
     every, cadenced = RdmaSource(str(tmp_path), 30, full_read_every=1), RdmaSource(str(tmp_path), 30)
     has = {("counters", n) for n in ROCE_COUNTERS} | {("hw_counters", n) for n in ROCE_HW_COUNTERS}
@@ -475,9 +478,7 @@ def test_each_full_read_agrees_with_a_source_that_reads_every_file_every_time(tm
 
 
 def test_a_port_gone_between_full_reads_is_gone_at_once_and_a_new_one_waits_for_the_next(tmp_path: Path) -> None:
-    roce_mlx5_tree(tmp_path)
-    write_port(tmp_path, "mlx5_1", counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS, netdev="ens1f1np1")
-    tree = LiveTree(tmp_path)
+    tree = two_port_tree(tmp_path)
     source = RdmaSource(str(tmp_path), 60, full_read_every=4)
     assert value(source.collect(0.0), "llm_rdma_port_up", "mlx5_1") == 1.0
     tree.remove_device("mlx5_1")
