@@ -14,7 +14,7 @@ keeps them honest (shared/research/rdma-counters.md has the sources for each rul
   exposition through the sums below, which add wrap-aware increments, so a wrap is not a reset
   and the sums never go down while the exporter runs (a component that is unreadable for a while
   adds its whole increment when it comes back).
-- Utilization is the byte increase over the window (`DeltaWindow`, fed with already-monotonic
+- Utilization is the byte increase over the window (`RateWindow`, fed with already-monotonic
   values) divided by elapsed time and by the link rate, only for ACTIVE ports.
 - Not every file is read every collection (issue #23: at most node_exporter's cost on the same
   tree). Every `full_read_every`-th collection reads every file the mapping uses and lists the
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from dataclasses import dataclass, field
 
 from exporter.model import Metric, Sample
@@ -52,7 +53,6 @@ from exporter.sysfs.infiniband import (
     read_infiniband_class,
     read_port,
 )
-from exporter.window import DeltaWindow
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,32 @@ def saturated_counters(port: InfiniBandPort) -> list[str]:
     return result
 
 
+class RateWindow:
+    """The per-second increase of a never-decreasing value over the last `window_seconds`.
+
+    What `DeltaWindow` gives for one monotonic counter with the clock beside it (the increments
+    observed within the window, over the seconds they cover), kept as the first and last points:
+    the byte counters here are already freed of wraps and resets, so no per-entry sums are needed.
+    """
+
+    def __init__(self, window_seconds: float, max_points: int = 4096) -> None:
+        self.window_seconds = window_seconds
+        self._points: deque[tuple[float, float]] = deque(maxlen=max_points)
+
+    def observe(self, now: float, value: float) -> float | None:
+        """Record `value` at `now`; the rate over the window, None until it holds an increment."""
+        points = self._points
+        points.append((now, value))
+        horizon = now - self.window_seconds
+        # an increment counts while the point it ends at is inside the window
+        while len(points) > 1 and points[1][0] <= horizon:
+            points.popleft()
+        (first_time, first), (last_time, last) = points[0], points[-1]
+        if len(points) < 2 or last_time <= first_time:
+            return None
+        return (last - first) / (last_time - first_time)
+
+
 @dataclass(frozen=True, slots=True)
 class _StaticPart:
     """A port's samples and facts made of a full read's files that fast reads do not open."""
@@ -112,7 +138,7 @@ class _PortState:
     last: dict[tuple[str, str], int] = field(default_factory=dict)
     wide: set[tuple[str, str]] = field(default_factory=set)  # seen above 2^32-1: not a 32-bit counter
     sums: dict[str, float] = field(default_factory=dict)
-    windows: dict[str, DeltaWindow] = field(default_factory=dict)
+    windows: dict[str, RateWindow] = field(default_factory=dict)
     cumulative: dict[str, float] = field(default_factory=dict)
     #: what the last full read made of the files a fast read does not open
     static: _StaticPart | None = None
@@ -263,16 +289,10 @@ class RdmaSource(Source):
         """Per-second increase over the window, from increments already freed of wraps and resets."""
         window = state.windows.get(family)
         if window is None:
-            window = state.windows[family] = DeltaWindow(self.window_seconds)
+            window = state.windows[family] = RateWindow(self.window_seconds)
         cumulative = state.cumulative.get(family, 0.0) + (increment or 0)
         state.cumulative[family] = cumulative
-        # The clock rides along as a second counter, so the window's total says how many seconds
-        # its increments cover.
-        window.observe(now, (now, cumulative))
-        totals = window.total()
-        if totals is None or totals[0] <= 0:
-            return None
-        return totals[1] / totals[0]
+        return window.observe(now, cumulative)
 
     def _log_unreadable(self, port: InfiniBandPort) -> None:
         """One line per port naming the files newly found unreadable (not one per file: a

@@ -237,7 +237,7 @@ def _read_counters(
         else:
             names = sorted(wanted)
         for name in names:
-            text = _read_raw(name, directory_fd)
+            text = _read_bytes(name, directory_fd)  # int() takes the bytes as they are
             if text is None:
                 if _exists_at(directory_fd, name):  # there, but not readable; absent is silent
                     unreadable.append(f"{directory}/{name}")
@@ -285,6 +285,16 @@ def _read_text(path: str, unreadable: list[str], label: str | None = None) -> st
 
 
 def _read_raw(path: str, directory_fd: int | None = None) -> str | None:
+    data = _read_bytes(path, directory_fd)
+    if data is None:
+        return None
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _read_bytes(path: str, directory_fd: int | None = None) -> bytes | None:
     # os.open/os.read: a sysfs attribute is one small page, and this is several times cheaper than
     # open(); it matters at ~60 files per port. `directory_fd`: `path` is a name in that directory.
     try:
@@ -292,15 +302,11 @@ def _read_raw(path: str, directory_fd: int | None = None) -> str | None:
     except OSError:
         return None
     try:
-        data = os.read(fd, 4096)
+        return os.read(fd, 4096)
     except OSError:
         return None
     finally:
         os.close(fd)
-    try:
-        return data.decode("ascii")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
 
 
 def _list_dir(path: str) -> list[str]:

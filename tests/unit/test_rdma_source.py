@@ -512,3 +512,27 @@ def test_the_help_text_and_the_docs_say_how_often_errors_are_read() -> None:
     assert f"every {FULL_READ_EVERY}th collection" in CATALOGUE["llm_rdma_port_errors_total"].help
     docs = (Path(__file__).resolve().parents[2] / "docs" / "rdma-and-host.md").read_text(encoding="utf-8")
     assert f"every {FULL_READ_EVERY}th collection" in docs
+
+
+@given(
+    window=st.floats(1, 120),
+    steps=st.lists(st.tuples(st.floats(0.01, 40), st.integers(0, 10**12)), min_size=1, max_size=60),
+)
+def test_the_rate_window_gives_what_a_delta_window_with_the_clock_beside_it_gives(
+    window: float, steps: list[tuple[float, int]]
+) -> None:
+    from exporter.sources.rdma import RateWindow
+    from exporter.window import DeltaWindow
+
+    rate_window, reference = RateWindow(window), DeltaWindow(window)
+    now, value = 1000.0, 0.0
+    for gap, increment in steps:
+        now, value = now + gap, value + increment
+        rate = rate_window.observe(now, value)
+        reference.observe(now, (now, value))
+        totals = reference.total()
+        expected = None if totals is None or totals[0] <= 0 else totals[1] / totals[0]
+        if expected is None:
+            assert rate is None
+        else:
+            assert rate == pytest.approx(expected, rel=1e-9, abs=1e-6)
