@@ -126,6 +126,32 @@ class DeltaWindow:
         return self._entries[-1][0] - self._starts[0]
 
 
+class RateWindow:
+    """The per-second increase of a never-decreasing value over the last `window_seconds`.
+
+    What `DeltaWindow` gives for one monotonic counter with the clock beside it (the increments
+    observed within the window, over the seconds they cover), kept as the first and last points:
+    the byte counters here are already freed of wraps and resets, so no per-entry sums are needed.
+    """
+
+    def __init__(self, window_seconds: float, max_points: int = 4096) -> None:
+        self.window_seconds = window_seconds
+        self._points: deque[tuple[float, float]] = deque(maxlen=max_points)
+
+    def observe(self, now: float, value: float) -> float | None:
+        """Record `value` at `now`; the rate over the window, None until it holds an increment."""
+        points = self._points
+        points.append((now, value))
+        horizon = now - self.window_seconds
+        # an increment counts while the point it ends at is inside the window
+        while len(points) > 1 and points[1][0] <= horizon:
+            points.popleft()
+        (first_time, first), (last_time, last) = points[0], points[-1]
+        if len(points) < 2 or last_time <= first_time:
+            return None
+        return (last - first) / (last_time - first_time)
+
+
 def histogram_quantile(q: float, bounds: Sequence[float], cumulative: Sequence[float]) -> float:
     """Prometheus' histogram_quantile on one histogram: linear interpolation inside the bucket.
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import deque
 from dataclasses import dataclass, field
 
 from exporter.model import Metric, Sample
@@ -53,6 +52,7 @@ from exporter.sysfs.infiniband import (
     read_infiniband_class,
     read_port,
 )
+from exporter.window import RateWindow
 
 log = logging.getLogger(__name__)
 
@@ -91,32 +91,6 @@ def saturated_counters(port: InfiniBandPort) -> list[str]:
         if width is not None and raw == (1 << width) - 1:
             result.append(name)
     return result
-
-
-class RateWindow:
-    """The per-second increase of a never-decreasing value over the last `window_seconds`.
-
-    What `DeltaWindow` gives for one monotonic counter with the clock beside it (the increments
-    observed within the window, over the seconds they cover), kept as the first and last points:
-    the byte counters here are already freed of wraps and resets, so no per-entry sums are needed.
-    """
-
-    def __init__(self, window_seconds: float, max_points: int = 4096) -> None:
-        self.window_seconds = window_seconds
-        self._points: deque[tuple[float, float]] = deque(maxlen=max_points)
-
-    def observe(self, now: float, value: float) -> float | None:
-        """Record `value` at `now`; the rate over the window, None until it holds an increment."""
-        points = self._points
-        points.append((now, value))
-        horizon = now - self.window_seconds
-        # an increment counts while the point it ends at is inside the window
-        while len(points) > 1 and points[1][0] <= horizon:
-            points.popleft()
-        (first_time, first), (last_time, last) = points[0], points[-1]
-        if len(points) < 2 or last_time <= first_time:
-            return None
-        return (last - first) / (last_time - first_time)
 
 
 @dataclass(frozen=True, slots=True)

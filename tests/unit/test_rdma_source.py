@@ -521,8 +521,7 @@ def test_the_help_text_and_the_docs_say_how_often_errors_are_read() -> None:
 def test_the_rate_window_gives_what_a_delta_window_with_the_clock_beside_it_gives(
     window: float, steps: list[tuple[float, int]]
 ) -> None:
-    from exporter.sources.rdma import RateWindow
-    from exporter.window import DeltaWindow
+    from exporter.window import DeltaWindow, RateWindow
 
     rate_window, reference = RateWindow(window), DeltaWindow(window)
     now, value = 1000.0, 0.0
