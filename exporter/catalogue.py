@@ -317,7 +317,7 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec(
             "llm_rdma_port_errors_total",
             "counter",
-            "Port error counters by kind, read every 4th collection.",
+            "Port error counters by kind, read every 6th collection.",
             RDMA_LABELS + ("kind",),
         ),
         _spec(

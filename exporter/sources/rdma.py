@@ -58,8 +58,8 @@ log = logging.getLogger(__name__)
 
 _ACTIVE = 4  # IB_PORT_ACTIVE
 _U32 = 1 << 32
-#: collections per full read (at the default 5 s interval: errors and link attributes every 20 s)
-FULL_READ_EVERY = 4
+#: collections per full read (at the default 5 s interval: errors and link attributes every 30 s)
+FULL_READ_EVERY = 6
 #: the port files a full read takes: phys_state is not mapped
 _FULL_ATTRIBUTES = frozenset({"state", "rate", "link_layer", "netdev"})
 _FAST_ATTRIBUTES = frozenset({"state"})

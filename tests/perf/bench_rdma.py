@@ -10,9 +10,10 @@ counters/ files and all 31 port hw_counters/ files (tests/sysfs_trees.bench_tree
 
 On a real host every counters/ read is a MAD to the firmware, which costs both sides the same; on a
 tmpfs tree the figures compare the userspace work. node_exporter 1.5 (Debian) does not read
-hw_counters at all, so it reads 24 files per port (21 counters, 3 of the port's, and the device's 3)
-every scrape. We read the 44 files the mapping uses on a full read, every `FULL_READ_EVERY`-th
-collection, and the 13 fast-moving ones in between: the budget compares the mean cost per
+hw_counters at all: every scrape it reads a port's 21 counters/ files, its state, phys_state and
+rate, and the device's fw_ver, board_id and hca_type. We read the 42 files the mapping uses on a
+full read, every `FULL_READ_EVERY`-th collection, and the state and 12 fast-moving counters in
+between: the budget compares the mean cost per
 collection, full and fast reads together, with node_exporter's mean. The two are timed in turn,
 round by round, so a change in machine load hits both.
 

@@ -442,6 +442,7 @@ def test_each_full_read_agrees_with_a_source_that_reads_every_file_every_time(tm
     sources export the same series, and in between the same fast-moving ones."""
     import random
 
+    from exporter.sources.rdma import FULL_READ_EVERY
     from exporter.sources.rdma_counters import ERROR_KINDS, FAST_FILES
 
     ERROR_KINDS_FILES = [c for kind in ERROR_KINDS.values() for c in kind]
@@ -459,7 +460,7 @@ def test_each_full_read_agrees_with_a_source_that_reads_every_file_every_time(tm
         "llm_rdma_port_transmit_wait_total",
         "llm_rdma_port_up",
     }
-    for index in range(13):
+    for index in range(3 * FULL_READ_EVERY + 1):
         for _ in range(rng.randint(1, 6)):
             directory, name = rng.choice(files)
             device = rng.choice(["mlx5_0", "mlx5_1"])
@@ -469,7 +470,7 @@ def test_each_full_read_agrees_with_a_source_that_reads_every_file_every_time(tm
             tree.set(device, f"{directory}/{name}", (current + 60) % U32 if wraps else current + rng.randint(1, 9))
         now = 5.0 * index
         reference, read = series(every.collect(now)), series(cadenced.collect(now))
-        if index % 4 == 0:
+        if index % FULL_READ_EVERY == 0:
             assert read == reference, index
         else:
             assert {k: v for k, v in read.items() if k[0] in fast_families} == {
