@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from exporter.model import Metric, Sample
@@ -144,9 +145,10 @@ class _PortState:
 
 @dataclass(frozen=True, slots=True)
 class _FullRead:
-    """A port as the last full read found it, and what the collections until the next one read."""
+    """A port the last full read found, and what the collections until the next one read of it."""
 
-    port: InfiniBandPort
+    device: str
+    port: int
     path: str
     #: the `FAST_FILES` the port has (present or unreadable): the only files a fast read opens
     plan: Wanted
@@ -196,7 +198,7 @@ class RdmaSource(Source):
         ]
         self._full = {
             (port.device, port.port): _FullRead(
-                port, os.path.join(root, port.device, "ports", str(port.port)), _fast_plan(port)
+                port.device, port.port, os.path.join(root, port.device, "ports", str(port.port)), _fast_plan(port)
             )
             for port in ports
         }
@@ -208,9 +210,7 @@ class RdmaSource(Source):
         forgotten until a full read finds it again."""
         ports = []
         for known in self._full.values():
-            fresh = read_port(
-                known.path, known.port.device, known.port.port, known.plan, _FAST_ATTRIBUTES, listed=False
-            )
+            fresh = read_port(known.path, known.device, known.port, known.plan, _FAST_ATTRIBUTES, listed=False)
             if fresh is not None:
                 ports.append(fresh)
         return ports
@@ -314,17 +314,26 @@ def _utilization(labels: dict[str, str], rates: dict[str, float], link_rate: flo
 def _fast_plan(port: InfiniBandPort) -> Wanted:
     """The `FAST_FILES` this port has: read, or there but unreadable (so that it can recover)."""
     unreadable = set(port.unreadable)
-    values = {"counters": port.counters, "counters_ext": port.counters_ext, "hw_counters": port.hw_counters}
     return {
-        directory: frozenset(n for n in names if n in values[directory] or f"{directory}/{n}" in unreadable)
+        directory: frozenset(n for n in names if n in _in(port, directory) or f"{directory}/{n}" in unreadable)
         for directory, names in FAST_FILES.items()
     }
 
 
+def _in(port: InfiniBandPort, directory: str) -> Mapping[str, int]:
+    """The port's values from one counter directory ("counters", "counters_ext", "hw_counters")."""
+    if directory == "counters":
+        return port.counters
+    if directory == "hw_counters":
+        return port.hw_counters
+    if directory == "counters_ext":
+        return port.counters_ext
+    raise KeyError(directory)
+
+
 def _value(port: InfiniBandPort, component: tuple[str, str]) -> int | None:
     directory, name = component
-    values = {"counters": port.counters, "counters_ext": port.counters_ext, "hw_counters": port.hw_counters}[directory]
-    return values.get(name)
+    return _in(port, directory).get(name)
 
 
 def _pick(
