@@ -11,8 +11,10 @@ values and duplicate series (the last one wins, as a later write would in a TSDB
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
+from operator import itemgetter
 
 LabelKey = tuple[tuple[str, str], ...]
 ParsedSamples = dict[str, dict[LabelKey, float]]
@@ -147,29 +149,103 @@ LINE_CACHE_HEAD_CHARS = 256
 
 
 class LineCache:
-    """What one target's wanted lines parsed to, by the line's text before its value, kept from
-    one scrape of that target to the next.
+    """What one target's wanted lines parsed to, kept from one scrape of that target to the next.
 
-    An engine exposes the same series every round with new values, so from the second scrape on
-    a wanted line costs a split at its last space and a dict lookup, not the label parse (~3 us
-    a line in Python; ~100 lines in a vLLM scrape). Only lines of one value (no timestamp, no
-    exemplar) are kept, so the head alone decides what the line parses to; the cache is cleared
-    when full, so a target whose label sets churn costs what it did without one.
+    An engine exposes the same series every round with new values. From the second scrape on a
+    wanted line costs a split at its last space and a dict lookup (`heads`, by the line's text
+    before its value), not the label parse (~3 us a line in Python; ~100 lines in a vLLM scrape).
+    And when a scrape's wanted lines have exactly the last scrape's heads, in order, the whole
+    answer comes from `plan` (a `ScrapePlan`): the lines' values in, the dicts built in C, no
+    Python turn per line. Only lines of one value (no timestamp, no exemplar) are kept, so the
+    head alone decides what the line parses to; `heads` is cleared when full, and a scrape with
+    more wanted lines than `entries` (or heads longer than `plan_chars` in all) leaves no plan, so
+    a target whose label sets churn costs what it did without a cache.
     """
 
     def __init__(self, entries: int = LINE_CACHE_ENTRIES, head_chars: int = LINE_CACHE_HEAD_CHARS) -> None:
         self.heads: dict[str, tuple[str, LabelKey]] = {}
         self.entries = entries
         self.head_chars = head_chars
+        self.plan: ScrapePlan | None = None
 
-    def remember(self, line: str, name: str, labels: LabelKey, value_token: str) -> None:
-        """Keep `line`'s head if the line ends in its value (not in a space, not in more)."""
+    def remember(self, line: str, name: str, labels: LabelKey, value_token: str) -> str | None:
+        """`line`'s head if the line ends in its value (not in a space, not in more), else None;
+        kept in `heads` if it is short enough (a plan may hold a longer one, see `plan_chars`)."""
         head, _, tail = line.rpartition(" ")
-        if tail.strip() != value_token or len(head) > self.head_chars:
-            return
-        if len(self.heads) >= self.entries:
-            self.heads.clear()
-        self.heads[head] = (name, labels)
+        if tail.strip() != value_token:
+            return None
+        if len(head) <= self.head_chars:
+            if len(self.heads) >= self.entries:
+                self.heads.clear()
+            self.heads[head] = (name, labels)
+        return head
+
+    @property
+    def plan_chars(self) -> int:
+        """The most characters of heads a plan holds: what `heads` may hold, so a plan costs no
+        more than the cache does (an engine's info line, a thousand characters of labels, fits)."""
+        return self.entries * self.head_chars
+
+
+@dataclass(frozen=True)
+class ScrapePlan:
+    """A scrape's wanted lines by head, in order, and where each one's value goes: the answer of
+    the next scrape whose lines have the same heads, with that scrape's values.
+
+    Made from a scrape the slow path read in full in which every wanted line was one of the
+    cache's (one value, a short head) and none was skipped, for the same wanted names and caps, so
+    a scrape it answers would have parsed, been counted and passed the caps just the same.
+    """
+
+    wanted: frozenset[str]
+    max_series: int | None
+    max_label_value_length: int | None
+    heads: list[str]
+    series: int
+    #: per wanted name that had lines: its label sets, in first-seen order with repeats, and the
+    #: positions of their values among the scrape's lines
+    names: tuple[tuple[str, tuple[LabelKey, ...], Callable[[Sequence[float]], tuple[float, ...]]], ...]
+
+    def fits(self, wanted: frozenset[str], max_series: int | None, max_label_value_length: int | None) -> bool:
+        return (wanted, max_series, max_label_value_length) == (
+            self.wanted,
+            self.max_series,
+            self.max_label_value_length,
+        )
+
+    @classmethod
+    def of(
+        cls,
+        lines: Sequence[tuple[str, str, LabelKey]],
+        series: int,
+        wanted: frozenset[str],
+        max_series: int | None,
+        max_label_value_length: int | None,
+    ) -> ScrapePlan:
+        """From the (head, name, labels) of each wanted line, in order."""
+        by_name: dict[str, tuple[list[LabelKey], list[int]]] = {}
+        for index, (_, name, labels) in enumerate(lines):
+            keys, positions = by_name.setdefault(name, ([], []))
+            keys.append(labels)
+            positions.append(index)
+        names = tuple((name, tuple(keys), picker(positions)) for name, (keys, positions) in by_name.items())
+        heads = [head for head, _, _ in lines]
+        return cls(wanted, max_series, max_label_value_length, heads, series, names)
+
+    def answer(self, values: Sequence[float], result: ParsedSamples) -> None:
+        """Fill `result` (every wanted name, empty) with this scrape's values: a repeated label set
+        keeps its last value, as the slow path's later write does."""
+        for name, keys, pick in self.names:
+            result[name] = dict(zip(keys, pick(values)))
+
+
+def picker(positions: Sequence[int]) -> Callable[[Sequence[float]], tuple[float, ...]]:
+    """The values at `positions`, as a tuple, picked in C (itemgetter alone returns a bare value
+    for one position)."""
+    if len(positions) == 1:
+        (position,) = positions
+        return lambda values: (values[position],)
+    return itemgetter(*positions)
 
 
 class WantedParser:
@@ -177,7 +253,10 @@ class WantedParser:
 
     Only wanted series are held (counted as they come, refused past `max_series`), and, for the
     first `names_head_chars` characters, the distinct names seen (at most MAX_NAMES), which engine
-    detection needs; nothing else of the payload outlives its block.
+    detection needs; nothing else of the payload outlives its block. With a line cache whose plan
+    fits, wanted lines are only gathered (no more than the plan has) and answered from the plan at
+    the end if their heads are the plan's; the first difference sends what was gathered, and the
+    rest, through the line-by-line path.
     """
 
     def __init__(
@@ -194,7 +273,7 @@ class WantedParser:
         self._lines = _wanted_lines(self._wanted)
         self._max_series = max_series
         self._max_label_value_length = max_label_value_length
-        self.result: ParsedSamples = {name: {} for name in self._wanted}
+        self._result: ParsedSamples = {name: {} for name in self._wanted}
         self.series = 0
         self._names: set[str] = set()
         self._names_budget = names_head_chars
@@ -202,6 +281,14 @@ class WantedParser:
         # `names` is asked for, which a source whose engine type is known does only when the
         # payload had none of its samples; scanning every head for names was ~40 % of a parse.
         self._head: list[str] | None = [] if names_on_demand else None
+        plan = line_cache.plan if line_cache is not None else None
+        self._plan = plan if plan is not None and plan.fits(self._wanted, max_series, max_label_value_length) else None
+        #: the lines gathered for the plan so far
+        self._gathered: list[str] = []
+        #: the line-by-line path's (head, name, labels) of every line, for the next plan; None once
+        #: a line was skipped or is not one the cache keeps
+        self._taken: list[tuple[str, str, LabelKey]] | None = [] if line_cache is not None else None
+        self._finished = False
 
     @property
     def names(self) -> set[str]:
@@ -212,6 +299,14 @@ class WantedParser:
                 budget = _add_names(block, self._names, budget)
             self._head = []
         return self._names
+
+    @property
+    def result(self) -> ParsedSamples:
+        """{wanted name: {label set: value}} of what was fed; read once feeding is over."""
+        if not self._finished:
+            self._finished = True
+            self._finish()
+        return self._result
 
     def feed(self, block: str) -> bool:
         """Parse one block of whole lines; False once `# EOF` was seen (the rest is not to be read)."""
@@ -224,14 +319,57 @@ class WantedParser:
                 self._head.append(block[: self._names_budget - kept])
         elif self._names_budget > 0:
             self._names_budget = _add_names(block, self._names, self._names_budget)
+        lines: list[str] = self._lines.findall("\n" + block)
+        if self._plan is not None:
+            if len(self._gathered) + len(lines) <= len(self._plan.heads):
+                self._gathered += lines
+                return eof == -1
+            lines = self._leave_plan(lines)
+        self._take(lines)
+        return eof == -1
+
+    def _leave_plan(self, lines: list[str]) -> list[str]:
+        """The scrape is not the plan's: what was gathered goes line by line, before `lines`."""
+        self._plan = None
+        gathered, self._gathered = self._gathered, []
+        return gathered + lines
+
+    def _finish(self) -> None:
+        plan = self._plan
+        if plan is not None:
+            parts = [line.rpartition(" ") for line in self._gathered]
+            if [head for head, _, _ in parts] == plan.heads:
+                try:
+                    values = [float(value) for _, _, value in parts]
+                except ValueError:  # a value that does not parse: the slow path skips that line
+                    pass
+                else:
+                    plan.answer(values, self._result)
+                    self.series = plan.series
+                    return
+            self._take(self._leave_plan([]))
+        taken = self._taken
+        cache = self._cache
+        if (
+            cache is not None
+            and taken is not None
+            and len(taken) <= cache.entries
+            and sum(len(head) for head, _, _ in taken) <= cache.plan_chars
+        ):
+            cache.plan = ScrapePlan.of(taken, self.series, self._wanted, self._max_series, self._max_label_value_length)
+        elif cache is not None:
+            cache.plan = None
+
+    def _take(self, lines: list[str]) -> None:
+        """The line-by-line path: each wanted line through the cache's heads, else parsed."""
         wanted_set = self._wanted
         max_series = self._max_series
         max_label_value_length = self._max_label_value_length
-        result = self.result
+        result = self._result
         cache = self._cache
         heads = cache.heads if cache is not None else None
-        for match in self._lines.finditer("\n" + block):
-            line = match.group(1)
+        taken = self._taken
+        for line in lines:
             if heads is not None:
                 head, _, value_text = line.rpartition(" ")
                 hit = heads.get(head)
@@ -239,6 +377,7 @@ class WantedParser:
                     try:
                         value = float(value_text)
                     except ValueError:
+                        taken = self._taken = None
                         continue
                     bucket = result[hit[0]]
                     if hit[1] not in bucket:
@@ -246,25 +385,31 @@ class WantedParser:
                         if max_series is not None and self.series > max_series:
                             raise TooManySeries(f"more than {max_series} wanted series")
                     bucket[hit[1]] = value
+                    if taken is not None:
+                        taken.append((head, hit[0], hit[1]))
                     continue
             brace = line.find("{")
             space = line.find(" ")
             if brace != -1 and (space == -1 or brace < space):
                 name = line[:brace]
                 if name not in wanted_set:
+                    taken = self._taken = None
                     continue
                 if len(line) > MAX_LINE_CHARS:
                     raise LineTooLong(f"{name} line is over {MAX_LINE_CHARS} characters long")
                 close = line.rfind("}")
                 if close < brace:
+                    taken = self._taken = None
                     continue
                 if line.count("}") > 1:
                     end = _LABEL_SET_END.match(line, brace + 1)
                     if end is None:
+                        taken = self._taken = None
                         continue
                     close = end.end() - 1
                 labels = parse_labels(line[brace + 1 : close])
                 if labels is None:
+                    taken = self._taken = None
                     continue
                 if max_label_value_length is not None and close - brace > max_label_value_length:
                     for label, label_value in labels:
@@ -276,27 +421,34 @@ class WantedParser:
                 rest = line[close + 1 :].split()
             else:
                 if space == -1:
+                    taken = self._taken = None
                     continue
                 name = line[:space]
                 if name not in wanted_set:
+                    taken = self._taken = None
                     continue
                 labels = ()
                 rest = line[space + 1 :].split()
             if not rest:
+                taken = self._taken = None
                 continue
             try:
                 value = float(rest[0])
             except ValueError:
+                taken = self._taken = None
                 continue
-            if cache is not None and len(rest) == 1:
-                cache.remember(line, name, labels, rest[0])
+            kept = cache.remember(line, name, labels, rest[0]) if cache is not None and len(rest) == 1 else None
+            if taken is not None:
+                if kept is None:
+                    taken = self._taken = None
+                else:
+                    taken.append((kept, name, labels))
             bucket = result[name]
             if labels not in bucket:
                 self.series += 1
                 if max_series is not None and self.series > max_series:
                     raise TooManySeries(f"more than {max_series} wanted series")
             bucket[labels] = value
-        return eof == -1
 
 
 def sample_names(text: str, limit_bytes: int = NAMES_HEAD_CHARS) -> set[str]:

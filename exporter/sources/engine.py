@@ -63,7 +63,8 @@ class EngineSource(Source):
         self._window_seconds = window_seconds
         # `once` has no earlier scrape to diff against: count the engine's lifetime instead.
         self._lifetime_baseline = lifetime_baseline
-        self._mapping: EngineMapping | None = MAPPINGS[target.type] if target.type else None
+        # A mapping of its own: it remembers this target's histogram layouts (engines/common.py).
+        self._mapping: EngineMapping | None = type(MAPPINGS[target.type])() if target.type else None
         self._session = SameOriginSession() if target.follow_redirects else NoRedirectSession()
         self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
         self._session.auth = authorizer(target.auth)
@@ -95,7 +96,7 @@ class EngineSource(Source):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
-            self._mapping = mapping
+            self._mapping = mapping = type(mapping)()
         readings = mapping.read(parsed)
         readings = self._within_model_cap(readings)
         if not readings:

@@ -331,3 +331,82 @@ def test_the_cache_is_bounded_in_entries_and_head_length() -> None:
     assert len(parsed["a_total"]) == 11
     assert 0 < len(cache.heads) <= 4  # cleared when full, not grown
     assert all(len(head) <= 40 for head in cache.heads)
+
+
+# --- the plan: a scrape with the last scrape's heads answered without a turn per line ----------
+
+_SERIES = st.lists(
+    st.tuples(st.sampled_from(sorted(_WANTED)), st.sampled_from(["", '{m="x"}', '{m="y",r="1"}', '{le="+Inf"}'])),
+    max_size=8,
+)
+_VALUES = st.lists(st.sampled_from(["1", "2.5", "-0", "NaN", "+Inf", "1e3", "x", "3 17000"]), min_size=8, max_size=8)
+
+
+def _payload(series: list[tuple[str, str]], values: list[str]) -> str:
+    return "".join(f"{name}{labels} {value}\n" for (name, labels), value in zip(series, values))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SERIES, _VALUES, st.permutations(range(8)), _VALUES, st.integers(0, 8))
+def test_rounds_through_the_plan_read_exactly_as_a_fresh_parse(
+    series: list[tuple[str, str]], first: list[str], order: list[int], second: list[str], cut: int
+) -> None:
+    # The same series with new values, the same series reordered, fewer series, a value that does
+    # not parse, a timestamp: each round reads as a parse without a cache (refusals included).
+    cache = LineCache()
+    shuffled = [series[i] for i in order if i < len(series)]
+    rounds = [
+        _payload(series, first),
+        _payload(series, second),
+        _payload(series, second),
+        _payload(shuffled, first),
+        _payload(series[:cut], second),
+        _payload(series, first),
+    ]
+    for text in rounds:
+        assert repr(_parse_or_cap_with(text, cache)) == repr(_parse_or_cap_with(text, None))
+
+
+def test_a_scrape_with_the_last_ones_heads_is_answered_from_the_plan() -> None:
+    cache = LineCache()
+    first = 'a_total{m="x"} 1\nb{m="x"} 2\na_total{m="y"} 3\na_total{m="x"} 4\n'
+    assert parse_wanted(first, ["a_total", "b"], line_cache=cache) == {
+        "a_total": {(("m", "x"),): 4.0, (("m", "y"),): 3.0},  # a repeated series: the last value
+        "b": {(("m", "x"),): 2.0},
+    }
+    assert cache.plan is not None
+    cache.heads.clear()  # the line-by-line path would fill it again; the plan's answer does not
+    second = 'a_total{m="x"} 5\nb{m="x"} 6\na_total{m="y"} 7\na_total{m="x"} 8\n'
+    assert parse_wanted(second, ["a_total", "b"], line_cache=cache) == {
+        "a_total": {(("m", "x"),): 8.0, (("m", "y"),): 7.0},
+        "b": {(("m", "x"),): 6.0},
+    }
+    assert cache.heads == {}
+    # other wanted names or caps: not this plan's scrape, read line by line
+    assert parse_wanted(second, ["a_total"], line_cache=cache) == {"a_total": {(("m", "x"),): 8.0, (("m", "y"),): 7.0}}
+    assert cache.heads
+
+
+@pytest.mark.parametrize(
+    "odd_line",
+    ['a_total{m="z"} 3 1700000000000', 'a_total{m="z" 3', "a_total{m=z} 3", 'a_total{m="z"} x'],
+    ids=["timestamp", "unclosed", "unquoted", "unparsable"],
+)
+def test_a_scrape_with_a_line_the_plan_cannot_hold_leaves_none(odd_line: str) -> None:
+    cache = LineCache()
+    parse_wanted(f'a_total{{m="x"}} 1\n{odd_line}\n', ["a_total"], line_cache=cache)
+    assert cache.plan is None
+
+
+def test_the_plan_is_bounded_like_the_cache() -> None:
+    cache = LineCache(entries=4, head_chars=40)
+    parse_wanted("".join(f'a_total{{m="{i}"}} 1\n' for i in range(5)), ["a_total"], line_cache=cache)
+    assert cache.plan is None  # more lines than entries
+    parse_wanted("".join(f'a_total{{m="{i}"}} 1\n' for i in range(4)), ["a_total"], line_cache=cache)
+    assert cache.plan is not None
+    long_heads = "".join(f'a_total{{m="{i}{"v" * 50}"}} 1\n' for i in range(4))  # 4 x 66 > 4 x 40
+    parse_wanted(long_heads, ["a_total"], line_cache=cache)
+    assert cache.plan is None
+    one_long = f'a_total{{m="{"v" * 100}"}} 1\n'  # longer than a head the cache keeps, within the plan's
+    assert parse_wanted(one_long, ["a_total"], line_cache=cache) == {"a_total": {(("m", "v" * 100),): 1.0}}
+    assert cache.plan is not None and all(len(head) <= 40 for head in cache.heads)
