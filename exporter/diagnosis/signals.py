@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from itertools import islice
 from statistics import fmean
+from typing import Any
 
 from exporter.catalogue import ENGINE_SETTINGS
 from exporter.model import Labels, Metric, QuantileSummary, Sample
@@ -169,22 +169,33 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
     return live
 
 
+#: the numeric attributes that are counters: their columns also keep a running increase
+_COUNTERS = tuple(attr for attr in _NUMERIC if attr.endswith("_total"))
+
+
 class History:
     """A bounded time series of EngineInputs for one engine, with the window helpers stages use.
 
     Each numeric attribute is also kept as its own column of (time, value) where it was present,
-    so a window is a bisection and a slice, not a walk over every point reading each one's
-    attribute; and each helper's answer is remembered until the next point is added: the stages
-    ask ~40 questions per engine per collection, half of them repeats, over windows up to the
-    baseline's length (issue #23's per-target budget). Points are only ever added through `add`.
+    in lists with a start offset (compacted now and then), so a window is a bisection and a slice
+    in C, not a walk over every point reading each one's attribute (a deque cannot be sliced
+    without walking to the slice). Counters keep a third column, the running increase
+    (Prometheus-style across resets), so a rate is two lookups, not a turn per point. Each
+    helper's answer is remembered until the next point is added: the stages ask ~40 questions per
+    engine per collection, half of them repeats, over windows up to the baseline's length (issue
+    #23's per-target budget). Points are only ever added through `add`.
     """
 
     def __init__(self, horizon_seconds: float, max_points: int = 2048) -> None:
         self.horizon_seconds = horizon_seconds
         self.points: deque[tuple[float, EngineInputs]] = deque(maxlen=max_points)
-        self._times: dict[str, deque[float]] = {attr: deque() for attr in _NUMERIC}
-        self._values: dict[str, deque[float]] = {attr: deque() for attr in _NUMERIC}
-        self._answers: dict[tuple[str, str, float], object] = {}
+        self._times: dict[str, list[float]] = {attr: [] for attr in _NUMERIC}
+        self._values: dict[str, list[float]] = {attr: [] for attr in _NUMERIC}
+        #: per counter, the increase from its column's first entry to each entry
+        self._increases: dict[str, list[float]] = {attr: [] for attr in _COUNTERS}
+        #: per column, where its live entries start (the ones before are dropped, not yet removed)
+        self._start: dict[str, int] = dict.fromkeys(_NUMERIC, 0)
+        self._answers: dict[tuple[str, str, float], Any] = {}
         #: when a point last carried node-wide GPU ranges: an engine with GPUs of its own (or a
         #: node without GPUs) has none, and node_range need not walk its window to find that out
         self._node_ranges_seen = -math.inf
@@ -196,66 +207,70 @@ class History:
         while self.points and self.points[0][0] < now - self.horizon_seconds:
             self.points.popleft()
         oldest = self.points[0][0]  # what the horizon or max_points kept
+        increases = self._increases
         for attr in _NUMERIC:
             times, values = self._times[attr], self._values[attr]
             value = getattr(inputs, attr)
             if value is not None:
+                if attr in increases:
+                    column = increases[attr]
+                    if values:
+                        before = values[-1]
+                        column.append(column[-1] + (value - before if value >= before else value))
+                    else:
+                        column.append(0.0)
                 times.append(now)
                 values.append(value)
-            while times and times[0] < oldest:
-                times.popleft()
-                values.popleft()
+            start = self._start[attr]
+            if start < len(times) and times[start] < oldest:
+                start = bisect_left(times, oldest, start)
+                if start > 64 and start > len(times) // 2:  # compact: drop what no window reaches
+                    del times[:start], values[:start]
+                    if attr in increases:
+                        del increases[attr][:start]
+                    start = 0
+                self._start[attr] = start
         self._answers.clear()
 
     def latest(self) -> EngineInputs:
         return self.points[-1][1]
 
+    def _first(self, attr: str, seconds: float) -> int:
+        """The index of the first entry of `attr`'s column within the last `seconds`."""
+        return bisect_left(self._times[attr], self.points[-1][0] - seconds, self._start[attr])
+
     def values(self, attr: str, seconds: float) -> list[float]:
         key = ("values", attr, seconds)
-        if key in self._answers:
-            return self._answers[key]  # type: ignore[return-value]
-        found: list[float] = []
-        if self.points:
-            times = self._times[attr]
-            first = bisect_left(times, self.points[-1][0] - seconds)
-            found = list(islice(self._values[attr], first, None))
-        self._answers[key] = found
+        answers = self._answers
+        if key in answers:
+            return answers[key]
+        found = self._values[attr][self._first(attr, seconds) :] if self.points else []
+        answers[key] = found
         return found
 
-    def _window(self, attr: str, seconds: float) -> list[tuple[float, float]]:
-        """(t, value) of the points in the last `seconds` that have `attr`, oldest first."""
-        if not self.points:
-            return []
-        times = self._times[attr]
-        first = bisect_left(times, self.points[-1][0] - seconds)
-        return list(zip(islice(times, first, None), islice(self._values[attr], first, None)))
-
-    def _remembered(self, kind: str, attr: str, seconds: float, answer: Callable[[], float | None]) -> float | None:
-        key = (kind, attr, seconds)
-        if key not in self._answers:
-            self._answers[key] = answer()
-        return self._answers[key]  # type: ignore[return-value]
-
     def mean(self, attr: str, seconds: float) -> float | None:
-        def mean() -> float | None:
+        key = ("mean", attr, seconds)
+        answers = self._answers
+        if key not in answers:
             values = self.values(attr, seconds)
-            return fmean(values) if values else None
-
-        return self._remembered("mean", attr, seconds, mean)
+            answers[key] = fmean(values) if values else None
+        return answers[key]
 
     def maximum(self, attr: str, seconds: float) -> float | None:
-        def maximum() -> float | None:
+        key = ("maximum", attr, seconds)
+        answers = self._answers
+        if key not in answers:
             values = self.values(attr, seconds)
-            return max(values) if values else None
-
-        return self._remembered("maximum", attr, seconds, maximum)
+            answers[key] = max(values) if values else None
+        return answers[key]
 
     def minimum(self, attr: str, seconds: float) -> float | None:
-        def minimum() -> float | None:
+        key = ("minimum", attr, seconds)
+        answers = self._answers
+        if key not in answers:
             values = self.values(attr, seconds)
-            return min(values) if values else None
-
-        return self._remembered("minimum", attr, seconds, minimum)
+            answers[key] = min(values) if values else None
+        return answers[key]
 
     def node_range(self, attr: str, seconds: float) -> tuple[float, float] | None:
         """(mean of the lowest, mean of the highest) node-wide reading of GPU ratio `attr` over the
@@ -263,7 +278,7 @@ class History:
         like the other answers: every stage asks it of every engine."""
         key = ("node_range", attr, seconds)
         if key in self._answers:
-            return self._answers[key]  # type: ignore[return-value]
+            return self._answers[key]
         found: tuple[float, float] | None = None
         if self.points and self._node_ranges_seen >= self.points[-1][0] - seconds:
             start = self.points[-1][0] - seconds
@@ -282,26 +297,36 @@ class History:
 
     def rate(self, attr: str, seconds: float) -> float | None:
         """Per-second increase of a counter over the last `seconds`, Prometheus-style on resets."""
-
-        def rate() -> float | None:
-            series = self._window(attr, seconds)
-            if len(series) < 2 or series[-1][0] <= series[0][0]:
-                return None
-            increase = 0.0
-            for (_, before), (_, after) in zip(series, series[1:]):
-                increase += after - before if after >= before else after
-            return increase / (series[-1][0] - series[0][0])
-
-        return self._remembered("rate", attr, seconds, rate)
+        key = ("rate", attr, seconds)
+        answers = self._answers
+        if key in answers:
+            return answers[key]
+        found: float | None = None
+        if self.points:
+            times = self._times[attr]
+            first, last = self._first(attr, seconds), len(times) - 1
+            if last - first >= 1 and times[last] > times[first]:
+                if attr in self._increases:
+                    increases = self._increases[attr]
+                    increase = increases[last] - increases[first]
+                else:  # not a counter by its name: walked, as any series would be
+                    values = self._values[attr]
+                    increase = 0.0
+                    for before, after in zip(values[first:last], values[first + 1 : last + 1]):
+                        increase += after - before if after >= before else after
+                found = increase / (times[last] - times[first])
+        answers[key] = found
+        return found
 
     def trend(self, attr: str, seconds: float) -> float | None:
         """Mean of the newest third minus mean of the oldest third of the window."""
-
-        def trend() -> float | None:
+        key = ("trend", attr, seconds)
+        answers = self._answers
+        if key not in answers:
             values = self.values(attr, seconds)
             if len(values) < 3:
-                return None
-            third = max(1, len(values) // 3)
-            return fmean(values[-third:]) - fmean(values[:third])
-
-        return self._remembered("trend", attr, seconds, trend)
+                answers[key] = None
+            else:
+                third = max(1, len(values) // 3)
+                answers[key] = fmean(values[-third:]) - fmean(values[:third])
+        return answers[key]

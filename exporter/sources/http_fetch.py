@@ -102,8 +102,9 @@ class _HeaderBudget:
         return getattr(self._fp, name)
 
 
-class _CappedHeadersResponse(http.client.HTTPResponse):
-    """http.client's response, its status line and headers bounded in total by MAX_HEADER_BYTES."""
+class _CappedHeadersResponse(plain_http.LeanHeadersResponse):
+    """http.client's response (headers read without the email package where they are plain), its
+    status line and headers bounded in total by MAX_HEADER_BYTES."""
 
     def begin(self) -> None:
         fp = self.fp

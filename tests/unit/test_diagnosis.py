@@ -483,7 +483,7 @@ def test_history_windows_answer_as_a_walk_over_every_point_would() -> None:
     history = History(horizon_seconds=40, max_points=25)
     points: list[tuple[float, EngineInputs]] = []
     counter = 0.0
-    for step in range(120):
+    for step in range(400):  # long enough for the columns to be compacted a few times
         now = step * 1.5
         counter = 0.0 if rng.random() < 0.05 else counter + rng.random() * 3
         inputs = EngineInputs(waiting=None if rng.random() < 0.3 else rng.random() * 10, preemptions_total=counter)

@@ -8,12 +8,17 @@ a misbehaving target sends (a short body, a stale kept-alive connection).
 from __future__ import annotations
 
 import gzip
+import http.client
+import io
 import socket
 import threading
 from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from exporter.sources import plain_http
 from exporter.sources.base import SourceError
 from exporter.sources.http_fetch import NoRedirectSession, PlainBody, ResponseBody, SameOriginSession, open_body
 
@@ -187,3 +192,50 @@ def test_a_proxy_in_the_environment_sends_the_scrape_through_requests(
     with open_body(session, "http://engine.invalid:8000/metrics", 5.0, 1024) as body:
         assert isinstance(body, ResponseBody)
         assert bytes(body.read()) == b"up 1\n"
+
+
+# --- header blocks read without the email package where they are plain ----------------------
+
+_HEADER_CHARS = st.sampled_from(list("Ab-: \t\r\x7f\xe9=;,/0") + ["\r\n", "\n"])
+_HEADER_LINE = st.one_of(
+    st.sampled_from(
+        [
+            b"Content-Type: text/plain; version=0.0.4\r\n",
+            b"Content-Length: 52658\r\n",
+            b"Transfer-Encoding: chunked\r\n",
+            b"Set-Cookie: a=1\r\n",
+            b"Set-Cookie: b=2; Path=/\r\n",
+            b"X-Empty:\r\n",
+            b"X-Blanks: \t  padded \t \r\n",
+            b"X-Bare-LF: yes\n",
+            b" folded continuation\r\n",
+            b"\tfolded with a tab\r\n",
+            b"No-Colon-Here\r\n",
+            b"Spaced Name: x\r\n",
+            b": no name\r\n",
+            b"From someone\r\n",
+            b"X-Latin: caf\xe9\r\n",
+        ]
+    ),
+    st.lists(_HEADER_CHARS, max_size=12).map(lambda chars: "".join(chars).encode("iso-8859-1") + b"\r\n"),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_HEADER_LINE, max_size=8), st.sampled_from([b"\r\n", b"\n", b""]))
+def test_header_blocks_read_exactly_as_http_client_reads_them(lines: list[bytes], end: bytes) -> None:
+    block = b"".join(lines) + end + b"body that is not a header\r\n"
+    expected = http.client.parse_headers(io.BytesIO(block))
+    got = plain_http.read_headers(io.BytesIO(block))
+    assert type(got) is type(expected)
+    assert got.items() == expected.items()
+    for name in ("content-length", "Set-Cookie", "X-Blanks", "x-missing"):
+        assert got.get(name) == expected.get(name)
+        assert got.get_all(name) == expected.get_all(name)
+
+
+def test_header_lines_are_bounded_as_http_client_bounds_them() -> None:
+    with pytest.raises(http.client.LineTooLong):
+        plain_http.read_headers(io.BytesIO(b"X-Long: " + b"v" * 70000 + b"\r\n\r\n"))
+    with pytest.raises(http.client.HTTPException, match="more than 100 headers"):
+        plain_http.read_headers(io.BytesIO(b"X-Many: 1\r\n" * 101 + b"\r\n"))
