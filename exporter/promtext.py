@@ -361,83 +361,34 @@ class WantedParser:
             cache.plan = None
 
     def _take(self, lines: list[str]) -> None:
-        """The line-by-line path: each wanted line through the cache's heads, else parsed."""
+        """The line-by-line path: each wanted line through the cache's heads, else parsed; then
+        counted against `max_series` and kept, the same way for both."""
         wanted_set = self._wanted
         max_series = self._max_series
-        max_label_value_length = self._max_label_value_length
         result = self._result
         cache = self._cache
         heads = cache.heads if cache is not None else None
         taken = self._taken
         for line in lines:
+            hit = None
             if heads is not None:
                 head, _, value_text = line.rpartition(" ")
                 hit = heads.get(head)
-                if hit is not None and hit[0] in wanted_set:
-                    try:
-                        value = float(value_text)
-                    except ValueError:
-                        taken = self._taken = None
-                        continue
-                    bucket = result[hit[0]]
-                    if hit[1] not in bucket:
-                        self.series += 1
-                        if max_series is not None and self.series > max_series:
-                            raise TooManySeries(f"more than {max_series} wanted series")
-                    bucket[hit[1]] = value
-                    if taken is not None:
-                        taken.append((head, hit[0], hit[1]))
-                    continue
-            brace = line.find("{")
-            space = line.find(" ")
-            if brace != -1 and (space == -1 or brace < space):
-                name = line[:brace]
-                if name not in wanted_set:
+            if hit is not None and hit[0] in wanted_set:
+                name, labels = hit
+                try:
+                    value = float(value_text)
+                except ValueError:
                     taken = self._taken = None
                     continue
-                if len(line) > MAX_LINE_CHARS:
-                    raise LineTooLong(f"{name} line is over {MAX_LINE_CHARS} characters long")
-                close = line.rfind("}")
-                if close < brace:
-                    taken = self._taken = None
-                    continue
-                if line.count("}") > 1:
-                    end = _LABEL_SET_END.match(line, brace + 1)
-                    if end is None:
-                        taken = self._taken = None
-                        continue
-                    close = end.end() - 1
-                labels = parse_labels(line[brace + 1 : close])
-                if labels is None:
-                    taken = self._taken = None
-                    continue
-                if max_label_value_length is not None and close - brace > max_label_value_length:
-                    for label, label_value in labels:
-                        if len(label_value) > max_label_value_length:
-                            raise LabelValueTooLong(
-                                f"{name} label {label} is {len(label_value)} characters long "
-                                f"(cap {max_label_value_length})"
-                            )
-                rest = line[close + 1 :].split()
+                kept: str | None = head
             else:
-                if space == -1:
+                read = self._parse_line(line)
+                if read is None:
                     taken = self._taken = None
                     continue
-                name = line[:space]
-                if name not in wanted_set:
-                    taken = self._taken = None
-                    continue
-                labels = ()
-                rest = line[space + 1 :].split()
-            if not rest:
-                taken = self._taken = None
-                continue
-            try:
-                value = float(rest[0])
-            except ValueError:
-                taken = self._taken = None
-                continue
-            kept = cache.remember(line, name, labels, rest[0]) if cache is not None and len(rest) == 1 else None
+                name, labels, value, value_token, single = read
+                kept = cache.remember(line, name, labels, value_token) if cache is not None and single else None
             if taken is not None:
                 if kept is None:
                     taken = self._taken = None
@@ -449,6 +400,52 @@ class WantedParser:
                 if max_series is not None and self.series > max_series:
                     raise TooManySeries(f"more than {max_series} wanted series")
             bucket[labels] = value
+
+    def _parse_line(self, line: str) -> tuple[str, LabelKey, float, str, bool] | None:
+        """(name, labels, value, the value's text, whether the value is the line's only token) of
+        a wanted line, None for one to skip; LineTooLong and LabelValueTooLong for the caps."""
+        brace = line.find("{")
+        space = line.find(" ")
+        if brace != -1 and (space == -1 or brace < space):
+            name = line[:brace]
+            if name not in self._wanted:
+                return None
+            if len(line) > MAX_LINE_CHARS:
+                raise LineTooLong(f"{name} line is over {MAX_LINE_CHARS} characters long")
+            close = line.rfind("}")
+            if close < brace:
+                return None
+            if line.count("}") > 1:
+                end = _LABEL_SET_END.match(line, brace + 1)
+                if end is None:
+                    return None
+                close = end.end() - 1
+            labels = parse_labels(line[brace + 1 : close])
+            if labels is None:
+                return None
+            cap = self._max_label_value_length
+            if cap is not None and close - brace > cap:
+                for label, label_value in labels:
+                    if len(label_value) > cap:
+                        raise LabelValueTooLong(
+                            f"{name} label {label} is {len(label_value)} characters long (cap {cap})"
+                        )
+            rest = line[close + 1 :].split()
+        else:
+            if space == -1:
+                return None
+            name = line[:space]
+            if name not in self._wanted:
+                return None
+            labels = ()
+            rest = line[space + 1 :].split()
+        if not rest:
+            return None
+        try:
+            value = float(rest[0])
+        except ValueError:
+            return None
+        return name, labels, value, rest[0], len(rest) == 1
 
 
 def sample_names(text: str, limit_bytes: int = NAMES_HEAD_CHARS) -> set[str]:

@@ -28,6 +28,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -61,6 +62,7 @@ MAX_HEADER_BYTES = 64 * 1024
 _USERINFO = re.compile(r"//[^/@\s]*@")
 
 
+@lru_cache(maxsize=1024)
 def redact(url: str) -> str:
     """The URL without `user:password@`: what labels, logs and error messages may show."""
     parts = urlsplit(url)
@@ -232,7 +234,11 @@ class _DeadlineSession(requests.Session):
         self._prepared: dict[tuple[object, ...], requests.PreparedRequest] = {}
         #: kept-alive plain-HTTP connections (exporter.sources.plain_http), one idle per origin
         self.plain_connections = plain_http.PlainConnections(_CappedHeadersResponse)
-        self._direct: dict[tuple[str, str], bool] = {}
+        #: whether an origin (and each URL asked, by itself) is reached directly, not through a proxy
+        self._direct: dict[tuple[str, str] | str, bool] = {}
+        self._plain_headers: dict[tuple[object, ...], dict[str, str]] = {}
+        #: (host, port, path) of each URL the plain path requested
+        self._plain_targets: dict[str, tuple[str, int, str]] = {}
 
     #: whether a redirect within the origin is followed (by the plain path as by requests)
     follows_redirects = False
@@ -243,6 +249,9 @@ class _DeadlineSession(requests.Session):
         to run: everything a target could tell apart is then the same as through requests."""
         if not url.startswith("http://") or len(self.cookies) or any(self.hooks.values()):
             return False
+        direct = self._direct.get(url)  # by URL first: no urlsplit for a URL asked before
+        if direct is not None:
+            return direct
         parts = urlsplit(url)
         key = (parts.scheme, parts.netloc)
         direct = self._direct.get(key)
@@ -255,10 +264,23 @@ class _DeadlineSession(requests.Session):
                 return False
             proxies = self.merge_environment_settings(url, {}, True, None, None)["proxies"]
             direct = self._direct[key] = requests.utils.select_proxy(url, proxies) is None
+        if len(self._direct) >= 2 * MAX_PREPARED:
+            self._direct.clear()
+        self._direct[url] = direct
         return direct
 
     def plain_headers(self, url: str, headers: Mapping[str, str]) -> dict[str, str]:
-        """The headers requests would send: the session's, then the request's, then the auth's."""
+        """The headers requests would send: the session's, then the request's, then the auth's.
+
+        Remembered per URL and headers (the session's included) where no auth adds anything, so
+        an unauthenticated target's scrape skips requests' header machinery (~70 us); an auth hook
+        runs for every request, so a rotated token is read as before. Not to be modified.
+        """
+        key = (url, tuple(headers.items()), tuple(self.headers.items()))
+        if self.auth is None:
+            found = self._plain_headers.get(key)
+            if found is not None:
+                return found
         prepared = requests.PreparedRequest()
         prepared.method, prepared.url = "GET", url
         merged: dict[str, str] = {k: str(v) for k, v in {**self.headers, **headers}.items() if v is not None}
@@ -268,7 +290,23 @@ class _DeadlineSession(requests.Session):
             auth = requests.auth.HTTPBasicAuth(*auth)
         if callable(auth):
             prepared = auth(prepared)
-        return dict(prepared.headers)
+        result = dict(prepared.headers)
+        if self.auth is None and auth in (None, _as_is):  # nothing per request: remembered
+            if len(self._plain_headers) >= MAX_PREPARED:
+                self._plain_headers.clear()
+            self._plain_headers[key] = result
+        return result
+
+    def plain_target(self, url: str) -> tuple[str, int, str]:
+        """(host, port, path with its query) of a plain-HTTP URL, worked out once per URL."""
+        found = self._plain_targets.get(url)
+        if found is None:
+            parts = urlsplit(url)
+            found = (parts.hostname or "", parts.port or 80, urlunsplit(("", "", parts.path or "/", parts.query, "")))
+            if len(self._plain_targets) >= MAX_PREPARED:
+                self._plain_targets.clear()
+            self._plain_targets[url] = found
+        return found
 
     def keep_cookies(self, url: str, headers: Mapping[str, str], response: http.client.HTTPResponse) -> None:
         """Cookies a target sets are kept as requests keeps them; the next request, holding one,
@@ -558,9 +596,7 @@ def _open_plain(
     """open_body's plain-HTTP path (exporter.sources.plain_http): the same errors, reasons and
     messages, redirects followed within the origin by the session's rule, at most MAX_REDIRECTS."""
     for _ in range(MAX_REDIRECTS + 1):
-        parts = urlsplit(url)
-        host, port = parts.hostname or "", parts.port or 80
-        path = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        host, port, path = session.plain_target(url)
         request_headers = session.plain_headers(url, {"Accept": accept, "Accept-Encoding": "gzip", **(headers or {})})
         try:
             with within(deadline):
@@ -605,7 +641,7 @@ def _open_plain(
             return
         finally:
             if kept is not None:
-                kept.close()
+                plain_http.close(kept, response)
             if body is not None and body.size >= TRIM_AFTER_BYTES:
                 release_free_memory()
     raise SourceError("http_status", f"{shown}: more than {MAX_REDIRECTS} redirects")

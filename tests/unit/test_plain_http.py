@@ -13,14 +13,24 @@ import io
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from exporter.settings import ScrapeAuth
 from exporter.sources import plain_http
 from exporter.sources.base import SourceError
-from exporter.sources.http_fetch import NoRedirectSession, PlainBody, ResponseBody, SameOriginSession, open_body
+from exporter.sources.http_fetch import (
+    ACCEPT_TEXT,
+    NoRedirectSession,
+    PlainBody,
+    ResponseBody,
+    SameOriginSession,
+    open_body,
+)
+from exporter.sources.scrape_auth import ScrapeAuthorizer
 
 Reply = Callable[[int], bytes]  # request number (from 0) -> the raw bytes answered
 
@@ -33,6 +43,8 @@ class RawServer:
         self.reply, self.close_after = reply, close_after
         self.connections = 0
         self.requests = 0
+        self.heads: list[bytes] = []  # each request's line and headers, as they came
+        self.closed_by_client = threading.Event()  # set when a client closed a connection
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -55,11 +67,16 @@ class RawServer:
             pending = b""
             while True:
                 while b"\r\n\r\n" not in pending:
-                    data = conn.recv(65536)
+                    try:
+                        data = conn.recv(65536)
+                    except OSError:
+                        data = b""
                     if not data:
+                        self.closed_by_client.set()
                         return
                     pending += data
-                _, pending = pending.split(b"\r\n\r\n", 1)
+                head, pending = pending.split(b"\r\n\r\n", 1)
+                self.heads.append(head + b"\r\n\r\n")
                 number = self.requests
                 self.requests += 1
                 conn.sendall(self.reply(number))
@@ -192,6 +209,48 @@ def test_a_proxy_in_the_environment_sends_the_scrape_through_requests(
     with open_body(session, "http://engine.invalid:8000/metrics", 5.0, 1024) as body:
         assert isinstance(body, ResponseBody)
         assert bytes(body.read()) == b"up 1\n"
+
+
+def test_each_request_is_what_http_client_would_send_and_follows_the_sessions_headers(
+    served: list[RawServer], session: SameOriginSession, tmp_path: Path
+) -> None:
+    server = RawServer(lambda n: ok(b"up 1\n"))
+    served.append(server)
+    for _ in range(2):
+        fetch(session, server.url())
+    assert server.heads[0] == server.heads[1]  # written once, sent again
+    reference = RawServer(lambda n: ok(b"up 1\n"))
+    served.append(reference)
+    by_http_client = http.client.HTTPConnection("127.0.0.1", reference.port)
+    headers = session.plain_headers(server.url(), {"Accept": ACCEPT_TEXT, "Accept-Encoding": "gzip"})
+    by_http_client.request("GET", "/metrics", headers=headers)
+    by_http_client.getresponse().read()
+    by_http_client.close()
+    assert server.heads[0] == reference.heads[0].replace(b":%d" % reference.port, b":%d" % server.port)
+    # a session header changed, an auth whose token file is rotated: every request says so
+    session.headers["X-Scraper"] = "one"
+    fetch(session, server.url())
+    session.headers["X-Scraper"] = "two"
+    fetch(session, server.url())
+    token = tmp_path / "token"
+    session.auth = ScrapeAuthorizer(ScrapeAuth(bearer_token_file=str(token)))
+    for value in ("first", "second-and-longer"):
+        token.write_text(value)
+        fetch(session, server.url())
+    assert [b"X-Scraper: one" in head for head in server.heads[2:]] == [True, False, False, False]
+    assert b"X-Scraper: two" in server.heads[3]
+    assert b"Authorization: Bearer first\r\n" in server.heads[4]
+    assert b"Authorization: Bearer second-and-longer\r\n" in server.heads[5]
+
+
+def test_a_body_left_unread_closes_its_connection(served: list[RawServer], session: SameOriginSession) -> None:
+    server = RawServer(lambda n: ok(b"up 1\n" * 200_000))  # 1 MB: more than one read
+    served.append(server)
+    with open_body(session, server.url(), 5.0, 1 << 22) as body:
+        next(body.chunks())  # the parser had enough
+    assert server.closed_by_client.wait(5)  # closed, not left open to the garbage collector
+    assert fetch(session, server.url()).startswith(b"up 1\n")
+    assert server.connections == 2
 
 
 # --- header blocks read without the email package where they are plain ----------------------
