@@ -11,7 +11,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from functools import reduce
-from operator import add, sub
+from operator import add, lt, sub
 
 from exporter.model import Histogram
 
@@ -55,7 +55,7 @@ class DeltaWindow:
             self._last = None
             self._shape = shape
         if self._last is not None:
-            if any(c < p for c, p in zip(current, self._last)):
+            if any(map(lt, current, self._last)):  # compared in C, column by column
                 increment = current  # counter reset: the engine restarted
             else:
                 increment = tuple(map(sub, current, self._last))
