@@ -19,6 +19,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import gt
 from typing import Any
 
 from exporter.model import EngineReading, Histogram
@@ -67,13 +68,12 @@ HISTOGRAM_RULE = (
 
 
 def histogram_holds(histogram: Histogram) -> bool:
-    """Cumulative buckets that could have come from real observations of a latency."""
-    previous = 0.0
-    for count in histogram.cumulative:
-        if not math.isfinite(count) or count < previous:
-            return False
-        previous = count
-    if not math.isfinite(histogram.count) or histogram.count < previous:
+    """Cumulative buckets that could have come from real observations of a latency: finite, from
+    zero up, never decreasing (each check a pass in C: every engine's every histogram, every round)."""
+    cumulative = histogram.cumulative
+    if not all(map(math.isfinite, cumulative)) or cumulative[0] < 0.0 or any(map(gt, cumulative, cumulative[1:])):
+        return False
+    if not math.isfinite(histogram.count) or histogram.count < cumulative[-1]:
         return False
     return math.isnan(histogram.sum) or _non_negative(histogram.sum)
 

@@ -78,6 +78,8 @@ def histogram(cumulative: tuple[float, ...], count: float, total: float = 1.0) -
         histogram((1, 2, 3), count=2),  # count below the +Inf bucket
         histogram((1, 2, INF), count=INF),
         histogram((-1, 2, 3), count=3),
+        histogram((1, 3, 2), count=3),  # a bucket below the one before
+        histogram((1, math.nan, 3), count=3),
         histogram((1, 2, 3), count=3, total=-0.5),
         histogram((1, 2, 3), count=3, total=INF),
     ],
