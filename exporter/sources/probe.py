@@ -40,6 +40,9 @@ FAILURE_REASONS = ("connect", "tls", "http_status", "timeout", "malformed_stream
 #: a probe's stream is a few events; anything past this is not a 4-token completion
 MAX_STREAM_BYTES = 1024 * 1024
 JITTER = 0.1
+#: the jitter's own generator: a probe thread drawing from the global `random` would move the
+#: state of every other user of it in the process (seeded runs, property tests) between their draws
+_JITTER_RANDOM = random.Random()
 
 
 class ProbeFailure(Exception):
@@ -267,14 +270,14 @@ class ProbeSource(Source):
 
     def _run(self) -> None:
         # The first probe comes after a jittered fraction of the interval, not all at start-up.
-        delay = random.uniform(0, self.config.interval_seconds * JITTER)
+        delay = _JITTER_RANDOM.uniform(0, self.config.interval_seconds * JITTER)
         while not self._stop.wait(delay):
             began = time.monotonic()
             try:
                 self.probe_once()
             except Exception:  # a bug in one probe must not end the thread
                 log.exception("probe %s", self.target)
-            interval = self.config.interval_seconds * random.uniform(1 - JITTER, 1 + JITTER)
+            interval = self.config.interval_seconds * _JITTER_RANDOM.uniform(1 - JITTER, 1 + JITTER)
             delay = max(0.0, interval - (time.monotonic() - began))
 
     def collect(self, now: float) -> list[Metric]:

@@ -79,7 +79,11 @@ class RawServer:
                 self.heads.append(head + b"\r\n\r\n")
                 number = self.requests
                 self.requests += 1
-                conn.sendall(self.reply(number))
+                try:
+                    conn.sendall(self.reply(number))
+                except OSError:  # the client closed with the reply unread (a reset)
+                    self.closed_by_client.set()
+                    return
                 if self.close_after(number):
                     return
 
