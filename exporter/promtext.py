@@ -192,9 +192,10 @@ class ScrapePlan:
     """A scrape's wanted lines by head, in order, and where each one's value goes: the answer of
     the next scrape whose lines have the same heads, with that scrape's values.
 
-    Made from a scrape the slow path read in full in which every wanted line was one of the
-    cache's (one value, a short head) and none was skipped, for the same wanted names and caps, so
-    a scrape it answers would have parsed, been counted and passed the caps just the same.
+    Made from a scrape the slow path read in full in which every wanted line ended in its one
+    value (no timestamp, no exemplar) and none was skipped, for the same wanted names and caps, so
+    a scrape it answers would have parsed, been counted and passed the caps just the same. Its
+    heads may be longer than the ones `LineCache.heads` keeps, within `LineCache.plan_chars`.
     """
 
     wanted: frozenset[str]
