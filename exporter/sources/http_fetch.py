@@ -234,8 +234,8 @@ class _DeadlineSession(requests.Session):
         self._prepared: dict[tuple[object, ...], requests.PreparedRequest] = {}
         #: kept-alive plain-HTTP connections (exporter.sources.plain_http), one idle per origin
         self.plain_connections = plain_http.PlainConnections(_CappedHeadersResponse)
-        #: whether an origin (and each URL asked, by itself) is reached directly, not through a proxy
-        self._direct: dict[tuple[str, str] | str, bool] = {}
+        #: whether each URL asked is reached directly, not through a proxy
+        self._direct: dict[str, bool] = {}
         self._plain_headers: dict[tuple[object, ...], dict[str, str]] = {}
         #: (host, port, path) of each URL the plain path requested
         self._plain_targets: dict[str, tuple[str, int, str]] = {}
@@ -249,22 +249,20 @@ class _DeadlineSession(requests.Session):
         to run: everything a target could tell apart is then the same as through requests."""
         if not url.startswith("http://") or len(self.cookies) or any(self.hooks.values()):
             return False
-        direct = self._direct.get(url)  # by URL first: no urlsplit for a URL asked before
+        direct = self._direct.get(url)
         if direct is not None:
             return direct
         parts = urlsplit(url)
-        key = (parts.scheme, parts.netloc)
-        direct = self._direct.get(key)
-        if direct is None:
-            try:
-                parts.port  # noqa: B018  (a malformed port is requests' to report)
-            except ValueError:
-                return False
-            if "@" in parts.netloc or not parts.hostname:
-                return False
-            proxies = self.merge_environment_settings(url, {}, True, None, None)["proxies"]
-            direct = self._direct[key] = requests.utils.select_proxy(url, proxies) is None
-        if len(self._direct) >= 2 * MAX_PREPARED:
+        try:
+            parts.port  # noqa: B018  (a malformed port is requests' to report)
+        except ValueError:
+            return False
+        if "@" in parts.netloc or not parts.hostname:
+            return False
+        # the environment's proxies are remembered per origin by merge_environment_settings
+        proxies = self.merge_environment_settings(url, {}, True, None, None)["proxies"]
+        direct = requests.utils.select_proxy(url, proxies) is None
+        if len(self._direct) >= MAX_PREPARED:
             self._direct.clear()
         self._direct[url] = direct
         return direct
