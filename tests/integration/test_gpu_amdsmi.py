@@ -8,12 +8,12 @@ import pytest
 
 from tests import amdsmi_stub
 from tests.amdsmi_stub import child_env, mi300x, write_state
-from tests.integration.gpu_helpers import EngineProcess, labels_of, run_once, series, values_by
+from tests.integration.gpu_helpers import PATIENT_ENGINES, EngineProcess, labels_of, run_once, series, values_by
 
 pytestmark = pytest.mark.integration
 
 MIB = 2**20
-NO_KUBELET = "gpu_attribution:\n  pod_resources_socket: ''\n"
+NO_KUBELET = PATIENT_ENGINES + "gpu_attribution:\n  pod_resources_socket: ''\n"
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,21 @@ import pytest
 
 from exporter.attribution import PodContainer
 from exporter.attribution.podresources import PodResourcesClient, PodResourcesError
-from tests.integration.gpu_helpers import EngineProcess, KubeletPodResources, labels_of, run_once, series, stub_dir
+from tests.integration.gpu_helpers import (
+    PATIENT_ENGINES,
+    EngineProcess,
+    KubeletPodResources,
+    labels_of,
+    run_once,
+    series,
+    stub_dir,
+)
 from tests.nvml_stub import child_env, eight_gpu_node, with_changes, write_state
 from tests.support import FIXTURES, RouteServer, respond_with
 
 pytestmark = pytest.mark.integration
 
-NO_KUBELET = "gpu_attribution:\n  pod_resources_socket: ''\n"
+NO_KUBELET = PATIENT_ENGINES + "gpu_attribution:\n  pod_resources_socket: ''\n"
 
 
 @pytest.fixture
@@ -65,7 +73,7 @@ def test_static_map_names_the_engine_without_processes(tmp_path, engine):
     write_state(state, eight_gpu_node())
     config = tmp_path / "config.yaml"
     config.write_text(
-        f"engines:\n  - url: {engine.url}\n    name: vllm-static\n"
+        PATIENT_ENGINES + f"engines:\n  - url: {engine.url}\n    name: vllm-static\n"
         "gpu_attribution:\n  pod_resources_socket: ''\n  processes: false\n"
         "  static:\n    vllm-static: [0, GPU-00000001-5e1f-4c1a-9d2b-0000a0000001]\n"
     )
@@ -115,7 +123,7 @@ def test_kubelet_pods_label_gpus_and_join_the_configured_engine(tmp_path, kubele
     write_state(state, eight_gpu_node())  # no PIDs on the GPUs: the configured pod alone names them
     config = tmp_path / "config.yaml"
     config.write_text(
-        f"engines:\n  - url: {engine.url}\n    name: vllm-b\n"
+        PATIENT_ENGINES + f"engines:\n  - url: {engine.url}\n    name: vllm-b\n"
         f"gpu_attribution:\n  pod_resources_socket: {kubelet.socket_path}\n"
         "  engine_pods:\n    vllm-b: serving/vllm-b-0\n"
     )
@@ -133,7 +141,7 @@ def test_engine_pod_is_found_from_its_process_hostname(tmp_path, kubelet):
         write_state(state, eight_gpu_node())  # no PIDs on the GPUs: only the kubelet knows
         config = tmp_path / "config.yaml"
         config.write_text(
-            f"engines:\n  - url: {engine.url}\n    name: vllm-b\n"
+            PATIENT_ENGINES + f"engines:\n  - url: {engine.url}\n    name: vllm-b\n"
             f"gpu_attribution:\n  pod_resources_socket: {kubelet.socket_path}\n"
         )
         found = series(run_once("--config", str(config), "--gpu", "nvml", env=child_env(stub_dir(), state)).stdout)
