@@ -1,7 +1,7 @@
 """Capacity headroom: the largest request rate an engine can take at its current request mix while
 every dimension of an SLO still meets its objective.
 
-Three pieces, each from what the engine shows:
+Four pieces, each from what the engine (and its GPUs) show:
 - decode pace vs batch: a memory-bandwidth-bound step reads the weights once and each running
   request's KV, so the objective quantile of inter-token latency grows linearly with the running
   batch b: ITL(b) = a + c·b. `a` and `c` are fitted on the engine's own history of (b, ITL)
@@ -12,10 +12,18 @@ Three pieces, each from what the engine shows:
 - admission: the KV cache holds about b_now / kv_usage requests of the current mix (its capacity
   from the engine's configuration, as a fraction); near the rate that fills it requests queue,
   and TTFT's tail grows as an M/M/c queue's wait does (c = those slots, Erlang C), which sets how
-  close to that rate a TTFT or e2e threshold lets the load go.
+  close to that rate a TTFT or e2e threshold lets the load go;
+- the compute roofline, where the engine's GPUs report tensor activity: FLOPs grow with the
+  request rate at a fixed mix, so the tensor pipes' share of their practical peak is the
+  utilization ρ of the GPU as one server of prefill work, and λ_now / ρ the rate that would
+  saturate it. Prompts wait for the prefills ahead of them as in an M/M/1 queue, which sets how
+  close to that rate a TTFT threshold lets the load go. Without it a prefill-bound engine
+  (long prompts, little KV held, a short decode) looked idle to the other three: 31 req/s
+  estimated at half the 4.2 req/s where its TTFT SLO broke, 3.8 with it (tests/perf/slo_headroom.py).
 
-The answer is the smallest rate over the SLO's dimensions. Confidence is low (0.3) on the prior
-alone, higher the more of the present load range the engine's history spans.
+The answer is the smallest rate over the SLO's dimensions and the pieces. Confidence is low (0.3)
+on the prior alone, higher the more of the present load range the engine's history spans, 0.5
+where the roofline binds.
 """
 
 from __future__ import annotations
@@ -37,6 +45,14 @@ HISTORY_POINTS = 720
 KV_ADMISSION_LIMIT = 0.9
 PRIOR_WEIGHT_FRACTION = 0.5
 PRIOR_CONFIDENCE = 0.3
+#: tensor activity of GPUs that run flat out on compute-bound work: DCGM's tensor-pipe activity
+#: is the achieved fraction of peak FLOPs, and large prefill GEMMs reach about 0.6-0.8 of it
+#: (PaLM's 0.46-0.76 model FLOPs utilization; the simulator's prefill-bound scenario runs at 0.7).
+#: An engine seen higher raises it (the highest window mean of its history).
+TENSOR_PRACTICAL_PEAK = 0.7
+#: how far to trust a ceiling from one utilization reading and a queue model
+ROOFLINE_CONFIDENCE = 0.5
+_TENSOR = "llm_gpu_tensor_active_ratio"
 _ITL = DIMENSION_FAMILIES["itl"]
 _QUEUE_TIME = "llm_engine_queue_time_seconds"
 CONFIG_INFO = "llm_engine_config_info"
@@ -61,6 +77,9 @@ class LoadPoint:
     kv_capacity_tokens: float = math.nan
     #: cumulative prompt and generated tokens and completed requests, for the window's request mix
     totals: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+    #: mean tensor-pipe activity of the engine's own GPUs (NaN where none is attributed to it or
+    #: they do not report it), averaged over the window like the running and KV gauges
+    tensor_active: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -149,12 +168,43 @@ def estimate(slo: SloTarget, history: Sequence[LoadPoint]) -> CapacityEstimate |
             utilization = _queueing_utilization(threshold, observed, slo.objective, b_kv, rate_at(b_kv))
             queue_factor = min(queue_factor, utilization)
     b_max = max(0.0, min(limits_b))
-    if not math.isfinite(b_max):
-        return None
-    if b_max == b_kv:
+    result: CapacityEstimate | None = None
+    if b_max == b_kv and math.isfinite(b_max):
         # Queueing at admission: the rate, and by Little's law the batch it holds, scale together.
-        return CapacityEstimate(rate_at(b_max) * queue_factor, b_max * queue_factor, now.rate, fit.confidence)
-    return CapacityEstimate(rate_at(b_max), b_max, now.rate, fit.confidence)
+        result = CapacityEstimate(rate_at(b_max) * queue_factor, b_max * queue_factor, now.rate, fit.confidence)
+    elif math.isfinite(b_max):
+        result = CapacityEstimate(rate_at(b_max), b_max, now.rate, fit.confidence)
+    peak = max([TENSOR_PRACTICAL_PEAK, *(p.tensor_active for p in history if p.tensor_active > 0)])
+    ceiling = compute_ceiling(slo, now, lat, peak)
+    if result is not None and result.max_request_rate <= ceiling:
+        return result
+    if not math.isfinite(ceiling):
+        return None
+    # The roofline binds first: the batch it holds at today's time in the engine (Little's law).
+    return CapacityEstimate(ceiling, now.running * ceiling / now.rate, now.rate, ROOFLINE_CONFIDENCE)
+
+
+def compute_ceiling(slo: SloTarget, now: LoadPoint, latency: dict[str, float], peak: float) -> float:
+    """The request rate at which the engine's GPUs run out of compute for `slo`; inf unknown.
+
+    ρ = tensor activity / its practical peak is the share of the time the GPUs spend on FLOPs,
+    which scale with the request rate at today's mix, so μ = λ_now / ρ saturates them. A prompt
+    waits for the compute-bound prefills ahead of it, the GPU one server: as in an M/M/1 queue, a
+    quantile of the time to first token grows as 1 / (1 - ρ), so today's TTFT at the objective
+    quantile, scaled so, meets the threshold at ρ_max = 1 - (1 - ρ_now) · observed / threshold.
+    Scaling the whole of it (the prefill's own time does not grow) errs on the safe side. The
+    other dimensions are held to μ itself: decode steps run in the time prefills leave, so an
+    inter-token or e2e threshold is not what compute limits until it is gone.
+    """
+    if not (now.tensor_active > 0 and now.rate > 0):
+        return math.inf
+    rho = min(0.99, now.tensor_active / peak)
+    utilization = 1.0
+    for dimension, threshold in slo.thresholds():
+        observed = latency.get(DIMENSION_FAMILIES[dimension], math.nan)
+        if dimension == "ttft" and observed > 0:
+            utilization = min(utilization, max(0.0, 1.0 - (1.0 - rho) * observed / threshold))
+    return now.rate / rho * utilization
 
 
 def erlang_c(servers: int, offered: float) -> float:
@@ -195,7 +245,7 @@ class CapacityEstimator:
 
     def __init__(self) -> None:
         self._history: dict[tuple[str, str], deque[LoadPoint]] = {}
-        self._gauges: dict[tuple[str, str], deque[tuple[float, float, float]]] = {}
+        self._gauges: dict[tuple[str, str], deque[tuple[float, float, float, float]]] = {}
         self._totals: dict[tuple[str, str], deque[tuple[float, tuple[float, float, float]]]] = {}
 
     def update(self, slos: Sequence[SloTarget], metrics: Iterable[Metric], now: float) -> list[Metric]:
@@ -213,11 +263,12 @@ class CapacityEstimator:
                 # The latencies are window means; the running and KV gauges are instants: average
                 # them over the same window, or their noise flattens the fitted slope (regression
                 # dilution), and an engine that just went idle would read as having no load at all.
-                gauge.append((now, point.running, point.kv_usage))
+                gauge.append((now, point.running, point.kv_usage, point.tensor_active))
                 while gauge and gauge[0][0] <= now - point.t:
                     gauge.popleft()
-                running = [r for _, r, _ in gauge if math.isfinite(r)]
-                kv = [u for _, _, u in gauge if math.isfinite(u)]
+                running = [r for _, r, _, _ in gauge if math.isfinite(r)]
+                kv = [u for _, _, u, _ in gauge if math.isfinite(u)]
+                tensor = [x for _, _, _, x in gauge if math.isfinite(x)]
                 gauge_mean = sum(running) / len(running) if running else math.nan
                 batch = gauge_mean if gauge_mean > 0 else point.running_by_latency
                 kv_mean = sum(kv) / len(kv) if kv else 0.0
@@ -228,7 +279,8 @@ class CapacityEstimator:
                     # The KV gauge missed the load as the running one did: the batch's share of
                     # the configured pool at the window's request mix instead.
                     kv_mean = _kv_usage_from_mix(batch, point.kv_capacity_tokens, totals[0][1], point.totals)
-                history.append(replace(point, t=now, running=batch, kv_usage=kv_mean))
+                tensor_mean = sum(tensor) / len(tensor) if tensor else math.nan
+                history.append(replace(point, t=now, running=batch, kv_usage=kv_mean, tensor_active=tensor_mean))
             for slo in slos:
                 if not covers(slo, *key):
                     continue
@@ -252,7 +304,11 @@ def _engine_readings(
     summaries: dict[tuple[str, str], dict[str, QuantileSummary]] = {}
     labels: dict[tuple[str, str], dict[str, str]] = {}
     settings: dict[tuple[str, str], dict[str, str]] = {}
+    tensor: dict[str, list[float]] = {}  # engine name ("" unattributed) → its GPUs' readings
     for metric in metrics:
+        if metric.name == _TENSOR and isinstance(metric, Sample):
+            tensor.setdefault(metric.labels.get("engine", ""), []).append(metric.value)
+            continue
         if "engine_type" not in metric.labels:
             continue
         key = (metric.labels.get("engine", ""), metric.labels.get("model", ""))
@@ -264,9 +320,15 @@ def _engine_readings(
                 settings[key] = dict(metric.labels)
         elif metric.histogram is not None:
             summaries.setdefault(key, {})[metric.name] = metric
+    # As the diagnosis joins them (diagnosis/signals.py): GPUs by their `engine` label, and the
+    # node's unlabelled GPUs only where it runs one engine, never another engine's.
+    single_engine = len({engine for engine, _ in labels}) == 1
     result: dict[tuple[str, str], tuple[dict[str, str], LoadPoint | None]] = {}
     for key, series_labels in labels.items():
         point = _load_point(gauges.get(key, {}), summaries.get(key, {}), settings.get(key, {}), quantiles)
+        own = tensor.get(key[0]) or (tensor.get("") if single_engine else None)
+        if point is not None and own:
+            point = replace(point, tensor_active=sum(own) / len(own))
         result[key] = (series_labels, point)
     return result
 

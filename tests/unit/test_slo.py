@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -273,3 +274,87 @@ def test_a_kv_gauge_that_missed_the_load_gives_way_to_the_configured_pool() -> N
     concurrency = {m.name: m.value for m in out if isinstance(m, Sample)}.get("llm_capacity_max_concurrency")
     # Admission near 0.9 of the pool: 1,382 tokens / 43 a request = 32 requests, less the queue's.
     assert concurrency is not None and 0 < concurrency <= 0.9 * 48 * 32 / 43
+
+
+# --- the compute roofline --------------------------------------------------------------------------
+
+
+def prefill_bound(tensor: float, ttft: float = 0.5, peak_seen: float | None = None) -> list[LoadPoint]:
+    """A prefill-bound engine's history: the load varied 1 -> 8 req/s (one request running per
+    req/s) while tokens kept their pace and little KV was held, so decode pace and admission leave
+    the rate almost unbounded; its GPUs' tensor activity (`tensor` now, in proportion before) and
+    TTFT say otherwise."""
+    latency = {
+        "0.95": {
+            "llm_engine_inter_token_latency_seconds": 0.012,
+            "llm_engine_time_to_first_token_seconds": ttft,
+        }
+    }
+    return [
+        LoadPoint(
+            t=0.0,
+            rate=b,
+            running=b,
+            kv_usage=0.001 * b,
+            itl_mean=0.01 + 0.00001 * b,
+            latency=latency,
+            tensor_active=(peak_seen if peak_seen is not None and b == 1 else tensor * b / 8),
+        )
+        for b in (1.0, 2.0, 4.0, 8.0)
+    ]
+
+
+def test_a_prefill_bound_engine_is_held_to_its_compute_roofline() -> None:
+    slo = SloTarget("doc", 0.95, ttft_seconds=1.0)
+    blind = estimate(slo, [replace(p, tensor_active=math.nan) for p in prefill_bound(0.35)])
+    assert blind is not None and blind.max_request_rate > 100  # KV and decode pace see no limit
+    result = estimate(slo, prefill_bound(0.35))
+    # ρ = 0.35 / 0.7 = 0.5, so 16 req/s saturate the GPU; TTFT p95 0.5 s at ρ 0.5 reaches 1 s at
+    # 1 - (1 - 0.5) · 0.5 / 1 = 0.75 of that: 12 req/s, holding 12 requests (Little's law).
+    assert result is not None
+    assert result.max_request_rate == pytest.approx(12.0)
+    assert result.max_concurrency == pytest.approx(12.0)
+    assert result.confidence == 0.5
+    # A TTFT already past the threshold: no headroom at all.
+    assert estimate(slo, prefill_bound(0.35, ttft=1.2)).max_request_rate == 0.0  # type: ignore[union-attr]
+
+
+def test_the_roofline_holds_other_dimensions_to_saturation_and_learns_a_higher_peak() -> None:
+    tpot = SloTarget("tpot", 0.95, itl_seconds=0.5)  # far from its decode-pace limit
+    result = estimate(tpot, prefill_bound(0.35))
+    assert result is not None and result.max_request_rate == pytest.approx(16.0)
+    # An engine once seen at 0.9 runs flat out at 0.9, not 0.7: ρ = 0.35 / 0.9.
+    result = estimate(tpot, prefill_bound(0.35, peak_seen=0.9))
+    assert result is not None and result.max_request_rate == pytest.approx(8.0 / (0.35 / 0.9))
+    # Light compute leaves the other limits in charge.
+    light = estimate(SloTarget("tpot", 0.95, itl_seconds=0.03), [point(60, 0.011, 5.45)])
+    lit = estimate(SloTarget("tpot", 0.95, itl_seconds=0.03), [replace(point(60, 0.011, 5.45), tensor_active=0.05)])
+    assert light is not None and lit is not None and lit.max_request_rate == light.max_request_rate
+
+
+def _gpu(value: float, gpu: str, engine: str | None) -> Sample:
+    labels = {"gpu": gpu, **({"engine": engine} if engine else {})}
+    return Sample("llm_gpu_tensor_active_ratio", labels, value)
+
+
+def _tensor_seen(metrics: list) -> dict[str, float]:
+    estimator = CapacityEstimator()
+    estimator.update([SloTarget("chat", 0.95, ttft_seconds=0.5)], metrics, 1.0)
+    return {engine: history[-1].tensor_active for (engine, _), history in estimator._history.items()}
+
+
+def test_the_estimator_reads_the_engines_own_gpus_and_never_anothers() -> None:
+    one = _engine_snapshot(3.0, 40, 80.0, 20.0)
+    # GPUs attributed to the engine: their mean; the node's unlabelled GPUs are its own on a
+    # one-engine node.
+    assert _tensor_seen([*one, _gpu(0.2, "0", "e"), _gpu(0.4, "1", "e"), _gpu(0.9, "2", None)]) == {
+        "e": pytest.approx(0.3)
+    }
+    assert _tensor_seen([*one, _gpu(0.9, "2", None)]) == {"e": pytest.approx(0.9)}
+    # With two engines and no attribution the node's GPUs are nobody's.
+    other = [
+        replace(m, labels={**m.labels, "engine": "f"}) if "engine" in m.labels else m
+        for m in _engine_snapshot(3.0, 40, 80.0, 20.0)
+    ]
+    seen = _tensor_seen([*one, *other, _gpu(0.9, "2", None)])
+    assert set(seen) == {"e", "f"} and all(math.isnan(v) for v in seen.values())
