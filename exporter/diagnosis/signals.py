@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field, fields
 from statistics import fmean
 from typing import Any
@@ -93,6 +93,15 @@ def engine_key(labels: Labels) -> EngineKey:
     return (get("engine", ""), get("engine_type", ""), get("model", ""))
 
 
+def gpu_owner(engine: str, owners: Container[str], single_engine: bool) -> str | None:
+    """Whose GPU readings an engine reads, among `owners` (the `engine` label values GPUs carry,
+    "" for none): its own where attribution tied GPUs to it; the node's unattributed GPUs where the
+    node runs this one engine; otherwise none, so that no engine reads another's GPUs."""
+    if engine in owners:
+        return engine
+    return "" if single_engine and "" in owners else None
+
+
 def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
     """Join engine, GPU, RDMA and host metrics into one EngineInputs per live engine.
 
@@ -147,11 +156,11 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
     live = {key: engines.get(key, EngineInputs()) for key in up}
     single_engine = len({key[0] for key in live}) == 1
     for key, inputs in live.items():
-        gpu_owner = key[0] if key[0] in gpu_values else ("" if single_engine and "" in gpu_values else None)
-        if gpu_owner is not None:
-            inputs.gpus = sorted(gpu_ids[gpu_owner], key=lambda g: (len(g), g))
-            inputs.gpu_vendors = sorted(gpu_vendors[gpu_owner])
-            for attr, values in gpu_values[gpu_owner].items():
+        whose = gpu_owner(key[0], gpu_values, single_engine)
+        if whose is not None:
+            inputs.gpus = sorted(gpu_ids[whose], key=lambda g: (len(g), g))
+            inputs.gpu_vendors = sorted(gpu_vendors[whose])
+            for attr, values in gpu_values[whose].items():
                 setattr(inputs, attr, fmean(values))
         elif "" in gpu_ids:
             inputs.unattributed_gpus = sorted(gpu_ids[""], key=lambda g: (len(g), g))

@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from exporter.diagnosis.signals import gpu_owner
 from exporter.model import Histogram, Metric, QuantileSummary, Sample
 from exporter.settings import SloTarget
 from exporter.slo.attainment import DIMENSION_FAMILIES, REQUESTS_FAMILY
@@ -174,8 +175,7 @@ def estimate(slo: SloTarget, history: Sequence[LoadPoint]) -> CapacityEstimate |
         result = CapacityEstimate(rate_at(b_max) * queue_factor, b_max * queue_factor, now.rate, fit.confidence)
     elif math.isfinite(b_max):
         result = CapacityEstimate(rate_at(b_max), b_max, now.rate, fit.confidence)
-    peak = max([TENSOR_PRACTICAL_PEAK, *(p.tensor_active for p in history if p.tensor_active > 0)])
-    ceiling = compute_ceiling(slo, now, lat, peak)
+    ceiling = compute_ceiling(slo, history, lat)
     if result is not None and result.max_request_rate <= ceiling:
         return result
     if not math.isfinite(ceiling):
@@ -184,10 +184,11 @@ def estimate(slo: SloTarget, history: Sequence[LoadPoint]) -> CapacityEstimate |
     return CapacityEstimate(ceiling, now.running * ceiling / now.rate, now.rate, ROOFLINE_CONFIDENCE)
 
 
-def compute_ceiling(slo: SloTarget, now: LoadPoint, latency: dict[str, float], peak: float) -> float:
+def compute_ceiling(slo: SloTarget, history: Sequence[LoadPoint], latency: dict[str, float]) -> float:
     """The request rate at which the engine's GPUs run out of compute for `slo`; inf unknown.
 
-    ρ = tensor activity / its practical peak is the share of the time the GPUs spend on FLOPs,
+    ρ = tensor activity / its practical peak (TENSOR_PRACTICAL_PEAK, or the highest the history
+    shows) is the share of the time the GPUs spend on FLOPs,
     which scale with the request rate at today's mix, so μ = λ_now / ρ saturates them. A prompt
     waits for the compute-bound prefills ahead of it, the GPU one server: as in an M/M/1 queue, a
     quantile of the time to first token grows as 1 / (1 - ρ), so today's TTFT at the objective
@@ -196,8 +197,10 @@ def compute_ceiling(slo: SloTarget, now: LoadPoint, latency: dict[str, float], p
     other dimensions are held to μ itself: decode steps run in the time prefills leave, so an
     inter-token or e2e threshold is not what compute limits until it is gone.
     """
+    now = history[-1]
     if not (now.tensor_active > 0 and now.rate > 0):
         return math.inf
+    peak = max(TENSOR_PRACTICAL_PEAK, max(p.tensor_active for p in history if p.tensor_active > 0))
     rho = min(0.99, now.tensor_active / peak)
     utilization = 1.0
     for dimension, threshold in slo.thresholds():
@@ -266,12 +269,9 @@ class CapacityEstimator:
                 gauge.append((now, point.running, point.kv_usage, point.tensor_active))
                 while gauge and gauge[0][0] <= now - point.t:
                     gauge.popleft()
-                running = [r for _, r, _, _ in gauge if math.isfinite(r)]
-                kv = [u for _, _, u, _ in gauge if math.isfinite(u)]
-                tensor = [x for _, _, _, x in gauge if math.isfinite(x)]
-                gauge_mean = sum(running) / len(running) if running else math.nan
+                gauge_mean = _finite_mean(r for _, r, _, _ in gauge)
                 batch = gauge_mean if gauge_mean > 0 else point.running_by_latency
-                kv_mean = sum(kv) / len(kv) if kv else 0.0
+                kv_mean = _finite_mean((u for _, _, u, _ in gauge), empty=0.0)
                 totals.append((now, point.totals))
                 while totals and totals[0][0] < now - point.t:
                     totals.popleft()
@@ -279,7 +279,7 @@ class CapacityEstimator:
                     # The KV gauge missed the load as the running one did: the batch's share of
                     # the configured pool at the window's request mix instead.
                     kv_mean = _kv_usage_from_mix(batch, point.kv_capacity_tokens, totals[0][1], point.totals)
-                tensor_mean = sum(tensor) / len(tensor) if tensor else math.nan
+                tensor_mean = _finite_mean(x for _, _, _, x in gauge)
                 history.append(replace(point, t=now, running=batch, kv_usage=kv_mean, tensor_active=tensor_mean))
             for slo in slos:
                 if not covers(slo, *key):
@@ -295,6 +295,12 @@ class CapacityEstimator:
                     Sample("llm_capacity_estimate_confidence_ratio", series, result.confidence),
                 ]
         return out
+
+
+def _finite_mean(values: Iterable[float], empty: float = math.nan) -> float:
+    """The mean of the finite values (a gauge the engine did not report this round is NaN)."""
+    kept = [v for v in values if math.isfinite(v)]
+    return sum(kept) / len(kept) if kept else empty
 
 
 def _engine_readings(
@@ -320,15 +326,14 @@ def _engine_readings(
                 settings[key] = dict(metric.labels)
         elif metric.histogram is not None:
             summaries.setdefault(key, {})[metric.name] = metric
-    # As the diagnosis joins them (diagnosis/signals.py): GPUs by their `engine` label, and the
-    # node's unlabelled GPUs only where it runs one engine, never another engine's.
+    # GPUs join engines as the diagnosis joins them, never another engine's (gpu_owner).
     single_engine = len({engine for engine, _ in labels}) == 1
     result: dict[tuple[str, str], tuple[dict[str, str], LoadPoint | None]] = {}
     for key, series_labels in labels.items():
         point = _load_point(gauges.get(key, {}), summaries.get(key, {}), settings.get(key, {}), quantiles)
-        own = tensor.get(key[0]) or (tensor.get("") if single_engine else None)
-        if point is not None and own:
-            point = replace(point, tensor_active=sum(own) / len(own))
+        owner = gpu_owner(key[0], tensor, single_engine)
+        if point is not None and owner is not None:
+            point = replace(point, tensor_active=sum(tensor[owner]) / len(tensor[owner]))
         result[key] = (series_labels, point)
     return result
 

@@ -128,8 +128,9 @@ def main() -> int:
     for name, slo in CASES.items():
         # The itl dimension counts token gaps (docs/slo.md): its truth is where the gaps' attainment
         # breaks; vLLM bench's per-request TPOT is printed beside it, not judged.
-        truths = [("per token", True, True), ("per request", False, False)] if "itl_seconds" in slo else []
-        for counted, per_token, judged in truths or [("per request", False, True)]:
+        # (what is counted, per token, judged)
+        rows = [("per token", True, True), ("per request", False, False)]
+        for counted, per_token, judged in rows if "itl_seconds" in slo else [("per request", False, True)]:
             started = time.monotonic()
             truth = truth_break(name, slo, 0.5, 64.0, steps, per_token=per_token)
             estimate, confidence = estimated(name, slo, truth / 2)
