@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 from exporter.budget import Discarding
 from exporter.model import Metric
+from exporter.sources import multiplex
 from exporter.sources.base import Source, SourceError, SourceGroup
+from exporter.sources.multiplex import Fetch
 
 log = logging.getLogger(__name__)
 
@@ -118,11 +120,20 @@ class CollectionLoop:
         live = {(source.name, source.target) for source in sources}
         for gone in [k for k in self._error_counts if (k[0], k[1]) not in live]:
             del self._error_counts[gone]
+        batch: list[tuple[Source, Fetch, Future[_Outcome]]] = []
         for source in sources:
             running = self._in_flight.get(id(source))
             if running is not None and running.source is source:
                 continue
-            self._in_flight[id(source)] = _Running(self._executor.submit(self._run_source, source, now), now, source)
+            fetch = self._offered(source, now)
+            if fetch is None:
+                future = self._executor.submit(self._run_source, source, now)
+            else:
+                future = Future()
+                batch.append((source, fetch, future))
+            self._in_flight[id(source)] = _Running(future, now, source)
+        if batch:
+            self._executor.submit(self._run_multiplexed, batch, now)
         if self.snapshot is None and self._on_snapshot is not None:
             self._publish_as_sources_return(sources)
         metrics: list[Metric] = []
@@ -245,6 +256,61 @@ class CollectionLoop:
             return _Outcome([], self._clock() - started, {}, exc)
         discards = dict(source.discards) if isinstance(source, Discarding) else {}
         return _Outcome(metrics, self._clock() - started, discards)
+
+    def _offered(self, source: Source, now: float) -> Fetch | None:
+        """The source's fetch for the multiplexing thread, or None (a bug there: `collect` as usual)."""
+        try:
+            return source.multiplexed(now)
+        except Exception:
+            log.exception("source %s %s: no multiplexed fetch", source.name, source.target)
+            return None
+
+    def _run_multiplexed(self, batch: Sequence[tuple[Source, Fetch, Future[_Outcome]]], now: float) -> None:
+        """Run in one worker: the batch's GETs on one thread (exporter.sources.multiplex), each
+        source's outcome set as its response is read, parsed and normalized; a source whose
+        response needs the blocking path runs `collect` in a worker of its own."""
+        started = self._clock()
+        by_fetch = {id(fetch): (source, future) for source, fetch, future in batch}
+
+        def done(fetch: Fetch, error: Exception | None) -> None:
+            source, future = by_fetch[id(fetch)]
+            try:
+                outcome = settle(source, fetch, error, future)
+            except Exception as exc:  # a bug here must not leave the source in flight for good
+                outcome = _Outcome([], self._clock() - started, {}, exc)
+            if outcome is not None:
+                future.set_result(outcome)
+
+        def settle(source: Source, fetch: Fetch, error: Exception | None, future: Future[_Outcome]) -> _Outcome | None:
+            """The source's outcome, or None when a worker of its own will set it (a Fallback)."""
+            if isinstance(error, multiplex.Fallback):
+                chained = self._executor.submit(self._run_source, source, now)  # RuntimeError once stopping
+
+                def relay(ran: Future[_Outcome]) -> None:
+                    try:
+                        future.set_result(ran.result())
+                    except Exception as exc:  # cancelled as the loop stopped
+                        future.set_result(_Outcome([], self._clock() - started, {}, exc))
+
+                chained.add_done_callback(relay)
+                return None
+            if error is None:
+                try:
+                    metrics = fetch.finish()
+                except Exception as exc:
+                    return _Outcome([], self._clock() - started, {}, exc)
+                discards = dict(source.discards) if isinstance(source, Discarding) else {}
+                return _Outcome(metrics, self._clock() - started, discards)
+            fetch.failed(error)
+            return _Outcome([], self._clock() - started, {}, error)
+
+        try:
+            multiplex.run([fetch for _, fetch, _ in batch], done)
+        except Exception as exc:  # the loop itself: every source of the batch still open fails
+            log.error("multiplexed collection failed", exc_info=exc)
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_result(_Outcome([], self._clock() - started, {}, exc))
 
     def _count(self, source: Source, reason: str) -> None:
         key = (source.name, source.target, reason)

@@ -55,6 +55,13 @@ def respond_with(body: bytes | str, status: int = 200, content_type: str = "text
     return respond
 
 
+class _Listening(ThreadingHTTPServer):
+    """A backlog for many connections at once (socketserver's is 5), as a real engine's server has:
+    the multiplexed scrape (exporter.sources.multiplex) connects to every target in one instant."""
+
+    request_queue_size = 128
+
+
 @dataclass
 class RouteServer:
     """A loopback HTTP server whose paths answer with swappable responders."""
@@ -87,7 +94,7 @@ class RouteServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server = _Listening(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

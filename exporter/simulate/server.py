@@ -227,11 +227,11 @@ class Responder(Protocol):
 def http_server(host: str, port: int, owner: Responder) -> ThreadingHTTPServer:
     """A threading HTTP server on `host:port` (IPv6 when the host has a colon) answering with `owner`."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    server_class = type(
-        "_Server",
-        (ThreadingHTTPServer,),
-        {"address_family": family, "daemon_threads": True, "allow_reuse_address": True},
-    )
+    # One server answers every engine of a node, and an exporter connects to all of them at once
+    # (exporter.sources.multiplex): socketserver's backlog of 5 dropped the handshakes past it, which
+    # the kernel then retried a second or more later. uvicorn, vLLM's server, listens with 2048.
+    attributes = {"address_family": family, "daemon_threads": True, "allow_reuse_address": True}
+    server_class = type("_Server", (ThreadingHTTPServer,), {**attributes, "request_queue_size": 128})
     return server_class((host, port), _handler(owner))
 
 

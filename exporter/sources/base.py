@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from exporter.model import Metric
+
+if TYPE_CHECKING:
+    from exporter.sources.multiplex import Fetch
 
 
 class SourceError(Exception):
@@ -40,6 +43,11 @@ class Source(ABC):
     def down_metrics(self) -> list[Metric]:
         """What to export while the source is failing (e.g. `llm_engine_up 0`)."""
         return []
+
+    def multiplexed(self, now: float) -> Fetch | None:
+        """This round's collection as one plain-HTTP GET that the loop may run with others' on one
+        thread (exporter.sources.multiplex), or None (the default): `collect` in a worker."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - an optional hook: most sources hold nothing to release
         """Release connections, handles or libraries."""

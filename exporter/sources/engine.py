@@ -6,6 +6,7 @@ error counts: a dead or garbage-spewing engine never hides the others.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import math
@@ -18,13 +19,22 @@ from urllib.parse import urlsplit, urlunsplit
 from exporter.budget import CARDINALITY, cap_target, keep_known_first
 from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
 from exporter.model import EngineReading, Histogram, Metric, QuantileSummary, Sample
-from exporter.promtext import NAMES_HEAD_CHARS, LineCache, ParsedSamples, WantedParser
+from exporter.promtext import NAMES_HEAD_CHARS, LineCache, WantedParser
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.engines import MAPPINGS, detect
 from exporter.sources.engines.common import HISTOGRAM_KEYS, EngineMapping
-from exporter.sources.http_fetch import NoRedirectSession, SameOriginSession, feed_parser, open_body, redact
+from exporter.sources.http_fetch import (
+    ACCEPT_TEXT,
+    NoRedirectSession,
+    SameOriginSession,
+    feed_block,
+    feed_parser,
+    open_body,
+    redact,
+)
+from exporter.sources.multiplex import Fetch, PlainRequest
 from exporter.sources.scrape_auth import authorizer
 from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
 
@@ -91,7 +101,63 @@ class EngineSource(Source):
 
     def _collect(self, now: float) -> list[Metric]:
         started = time.monotonic()
-        mapping, parsed, parser = self._scrape()
+        return self._readings(now, self._scrape(), started)
+
+    def multiplexed(self, now: float) -> Fetch | None:
+        """This round's scrape as a plain-HTTP GET for the loop's multiplexing thread
+        (exporter.sources.multiplex), where nothing but the GET needs I/O: the engine type is
+        known (detection reads the first scrape on the blocking path), TGI's model needs no /info,
+        and the URL takes the plain path to an IP address. None: `collect` in a worker."""
+        mapping = self._mapping
+        if mapping is None or (mapping.needs_model_from_info and not (self.config.model or self._info_model)):
+            return None
+        session, url = self._session, self.config.url
+        if not session.takes_plain_path(url):
+            return None
+        host, port, path = session.plain_target(url)
+        if not _is_ip_address(host):
+            return None
+        headers = session.plain_headers(url, {"Accept": ACCEPT_TEXT, "Accept-Encoding": "gzip"})
+        limits = self.config.limits
+        request = PlainRequest(
+            host,
+            port,
+            session.plain_connections.request_bytes(host, port, path, headers),
+            self._shown_url,
+            self.timeout_seconds,
+            limits.max_response_bytes,
+            session.plain_connections,
+        )
+        parser, started = self._parser(), time.monotonic()
+        shown = self._shown_url
+
+        class Receiver:
+            def response(_, content_type: str) -> None:
+                self._refuse_json(content_type)
+
+            def block(_, text: str) -> bool:
+                return feed_block(parser, text, shown)
+
+        def finish() -> list[Metric]:
+            try:
+                return self._readings(now, parser, started)
+            except Exception as exc:
+                failed(exc)
+                raise
+
+        def failed(_: Exception) -> None:
+            self.reports_process_cpu = False  # as `collect` says when it fails
+
+        return Fetch(request, Receiver(), finish, failed)
+
+    def _readings(self, now: float, parser: WantedParser, started: float) -> list[Metric]:
+        """The normalized series from a parsed scrape (the engine detected on the first)."""
+        mapping = self._mapping or detect(parser.names)
+        if mapping is None:
+            raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")
+        parsed = parser.result
+        if self._mapping is None:
+            parsed = {name: parsed[name] for name in mapping.wanted() | {_PROCESS_CPU}}
         if not any(parsed.values()) and not mapping.matches(parser.names):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
@@ -116,42 +182,39 @@ class EngineSource(Source):
         self._forget_windows({r.model for r in readings})
         return self._within_series_cap([metric for reading in readings for metric in self._render(now, reading)])
 
-    def _scrape(self) -> tuple[EngineMapping, ParsedSamples, WantedParser]:
-        """Fetch and parse in one pass as the body streams in: (mapping, wanted samples, the parser,
-        whose `names` of the head are read only when asked).
-
-        Before the engine type is known every mapping's names are wanted, so detection needs no
-        second pass over a body that is never held whole.
-        """
+    def _parser(self) -> WantedParser:
+        """A parser for this target's next scrape. Before the engine type is known every mapping's
+        names are wanted, so detection needs no second pass over a body that is never held whole;
+        detection reads names from the first MiB, and once the type is known a block's worth tells
+        a payload that declares the families from one that is not this engine's any more."""
         limits = self.config.limits
         wanted = self._mapping.wanted() | {_PROCESS_CPU} if self._mapping else _EVERY_WANTED
-        with open_body(self._session, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
-            if "json" in body.content_type:
-                raise SourceError(
-                    "parse",
-                    f"{self._shown_url}: got JSON, not Prometheus text "
-                    "(trtllm-serve serves Prometheus text at /prometheus/metrics)",
-                )
-            # Detection reads names from the first MiB; once the type is known a block's worth tells
-            # a payload that declares the families from one that is not this engine's any more.
-            head = NAMES_HEAD_CHARS if self._mapping is None else KNOWN_TYPE_HEAD_CHARS
-            known = self._mapping is not None
-            parser = WantedParser(
-                wanted,
-                limits.max_series,
-                limits.max_label_value_length,
-                head,
-                names_on_demand=known,
-                line_cache=self._line_cache,
+        known = self._mapping is not None
+        return WantedParser(
+            wanted,
+            limits.max_series,
+            limits.max_label_value_length,
+            KNOWN_TYPE_HEAD_CHARS if known else NAMES_HEAD_CHARS,
+            names_on_demand=known,
+            line_cache=self._line_cache,
+        )
+
+    def _refuse_json(self, content_type: str) -> None:
+        if "json" in content_type:
+            raise SourceError(
+                "parse",
+                f"{self._shown_url}: got JSON, not Prometheus text "
+                "(trtllm-serve serves Prometheus text at /prometheus/metrics)",
             )
+
+    def _scrape(self) -> WantedParser:
+        """Fetch and parse in one pass as the body streams in (the blocking path)."""
+        parser = self._parser()
+        limits = self.config.limits
+        with open_body(self._session, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
+            self._refuse_json(body.content_type)
             feed_parser(body, parser, self._shown_url)
-        mapping = self._mapping or detect(parser.names)
-        if mapping is None:
-            raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")
-        parsed = parser.result
-        if self._mapping is None:
-            parsed = {name: parsed[name] for name in mapping.wanted() | {_PROCESS_CPU}}
-        return mapping, parsed, parser
+        return parser
 
     def down_metrics(self) -> list[Metric]:
         models = self._known_models or (self.config.model or "",)
@@ -277,3 +340,12 @@ class EngineSource(Source):
                 return ""  # asked again next scrape: /info may only answer once the model loaded
             self._info_model = str(model_id)
         return self._info_model or ""
+
+
+def _is_ip_address(host: str) -> bool:
+    """An IP literal: connecting to it needs no name lookup, which would block the multiplexing thread."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

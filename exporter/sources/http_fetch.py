@@ -492,30 +492,52 @@ class PlainBody(Body):
         self.complete = True
 
 
-def line_blocks(chunks: Iterable[bytes], max_line_chars: int = MAX_LINE_CHARS) -> Iterator[str]:
-    """Text in blocks of whole lines, one block per chunk that ends any; a line cut between chunks
-    is joined to its rest.
+class LineBlocks:
+    """Bytes in, text in blocks of whole lines out, one block per piece that ends any line; a line
+    cut between pieces is joined to its rest. Pushed to (`push`, then `end`) by the multiplexed
+    fetch as bytes arrive; pulled through by `line_blocks`.
 
-    A line longer than `max_line_chars` keeps only its head (plus less than one chunk): its name
-    is still there to be judged, and a body that is one huge line costs one chunk, not the cap.
+    A line longer than `max_line_chars` keeps only its head (plus less than one piece): its name
+    is still there to be judged, and a body that is one huge line costs one piece, not the cap.
     """
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    pending: list[str] = []
-    pending_chars = 0
-    for chunk in chunks:
-        text = decoder.decode(chunk)
+
+    def __init__(self, max_line_chars: int = MAX_LINE_CHARS) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._max_line_chars = max_line_chars
+        self._pending: list[str] = []
+        self._pending_chars = 0
+
+    def push(self, chunk: bytes) -> str | None:
+        """The block of whole lines this piece completes, or None."""
+        text = self._decoder.decode(chunk)
         cut = text.rfind("\n")
         if cut == -1:
-            if pending_chars <= max_line_chars:
-                pending.append(text)
-                pending_chars += len(text)
-            continue
-        pending.append(text[:cut])
-        yield "".join(pending)
-        pending, pending_chars = [text[cut + 1 :]], len(text) - cut - 1
-    pending.append(decoder.decode(b"", final=True))
-    last = "".join(pending)
-    if last:
+            if self._pending_chars <= self._max_line_chars:
+                self._pending.append(text)
+                self._pending_chars += len(text)
+            return None
+        self._pending.append(text[:cut])
+        block = "".join(self._pending)
+        self._pending, self._pending_chars = [text[cut + 1 :]], len(text) - cut - 1
+        return block
+
+    def end(self) -> str | None:
+        """What is left after the last piece (a last line without its newline), or None."""
+        self._pending.append(self._decoder.decode(b"", final=True))
+        last = "".join(self._pending)
+        self._pending, self._pending_chars = [], 0
+        return last or None
+
+
+def line_blocks(chunks: Iterable[bytes], max_line_chars: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """Text in blocks of whole lines (`LineBlocks`), pulled from an iterable of bytes."""
+    lines = LineBlocks(max_line_chars)
+    for chunk in chunks:
+        block = lines.push(chunk)
+        if block is not None:
+            yield block
+    last = lines.end()
+    if last is not None:
         yield last
 
 
@@ -648,10 +670,16 @@ def _open_plain(
 def feed_parser(body: Body, parser: WantedParser, shown_url: str) -> None:
     """Stream the body into the parser block by block until it has what it wants; a body over
     the parser's series or line caps is a `cardinality` SourceError."""
+    for block in body.line_blocks():
+        if not feed_block(parser, block, shown_url):
+            break
+
+
+def feed_block(parser: WantedParser, block: str, shown_url: str) -> bool:
+    """One block into the parser (False once it has had enough); over its caps, a `cardinality`
+    SourceError."""
     try:
-        for block in body.line_blocks():
-            if not parser.feed(block):
-                break
+        return parser.feed(block)
     except TooManySeries as exc:
         raise SourceError("cardinality", f"{shown_url}: {exc}") from exc
 

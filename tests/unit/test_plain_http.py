@@ -10,9 +10,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import io
-import socket
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,68 +29,7 @@ from exporter.sources.http_fetch import (
     open_body,
 )
 from exporter.sources.scrape_auth import ScrapeAuthorizer
-
-Reply = Callable[[int], bytes]  # request number (from 0) -> the raw bytes answered
-
-
-class RawServer:
-    """Answers each request on each connection with `reply(n)`; closes a connection after the
-    reply when `close_after` says so. Counts connections accepted and requests read."""
-
-    def __init__(self, reply: Reply, close_after: Callable[[int], bool] = lambda n: False) -> None:
-        self.reply, self.close_after = reply, close_after
-        self.connections = 0
-        self.requests = 0
-        self.heads: list[bytes] = []  # each request's line and headers, as they came
-        self.closed_by_client = threading.Event()  # set when a client closed a connection
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def url(self, path: str = "/metrics") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            pending = b""
-            while True:
-                while b"\r\n\r\n" not in pending:
-                    try:
-                        data = conn.recv(65536)
-                    except OSError:
-                        data = b""
-                    if not data:
-                        self.closed_by_client.set()
-                        return
-                    pending += data
-                head, pending = pending.split(b"\r\n\r\n", 1)
-                self.heads.append(head + b"\r\n\r\n")
-                number = self.requests
-                self.requests += 1
-                try:
-                    conn.sendall(self.reply(number))
-                except OSError:  # the client closed with the reply unread (a reset)
-                    self.closed_by_client.set()
-                    return
-                if self.close_after(number):
-                    return
-
-    def close(self) -> None:
-        self._listener.close()
-
-
-def ok(body: bytes, extra: bytes = b"") -> bytes:
-    return b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+from tests.raw_server import RawServer, ok
 
 
 @pytest.fixture
