@@ -129,14 +129,6 @@ class EngineSource(Source):
             session.plain_connections,
         )
         parser, started = self._parser(), time.monotonic()
-        shown = self._shown_url
-
-        class Receiver:
-            def response(_, content_type: str) -> None:
-                self._refuse_json(content_type)
-
-            def block(_, text: str) -> bool:
-                return feed_block(parser, text, shown)
 
         def finish() -> list[Metric]:
             try:
@@ -148,7 +140,7 @@ class EngineSource(Source):
         def failed(_: Exception) -> None:
             self.reports_process_cpu = False  # as `collect` says when it fails
 
-        return Fetch(request, Receiver(), finish, failed)
+        return Fetch(request, _ParserReceiver(self, parser), finish, failed)
 
     def _readings(self, now: float, parser: WantedParser, started: float) -> list[Metric]:
         """The normalized series from a parsed scrape (the engine detected on the first)."""
@@ -340,6 +332,20 @@ class EngineSource(Source):
                 return ""  # asked again next scrape: /info may only answer once the model loaded
             self._info_model = str(model_id)
         return self._info_model or ""
+
+
+class _ParserReceiver:
+    """A multiplexed response (exporter.sources.multiplex) into the source's parser, refused as the
+    blocking path refuses it."""
+
+    def __init__(self, source: EngineSource, parser: WantedParser) -> None:
+        self._source, self._parser = source, parser
+
+    def response(self, content_type: str) -> None:
+        self._source._refuse_json(content_type)
+
+    def block(self, text: str) -> bool:
+        return feed_block(self._parser, text, self._source._shown_url)
 
 
 def _is_ip_address(host: str) -> bool:

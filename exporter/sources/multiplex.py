@@ -48,6 +48,12 @@ from exporter.sources.http_fetch import MAX_HEADER_BYTES, TRIM_AFTER_BYTES, Line
 READ_BYTES = plain_http.READ_BYTES
 
 
+#: what h11's state machine is told went out: only that it was a GET (a HEAD would have no body);
+#: the bytes sent are http.client's. Made once: an event's headers are validated as it is made.
+_GET = h11.Request(method="GET", target="/", headers=[("Host", "target")])
+_END = h11.EndOfMessage()
+
+
 class Fallback(Exception):
     """The response needs the blocking path, which repeats the request and answers it as always."""
 
@@ -195,9 +201,8 @@ def _ready(exchange: _Exchange, *, selector: selectors.BaseSelector) -> None:
         if exchange.sent < len(request.data):
             return
         if exchange.sent == len(request.data):
-            # the state machine only needs to know a GET went out; the bytes sent are http.client's
-            exchange.http.send(h11.Request(method="GET", target="/", headers=[("Host", request.host)]))
-            exchange.http.send(h11.EndOfMessage())
+            exchange.http.send(_GET)
+            exchange.http.send(_END)
         selector.modify(sock, selectors.EVENT_READ, exchange)
         return
     try:

@@ -15,6 +15,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from exporter.catalogue import LATENCY_FAMILIES
@@ -106,6 +107,13 @@ def first_present(parsed: ParsedSamples, names: Iterable[str]) -> dict[LabelKey,
     return {}
 
 
+@lru_cache(maxsize=256)
+def _ignored(duplicate_labels: frozenset[str], match: tuple[tuple[str, str], ...]) -> frozenset[str]:
+    """The labels a series is grouped without: its model's, the duplicated ranks', the matched ones
+    (worked out once per signal, not per series read)."""
+    return frozenset(MODEL_LABELS) | duplicate_labels | {k for k, _ in match}
+
+
 def reduce_by_model(
     series: dict[LabelKey, float],
     reduce: Reduce,
@@ -114,7 +122,7 @@ def reduce_by_model(
 ) -> dict[str, float]:
     """One value per model: series that differ only in `duplicate_labels` count once (lowest
     rank kept), the remaining series of a model (data-parallel ranks) are summed or maxed."""
-    ignored = frozenset(MODEL_LABELS) | duplicate_labels | {k for k, _ in match}
+    ignored = _ignored(duplicate_labels, tuple(match))
     chosen: dict[tuple[str, tuple], tuple[tuple[str, ...], float]] = {}
     for key, value in series.items():
         if match:
