@@ -56,14 +56,6 @@ class Collected:
 
 
 @pytest.fixture
-def served() -> Iterator[list[RawServer]]:
-    servers: list[RawServer] = []
-    yield servers
-    for server in servers:
-        server.close()
-
-
-@pytest.fixture
 def sessions() -> Iterator[list[SameOriginSession]]:
     opened: list[SameOriginSession] = []
     yield opened

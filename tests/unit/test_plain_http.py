@@ -33,14 +33,6 @@ from tests.raw_server import RawServer, ok
 
 
 @pytest.fixture
-def served() -> Iterator[list[RawServer]]:
-    servers: list[RawServer] = []
-    yield servers
-    for server in servers:
-        server.close()
-
-
-@pytest.fixture
 def session() -> Iterator[SameOriginSession]:
     """A scraping session, closed (with its kept-alive connections) after the test."""
     opened = SameOriginSession()
