@@ -37,7 +37,9 @@ pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 # vLLM's TTFT bucket edges (vllm/v1/metrics/buckets.py) in the range a tiny CPU model spans: from
 # 5 ms, since the engine's own TTFT of these short prompts is mostly under 20 ms (96.5 % of 1,181
 # requests once, with two CPU-bound processes beside it), to 1 s, where a starved machine's tail is.
-EDGES = (0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0)
+# vLLM's own TTFT bucket edges: a threshold on an edge is exact. From 1 ms: a quiet run of this
+# engine once had 97 % of its TTFTs within 5 ms, and no threshold inside the distribution.
+EDGES = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0)
 OBJECTIVE = 0.9
 # Short answers: enough requests in 20 s that one request is about a point of attainment.
 LIGHT = LoadSpec(concurrency=3, prompt_tokens=(16, 48), output_tokens=(4, 8), duration_s=20.0, seed=21)
