@@ -35,7 +35,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 import h11
 
@@ -125,6 +125,9 @@ def run(fetches: Sequence[Fetch], done: Done, clock: Callable[[], float] = time.
     exchanges = [_Exchange(fetch, done, now + fetch.request.timeout_seconds) for fetch in fetches]
     # by deadline: a wake looks at the earliest only, not at every exchange (128 targets, ~128 wakes)
     deadlines = sorted(exchanges, key=lambda exchange: exchange.deadline)
+    # one receive buffer for the run (h11 copies what it is given): a 64 KiB bytes object made and
+    # shrunk per receive fragmented the heap, RSS +7.7 % over the 3-minute soak against +3.1 %
+    received = memoryview(bytearray(READ_BYTES))
     try:
         for exchange in exchanges:
             _guarded(exchange, selector, lambda e: _start(e, selector))
@@ -137,7 +140,7 @@ def run(fetches: Sequence[Fetch], done: Done, clock: Callable[[], float] = time.
             for key, _ in selector.select(max(0.0, deadlines[first].deadline - clock())):
                 exchange = key.data
                 if not exchange.over:
-                    _guarded(exchange, selector, functools.partial(_ready, selector=selector))
+                    _guarded(exchange, selector, functools.partial(_ready, selector=selector, received=received))
             now = clock()
             for exchange in deadlines[first:]:
                 if now < exchange.deadline:
@@ -152,6 +155,9 @@ def run(fetches: Sequence[Fetch], done: Done, clock: Callable[[], float] = time.
             if not exchange.over:
                 _end(exchange, selector, SourceError("exception", "multiplexed fetch abandoned"))
         selector.close()
+        # the round's bodies, freed on this worker's arena, handed back (~30 us): with them kept,
+        # RSS grew +4.9 % over the 3-minute soak (budget 5 %), with this +3.8 %
+        release_free_memory()
 
 
 def _guarded(exchange: _Exchange, selector: selectors.BaseSelector, step: Callable[[_Exchange], None]) -> None:
@@ -183,7 +189,7 @@ def _start(exchange: _Exchange, selector: selectors.BaseSelector) -> None:
     selector.register(connection.sock, selectors.EVENT_WRITE, exchange)
 
 
-def _ready(exchange: _Exchange, *, selector: selectors.BaseSelector) -> None:
+def _ready(exchange: _Exchange, *, selector: selectors.BaseSelector, received: memoryview) -> None:
     """The socket is writable (the request still going out) or readable (the response coming in)."""
     connection = exchange.connection
     assert connection is not None and connection.sock is not None
@@ -209,7 +215,7 @@ def _ready(exchange: _Exchange, *, selector: selectors.BaseSelector) -> None:
         selector.modify(sock, selectors.EVENT_READ, exchange)
         return
     try:
-        data = sock.recv(READ_BYTES)
+        data = received[: sock.recv_into(received)]
     except BlockingIOError:
         return
     except OSError as exc:
@@ -220,7 +226,7 @@ def _ready(exchange: _Exchange, *, selector: selectors.BaseSelector) -> None:
         return
     if not exchange.answered:
         exchange.received += len(data)
-    exchange.http.receive_data(data)
+    exchange.http.receive_data(cast(bytes, data))  # any bytes-like, h11's docs say: it copies them
     _events(exchange, selector)
 
 
