@@ -421,7 +421,7 @@ class Body:
         for chunk in self._decoded():
             self.size += len(chunk)
             if self.size > self._cap:
-                raise SourceError("too_large", f"{self._url}: body exceeds the {self._cap}-byte cap")
+                raise plain_http.over_cap(self._url, self._cap)
             yield chunk
 
     def read(self) -> bytearray:
@@ -460,7 +460,7 @@ class ResponseBody(Body):
         except (TimeoutError, urllib3.exceptions.ReadTimeoutError) as exc:
             raise SourceError("timeout", f"{url}: body not complete within {self._timeout_seconds:g}s") from exc
         except urllib3.exceptions.DecodeError as exc:
-            raise SourceError("parse", f"{url}: body does not decode as its Content-Encoding says") from exc
+            raise plain_http.undecodable(url) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise SourceError("connection", f"{url}: {_short(exc)}") from exc
 
@@ -593,7 +593,7 @@ def open_body(
         declared = response.headers.get("Content-Length")
         # A compressed length over the cap means the decompressed body is over it too.
         if declared and declared.isdigit() and int(declared) > max_bytes:
-            raise SourceError("too_large", f"{shown}: body of {declared} bytes exceeds the {max_bytes}-byte cap")
+            raise plain_http.over_cap(shown, max_bytes, declared)
         body: Body = ResponseBody(response, shown, deadline, timeout_seconds, max_bytes)
         try:
             yield body
@@ -652,7 +652,7 @@ def _open_plain(
                 raise SourceError("http_status", f"{shown}: HTTP {response.status}{detail}")
             declared = response.getheader("Content-Length")
             if declared and declared.isdigit() and int(declared) > max_bytes:
-                raise SourceError("too_large", f"{shown}: body of {declared} bytes exceeds the {max_bytes}-byte cap")
+                raise plain_http.over_cap(shown, max_bytes, declared)
             body = PlainBody(response, connection.sock, shown, deadline, timeout_seconds, max_bytes)
             yield body
             if body.complete and not response.will_close and connection.sock is not None:

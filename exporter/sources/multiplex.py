@@ -270,9 +270,7 @@ def _answered(exchange: _Exchange, response: h11.Response) -> None:
     exchange.answered = True
     declared = headers.get(b"content-length", b"").decode("latin-1")
     if declared.isdigit() and int(declared) > request.max_bytes:
-        raise SourceError(
-            "too_large", f"{request.shown_url}: body of {declared} bytes exceeds the {request.max_bytes}-byte cap"
-        )
+        raise plain_http.over_cap(request.shown_url, request.max_bytes, declared)
     encoding = headers.get(b"content-encoding", b"").decode("latin-1")
     exchange.decoder = plain_http.decoder_for(encoding, request.shown_url)
     exchange.fetch.receiver.response(headers.get(b"content-type", b"").decode("latin-1"))
@@ -283,23 +281,14 @@ def _body(exchange: _Exchange, raw: bytes) -> bool:
     decoder = exchange.decoder
     if decoder is None:
         return _decoded(exchange, raw)
-    try:
-        data = decoder.decompress(raw, READ_BYTES)
-        while True:
-            if data and not _decoded(exchange, data):
-                return False
-            if not decoder.unconsumed_tail:
-                return True
-            data = decoder.decompress(decoder.unconsumed_tail, READ_BYTES)
-    except zlib.error as exc:
-        raise _undecodable(exchange) from exc
+    return all(_decoded(exchange, data) for data in plain_http.inflate(decoder, raw, exchange.fetch.request.shown_url))
 
 
 def _decoded(exchange: _Exchange, data: bytes) -> bool:
     request = exchange.fetch.request
     exchange.size += len(data)
     if exchange.size > request.max_bytes:
-        raise SourceError("too_large", f"{request.shown_url}: body exceeds the {request.max_bytes}-byte cap")
+        raise plain_http.over_cap(request.shown_url, request.max_bytes)
     block = exchange.lines.push(data)
     return block is None or exchange.fetch.receiver.block(block)
 
@@ -307,22 +296,12 @@ def _decoded(exchange: _Exchange, data: bytes) -> bool:
 def _finish_body(exchange: _Exchange) -> None:
     decoder = exchange.decoder
     if decoder is not None:
-        try:
-            tail = decoder.flush()
-        except zlib.error as exc:
-            raise _undecodable(exchange) from exc
-        if not decoder.eof:
-            raise _undecodable(exchange)
+        tail = plain_http.inflate_end(decoder, exchange.fetch.request.shown_url)
         if tail and not _decoded(exchange, tail):
             return
     last = exchange.lines.end()
     if last is not None:
         exchange.fetch.receiver.block(last)
-
-
-def _undecodable(exchange: _Exchange) -> SourceError:
-    shown = exchange.fetch.request.shown_url
-    return SourceError("parse", f"{shown}: body does not decode as its Content-Encoding says")
 
 
 def _connection_error(request: PlainRequest, what: str) -> SourceError:

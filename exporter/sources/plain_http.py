@@ -261,6 +261,44 @@ def decoder_for(content_encoding: str, shown_url: str) -> zlib._Decompress | Non
     raise SourceError("parse", f"{shown_url}: Content-Encoding {encoding[:40]!r} is not one this exporter decodes")
 
 
+def over_cap(shown_url: str, cap: int, declared: str | None = None) -> SourceError:
+    """A body past the byte cap: its declared length already over it, or its decoded bytes so far."""
+    if declared is not None:
+        return SourceError("too_large", f"{shown_url}: body of {declared} bytes exceeds the {cap}-byte cap")
+    return SourceError("too_large", f"{shown_url}: body exceeds the {cap}-byte cap")
+
+
+def undecodable(shown_url: str) -> SourceError:
+    return SourceError("parse", f"{shown_url}: body does not decode as its Content-Encoding says")
+
+
+def inflate(decoder: zlib._Decompress, raw: bytes, shown_url: str) -> Iterator[bytes]:
+    """`raw` inflated one bounded step (at most READ_BYTES out) at a time, so a small compressed
+    body that inflates to gigabytes is never held whole: the caller's cap stops it step by step.
+    Both transports (this module's and the multiplexer's) decode through here."""
+    try:
+        data = decoder.decompress(raw, READ_BYTES)
+        while True:
+            if data:
+                yield data
+            if not decoder.unconsumed_tail:
+                return
+            data = decoder.decompress(decoder.unconsumed_tail, READ_BYTES)
+    except zlib.error as exc:
+        raise undecodable(shown_url) from exc
+
+
+def inflate_end(decoder: zlib._Decompress, shown_url: str) -> bytes:
+    """What the decoder still holds at the body's end; a stream cut short does not decode."""
+    try:
+        tail = decoder.flush()
+    except zlib.error as exc:
+        raise undecodable(shown_url) from exc
+    if not decoder.eof:
+        raise undecodable(shown_url)
+    return tail
+
+
 def read_decoded(
     response: http.client.HTTPResponse,
     sock: socket.socket | None,
@@ -273,11 +311,6 @@ def read_decoded(
     only at the body's real end. Each read waits at most until `deadline`."""
     try:
         while True:
-            if decoder is not None and decoder.unconsumed_tail:
-                data = decoder.decompress(decoder.unconsumed_tail, READ_BYTES)
-                if data:
-                    yield data
-                continue
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise SourceError("timeout", timeout_message)
@@ -287,20 +320,15 @@ def read_decoded(
             if not raw:
                 if response.length:  # Content-Length promised more than came
                     raise SourceError("connection", f"{shown_url}: connection closed before the body was complete")
-                if decoder is not None:
-                    tail = decoder.flush()
-                    if not decoder.eof:
-                        raise SourceError("parse", f"{shown_url}: body does not decode as its Content-Encoding says")
-                    if tail:
-                        yield tail
+                if decoder is not None and (tail := inflate_end(decoder, shown_url)):
+                    yield tail
                 response.read()  # marks the response complete, so its connection may be reused
                 return
-            data = decoder.decompress(raw, READ_BYTES) if decoder is not None else raw
-            if data:
-                yield data
+            if decoder is None:
+                yield raw
+            else:
+                yield from inflate(decoder, raw, shown_url)
     except TimeoutError as exc:
         raise SourceError("timeout", timeout_message) from exc
-    except zlib.error as exc:
-        raise SourceError("parse", f"{shown_url}: body does not decode as its Content-Encoding says") from exc
     except (http.client.HTTPException, OSError, ValueError) as exc:
         raise SourceError("connection", f"{shown_url}: {type(exc).__name__} reading the body") from exc
