@@ -19,16 +19,11 @@ Four pieces, each from what the engine (and its GPUs) show:
   saturate it. Prompts wait for the prefills ahead of them as in an M/M/1 queue, which sets how
   close to that rate a TTFT threshold lets the load go. Without it a prefill-bound engine
   (long prompts, little KV held, a short decode) looked idle to the other three: 31 req/s
-  estimated at half the 4.2 req/s where its TTFT SLO broke, 3.8 with it (tests/perf/slo_headroom.py);
-- the host's CPUs, where they are the engine's compute: on a node whose sources report no
-  accelerator at all, the node's CPU busy fraction is ρ of the same roofline. Without it a vLLM on
-  two CPU cores — the whole node busy at every load, its engine-side TTFT flat while requests
-  waited in the starved API server before vLLM's clock starts — was estimated at ~600 req/s
-  where the client's TTFT SLO broke near 25.
+  estimated at half the 4.2 req/s where its TTFT SLO broke, 3.8 with it (tests/perf/slo_headroom.py).
 
 The answer is the smallest rate over the SLO's dimensions and the pieces. Confidence is low (0.3)
 on the prior alone, higher the more of the present load range the engine's history spans, 0.5
-where the GPU roofline binds, 0.3 where the host's CPUs do (one node-wide reading).
+where the roofline binds.
 """
 
 from __future__ import annotations
@@ -58,13 +53,7 @@ PRIOR_CONFIDENCE = 0.3
 TENSOR_PRACTICAL_PEAK = 0.7
 #: how far to trust a ceiling from one utilization reading and a queue model
 ROOFLINE_CONFIDENCE = 0.5
-#: a node-wide busy fraction says less of one engine than its own GPUs' activity does
-HOST_CPU_CONFIDENCE = 0.3
 _TENSOR = "llm_gpu_tensor_active_ratio"
-_HOST_CPU = "llm_host_cpu_overall_utilization_ratio"
-#: any family of this prefix means the node has accelerators (GPUs, and NPUs and HPUs under the
-#: same schema): their compute, not the host's CPUs, is then what the engines run on
-_ACCELERATOR_PREFIX = "llm_gpu_"
 _ITL = DIMENSION_FAMILIES["itl"]
 _QUEUE_TIME = "llm_engine_queue_time_seconds"
 CONFIG_INFO = "llm_engine_config_info"
@@ -92,9 +81,6 @@ class LoadPoint:
     #: mean tensor-pipe activity of the engine's own GPUs (NaN where none is attributed to it or
     #: they do not report it), averaged over the window like the running and KV gauges
     tensor_active: float = math.nan
-    #: the node's CPU busy fraction where no accelerator is reported on it (the engine computes on
-    #: the host's CPUs), NaN otherwise; averaged over the window like the gauges
-    host_cpu_busy: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -189,65 +175,39 @@ def estimate(slo: SloTarget, history: Sequence[LoadPoint]) -> CapacityEstimate |
         result = CapacityEstimate(rate_at(b_max) * queue_factor, b_max * queue_factor, now.rate, fit.confidence)
     elif math.isfinite(b_max):
         result = CapacityEstimate(rate_at(b_max), b_max, now.rate, fit.confidence)
-    ceiling, confidence = min(
-        (compute_ceiling(slo, history, lat), ROOFLINE_CONFIDENCE),
-        (host_cpu_ceiling(slo, history, lat), HOST_CPU_CONFIDENCE),
-    )
+    ceiling = compute_ceiling(slo, history, lat)
     if result is not None and result.max_request_rate <= ceiling:
         return result
     if not math.isfinite(ceiling):
         return None
-    # A roofline binds first: the batch it holds at today's time in the engine (Little's law).
-    return CapacityEstimate(ceiling, now.running * ceiling / now.rate, now.rate, confidence)
+    # The roofline binds first: the batch it holds at today's time in the engine (Little's law).
+    return CapacityEstimate(ceiling, now.running * ceiling / now.rate, now.rate, ROOFLINE_CONFIDENCE)
 
 
 def compute_ceiling(slo: SloTarget, history: Sequence[LoadPoint], latency: dict[str, float]) -> float:
     """The request rate at which the engine's GPUs run out of compute for `slo`; inf unknown.
 
     ρ = tensor activity / its practical peak (TENSOR_PRACTICAL_PEAK, or the highest the history
-    shows) is the share of the time the GPUs spend on FLOPs, which scale with the request rate at
-    today's mix (the queue model: `_roofline`).
+    shows) is the share of the time the GPUs spend on FLOPs,
+    which scale with the request rate at today's mix, so μ = λ_now / ρ saturates them. A prompt
+    waits for the compute-bound prefills ahead of it, the GPU one server: as in an M/M/1 queue, a
+    quantile of the time to first token grows as 1 / (1 - ρ), so today's TTFT at the objective
+    quantile, scaled so, meets the threshold at ρ_max = 1 - (1 - ρ_now) · observed / threshold.
+    Scaling the whole of it (the prefill's own time does not grow) errs on the safe side. The
+    other dimensions are held to μ itself: decode steps run in the time prefills leave, so an
+    inter-token or e2e threshold is not what compute limits until it is gone.
     """
     now = history[-1]
     if not (now.tensor_active > 0 and now.rate > 0):
         return math.inf
     peak = max(TENSOR_PRACTICAL_PEAK, max(p.tensor_active for p in history if p.tensor_active > 0))
-    return _roofline(slo, now.rate, min(0.99, now.tensor_active / peak), latency)
-
-
-def host_cpu_ceiling(slo: SloTarget, history: Sequence[LoadPoint], latency: dict[str, float]) -> float:
-    """The request rate at which the host's CPUs run out for `slo`, on a node with no accelerator
-    reported (the engine computes on them); inf elsewhere.
-
-    ρ is the node's CPU busy fraction: the engine's own processes and whatever else shares the
-    cores (the client, the exporter, a neighbour), since all of it competes for the same cycles.
-    It errs on the safe side where the engine's CPU time does not grow with its load (vLLM's CPU
-    worker spins: ~1 core at any load), and on the other where the engine is pinned to a few of
-    many cores (the node then looks less busy than the engine's cores are).
-    """
-    now = history[-1]
-    if not (now.host_cpu_busy > 0 and now.rate > 0):
-        return math.inf
-    return _roofline(slo, now.rate, min(0.99, now.host_cpu_busy), latency)
-
-
-def _roofline(slo: SloTarget, rate: float, rho: float, latency: dict[str, float]) -> float:
-    """The largest rate `slo` allows on one compute server at utilization ρ serving `rate`.
-
-    μ = λ_now / ρ saturates it. A prompt waits for the compute-bound prefills ahead of it: as in
-    an M/M/1 queue, a quantile of the time to first token grows as 1 / (1 - ρ), so today's TTFT
-    at the objective quantile, scaled so, meets the threshold at
-    ρ_max = 1 - (1 - ρ_now) · observed / threshold. Scaling the whole of it (the prefill's own
-    time does not grow) errs on the safe side. The other dimensions are held to μ itself: decode
-    steps run in the time prefills leave, so an inter-token or e2e threshold is not what compute
-    limits until it is gone.
-    """
+    rho = min(0.99, now.tensor_active / peak)
     utilization = 1.0
     for dimension, threshold in slo.thresholds():
         observed = latency.get(DIMENSION_FAMILIES[dimension], math.nan)
         if dimension == "ttft" and observed > 0:
             utilization = min(utilization, max(0.0, 1.0 - (1.0 - rho) * observed / threshold))
-    return rate / rho * utilization
+    return now.rate / rho * utilization
 
 
 def erlang_c(servers: int, offered: float) -> float:
@@ -288,15 +248,11 @@ class CapacityEstimator:
 
     def __init__(self) -> None:
         self._history: dict[tuple[str, str], deque[LoadPoint]] = {}
-        self._gauges: dict[tuple[str, str], deque[tuple[float, float, float, float, float]]] = {}
+        self._gauges: dict[tuple[str, str], deque[tuple[float, float, float, float]]] = {}
         self._totals: dict[tuple[str, str], deque[tuple[float, tuple[float, float, float]]]] = {}
-        #: whether the node has ever reported an accelerator: a GPU source down for a while does
-        #: not make its engines CPU engines
-        self._accelerators_seen = False
 
     def update(self, slos: Sequence[SloTarget], metrics: Iterable[Metric], now: float) -> list[Metric]:
-        readings, accelerators = _engine_readings(metrics, {f"{s.objective:g}" for s in slos}, self._accelerators_seen)
-        self._accelerators_seen = accelerators
+        readings = _engine_readings(metrics, {f"{s.objective:g}" for s in slos})
         for key in [k for k in self._history if k not in readings]:
             del self._history[key]
             self._gauges.pop(key, None)
@@ -310,12 +266,12 @@ class CapacityEstimator:
                 # The latencies are window means; the running and KV gauges are instants: average
                 # them over the same window, or their noise flattens the fitted slope (regression
                 # dilution), and an engine that just went idle would read as having no load at all.
-                gauge.append((now, point.running, point.kv_usage, point.tensor_active, point.host_cpu_busy))
+                gauge.append((now, point.running, point.kv_usage, point.tensor_active))
                 while gauge and gauge[0][0] <= now - point.t:
                     gauge.popleft()
-                gauge_mean = _finite_mean(g[1] for g in gauge)
+                gauge_mean = _finite_mean(r for _, r, _, _ in gauge)
                 batch = gauge_mean if gauge_mean > 0 else point.running_by_latency
-                kv_mean = _finite_mean((g[2] for g in gauge), empty=0.0)
+                kv_mean = _finite_mean((u for _, _, u, _ in gauge), empty=0.0)
                 totals.append((now, point.totals))
                 while totals and totals[0][0] < now - point.t:
                     totals.popleft()
@@ -323,16 +279,8 @@ class CapacityEstimator:
                     # The KV gauge missed the load as the running one did: the batch's share of
                     # the configured pool at the window's request mix instead.
                     kv_mean = _kv_usage_from_mix(batch, point.kv_capacity_tokens, totals[0][1], point.totals)
-                history.append(
-                    replace(
-                        point,
-                        t=now,
-                        running=batch,
-                        kv_usage=kv_mean,
-                        tensor_active=_finite_mean(g[3] for g in gauge),
-                        host_cpu_busy=_finite_mean(g[4] for g in gauge),
-                    )
-                )
+                tensor_mean = _finite_mean(x for _, _, _, x in gauge)
+                history.append(replace(point, t=now, running=batch, kv_usage=kv_mean, tensor_active=tensor_mean))
             for slo in slos:
                 if not covers(slo, *key):
                     continue
@@ -356,23 +304,16 @@ def _finite_mean(values: Iterable[float], empty: float = math.nan) -> float:
 
 
 def _engine_readings(
-    metrics: Iterable[Metric], quantiles: set[str], accelerators: bool
-) -> tuple[dict[tuple[str, str], tuple[dict[str, str], LoadPoint | None]], bool]:
-    """Each engine's load point, and whether the node has (or has had) accelerators."""
+    metrics: Iterable[Metric], quantiles: set[str]
+) -> dict[tuple[str, str], tuple[dict[str, str], LoadPoint | None]]:
     gauges: dict[tuple[str, str], dict[str, float]] = {}
     summaries: dict[tuple[str, str], dict[str, QuantileSummary]] = {}
     labels: dict[tuple[str, str], dict[str, str]] = {}
     settings: dict[tuple[str, str], dict[str, str]] = {}
     tensor: dict[str, list[float]] = {}  # engine name ("" unattributed) → its GPUs' readings
-    host_cpu = math.nan
     for metric in metrics:
-        if metric.name.startswith(_ACCELERATOR_PREFIX):
-            accelerators = True
-            if metric.name == _TENSOR and isinstance(metric, Sample):
-                tensor.setdefault(metric.labels.get("engine", ""), []).append(metric.value)
-            continue
-        if metric.name == _HOST_CPU and isinstance(metric, Sample):
-            host_cpu = metric.value
+        if metric.name == _TENSOR and isinstance(metric, Sample):
+            tensor.setdefault(metric.labels.get("engine", ""), []).append(metric.value)
             continue
         if "engine_type" not in metric.labels:
             continue
@@ -393,10 +334,8 @@ def _engine_readings(
         owner = gpu_owner(key[0], tensor, single_engine)
         if point is not None and owner is not None:
             point = replace(point, tensor_active=sum(tensor[owner]) / len(tensor[owner]))
-        if point is not None and not accelerators:
-            point = replace(point, host_cpu_busy=host_cpu)
         result[key] = (series_labels, point)
-    return result, accelerators
+    return result
 
 
 def _load_point(

@@ -10,7 +10,7 @@ import pytest
 
 from exporter.app import Exporter, Pipeline
 from exporter.config import ConfigError, build
-from exporter.model import Histogram, Metric, QuantileSummary, Sample
+from exporter.model import Histogram, QuantileSummary, Sample
 from exporter.settings import Config, EngineTarget, GpuSettings, SloTarget
 from exporter.slo.attainment import evaluate, within
 from exporter.slo.headroom import CapacityEstimator, LoadPoint, erlang_c, estimate, fit_decode_pace
@@ -358,54 +358,3 @@ def test_the_estimator_reads_the_engines_own_gpus_and_never_anothers() -> None:
     ]
     seen = _tensor_seen([*one, *other, _gpu(0.9, "2", None)])
     assert set(seen) == {"e", "f"} and all(math.isnan(v) for v in seen.values())
-
-
-# --- the host's CPUs as the roofline of an engine with no accelerator -----------------------------
-
-
-def _host(busy: float) -> Sample:
-    return Sample("llm_host_cpu_overall_utilization_ratio", {}, busy)
-
-
-def _cpu_engine(round_: int, *extra: Metric) -> list[Metric]:
-    """A vLLM on the host's CPUs: 40 requests in the 20 s window (2 req/s), 3 running, 10 more
-    requests' tokens each round, a KV pool of 4,800 blocks that holds far more than that, and its
-    windowed TTFT all within (0.01, 0.1] s."""
-    labels = {"engine": "e", "engine_type": "vllm", "model": "m"}
-    window = Histogram((0.01, 0.1, 1.0, INF), (0.0, 40, 40, 40), 2.0, 40)
-    ttft = QuantileSummary("llm_engine_time_to_first_token_seconds", labels, (), 40, 2.0, window, window, 20.0)
-    engine = [
-        replace(m, labels={**m.labels, "num_gpu_blocks": "4800"}) if m.name == "llm_engine_config_info" else m
-        for m in _engine_snapshot(3.0, 40, 80.0, 20.0, 100.0 + 10 * round_)
-    ]
-    return [*engine, ttft, *extra]
-
-
-def _capacity(estimator: CapacityEstimator, slo: SloTarget, *extra: Metric, rounds: int = 3) -> dict[str, float]:
-    out: list[Metric] = []
-    for now in range(1, rounds + 1):
-        out = estimator.update([slo], _cpu_engine(now, *extra), float(now))
-    return {m.name: m.value for m in out if isinstance(m, Sample)}
-
-
-def test_a_cpu_engine_is_held_to_the_hosts_cpus() -> None:
-    slo = SloTarget("chat", 0.95, ttft_seconds=0.5)
-    blind = _capacity(CapacityEstimator(), slo)
-    held = _capacity(CapacityEstimator(), slo, _host(0.8))
-    # The node 80 % busy: its CPUs saturate at 2 / 0.8 = 2.5 req/s. TTFT p95 (0.0955 s by
-    # interpolation in its bucket) holds under 0.5 s up to 1 - (1 - 0.8) · 0.0955 / 0.5 = 0.962 of
-    # that: 2.40 req/s, at the confidence of one node-wide reading.
-    assert held["llm_capacity_max_request_rate"] == pytest.approx(2.5 * (1 - 0.2 * 0.0955 / 0.5), rel=1e-3)
-    assert held["llm_capacity_estimate_confidence_ratio"] == 0.3
-    # Without it only the decode-pace prior limits this engine (ITL doubling towards twice today's
-    # rate): 3.9 req/s.
-    assert blind["llm_capacity_max_request_rate"] > 1.5 * held["llm_capacity_max_request_rate"]
-    # Little's law at today's time in the engine: 3 running at 2 req/s, 1.5 s each.
-    assert held["llm_capacity_max_concurrency"] == pytest.approx(1.5 * held["llm_capacity_max_request_rate"])
-    # A node with accelerators runs its engines on them: its CPUs are not their roofline...
-    gpu = _gpu(0.01, "0", None)
-    assert _capacity(CapacityEstimator(), slo, _host(0.8), gpu) == blind
-    # ...and a GPU source that went quiet later does not make them CPU engines.
-    estimator = CapacityEstimator()
-    _capacity(estimator, slo, _host(0.8), gpu, rounds=1)
-    assert _capacity(estimator, slo, _host(0.8)) == blind
