@@ -3,25 +3,33 @@ light load vs a concurrency sweep's actual break, and vLLM's own request spans o
 into the real `serve`.
 
 One engine for the module, started with `--otlp-traces-endpoint` pointing at the exporter's OTLP
-receiver (its OpenTelemetry packages provisioned by vllm_otel.py). Several TTFT SLOs on vLLM's
+receiver (its OpenTelemetry packages provisioned by vllm_otel.py). TTFT and e2e SLOs on vLLM's
 bucket edges are configured at once, so whatever this machine's latencies are, some of them are
 neither always met nor never. Figures are printed (pytest -s) and checked:
-- per-dimension attainment from the exporter equal to the engine's own TTFT buckets over the same
+- per-dimension attainment from the exporter equal to the engine's own buckets over the same
   load, and never below the fraction of client requests within the threshold by more than 2
-  points (the client's TTFT adds its HTTP path, tens of milliseconds on a loaded machine, so the
-  client sees fewer within a threshold, never more; the gap is printed);
+  points. Only that bound holds against the client: vLLM times a request from its arrival in the
+  engine, and on two cores shared by the API server, the engine core and its spinning worker, a
+  request waits before that in the starved server (tens of milliseconds with short answers,
+  hundreds with answers of up to 192 tokens streaming beside it), a wait no metric of vLLM's
+  records (its `http_request_duration_seconds` is its e2e plus 2-3 ms). The client therefore sees
+  fewer requests within a threshold, never more; the gap is printed;
 - vLLM's own request spans reach `serve` over OTLP/HTTP: every request recorded, the joint
   attainment and the request mix exported (the span figures cover the last window; printed);
-- headroom estimated at light load beside the concurrency where the sweep breaks (printed; the
-  issue's budget is ±30 %, not asserted on a two-core machine shared with other tests).
+- headroom estimated at light load beside the rate where a concurrency sweep at the same request
+  mix breaks each SLO, judged by the engine's own histograms (the SLO's definition) and by the
+  client (printed with the errors; the issue's budget is ±30 %, not asserted on a two-core machine
+  shared with other tests).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 
 import pytest
 import yaml
@@ -40,15 +48,41 @@ pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 # vLLM's own TTFT bucket edges: a threshold on an edge is exact. From 1 ms: a quiet run of this
 # engine once had 97 % of its TTFTs within 5 ms, and no threshold inside the distribution.
 EDGES = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0)
+# vLLM's e2e request-latency edges (vllm/v1/metrics/loggers.py, request_latency_buckets) that
+# answers of up to 192 tokens reach on a quiet or a loaded machine.
+E2E_EDGES = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0)
 OBJECTIVE = 0.9
-# Short answers: enough requests in 20 s that one request is about a point of attainment.
-LIGHT = LoadSpec(concurrency=3, prompt_tokens=(16, 48), output_tokens=(4, 8), duration_s=20.0, seed=21)
+# Answers spread from 2 to 192 tokens, so e2e spreads too; at 20 s, a few hundred requests on a
+# quiet machine, and never fewer than the 50 that make one request 2 points.
+LIGHT = LoadSpec(concurrency=3, prompt_tokens=(16, 48), output_tokens=(2, 192), duration_s=20.0, seed=21)
 SWEEP = (2, 4, 8, 16)
-SWEEP_SECONDS = 8.0
+SWEEP_SECONDS = 10.0
 
 
-def slo_name(edge: float) -> str:
-    return f"ttft-{int(edge * 1000)}ms"
+@dataclass(frozen=True)
+class Slo:
+    """One configured SLO: a single threshold on vLLM's own histogram of its dimension."""
+
+    dimension: str  # "ttft" or "e2e"
+    edge: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.dimension}-{int(self.edge * 1000)}ms"
+
+    @property
+    def engine_family(self) -> str:
+        return FAMILIES[self.dimension]
+
+    def client_within(self, result: LoadResult) -> float:
+        """The fraction of the client's requests within the threshold, timed by the client."""
+        times = [r.ttft_s if self.dimension == "ttft" else r.e2e_s for r in result.ok_records]
+        kept = [t for t in times if t is not None]
+        return sum(1 for t in kept if t <= self.edge) / len(kept)
+
+
+FAMILIES = {"ttft": "vllm:time_to_first_token_seconds", "e2e": "vllm:e2e_request_latency_seconds"}
+SLOS = (*(Slo("ttft", e) for e in EDGES), *(Slo("e2e", e) for e in E2E_EDGES))
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +92,7 @@ def stack() -> Iterator[tuple[ExporterProcess, VllmServer]]:
     config = {
         "window_seconds": 20,
         "engines": [{"name": "vllm-0", "type": "vllm", "url": f"http://127.0.0.1:{engine_port}/metrics"}],
-        "slos": [{"name": slo_name(e), "ttft_seconds": e, "objective": OBJECTIVE} for e in EDGES],
+        "slos": [{"name": s.name, f"{s.dimension}_seconds": s.edge, "objective": OBJECTIVE} for s in SLOS],
         "otlp": {"listen": f"127.0.0.1:{otlp_port}"},
     }
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
@@ -92,10 +126,10 @@ def values(text: str, family: str) -> dict[str, float]:
 INF = float("inf")
 
 
-def bucket(text: str, edge: float) -> float:
-    """vLLM's cumulative TTFT bucket at `edge` (le="+Inf" for INF)."""
+def bucket(text: str, edge: float, family: str = FAMILIES["ttft"]) -> float:
+    """vLLM's cumulative bucket of `family` at `edge` (le="+Inf" for INF)."""
     le = "+Inf" if edge == INF else f"{edge}"
-    pattern = rf'^vllm:time_to_first_token_seconds_bucket\{{[^}}]*le="{re.escape(le)}"[^}}]*\}} (\S+)$'
+    pattern = rf'^{re.escape(family)}_bucket\{{[^}}]*le="{re.escape(le)}"[^}}]*\}} (\S+)$'
     return sum(float(m.group(1)) for m in re.finditer(pattern, text, re.MULTILINE))
 
 
@@ -110,18 +144,13 @@ def settled(exporter: ExporterProcess, server: VllmServer, quiet_s: float = 2.5)
     since = time.monotonic()
     while True:
         engine_text, exporter_text = server.metrics_text(), exporter.metrics()
-        counts = (bucket(engine_text, INF), values(exporter_text, "llm_slo_events_total").get(slo_name(EDGES[0]), 0.0))
+        counts = (bucket(engine_text, INF), values(exporter_text, "llm_slo_events_total").get(SLOS[0].name, 0.0))
         if counts != last:
             last, since = counts, time.monotonic()
         elif time.monotonic() - since >= quiet_s:
             return exporter_text, engine_text
         assert time.monotonic() < deadline, f"counts never settled: engine, exporter = {counts}"
         time.sleep(0.5)
-
-
-def client_within(result: LoadResult, threshold: float) -> float:
-    ttfts = [r.ttft_s for r in result.ok_records if r.ttft_s is not None]
-    return sum(1 for t in ttfts if t <= threshold) / len(ttfts)
 
 
 def test_exporter_attainment_and_span_joint_attainment_agree_with_the_client(stack) -> None:
@@ -135,41 +164,47 @@ def test_exporter_attainment_and_span_joint_attainment_agree_with_the_client(sta
     total = len(result.ok_records)
     # 2 points, as the issue asks; with fewer than 50 requests one request is more than that.
     tolerance = max(0.02, 1.0 / total)
+    first = SLOS[0].name
     exporter.wait_for(
-        lambda t: (
-            values(t, "llm_slo_events_total").get(slo_name(EDGES[0]), 0) - events0.get(slo_name(EDGES[0]), 0) >= total
-        ),
-        timeout=30,
+        lambda t: values(t, "llm_slo_events_total").get(first, 0) - events0.get(first, 0) >= total, timeout=30
     )
-    # The exporter's counts are the engine's own: its TTFT buckets over the same load.
+    # The exporter's counts are the engine's own: its buckets over the same load.
     after, engine_after = settled(exporter, server)
     events, good = values(after, "llm_slo_events_total"), values(after, "llm_slo_good_events_total")
-    # The engine times TTFT from the request's arrival in vLLM; the client adds its HTTP path and
-    # the first chunk's streaming — tens of milliseconds on a loaded two-core machine, and not a
-    # constant. So the client can never see more requests within a threshold than the engine
-    # does, and sees fewer where the offset moves requests across it: printed, bounded one way.
+    # The engine times a request from its arrival in vLLM; the client adds its wait in the API
+    # server before that and its HTTP path (module docstring). The client can never see more
+    # requests within a threshold than the engine does: bounded one way, the gap printed.
     print(f"\n{total} requests; {'SLO':12} {'client':>8} {'exporter':>9} {'engine':>8}")
-    checked = 0
-    for edge in EDGES:
-        name = slo_name(edge)
+    inside = {"ttft": 0, "e2e": 0}
+    for slo in SLOS:
+        name = slo.name
         exported = (good[name] - good0.get(name, 0)) / (events[name] - events0.get(name, 0))
-        engine = (bucket(engine_after, edge) - bucket(engine_before, edge)) / (
-            bucket(engine_after, INF) - bucket(engine_before, INF)
+        family = slo.engine_family
+        engine = (bucket(engine_after, slo.edge, family) - bucket(engine_before, slo.edge, family)) / (
+            bucket(engine_after, INF, family) - bucket(engine_before, INF, family)
         )
-        client = client_within(result, edge)
+        client = slo.client_within(result)
         print(f"{'':14}{name:12} {client:8.1%} {exported:9.1%} {engine:8.1%}")
         assert abs(exported - engine) <= 1.0 / total, (name, exported, engine)
         assert client <= exported + tolerance, (name, client, exported, total)
-        checked += 0.05 < exported < 0.95
+        inside[slo.dimension] += 0.05 < exported < 0.95
     # The spans: every request arrived; joint attainment and the request mix are exported.
     text = exporter.wait_for(lambda t: "llm_slo_joint_attainment_ratio" in t, timeout=30)
     spans = values(text, "llm_slo_joint_attainment_ratio")
     recorded = re.search(r'^llm_otlp_spans_total\{result="recorded"\} (\S+)$', text, re.MULTILINE)
     assert recorded and float(recorded.group(1)) >= total
     assert re.search(r"^llm_request_generation_tokens_count\{", text, re.MULTILINE)
-    for edge in EDGES:
-        print(f"{slo_name(edge):12} spans (last 20 s window) {spans.get(slo_name(edge), float('nan')):7.1%}")
-    assert checked >= 1, "no threshold fell inside the latency distribution: widen EDGES"
+    for slo in SLOS:
+        print(f"{slo.name:12} spans (last 20 s window) {spans.get(slo.name, float('nan')):7.1%}")
+    # Thresholds inside each distribution, where a wrong count would show.
+    assert all(inside.values()), f"no threshold fell inside a latency distribution: {inside}"
+
+
+def engine_within(slo: Slo, before: str, after: str) -> float:
+    """The fraction of the engine's requests between two of its texts within the threshold."""
+    family = slo.engine_family
+    count = bucket(after, INF, family) - bucket(before, INF, family)
+    return (bucket(after, slo.edge, family) - bucket(before, slo.edge, family)) / count if count else math.nan
 
 
 def test_headroom_at_light_load_beside_the_concurrency_sweeps_break(stack) -> None:
@@ -179,27 +214,48 @@ def test_headroom_at_light_load_beside_the_concurrency_sweeps_break(stack) -> No
     estimate_concurrency = values(text, "llm_capacity_max_concurrency")
     estimate_rate = values(text, "llm_capacity_max_request_rate")
     confidence = values(text, "llm_capacity_estimate_confidence_ratio")
-    breaks: dict[str, tuple[int, float]] = {}
-    print(f"\n{'concurrency':>11} {'req/s':>7} " + " ".join(f"{slo_name(e):>10}" for e in EDGES))
+    light_rate = len(light.ok_records) / LIGHT.duration_s
+    # The truth: the highest rate a sweep at the light load's request mix reached while still
+    # meeting each SLO's objective, judged by the engine's own histograms over each step (what the
+    # SLO is defined on) and by the client's timings.
+    engine_breaks: dict[str, float] = {}
+    client_breaks: dict[str, float] = {}
+    met_at_last: set[tuple[int, str]] = set()  # (id of the breaks, SLO) met at the sweep's last step
+    print(f"\nlight load: {light_rate:.2f} req/s at concurrency {LIGHT.concurrency}; attainment engine / client")
+    print(f"{'concurrency':>11} {'req/s':>7} " + " ".join(f"{s.name:>13}" for s in SLOS))
     for concurrency in SWEEP:
+        engine_before = server.metrics_text()
         started = time.monotonic()
-        result = run_load(
-            server.base_url, LoadSpec(concurrency=concurrency, duration_s=SWEEP_SECONDS, seed=30 + concurrency)
-        )
+        spec = replace(LIGHT, concurrency=concurrency, duration_s=SWEEP_SECONDS, seed=30 + concurrency)
+        result = run_load(server.base_url, spec)
         rate = len(result.ok_records) / (time.monotonic() - started)
-        within = {slo_name(e): client_within(result, e) for e in EDGES}
-        print(f"{concurrency:11d} {rate:7.2f} " + " ".join(f"{within[n]:10.1%}" for n in within))
-        for name, attained in within.items():
-            if attained >= OBJECTIVE:
-                breaks[name] = (concurrency, rate)
-    print(f"{'SLO':12} {'sweep: last c meeting it':>24} {'its req/s':>9} {'estimate c':>10} {'req/s':>7} {'conf':>5}")
-    for edge in EDGES:
-        name = slo_name(edge)
-        c, rate = breaks.get(name, (0, 0.0))
+        engine_after = server.metrics_text()  # a closed loop: every request of the step has finished
+        cells = []
+        for slo in SLOS:
+            by_engine, by_client = engine_within(slo, engine_before, engine_after), slo.client_within(result)
+            cells.append(f"{by_engine:6.1%}/{by_client:6.1%}")
+            for breaks, attained in ((engine_breaks, by_engine), (client_breaks, by_client)):
+                if attained >= OBJECTIVE:
+                    breaks[slo.name] = max(rate, breaks.get(slo.name, 0.0))
+                    if concurrency == SWEEP[-1]:
+                        met_at_last.add((id(breaks), slo.name))
+        print(f"{concurrency:11d} {rate:7.2f} " + " ".join(f"{c:>13}" for c in cells))
+
+    def truth(breaks: dict[str, float], name: str) -> str:
+        rate = breaks.get(name, 0.0)
+        # Met at the sweep's last step: the break lies past it (+), the error is a bound.
+        past = "+" if (id(breaks), name) in met_at_last else " "
+        error = f"{estimate_rate.get(name, math.nan) / rate - 1:+6.0%}" if rate > 0 else f"{'–':>6}"
+        return f"{rate:7.2f}{past} {error}"
+
+    columns = ("engine-judged truth, error", "client-judged truth, error")
+    print(f"{'SLO':12} {columns[0]:>26} {columns[1]:>26} {'estimate c':>10} {'req/s':>7} {'conf':>5}")
+    for slo in SLOS:
         print(
-            f"{name:12} {c:24d} {rate:9.2f} {estimate_concurrency.get(name, float('nan')):10.1f} "
-            f"{estimate_rate.get(name, float('nan')):7.2f} {confidence.get(name, float('nan')):5.2f}"
+            f"{slo.name:12} {truth(engine_breaks, slo.name):>26} {truth(client_breaks, slo.name):>26} "
+            f"{estimate_concurrency.get(slo.name, math.nan):10.1f} {estimate_rate.get(slo.name, math.nan):7.2f} "
+            f"{confidence.get(slo.name, math.nan):5.2f}"
         )
     # An SLO the light load already misses has no capacity left (0); one it meets has some.
-    met = [slo_name(e) for e in EDGES if client_within(light, e) >= OBJECTIVE + 0.05]
+    met = [s.name for s in SLOS if s.client_within(light) >= OBJECTIVE + 0.05]
     assert met and all(estimate_rate.get(name, 0) > 0 for name in met), (met, estimate_rate)
