@@ -25,6 +25,7 @@ ENGINE_SETTINGS = (
     "num_gpu_blocks",
     "kv_cache_dtype",
     "kv_cache_size_tokens",
+    "max_model_len",
 )
 # `engine` when the GPU is attributed to one; `pod`/`namespace`/`container` when known (kubelet
 # pod-resources or dcgm-exporter); `gpu_i_id`/`gpu_i_profile` on MIG instances (dcgm-exporter ingest).
@@ -136,7 +137,9 @@ CATALOGUE: dict[str, MetricSpec] = {
             "gauge",
             "Always 1; labels carry the engine's serving settings where it exports them (vLLM's "
             "cache_config_info): prefix_caching true/false, gpu_memory_utilization, block_size, num_gpu_blocks, "
-            "kv_cache_dtype, kv_cache_size_tokens; a setting the engine does not report is left out.",
+            "kv_cache_dtype, kv_cache_size_tokens, max_model_len (vLLM's pool over its kv_cache_max_concurrency: "
+            "the context one request may hold, max_model_len for full-attention models); a setting the engine "
+            "does not report is left out.",
             ENGINE_SERIES_LABELS + ENGINE_SETTINGS,
         ),
         _spec(

