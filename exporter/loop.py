@@ -301,7 +301,6 @@ class CollectionLoop:
                     return _Outcome([], self._clock() - started, {}, exc)
                 discards = dict(source.discards) if isinstance(source, Discarding) else {}
                 return _Outcome(metrics, self._clock() - started, discards)
-            fetch.failed(error)
             return _Outcome([], self._clock() - started, {}, error)
 
         try:

@@ -82,8 +82,13 @@ class EngineSource(Source):
         self._windows: dict[tuple[str, str], DeltaWindow] = {}
         self._info_model: str | None = None
         self._known_models: tuple[str, ...] = ()
-        #: the engine's last collection carried its own process CPU, so the host source need not
-        #: walk its process tree (exporter.app.build_pipeline tells it)
+        #: the engine's last answered scrape carried its own process CPU, so the host source need
+        #: not walk its process tree (exporter.app.build_pipeline tells it). A failed scrape keeps
+        #: the claim: `llm_engine_process_cpu_seconds_total` is one series per engine, and the
+        #: host's tree reading (every process of the engine) is another counter than the engine's
+        #: own (its serving process), so filling the gaps of a busy host's timed-out scrapes with
+        #: it made the series jump between the two (12 s and 50-100 s, live: read as resets, the
+        #: host-overhead engine's CPU rate came out 0.66 cores where it ran at 0.95).
         self.reports_process_cpu = False
 
     @property
@@ -91,15 +96,7 @@ class EngineSource(Source):
         return self._mapping.engine_type if self._mapping else "unknown"
 
     def collect(self, now: float) -> list[Metric]:
-        try:
-            return self._collect(now)
-        except BaseException:
-            # Down: the host source measures the process tree again (its series join this
-            # engine's `llm_engine_up 0`), until a scrape says the engine reports its own.
-            self.reports_process_cpu = False
-            raise
-
-    def _collect(self, now: float) -> list[Metric]:
+        # A failed scrape raises and leaves the process-CPU claim as it was (see __init__).
         started = time.monotonic()
         return self._readings(now, self._scrape(), started)
 
@@ -131,16 +128,10 @@ class EngineSource(Source):
         parser, started = self._parser(), time.monotonic()
 
         def finish() -> list[Metric]:
-            try:
-                return self._readings(now, parser, started)
-            except Exception as exc:
-                failed(exc)
-                raise
+            return self._readings(now, parser, started)
 
-        def failed(_: Exception) -> None:
-            self.reports_process_cpu = False  # as `collect` says when it fails
-
-        return Fetch(request, _ParserReceiver(self, parser), finish, failed)
+        # A failed fetch leaves the process-CPU claim as it was, as a failed `collect` does.
+        return Fetch(request, _ParserReceiver(self, parser), finish)
 
     def _readings(self, now: float, parser: WantedParser, started: float) -> list[Metric]:
         """The normalized series from a parsed scrape (the engine detected on the first)."""

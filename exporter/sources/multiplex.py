@@ -89,8 +89,6 @@ class Fetch:
     receiver: Receiver
     #: the rest of the collection once the body was read, on the multiplexing thread
     finish: Callable[[], list[Metric]]
-    #: told when the fetch failed (not on a Fallback, after which the source collects as usual)
-    failed: Callable[[Exception], None]
 
 
 #: told, on the multiplexing thread, when a fetch is over: None once its body was read and handed

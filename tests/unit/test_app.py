@@ -108,7 +108,7 @@ def test_engines_found_after_start_get_process_cpu_and_gpu_attribution() -> None
 def test_an_engine_that_reports_its_own_process_cpu_has_its_tree_left_unwalked() -> None:
     """The host source skips the process tree of an engine whose last scrape carried its own
     process CPU (publish would drop the host's series for it anyway), and walks it again once
-    the engine no longer says so (down, or an engine without prometheus_client's collector)."""
+    the engine no longer says so (an answered scrape without prometheus_client's collector)."""
     import socket
 
     from exporter.settings import EngineTarget
@@ -128,7 +128,9 @@ def test_an_engine_that_reports_its_own_process_cpu_has_its_tree_left_unwalked()
         assert not [m for m in host.collect(10.0) if m.name.startswith("llm_engine_process_")]
 
 
-def test_an_engine_source_that_fails_no_longer_claims_its_process_cpu() -> None:
+def test_an_engine_source_that_fails_keeps_its_process_cpu_claim() -> None:
+    """One series, one counter: a timed-out scrape must not hand the engine's process-CPU series to
+    the host's tree reading (another counter) for a round, which read as two resets a gap."""
     from exporter.settings import EngineTarget
     from exporter.sources.base import SourceError
     from exporter.sources.engine import EngineSource
@@ -140,7 +142,7 @@ def test_an_engine_source_that_fails_no_longer_claims_its_process_cpu() -> None:
             source.collect(0.0)
     finally:
         source.close()
-    assert source.reports_process_cpu is False
+    assert source.reports_process_cpu is True
 
 
 class SlowSource(Source):

@@ -73,7 +73,7 @@ def fetch_of(
     shown = f"http://127.0.0.1:{port}/metrics"
     collected = Collected(**receiver)  # type: ignore[arg-type]
     request = PlainRequest("127.0.0.1", port, data, shown, timeout, cap, session.plain_connections)
-    return Fetch(request, collected, lambda: [], lambda exc: None), collected
+    return Fetch(request, collected, lambda: []), collected
 
 
 def run(fetches: list[Fetch]) -> dict[int, tuple[Exception | None, float]]:
