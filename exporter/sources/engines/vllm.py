@@ -67,9 +67,10 @@ def _max_model_len(pool_tokens: str | None, concurrency: str | None) -> str | No
         tokens, requests = float(pool_tokens or ""), float(concurrency or "")
     except ValueError:
         return None
-    if not (0 < tokens < math.inf and 0 < requests < math.inf) or round(tokens / requests) < 1:
+    if not (0 < tokens < math.inf and 0 < requests < math.inf):
         return None
-    return str(round(tokens / requests))
+    context = round(tokens / requests)
+    return str(context) if context >= 1 else None
 
 
 class VllmMapping(DeclarativeMapping):
