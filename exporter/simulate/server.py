@@ -94,6 +94,8 @@ class SimulationServer(IndexedServer):
         self._sysfs = SysfsWriter(sysfs_out) if sysfs_out else None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: (monotonic, simulated) seconds at which the live clock started; None until `start`
+        self._origin: tuple[float, float] | None = None
         super().__init__(host, port)
         self.started_wall = time.time()
 
@@ -104,6 +106,8 @@ class SimulationServer(IndexedServer):
                 self.write_sysfs()
         # `_created` and process start times: as if the engines started when the simulation did.
         self.started_wall = time.time() - self.node.now
+        if self.realtime:
+            self._origin = (time.monotonic(), self.node.now)
         self._spawn(self._http.serve_forever, "sim-http")
         if self.realtime:
             self._spawn(self._tick, "sim-clock")
@@ -125,14 +129,18 @@ class SimulationServer(IndexedServer):
         thread.start()
         self._threads.append(thread)
 
+    def _catch_up(self) -> None:
+        """Advance the node to the wall clock (under the lock; nothing before `start`, nor offline)."""
+        if self._origin is not None:
+            origin_wall, origin_sim = self._origin
+            self.node.advance(origin_sim + (time.monotonic() - origin_wall))
+
     def _tick(self) -> None:
-        origin_wall, origin_sim = time.monotonic(), self.node.now
         next_sysfs = 0.0
         while not self._stop.wait(TICK_SECONDS):
-            target = origin_sim + (time.monotonic() - origin_wall)
             try:
                 with self.lock:
-                    self.node.advance(target)
+                    self._catch_up()
                     if time.monotonic() >= next_sysfs:
                         self.write_sysfs()
                         next_sysfs = time.monotonic() + SYSFS_SECONDS
@@ -143,6 +151,14 @@ class SimulationServer(IndexedServer):
     def respond(self, path: str) -> tuple[int, str, bytes]:
         match = _ENGINE_PATH.match(path)
         with self.lock:
+            # An engine's counters are current when it answers. The ticker alone left them as old
+            # as its last tick, and on a starved host that was seconds: the answer then carried a
+            # stale counter with a current time, and the host-bound engine's CPU rate read 0.76
+            # cores where it ran at 0.84 (a fresh-clone CI, the vLLM tier beside it).
+            try:
+                self._catch_up()
+            except Exception:  # as the ticker does: serve the last state
+                log.exception("simulation step failed")
             refusal = self.node.unavailable("engine" if match else "gpu") if match or path == "/gpu/metrics" else None
             if refusal:
                 return 503, "text/plain; charset=utf-8", (refusal + "\n").encode()

@@ -4,14 +4,18 @@ dcgm-exporter text, and a sysfs class/infiniband tree, all read by the exporter'
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
+import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.promtext import parse_wanted, sample_names
 from exporter.simulate import parse_scenario
+from exporter.simulate import server as server_module
 from exporter.simulate.dcgm_text import render_dcgm
 from exporter.simulate.node import SimulatedNode
+from exporter.simulate.server import SimulationServer
 from exporter.simulate.sysfs import SysfsWriter
 from exporter.simulate.vllm_text import render_vllm
 from exporter.sources.engines import detect
@@ -196,3 +200,33 @@ def test_sysfs_tree_is_laid_out_as_the_kernel_exposes_it(node, tmp_path):
     assert words * 4 == pytest.approx(node.ports[0].values["port_xmit_data"] * 4, abs=4)
     assert (port / "hw_counters" / "np_cnp_sent").read_text().strip().isdigit()
     assert not any(p.name.startswith(".") for p in (port / "counters").iterdir())
+
+
+def test_a_live_simulator_answers_with_the_state_of_the_moment_it_answers(monkeypatch) -> None:
+    """An engine's counters are current when it answers: on a starved host the ticker runs
+    seconds late, and an answer as old as its last tick carried a stale counter that the exporter
+    stamped with a current time (the host-bound engine's CPU rate read 0.76-0.93 cores where it
+    ran at 0.84, with the simulator stopped 2.5 s in every 7). Here the ticker never runs: the
+    request alone must bring the node to the wall clock. Offline, only the caller advances it."""
+    monkeypatch.setattr(server_module, "TICK_SECONDS", 3600.0)
+    node = SimulatedNode(parse_scenario(SMALL_NODE, "test"))
+    live = SimulationServer(node, "127.0.0.1", 0).start()
+    try:
+        started, began = node.now, time.monotonic()
+        time.sleep(1.0)
+        text = requests.get(f"http://127.0.0.1:{live.port}/engine/0/metrics", timeout=10).text
+        elapsed = time.monotonic() - began
+        assert 1.0 <= node.now - started <= elapsed
+        served = float(re.search(r"^process_cpu_seconds_total (\S+)$", text, re.MULTILINE).group(1))
+        assert served == round(node.replicas[0].stats.cpu_seconds, 2)
+    finally:
+        live.stop()
+    offline = SimulationServer(SimulatedNode(parse_scenario(SMALL_NODE, "test")), "127.0.0.1", 0, realtime=False)
+    offline.start()
+    try:
+        before = offline.node.now
+        time.sleep(0.2)
+        requests.get(f"http://127.0.0.1:{offline.port}/engine/0/metrics", timeout=10)
+        assert offline.node.now == before
+    finally:
+        offline.stop()
