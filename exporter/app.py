@@ -181,7 +181,9 @@ class Exporter:
         metrics = (*join_process_samples(snapshot.metrics), *counts)
         if snapshot.complete:  # a partial first-round snapshot (exporter.loop) is neither judged nor diagnosed
             metrics = (*metrics, *self.slo.update(metrics, self._clock()))
-            metrics = (*metrics, *self.diagnoser.update(metrics, self._clock(), notes=self.slo.evidence))
+            answered = {target: at for (name, target), at in snapshot.answered_at.items() if name == EngineSource.name}
+            diagnosed = self.diagnoser.update(metrics, self._clock(), notes=self.slo.evidence, answered_at=answered)
+            metrics = (*metrics, *diagnosed)
         kept, error_counts = self.series_budget.apply(metrics, snapshot.error_counts, self.config.max_exported_series)
         enriched = dataclasses.replace(snapshot, metrics=tuple(kept), error_counts=error_counts)
         self.latest = enriched

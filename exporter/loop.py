@@ -11,12 +11,13 @@ which the loop asks for their current members at the start of every round.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ALL_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from exporter.budget import Discarding
 from exporter.model import Metric
@@ -54,6 +55,11 @@ class Snapshot:
     #: (source, target) of the sources still running when a partial snapshot of a loop's first
     #: round was published; empty in every complete snapshot
     pending: tuple[tuple[str, str], ...] = ()
+    #: (source, target) -> the loop's clock when that source's answer was in hand, for each source
+    #: that answered: a round lasts as long as its slowest source (up to a timeout), and a source
+    #: still running from an earlier round answers in a later one, so the round's end is not when
+    #: a source's counters were read; rates over them (the diagnosis' History) use these times
+    answered_at: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -77,6 +83,9 @@ class _Outcome:
     #: reason -> items the source left out of its output this run (see exporter.budget)
     discards: Mapping[str, int]
     error: Exception | None = None
+    #: the loop's clock when the answer was in hand (its body read, before its parsing's share of
+    #: a multiplexed round); NaN where the run failed
+    answered_at: float = math.nan
 
 
 class CollectionLoop:
@@ -138,6 +147,7 @@ class CollectionLoop:
             self._publish_as_sources_return(sources)
         metrics: list[Metric] = []
         statuses: list[SourceStatus] = []
+        answered: dict[tuple[str, str], float] = {}
         for source in sources:
             index = id(source)
             running = self._in_flight[index]
@@ -160,6 +170,8 @@ class CollectionLoop:
                 log.warning("source %s %s down (%s): %s", source.name, shown, status.error, outcome.error)
             metrics.extend(produced)
             statuses.append(status)
+            if status.up:
+                answered[(source.name, source.target)] = outcome.answered_at
         self._sequence += 1
         snapshot = Snapshot(
             metrics=tuple(metrics),
@@ -167,6 +179,7 @@ class CollectionLoop:
             error_counts=dict(self._error_counts),
             generated_at=time.time(),
             sequence=self._sequence,
+            answered_at=answered,
         )
         self.snapshot = snapshot
         self.last_completed_monotonic = self._clock()
@@ -254,8 +267,9 @@ class CollectionLoop:
             metrics = list(source.collect(now))
         except Exception as exc:
             return _Outcome([], self._clock() - started, {}, exc)
+        finished = self._clock()
         discards = dict(source.discards) if isinstance(source, Discarding) else {}
-        return _Outcome(metrics, self._clock() - started, discards)
+        return _Outcome(metrics, finished - started, discards, answered_at=finished)
 
     def _offered(self, source: Source, now: float) -> Fetch | None:
         """The source's fetch for the multiplexing thread, or None (a bug there: `collect` as usual)."""
@@ -274,14 +288,17 @@ class CollectionLoop:
 
         def done(fetch: Fetch, error: Exception | None) -> None:
             source, future = by_fetch[id(fetch)]
+            answered = self._clock()  # the response is read: what follows is normalizing it
             try:
-                outcome = settle(source, fetch, error, future)
+                outcome = settle(source, fetch, error, future, answered)
             except Exception as exc:  # a bug here must not leave the source in flight for good
                 outcome = _Outcome([], self._clock() - started, {}, exc)
             if outcome is not None:
                 future.set_result(outcome)
 
-        def settle(source: Source, fetch: Fetch, error: Exception | None, future: Future[_Outcome]) -> _Outcome | None:
+        def settle(
+            source: Source, fetch: Fetch, error: Exception | None, future: Future[_Outcome], answered: float
+        ) -> _Outcome | None:
             """The source's outcome, or None when a worker of its own will set it (a Fallback)."""
             if isinstance(error, multiplex.Fallback):
                 chained = self._executor.submit(self._run_source, source, now)  # RuntimeError once stopping
@@ -300,7 +317,7 @@ class CollectionLoop:
                 except Exception as exc:
                     return _Outcome([], self._clock() - started, {}, exc)
                 discards = dict(source.discards) if isinstance(source, Discarding) else {}
-                return _Outcome(metrics, self._clock() - started, discards)
+                return _Outcome(metrics, self._clock() - started, discards, answered_at=answered)
             return _Outcome([], self._clock() - started, {}, error)
 
         try:

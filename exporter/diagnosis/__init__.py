@@ -62,15 +62,29 @@ class Diagnoser:
         self.path = PathDiagnoser()
 
     def update(
-        self, metrics: Sequence[Metric], now: float, notes: Mapping[EngineKey, Sequence[str]] | None = None
+        self,
+        metrics: Sequence[Metric],
+        now: float,
+        notes: Mapping[EngineKey, Sequence[str]] | None = None,
+        answered_at: Mapping[str, float] | None = None,
     ) -> list[Metric]:
         """Diagnose every live engine in `metrics` (monotonic `now`); return the gauges. `notes`:
-        evidence lines from outside the stages (the SLOs' attainment and headroom), per engine."""
+        evidence lines from outside the stages (the SLOs' attainment and headroom), per engine.
+        `answered_at`: per `engine` label, when that engine's answer was read (same clock), where
+        the collection knows it. Each engine's point is stamped then, not at `now`: on a busy host
+        a round lasts as long as its slowest source, and an answer that missed its round's
+        deadline is published a round later, so stamping all at `now` put seconds of error into
+        every counter rate over a 30 s level window (a counter at 0.95 cores read 0.81 with one
+        round in four 4.3 s long: tests/unit/test_diagnosis.py)."""
         t = self.thresholds
         inputs = engine_inputs(metrics)
+        answered = answered_at or {}
         for key, engine in inputs.items():
             history = self._histories.setdefault(key, History(max(t.baseline_seconds, t.level_seconds * 2)))
-            history.add(now, engine)
+            at = min(now, answered.get(key[0], now))
+            if history.points:  # a point never goes before the one it follows
+                at = max(at, history.points[-1][0])
+            history.add(at, engine)
             self._last_seen[key] = now
         # An engine missing from one collection (a scrape that timed out on a busy host) keeps its
         # history and hysteresis: dropping them would restart its ITL baseline in the middle of an
@@ -130,7 +144,7 @@ class Diagnoser:
         for stage in ordered:
             if active[stage] or stage == ordered[0]:
                 evidence += [f"{stage} {scores[stage]:.2f}: {line}" for line in results[stage].evidence]
-        unattributed = history.latest().unattributed_gpus
+        unattributed = history.unattributed_gpus(t.level_seconds)
         if unattributed:
             # Said once per engine whatever stage leads: its verdict was reached without GPU data.
             evidence.append(

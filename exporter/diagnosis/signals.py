@@ -208,11 +208,16 @@ class History:
         #: when a point last carried node-wide GPU ranges: an engine with GPUs of its own (or a
         #: node without GPUs) has none, and node_range need not walk its window to find that out
         self._node_ranges_seen = -math.inf
+        #: the node's unattributed GPUs as last seen (a point whose GPU source missed the round
+        #: has none, while the window's node-wide readings still count)
+        self._unattributed: list[str] = []
 
     def add(self, now: float, inputs: EngineInputs) -> None:
         self.points.append((now, inputs))
         if inputs.node_gpu_range:
             self._node_ranges_seen = now
+        if inputs.unattributed_gpus:
+            self._unattributed = inputs.unattributed_gpus
         while self.points and self.points[0][0] < now - self.horizon_seconds:
             self.points.popleft()
         oldest = self.points[0][0]  # what the horizon or max_points kept
@@ -243,6 +248,14 @@ class History:
 
     def latest(self) -> EngineInputs:
         return self.points[-1][1]
+
+    def unattributed_gpus(self, seconds: float) -> list[str]:
+        """The node's unattributed GPUs where any point of the last `seconds` read them: the
+        window the stages' node-wide readings come from. The latest point alone would drop them
+        (and the evidence saying so) for a round whose GPU source timed out on a busy host."""
+        if self.points and self._node_ranges_seen >= self.points[-1][0] - seconds:
+            return self._unattributed
+        return []
 
     def _first(self, attr: str, seconds: float) -> int:
         """The index of the first entry of `attr`'s column within the last `seconds`."""

@@ -69,10 +69,10 @@ def _requests_in_engine(h: History, t: Thresholds) -> float:
     return max(running, h.rate("e2e_seconds_total", t.level_seconds) or 0.0)
 
 
-def _no_gpu_line(h: History, what: str, withheld: str = "") -> str:
+def _no_gpu_line(h: History, t: Thresholds, what: str, withheld: str = "") -> str:
     """`what`, and why: unattributed GPUs on a node of several engines are named as such, and
     `withheld` says where their readings disagreed."""
-    unattributed = h.latest().unattributed_gpus
+    unattributed = h.unattributed_gpus(t.level_seconds)
     if not unattributed:
         return what
     why = withheld or "no engine label, several engines"
@@ -112,7 +112,7 @@ def gpu_level(h: History, attr: str, t: Thresholds, low: float, high: float) -> 
     if bounds is None:
         return GpuLevel(None)
     lowest, highest = bounds
-    count = len(h.latest().unattributed_gpus)
+    count = len(h.unattributed_gpus(t.level_seconds))
     if lowest >= high:
         where = f"at least, on every one of the node's {count} unattributed GPUs (all >= {high:g})"
         return GpuLevel(lowest, where, node_wide=True)
@@ -244,7 +244,7 @@ def decode_memory_bandwidth(h: History, t: Thresholds) -> StageResult:
     else:
         # A vendor without any bandwidth signal says so; otherwise the signal is merely missing here.
         lacking = missing_bandwidth_reason(vendors) or _no_gpu_line(
-            h, "no GPU DRAM activity for this engine", dram_level.withheld
+            h, t, "no GPU DRAM activity for this engine", dram_level.withheld
         )
         result.evidence.append(lacking + ": scored from inter-token latency alone")
         # Slow tokens alone fit a host-bound engine and prefill stalls as well as HBM: what the
@@ -292,7 +292,7 @@ def prefill_compute(h: History, t: Thresholds) -> StageResult:
         result.evidence.append(f"tensor active {tensor:.2f} {tensor_level.where}")
     else:
         result.evidence.append(
-            _no_gpu_line(h, "no GPU tensor activity for this engine", tensor_level.withheld)
+            _no_gpu_line(h, t, "no GPU tensor activity for this engine", tensor_level.withheld)
             + ": scored from TTFT beyond queueing"
         )
         result.score = ramp(own_ttft, t.ttft_p95_seconds * 0.5, t.ttft_p95_seconds) * prefill_heavy
@@ -366,7 +366,7 @@ def host_overhead(h: History, t: Thresholds) -> StageResult:
     if cpu is not None:
         parts.append(f"engine process at {cpu:.2f} CPU cores")
     if busy_gpu is None:
-        parts.append(_no_gpu_line(h, "no GPU activity for this engine", gpu.withheld))
+        parts.append(_no_gpu_line(h, t, "no GPU activity for this engine", gpu.withheld))
     result.evidence.append("; ".join(parts))
     return result
 

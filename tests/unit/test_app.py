@@ -189,3 +189,25 @@ def test_the_first_snapshot_does_not_wait_for_the_slowest_source() -> None:
     finally:
         slow.gate.set()
         exporter.stop()
+
+
+def test_each_engine_is_diagnosed_at_the_time_it_answered_not_when_the_round_ended() -> None:
+    """A round lasts as long as its slowest source: the snapshot keeps when each source answered,
+    and the engine's point in the diagnosis carries that time, so its counter rates are not off
+    by the wait for the others (exporter.diagnosis.Diagnoser.update)."""
+    fast, slow = GatedSource(), SlowSource()
+    fast.gate.set()
+    config = Config(gpu=GpuSettings("none"), interval_seconds=60.0, window_seconds=60.0)
+    exporter = Exporter(config, pipeline=Pipeline([fast, slow], []))
+    threading.Timer(0.3, slow.gate.set).start()
+    try:
+        before = time.monotonic()
+        snapshot = exporter.collect_once()
+        after = time.monotonic()
+    finally:
+        slow.gate.set()
+        exporter.stop()
+    engine_at, rdma_at = snapshot.answered_at[("engine", "e1")], snapshot.answered_at[("rdma", "")]
+    assert before <= engine_at < before + 0.2 and before + 0.3 <= rdma_at <= after
+    ((stamped, _),) = exporter.diagnoser._histories[("e1", "vllm", "m")].points
+    assert stamped == engine_at

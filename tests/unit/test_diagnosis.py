@@ -166,6 +166,33 @@ def test_a_host_bound_engine_whose_running_gauge_reads_zero_is_still_host_overhe
     assert idle.primary == "none" and idle.scores["host_overhead"] == 0.0
 
 
+def test_each_engines_counters_are_rated_by_when_it_answered_not_when_the_round_ended() -> None:
+    """On a busy host a round ends with its slowest source: the engine's CPU counter, read at its
+    answers (exactly 0.95 cores), rated over the rounds' ends (every fourth 4.3 s later than the
+    rest) read 0.81 cores, and host overhead scored 0.70 where it is 1.0. With `answered_at` it
+    reads what the engine ran."""
+    ends = [5.0 * i + (4.5 if i % 4 == 3 else 0.2) for i in range(20)]  # every fourth round runs long
+    answers = [5.0 * i + 0.1 for i in range(20)]
+
+    def cpu_line(d) -> str:
+        return next(line for line in d.evidence if "CPU cores" in line)
+
+    stamped, rounds = Diagnoser(), Diagnoser()
+    for i in range(20):
+        metrics = engine_metrics(running=8, cpu_seconds=0.95 * answers[i]) + gpu_metrics(0.2, 0.15, 0.05)
+        stamped.update(metrics, ends[i], answered_at={"e0": answers[i]})
+        rounds.update(metrics, ends[i])
+    key = ("e0", "vllm", "m")
+    assert "0.95 CPU cores" in cpu_line(stamped.latest[key])
+    assert "0.81 CPU cores" in cpu_line(rounds.latest[key])
+    assert stamped.latest[key].scores["host_overhead"] == 1.0 > rounds.latest[key].scores["host_overhead"]
+    # An answer is never stamped after the round that published it, nor before the engine's last point.
+    late = Diagnoser()
+    late.update(engine_metrics(cpu_seconds=1.0), 10.0, answered_at={"e0": 99.0})
+    late.update(engine_metrics(cpu_seconds=2.0), 15.0, answered_at={"e0": 3.0})
+    assert [t for t, _ in late._histories[key].points] == [10.0, 10.0]
+
+
 def test_rdma_congestion_with_slowed_decode_is_cross_node() -> None:
     def make(i: int) -> list[Metric]:
         itl = 0.02 if i < 10 else 0.08
@@ -367,6 +394,24 @@ def test_unattributed_gpus_that_all_read_saturated_hbm_are_evidence_for_every_en
     assert any(e.startswith("GPU signals unattributed: node-wide (8 GPUs") for e in d.evidence)
     # The same saturated GPUs do not make e1's steady tokens a bandwidth bottleneck.
     assert diagnoser.latest[("e1", "vllm", "m")].primary == "none"
+
+
+def test_a_round_without_the_gpu_source_still_says_the_windows_gpu_readings_are_node_wide() -> None:
+    """A GPU source that timed out on a busy host leaves the latest point without GPUs, but the
+    stages still score from the node-wide readings of the level window: the evidence keeps saying
+    so until no point of the window has any (a fresh-clone CI's plain-flags exporter once lost the
+    line for one engine of kv-cache-saturation, at the one read the test checks it on)."""
+    gpus = node_gpus([(0.4, 0.95 + 0.005 * k, 0.1) for k in range(8)])
+    diagnoser = Diagnoser()
+    for i in range(20):
+        diagnoser.update(two_engines(i, gpus), i * 5.0)
+    t = diagnoser.thresholds
+    node_wide = "GPU signals unattributed: node-wide (8 GPUs"
+    for i in range(20, 20 + int(t.level_seconds // 5) + 1):  # the GPU source misses every round now
+        diagnoser.update(two_engines(i, []), i * 5.0)
+        d = diagnoser.latest[("e0", "vllm", "m")]
+        still = (i - 19) * 5.0 <= t.level_seconds
+        assert any(e.startswith(node_wide) for e in d.evidence) == still, (i, d.evidence)
 
 
 def test_unattributed_gpus_that_disagree_are_withheld_and_the_stage_says_so() -> None:

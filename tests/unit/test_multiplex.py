@@ -331,4 +331,8 @@ def test_a_trickling_engine_costs_the_loop_its_own_series_only() -> None:
     assert not statuses["slow"].up and statuses["slow"].error == "timeout"
     assert all(statuses[f"e{n}"].up and statuses[f"e{n}"].duration_seconds < 0.9 for n in range(4))
     assert took < 5.0
+    # Each multiplexed answer is stamped when it came in, before the trickler's timeout ended the
+    # round; the timed-out one is not stamped at all.
+    assert all(began <= snapshot.answered_at[("engine", f"e{n}")] < began + 0.9 for n in range(4))
+    assert ("engine", "slow") not in snapshot.answered_at
     assert plain_http.READ_BYTES == multiplex.READ_BYTES
