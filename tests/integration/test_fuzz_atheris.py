@@ -23,7 +23,6 @@ from tests.support import ENGINE_FIXTURES, FIXTURES, REPO
 pytestmark = pytest.mark.integration
 
 FUZZ_SECONDS = 12
-MIN_RUNS = 200  # far below what even a loaded machine does in FUZZ_SECONDS: proof that it fuzzed
 WEB_CONFIG_SEED = b"""basic_auth_users:
   alice: $2y$10$Zbb4gBCsnKpiS9rBsRpbSezWK9lJ3ElLeG9dMCCY0tC5Rkp0Rv/tS
 http_server_config:
@@ -73,5 +72,10 @@ def test_atheris_finds_no_crash(harness: str, tmp_path: Path) -> None:
         shutil.copyfile(crash, keep)
         kept.append(str(keep))
     assert result.returncode == 0 and not crashes, f"exit {result.returncode}, inputs kept: {kept}\n{output[-6000:]}"
+    # Proof that it fuzzed: runs past the seed inputs (libFuzzer's INITED count), i.e. mutations.
+    # How many fit in FUZZ_SECONDS is the machine's speed, not the harness': quiet, the config
+    # harness ran 45,716 times in 13 s; in a fresh-clone CI with the vLLM tier beside it, 180 times,
+    # which a floor of 200 runs failed.
+    inited = re.search(r"#(\d+)\s+INITED", output)
     done = re.search(r"Done (\d+) runs", output)
-    assert done and int(done.group(1)) >= MIN_RUNS, output[-3000:]
+    assert inited and done and int(done.group(1)) > int(inited.group(1)), output[-3000:]
