@@ -11,7 +11,7 @@ neither always met nor never. Figures are printed (pytest -s) and checked:
   points. Only that bound holds against the client: vLLM times a request from its arrival in the
   engine, and on two cores shared by the API server, the engine core and its spinning worker, a
   request waits before that in the starved server (tens of milliseconds with short answers,
-  hundreds with answers of up to 192 tokens streaming beside it), a wait no metric of vLLM's
+  hundreds with answers of up to 384 tokens streaming beside it), a wait no metric of vLLM's
   records (its `http_request_duration_seconds` is its e2e plus 2-3 ms). The client therefore sees
   fewer requests within a threshold, never more; the gap is printed;
 - vLLM's own request spans reach `serve` over OTLP/HTTP: every request recorded, the joint
@@ -49,12 +49,18 @@ pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 # engine once had 97 % of its TTFTs within 5 ms, and no threshold inside the distribution.
 EDGES = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0)
 # vLLM's e2e request-latency edges (vllm/v1/metrics/loggers.py, request_latency_buckets) that
-# answers of up to 192 tokens reach on a quiet or a loaded machine.
+# answers of up to 384 tokens reach on a quiet or a loaded machine; 0.3 s is vLLM's lowest.
 E2E_EDGES = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0)
 OBJECTIVE = 0.9
 # Answers spread from 2 to 192 tokens, so e2e spreads too; at 20 s, a few hundred requests on a
 # quiet machine, and never fewer than the 50 that make one request 2 points.
 LIGHT = LoadSpec(concurrency=3, prompt_tokens=(16, 48), output_tokens=(2, 192), duration_s=20.0, seed=21)
+# The attainment check's load: answers of up to 384 tokens, so e2e crosses vLLM's lowest edges (0.3
+# and 0.5 s) on a faster machine too. With LIGHT's 192, a quiet run on a faster two-core machine
+# finished 96.8 % of its requests within 0.3 s in the engine and all within 0.5 s: no e2e
+# threshold fell inside the distribution. Three of the longest (432 tokens with the prompt) still
+# fit the 1,536-token KV pool. The headroom comparison keeps LIGHT, the mix docs/slo.md measured.
+ATTAINMENT = replace(LIGHT, output_tokens=(2, 384))
 SWEEP = (2, 4, 8, 16)
 SWEEP_SECONDS = 20.0  # 10 s steps once gave 3.1 req/s at concurrency 8 and 3.9 at 4: noise
 
@@ -159,7 +165,7 @@ def test_exporter_attainment_and_span_joint_attainment_agree_with_the_client(sta
     exporter.wait_for(lambda t: "llm_slo_events_total" in t, timeout=30)
     before, engine_before = settled(exporter, server)
     events0, good0 = values(before, "llm_slo_events_total"), values(before, "llm_slo_good_events_total")
-    result = run_load(server.base_url, LIGHT)
+    result = run_load(server.base_url, ATTAINMENT)
     assert result.error_count == 0 and len(result.ok_records) >= 20
     total = len(result.ok_records)
     # 2 points, as the issue asks; with fewer than 50 requests one request is more than that.
