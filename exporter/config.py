@@ -19,6 +19,8 @@ from exporter.settings import (
     GPU_MODES,
     GPU_URL_MODES,
     LOG_LEVELS,
+    OTLP_MODELS,
+    OTLP_SENDERS,
     Config,
     GpuAttribution,
     GpuSettings,
@@ -361,15 +363,21 @@ def _otlp(value: Any, where: str) -> OtlpSettings:
     if listen is not None:
         host, port = parse_listen(listen, f"{where}.listen")
         listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def bytes_key(key: str) -> int:
+        return v.positive_int(value.get(key, getattr(defaults, key)), f"{where}.{key}", MAX_RESPONSE_BYTES)
+
     return OtlpSettings(
         listen=listen,
-        max_body_bytes=v.positive_int(
-            value.get("max_body_bytes", defaults.max_body_bytes), f"{where}.max_body_bytes", MAX_RESPONSE_BYTES
-        ),
+        web_config_file=v.optional_string(value.get("web_config_file"), f"{where}.web_config_file"),
+        max_body_bytes=bytes_key("max_body_bytes"),
+        max_client_bytes_per_second=bytes_key("max_client_bytes_per_second"),
         max_spans_per_second=v.positive_number(
             value.get("max_spans_per_second", defaults.max_spans_per_second), f"{where}.max_spans_per_second", 1e6
         ),
         max_requests=v.positive_int(
             value.get("max_requests", defaults.max_requests), f"{where}.max_requests", MAX_OTLP_REQUESTS
         ),
+        senders=v.choice(value.get("senders", defaults.senders), f"{where}.senders", OTLP_SENDERS),
+        models=v.choice(value.get("models", defaults.models), f"{where}.models", OTLP_MODELS),
     )

@@ -36,11 +36,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sources", ("exporter.sources",)),
     ("discovery", ("exporter.discovery",)),
     ("pipeline", ("exporter.loop", "exporter.diagnosis", "exporter.exposition", "exporter.render", "exporter.slo")),
-    ("app", ("exporter.app",)),
     (
         "serving",
-        ("exporter.webconfig", "exporter.webauth", "exporter.webguard", "exporter.connections", "exporter.server"),
+        (
+            "exporter.webconfig",
+            "exporter.webauth",
+            "exporter.webguard",
+            "exporter.connections",
+            "exporter.server",
+            "exporter.otlp_listener",
+        ),
     ),
+    # The composition root sits on what it composes, the OTLP receiver's HTTP door included.
+    ("app", ("exporter.app",)),
     ("monitoring", ("exporter.monitoring", "exporter.generate", "exporter.reference", "exporter.vendor_reference")),
     ("report", ("exporter.report",)),
     ("simulator", ("exporter.simulate",)),
