@@ -217,11 +217,11 @@ class RequestStore:
         """Forget every engine and model not in `keep` that has no record since `start`: a model gone
         from the engines' series leaves nothing behind once its requests leave the window."""
         with self._lock:
-            recent = {r.key for r in self._records if r.received >= start}
-            wanted = keep | recent
-            if any(key not in wanted for key in self.totals):
-                self.totals = {key: value for key, value in self.totals.items() if key in wanted}
-                self._records = deque((r for r in self._records if r.key in wanted), maxlen=self._records.maxlen)
+            if all(key in keep for key in self.totals):
+                return  # the usual round: every model with state is one the engines report
+            wanted = keep | {r.key for r in self._records if r.received >= start}
+            self.totals = {key: value for key, value in self.totals.items() if key in wanted}
+            self._records = deque((r for r in self._records if r.key in wanted), maxlen=self._records.maxlen)
 
 
 class _SpanBudget:
