@@ -26,9 +26,11 @@ from exporter.diagnosis import Diagnoser
 from exporter.exposition import RenderedSnapshot
 from exporter.loop import CollectionLoop, Snapshot
 from exporter.model import Metric, Sample
+from exporter.otlp_listener import OtlpHTTPServer
 from exporter.settings import Config, EngineTarget
 from exporter.slo.monitor import SloMonitor
-from exporter.slo.otlp import OtlpReceiver
+from exporter.slo.otlp import SpanSink
+from exporter.slo.requests import from_spans
 from exporter.sources.base import Source, SourceGroup
 from exporter.sources.engine import EngineSource
 from exporter.sources.gateway import GatewaySource
@@ -37,6 +39,7 @@ from exporter.sources.host import HostSource
 from exporter.sources.probe import ProbeSource
 from exporter.sources.rdma import RdmaSource
 from exporter.validation import ConfigError
+from exporter.webguard import WebGuard
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +54,8 @@ class Pipeline:
 
     sources: list[Source]
     groups: list[SourceGroup]
+    #: every engine now, configured and discovered (the OTLP receiver admits spans from their addresses)
+    targets: Callable[[], Sequence[EngineTarget]] = lambda: ()
 
     def close(self) -> None:
         closers: list[Callable[[], None]] = [s.close for s in self.sources] + [g.close for g in self.groups]
@@ -90,7 +95,7 @@ def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:
         attributor = Attributor(config.gpu_attribution, targets, pod_at=pod_at)
         gpu_source = build_gpu_source(config.gpu, attributor, config.interval_seconds)
     except BaseException:
-        Pipeline(sources, groups).close()
+        Pipeline(sources, groups, targets).close()
         raise
     if gpu_source is not None:
         sources.append(gpu_source)
@@ -108,7 +113,7 @@ def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:
     sources += [GatewaySource(target, config.window_seconds, lifetime_baseline) for target in config.gateways]
     if not lifetime_baseline:  # `once` has no time to probe: probes run in `serve` only
         sources += [ProbeSource(probe, config.window_seconds) for probe in config.probes]
-    return Pipeline(sources, groups)
+    return Pipeline(sources, groups, targets)
 
 
 def join_process_samples(metrics: Sequence[Metric]) -> list[Metric]:
@@ -151,9 +156,15 @@ class Exporter:
         self.rendered = RenderedSnapshot()
         self.diagnoser = Diagnoser(config.thresholds)
         self.diagnoser.path.configure(config.gateways, config.probes)
-        # OTLP request spans (opt-in): bound at start-up like the listen address
-        self.otlp = OtlpReceiver(config.otlp, clock).start() if config.otlp.listen else None
-        store = self.otlp.store if self.otlp else None
+        # OTLP request spans (opt-in), admitted within the engines' own label bounds
+        limits = config.engine_defaults
+        self.spans = (
+            SpanSink(config.otlp, limits.max_label_value_length, limits.max_models, clock)
+            if config.otlp.listen
+            else None
+        )
+        self.otlp: OtlpHTTPServer | None = None
+        store = self.spans.store if self.spans else None
         self.slo = SloMonitor(config.slos, config.window_seconds, store)  # attainment, goodput, headroom
         self.reloads = {"success": 0, "failure": 0}
         self.series_budget = SeriesBudget()  # the node-wide output cap, applied in publish
@@ -161,6 +172,13 @@ class Exporter:
         self._lifetime_baseline = lifetime_baseline
         self._lock = threading.Lock()
         pipeline = pipeline or build_pipeline(config, lifetime_baseline)
+        self._targets = pipeline.targets
+        if self.spans is not None:  # bound at start-up like the listen address
+            try:
+                self.otlp = start_otlp(config, self.spans)
+            except BaseException:
+                pipeline.close()
+                raise
         self.loop = self._make_loop(pipeline, config)
         self.latest: Snapshot | None = None
 
@@ -180,11 +198,15 @@ class Exporter:
         )
         metrics = (*join_process_samples(snapshot.metrics), *counts)
         if snapshot.complete:  # a partial first-round snapshot (exporter.loop) is neither judged nor diagnosed
+            if self.spans is not None:  # the engines spans may name, from their own series
+                self.spans.observe(metrics, self._targets(), self.config.window_seconds)
             metrics = (*metrics, *self.slo.update(metrics, self._clock()))
             answered = {target: at for (name, target), at in snapshot.answered_at.items() if name == EngineSource.name}
             diagnosed = self.diagnoser.update(metrics, self._clock(), notes=self.slo.evidence, answered_at=answered)
             metrics = (*metrics, *diagnosed)
-        kept, error_counts = self.series_budget.apply(metrics, snapshot.error_counts, self.config.max_exported_series)
+        # Span-made series last: what a client sends never pushes an engine's own series out.
+        limit = self.config.max_exported_series
+        kept, error_counts = self.series_budget.apply(metrics, snapshot.error_counts, limit, last=from_spans)
         enriched = dataclasses.replace(snapshot, metrics=tuple(kept), error_counts=error_counts)
         self.latest = enriched
         self.rendered.publish(enriched)
@@ -251,6 +273,7 @@ class Exporter:
             # Error counts carry over so llm_exporter_source_errors_total does not reset.
             new_loop.inherit_error_counts(old)
             old.stop()
+            self._targets = pipeline.targets
             self.config = new
             self.diagnoser.thresholds = new.thresholds
             self.diagnoser.path.configure(new.gateways, new.probes)
@@ -274,3 +297,14 @@ class Exporter:
             clock=self._clock,
             groups=pipeline.groups,
         )
+
+
+def start_otlp(config: Config, sink: SpanSink) -> OtlpHTTPServer:
+    """The receiver behind its web config (its own, else the one `/metrics` has)."""
+    path = config.otlp.web_config_file or config.web_config_file
+    web = WebGuard(path) if path else None
+    try:
+        server = OtlpHTTPServer(config.otlp, sink, web)
+    except OSError as exc:
+        raise ConfigError("otlp.listen", f"cannot listen on {config.otlp.listen}: {exc.strerror or exc}") from exc
+    return server.start()

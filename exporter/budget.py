@@ -10,11 +10,14 @@ whose latency or queue vanished.
   keeps the models it already exported first, then new ones by name, and renders only those;
 - per node (`Config.max_exported_series`): `Exporter.publish` keeps node series (GPUs, RDMA,
   host) first, then every engine's `llm_engine_up`, then engine models round-robin across
-  engines, so one target cannot spend the whole budget.
+  engines, so one target cannot spend the whole budget; series the caller ranks last (those
+  made from request spans a client sent, exporter/slo/requests.py) come only after all of these,
+  so what a client sends can never push an engine's own series out.
 
 What is left out is counted, one per collection that left something out, in
 `llm_exporter_source_errors_total{reason="cardinality"}`: under the engine's own source and target
-for the per-target caps, under `source="exporter", target=""` for the node cap. The exporter's own
+for the per-target caps, under `source="exporter", target=""` for the node cap, and under
+`source="otlp", target=""` where span-made series were left out. The exporter's own
 `llm_exporter_*` self-observability series are outside the budget: they are what reports it.
 """
 
@@ -29,8 +32,9 @@ from exporter.model import Metric, QuantileSummary
 log = logging.getLogger(__name__)
 
 CARDINALITY = "cardinality"
-#: the (source, target) the node-wide cap counts under
+#: the (source, target) the node-wide cap counts under, and where it left out span-made series
 NODE_BUDGET_KEY = ("exporter", "")
+SPANS_BUDGET_KEY = ("otlp", "")
 
 T = TypeVar("T")
 
@@ -108,26 +112,41 @@ def node_units(metrics: Sequence[Metric]) -> list[list[Metric]]:
     return [*node, *ups, *round_robin(list(per_engine.values()))]
 
 
+def _never(_metric: Metric) -> bool:
+    return False
+
+
 class SeriesBudget:
-    """The node-wide cap, applied where a snapshot is published; keeps its count across rounds
+    """The node-wide cap, applied where a snapshot is published; keeps its counts across rounds
     (and across reloads, since the Exporter that holds it outlives its loops)."""
 
     def __init__(self) -> None:
-        self.trimmed_rounds = 0
+        self.trimmed_rounds: dict[tuple[str, str], int] = {NODE_BUDGET_KEY: 0, SPANS_BUDGET_KEY: 0}
         self._last_dropped = 0
 
     def apply(
-        self, metrics: Sequence[Metric], error_counts: Mapping[tuple[str, str, str], int], limit: int
+        self,
+        metrics: Sequence[Metric],
+        error_counts: Mapping[tuple[str, str, str], int],
+        limit: int,
+        last: Callable[[Metric], bool] = _never,
     ) -> tuple[list[Metric], dict[tuple[str, str, str], int]]:
-        """The metrics within `limit` series, and the error counts with this cap's count added."""
+        """The metrics within `limit` series, and the error counts with this cap's counts added.
+        Metrics for which `last` holds are kept only in what the others leave of the budget."""
         total = sum(series_count(metric) for metric in metrics)
         dropped = 0
         kept: list[Metric] = list(metrics)
         if total > limit:
-            chosen, dropped = fit_units(node_units(metrics), limit)
-            ids = {id(metric) for metric in chosen}
+            first, later = [m for m in metrics if not last(m)], [m for m in metrics if last(m)]
+            chosen, dropped_first = fit_units(node_units(first), limit)
+            room = limit - sum(series_count(metric) for metric in chosen)
+            per_model = group_by(later, lambda m: (m.labels.get("engine", ""), m.labels.get("model", "")))
+            chosen_later, dropped_later = fit_units(per_model, room)
+            ids = {id(metric) for metric in (*chosen, *chosen_later)}
             kept = [metric for metric in metrics if id(metric) in ids]  # exposition order unchanged
-            self.trimmed_rounds += 1
+            for key, count in ((NODE_BUDGET_KEY, dropped_first), (SPANS_BUDGET_KEY, dropped_later)):
+                self.trimmed_rounds[key] += count > 0
+            dropped = dropped_first + dropped_later
         if dropped != self._last_dropped:
             log.warning(
                 "output budget: %d of %d series left out (max_exported_series=%d); see reason=cardinality",
@@ -137,9 +156,10 @@ class SeriesBudget:
             )
             self._last_dropped = dropped
         counts = dict(error_counts)
-        if self.trimmed_rounds:
-            key = (*NODE_BUDGET_KEY, CARDINALITY)
-            counts[key] = counts.get(key, 0) + self.trimmed_rounds
+        for key, rounds in self.trimmed_rounds.items():
+            if rounds:
+                counted = (*key, CARDINALITY)
+                counts[counted] = counts.get(counted, 0) + rounds
         return kept, counts
 
 

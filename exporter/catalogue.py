@@ -576,13 +576,16 @@ CATALOGUE: dict[str, MetricSpec] = {
             "llm_otlp_spans_total",
             "counter",
             "Spans the OTLP receiver got, by result: recorded (a request span), ignored (another span), "
-            "rate_limited (over otlp.max_spans_per_second, dropped).",
+            "rate_limited (over otlp.max_spans_per_second, dropped); refused: unknown_sender (not from a "
+            "scraped engine's address), unknown_model (no engine reports it), ambiguous_engine, label_too_long, "
+            "too_many_models.",
             ("result",),
         ),
         _spec(
             "llm_otlp_payloads_total",
             "counter",
-            "OTLP/HTTP export requests by result: ok, too_large (over otlp.max_body_bytes), bad_request, busy.",
+            "OTLP/HTTP export requests by result: ok, too_large (over otlp.max_body_bytes), bad_request, busy, "
+            "rate_limited (over otlp.max_client_bytes_per_second).",
             ("result",),
         ),
         # Capacity headroom (exporter/slo/headroom.py)

@@ -9,26 +9,23 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
+from exporter import config_targets as targets
 from exporter import validation as v
+from exporter.config_targets import MAX_RESPONSE_BYTES, MAX_SERIES, engine_names, parse_engine_flag, parse_gateway_flag
 from exporter.settings import (
-    ENGINE_TYPES,
-    GATEWAY_TYPES,
     GPU_MODES,
     GPU_URL_MODES,
     LOG_LEVELS,
+    OTLP_MODELS,
+    OTLP_SENDERS,
     Config,
-    EngineTarget,
-    GatewayTarget,
     GpuAttribution,
     GpuSettings,
     KubernetesSettings,
     OtlpSettings,
-    ProbeTarget,
-    ScrapeAuth,
     ScrapeLimits,
     SloTarget,
     Thresholds,
@@ -68,25 +65,52 @@ TOP_LEVEL_KEYS = (
     "otlp",
 )
 KUBERNETES_KEYS = ("enabled", "node_name", "api_url", "token_file", "ca_file", "resync_seconds", "max_engines")
-ENGINE_KEYS = ("url", "type", "name", "model", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
-BASIC_AUTH_KEYS = ("username", "password", "password_file")
 GPU_ATTRIBUTION_KEYS = field_names(GpuAttribution)
-GATEWAY_KEYS = ("url", "type", "name", "engines", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
-PROBE_KEYS = field_names(ProbeTarget)
-#: a probe more often than every 5 s is load, not a measurement; one longer than 10 min is a typo
-MIN_PROBE_INTERVAL_SECONDS = 5.0
-MAX_PROBE_TOKENS = 256
 
 # Range checks beyond "positive": an interval of 1e-9 s is a busy loop, 1e300 s overflows the
-# loop's timer; a timeout past an hour can only be a typo (the scrape is bounded by the interval).
+# loop's timer.
 MIN_INTERVAL_SECONDS = 0.1
 MAX_INTERVAL_SECONDS = 3600.0
 MAX_WINDOW_SECONDS = 86400.0
-MAX_TIMEOUT_SECONDS = 600.0
-MAX_RESPONSE_BYTES = 1024 * 1024 * 1024
-MAX_SERIES = 10_000_000
-MAX_LABEL_VALUE_LENGTH = 1024 * 1024
+#: a full Kubernetes list more often than every 10 s is load on the API server, not freshness (the
+#: watch carries changes between lists); the process table and the kubelet are asked at most each second
+MIN_RESYNC_SECONDS = 10.0
+MIN_REFRESH_SECONDS = 1.0
 MAX_REFRESH_SECONDS = 86400.0
+
+#: Each `diagnosis:` key's range, (low, high, low excluded). Ratios of a whole (KV usage, the DCGM
+#: activities, link utilization, scores) lie in [0, 1]; a slowdown is a ratio over 1 (at 1 every
+#: decode step would be "slowed"); durations are positive and at most a day (the baseline a week);
+#: rates and counts are non-negative and finite. docs/configuration.md, "Bounds", lists the same.
+RATIO = (0.0, 1.0, False)
+THRESHOLD_BOUNDS: Mapping[str, tuple[float, float, bool]] = {
+    "waiting_requests": (0.0, 1e6, False),
+    "kv_usage_warning": RATIO,
+    "kv_usage_critical": RATIO,
+    "preemptions_per_second": (0.0, 1e6, False),
+    "dram_active_saturated": RATIO,
+    "dram_active_busy": RATIO,
+    "sm_active_ineffective": RATIO,
+    "tensor_active_high": RATIO,
+    "ttft_p95_seconds": (0.0, 86400.0, True),
+    "itl_p95_seconds": (0.0, 86400.0, True),
+    "itl_slowdown_ratio": (1.0, 1000.0, True),
+    "rdma_utilization_high": RATIO,
+    "cnp_per_second": (0.0, 1e9, False),
+    "retransmissions_per_second": (0.0, 1e9, False),
+    "engine_cpu_cores_busy": (0.0, 4096.0, True),
+    "enter_score": RATIO,
+    "exit_score": RATIO,
+    "level_seconds": (0.0, 86400.0, True),
+    "baseline_seconds": (0.0, 7 * 86400.0, True),
+}
+#: pairs (lower, upper) where the lower line must not sit above the upper one
+THRESHOLD_ORDER = (
+    ("kv_usage_warning", "kv_usage_critical"),
+    ("dram_active_busy", "dram_active_saturated"),
+    ("exit_score", "enter_score"),
+    ("level_seconds", "baseline_seconds"),
+)
 
 
 def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | None = None) -> Config:
@@ -113,8 +137,8 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
     if window < interval:
         raise ConfigError(where["window_seconds"], f"must be at least the interval ({interval:g}s)")
     gpu = _gpu(get("gpu", _CONFIG.gpu.mode), where["gpu"], get("dcgm_address", _CONFIG.gpu.dcgm_address))
-    defaults = _limits(get("engine_defaults", {}), where["engine_defaults"], ScrapeLimits())
-    engines = _engines(get("engines", []), where["engines"], defaults)
+    defaults = targets.limits(get("engine_defaults", {}), where["engine_defaults"], ScrapeLimits())
+    engines = targets.engines(get("engines", []), where["engines"], defaults)
     return Config(
         listen_host=host,
         listen_port=port,
@@ -134,8 +158,8 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
         max_exported_series=v.positive_int(
             get("max_exported_series", _CONFIG.max_exported_series), where["max_exported_series"], MAX_SERIES
         ),
-        gateways=(gateways := _gateways(get("gateways", []), where["gateways"], defaults, engines)),
-        probes=_probes(get("probes", []), where["probes"], gateways),
+        gateways=(gateways := targets.gateways(get("gateways", []), where["gateways"], defaults, engines)),
+        probes=targets.probes(get("probes", []), where["probes"], gateways),
         slos=slos(get("slos", []), where["slos"]),
         otlp=_otlp(get("otlp", {}), where["otlp"]),
     )
@@ -144,32 +168,20 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
 def thresholds(value: Any, where: str) -> Thresholds:
     """The `diagnosis:` section: read by the exporter and, from the deployed file, by `generate`."""
     v.section(value, where, field_names(Thresholds))
-    numbers = {key: v.non_negative(item, f"{where}.{key}") for key, item in value.items()}
+    numbers = {key: _bounded(item, f"{where}.{key}", *THRESHOLD_BOUNDS[key]) for key, item in value.items()}
     result = Thresholds(**numbers)
-    if result.exit_score > result.enter_score:
-        raise ConfigError(f"{where}.exit_score", "must not exceed enter_score (hysteresis)")
+    for lower, upper in THRESHOLD_ORDER:
+        if getattr(result, lower) > getattr(result, upper):
+            # exit above enter would leave a stage active forever once entered (no hysteresis)
+            raise ConfigError(f"{where}.{lower}", f"must not exceed {upper} ({getattr(result, upper):g})")
     return result
 
 
-def _limits(value: Any, where: str, base: ScrapeLimits) -> ScrapeLimits:
-    v.section(value, where, field_names(ScrapeLimits))
-    merged = {name: value.get(name, getattr(base, name)) for name in field_names(ScrapeLimits)}
-    return _checked_limits(merged, where)
-
-
-def _checked_limits(values: Mapping[str, Any], where: str) -> ScrapeLimits:
-    return ScrapeLimits(
-        timeout_seconds=v.positive_number(values["timeout_seconds"], f"{where}.timeout_seconds", MAX_TIMEOUT_SECONDS),
-        max_response_bytes=v.positive_int(
-            values["max_response_bytes"], f"{where}.max_response_bytes", MAX_RESPONSE_BYTES
-        ),
-        max_series=v.positive_int(values["max_series"], f"{where}.max_series", MAX_SERIES),
-        max_label_value_length=v.positive_int(
-            values["max_label_value_length"], f"{where}.max_label_value_length", MAX_LABEL_VALUE_LENGTH
-        ),
-        max_models=v.positive_int(values["max_models"], f"{where}.max_models", MAX_SERIES),
-        max_exported_series=v.positive_int(values["max_exported_series"], f"{where}.max_exported_series", MAX_SERIES),
-    )
+def _bounded(value: Any, where: str, low: float, high: float, low_excluded: bool) -> float:
+    result = v.number(value, where, None if low_excluded else low, high)
+    if low_excluded and result <= low:
+        raise ConfigError(where, f"must be greater than {low:g}, not {value!r}")
+    return result
 
 
 def _kubernetes(value: Any, where: str, limits: ScrapeLimits) -> KubernetesSettings:
@@ -184,11 +196,14 @@ def _kubernetes(value: Any, where: str, limits: ScrapeLimits) -> KubernetesSetti
     return KubernetesSettings(
         enabled=v.boolean(value.get("enabled", defaults.enabled), f"{where}.enabled"),
         node_name=v.optional_string(value.get("node_name"), f"{where}.node_name"),
-        api_url=None if api_url is None else _url(api_url, f"{where}.api_url"),
+        api_url=None if api_url is None else targets.url(api_url, f"{where}.api_url"),
         token_file=paths["token_file"],
         ca_file=paths["ca_file"],
-        resync_seconds=v.positive_number(
-            value.get("resync_seconds", defaults.resync_seconds), f"{where}.resync_seconds", MAX_REFRESH_SECONDS
+        resync_seconds=v.number(
+            value.get("resync_seconds", defaults.resync_seconds),
+            f"{where}.resync_seconds",
+            MIN_RESYNC_SECONDS,
+            MAX_REFRESH_SECONDS,
         ),
         max_engines=v.positive_int(value.get("max_engines", defaults.max_engines), f"{where}.max_engines", 4096),
         limits=limits,
@@ -243,8 +258,11 @@ def _gpu_attribution(value: Any, where: str, engine_names: Sequence[str]) -> Gpu
             value.get("pod_resources_socket", defaults.pod_resources_socket), f"{where}.pod_resources_socket"
         ),
         engine_pods=engine_pods,
-        refresh_seconds=v.positive_number(
-            value.get("refresh_seconds", defaults.refresh_seconds), f"{where}.refresh_seconds", MAX_REFRESH_SECONDS
+        refresh_seconds=v.number(
+            value.get("refresh_seconds", defaults.refresh_seconds),
+            f"{where}.refresh_seconds",
+            MIN_REFRESH_SECONDS,
+            MAX_REFRESH_SECONDS,
         ),
     )
 
@@ -266,118 +284,6 @@ def parse_listen(value: Any, where: str) -> tuple[str, int]:
     return host, port
 
 
-def parse_engine_flag(text: str) -> dict[str, Any]:
-    """`--engine [TYPE=]URL` into an engine entry."""
-    prefix, sep, rest = text.partition("=")
-    if sep and prefix in ENGINE_TYPES:
-        return {"type": prefix, "url": rest}
-    if sep and "/" not in prefix and ":" not in prefix:
-        raise ConfigError("--engine", f"unknown engine type {prefix!r} (known: {', '.join(ENGINE_TYPES)})")
-    return {"url": text}
-
-
-def _engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarget, ...]:
-    entries = []
-    for at, item, entry in _scrape_targets(value, where, "--engine", ENGINE_KEYS, ENGINE_TYPES, defaults):
-        entry["model"] = v.optional_string(item.get("model"), f"{at}.model")
-        entries.append(entry)
-    names = _unique_names(entries, where, "engine")
-    return tuple(
-        EngineTarget(url=e["url"], name=name, type=e["type"], model=e["model"], limits=e["limits"], auth=e["auth"])
-        for e, name in zip(entries, names)
-    )
-
-
-def _scrape_targets(
-    value: Any, where: str, flag: str, keys: Sequence[str], types: Sequence[str], defaults: ScrapeLimits
-) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """Each entry of an engines- or gateways-like list: (where it is, the raw item, its url, type,
-    name, limits and auth checked)."""
-    for index, item in enumerate(v.sequence(value, where)):
-        at = where if where == flag else f"{where}[{index}]"
-        if isinstance(item, str):
-            item = {"url": item}
-        if not isinstance(item, dict):
-            raise ConfigError(at, f"must be a mapping or a URL, not {v.type_name(item)}")
-        v.known_keys(item, at, keys)
-        if "url" not in item:
-            raise ConfigError(f"{at}.url", "missing")
-        kind = item.get("type")
-        limits = {name: item.get(name, getattr(defaults, name)) for name in field_names(ScrapeLimits)}
-        yield (
-            at,
-            item,
-            {
-                "url": _url(item["url"], f"{at}.url" if at != flag else at),
-                "type": None if kind is None else v.choice(kind, f"{at}.type", types),
-                "name": v.optional_string(item.get("name"), f"{at}.name"),
-                "limits": _checked_limits(limits, at),
-                "auth": _auth(item, at),
-            },
-        )
-
-
-def _unique_names(entries: Sequence[Mapping[str, Any]], where: str, what: str) -> list[str]:
-    names = engine_names([e["url"] for e in entries], [e["name"] for e in entries])
-    seen: dict[str, int] = {}
-    for index, name in enumerate(names):
-        if name in seen:
-            raise ConfigError(f"{where}[{index}]", f"duplicate {what} {name!r} (same as entry {seen[name]})")
-        seen[name] = index
-    return names
-
-
-def engine_names(urls: Sequence[str], names: Sequence[str | None]) -> list[str]:
-    """The `engine` label: the configured name, else host:port, plus the path when several
-    unnamed targets share one host:port."""
-    netlocs = [urlsplit(url).netloc.rpartition("@")[2] for url in urls]  # never user:password@
-    result = []
-    for url, name, netloc in zip(urls, names, netlocs):
-        if name:
-            result.append(name)
-        elif sum(1 for other, n in zip(netlocs, names) if other == netloc and not n) > 1:
-            result.append(netloc + urlsplit(url).path)
-        else:
-            result.append(netloc)
-    return result
-
-
-def _url(value: Any, where: str) -> str:
-    """An http(s) URL without credentials: userinfo would reach the `engine` label, logs and error
-    messages (this one does not echo the URL, for that reason)."""
-    try:
-        netloc = urlsplit(value).netloc if isinstance(value, str) else ""
-    except ValueError:
-        netloc = ""  # v.url says what is wrong with it
-    if "@" in netloc:
-        raise ConfigError(
-            where,
-            "credentials in the URL would show in labels and logs; "
-            "give them as basic_auth: {username, password_file} (docs/configuration.md)",
-        )
-    return v.url(value, where)
-
-
-def _auth(item: Mapping[str, Any], at: str) -> ScrapeAuth:
-    """`basic_auth: {username, password | password_file}` and `bearer_token_file`, one of the two."""
-    token_file = v.optional_string(item.get("bearer_token_file"), f"{at}.bearer_token_file")
-    if "basic_auth" not in item:
-        return ScrapeAuth(bearer_token_file=token_file)
-    where = f"{at}.basic_auth"
-    basic = v.section(item["basic_auth"], where, BASIC_AUTH_KEYS)
-    if token_file is not None:
-        raise ConfigError(where, "give basic_auth or bearer_token_file, not both")
-    if "username" not in basic:
-        raise ConfigError(f"{where}.username", "missing")
-    password = v.optional_string(basic.get("password"), f"{where}.password")
-    password_file = v.optional_string(basic.get("password_file"), f"{where}.password_file")
-    if password is not None and password_file is not None:
-        raise ConfigError(where, "give password or password_file, not both")
-    return ScrapeAuth(
-        username=v.string(basic["username"], f"{where}.username"), password=password, password_file=password_file
-    )
-
-
 KNOWN_GPU_MODES = ", ".join(f"{m}=URL" if m in GPU_URL_MODES else m for m in GPU_MODES)
 
 
@@ -389,91 +295,10 @@ def _gpu(value: Any, where: str, dcgm_address: Any) -> GpuSettings:
         if not sep:
             port = {"dcgm-exporter": 9400, "amd-exporter": 5000, "ascend-exporter": 8082, "gaudi-exporter": 41611}
             raise ConfigError(where, f"{mode} needs a URL: {mode}=http://HOST:{port[mode]}/metrics")
-        return GpuSettings(mode, _url(url, where), address)
+        return GpuSettings(mode, targets.url(url, where), address)
     if sep or mode not in GPU_MODES:
         raise ConfigError(where, f"unknown GPU mode {text!r} (known: {KNOWN_GPU_MODES})")
     return GpuSettings(mode, None, address)
-
-
-# -- gateways and probes (docs/configuration.md, "Gateways and probes") ---------------------------
-
-
-def parse_gateway_flag(text: str) -> dict[str, Any]:
-    """`--gateway [TYPE=]URL` into a gateway entry."""
-    prefix, sep, rest = text.partition("=")
-    if sep and prefix in GATEWAY_TYPES:
-        return {"type": prefix, "url": rest}
-    if sep and "/" not in prefix and ":" not in prefix:
-        raise ConfigError("--gateway", f"unknown gateway type {prefix!r} (known: {', '.join(GATEWAY_TYPES)})")
-    return {"url": text}
-
-
-def _gateways(
-    value: Any, where: str, defaults: ScrapeLimits, engines: Sequence[EngineTarget]
-) -> tuple[GatewayTarget, ...]:
-    known = {e.name for e in engines}
-    entries = []
-    for at, item, entry in _scrape_targets(value, where, "--gateway", GATEWAY_KEYS, GATEWAY_TYPES, defaults):
-        behind = tuple(v.string(name, f"{at}.engines") for name in v.sequence(item.get("engines", []), f"{at}.engines"))
-        for name in behind:
-            if name not in known:
-                raise ConfigError(
-                    f"{at}.engines",
-                    f"no engine named {name!r} (engines: {', '.join(sorted(known)) or 'none configured'})",
-                )
-        entries.append({**entry, "engines": behind})
-    names = _unique_names(entries, where, "gateway")
-    return tuple(
-        GatewayTarget(url=e["url"], name=name, type=e["type"], limits=e["limits"], auth=e["auth"], engines=e["engines"])
-        for e, name in zip(entries, names)
-    )
-
-
-def _probes(value: Any, where: str, gateways: Sequence[GatewayTarget]) -> tuple[ProbeTarget, ...]:
-    defaults = ProbeTarget(name="", url="", model="")
-    gateway_names = [g.name for g in gateways]
-    probes: list[ProbeTarget] = []
-    for index, item in enumerate(v.sequence(value, where)):
-        at = f"{where}[{index}]"
-        v.section(item, at, PROBE_KEYS)
-        for key in ("name", "url", "model"):
-            if key not in item:
-                raise ConfigError(f"{at}.{key}", "missing")
-        gateway = v.optional_string(item.get("gateway"), f"{at}.gateway")
-        if gateway is not None and gateway not in gateway_names:
-            raise ConfigError(
-                f"{at}.gateway",
-                f"no gateway named {gateway!r} (gateways: {', '.join(gateway_names) or 'none configured'})",
-            )
-        if gateway is None and len(gateway_names) == 1:
-            gateway = gateway_names[0]
-        interval = v.number(
-            item.get("interval_seconds", defaults.interval_seconds),
-            f"{at}.interval_seconds",
-            MIN_PROBE_INTERVAL_SECONDS,
-            MAX_INTERVAL_SECONDS,
-        )
-        timeout = v.positive_number(
-            item.get("timeout_seconds", defaults.timeout_seconds), f"{at}.timeout_seconds", MAX_TIMEOUT_SECONDS
-        )
-        if timeout > interval:
-            raise ConfigError(f"{at}.timeout_seconds", f"must not exceed interval_seconds ({interval:g}s)")
-        direct = item.get("direct_url")
-        probe = ProbeTarget(
-            name=v.string(item["name"], f"{at}.name"),
-            url=_url(item["url"], f"{at}.url"),
-            model=v.string(item["model"], f"{at}.model"),
-            direct_url=None if direct is None else _url(direct, f"{at}.direct_url"),
-            gateway=gateway,
-            max_tokens=v.integer(item.get("max_tokens", defaults.max_tokens), f"{at}.max_tokens", 1, MAX_PROBE_TOKENS),
-            interval_seconds=interval,
-            timeout_seconds=timeout,
-            bearer_token_file=v.optional_string(item.get("bearer_token_file"), f"{at}.bearer_token_file"),
-        )
-        if probe.name in {p.name for p in probes}:
-            raise ConfigError(f"{at}.name", f"duplicate probe {probe.name!r}")
-        probes.append(probe)
-    return tuple(probes)
 
 
 SLO_KEYS = ("name", "model", "engine", "ttft_seconds", "itl_seconds", "e2e_seconds", "objective")
@@ -483,6 +308,11 @@ _SLO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 MAX_SLO_SECONDS = 86400.0
 #: more SLOs than this multiply series and rules past any dashboard
 MAX_SLOS = 64
+
+
+def _selector(value: Any, where: str) -> str | None:
+    """An exact name or an RE2 regular expression matched whole, as PromQL's =~ (slo/selectors.py)."""
+    return None if value is None else v.regex(value, where)
 
 
 def slos(value: Any, where: str) -> tuple[SloTarget, ...]:
@@ -513,25 +343,14 @@ def slos(value: Any, where: str) -> tuple[SloTarget, ...]:
             SloTarget(
                 name=name,
                 objective=objective,
-                model=_selector_pattern(item.get("model"), f"{at}.model"),
-                engine=_selector_pattern(item.get("engine"), f"{at}.engine"),
+                model=_selector(item.get("model"), f"{at}.model"),
+                engine=_selector(item.get("engine"), f"{at}.engine"),
                 ttft_seconds=seconds.get("ttft_seconds"),
                 itl_seconds=seconds.get("itl_seconds"),
                 e2e_seconds=seconds.get("e2e_seconds"),
             )
         )
     return tuple(result)
-
-
-def _selector_pattern(value: Any, where: str) -> str | None:
-    """An exact name or a regular expression (matched whole, as PromQL's =~ does)."""
-    text = v.optional_string(value, where)
-    if text is not None:
-        try:
-            re.compile(text)
-        except re.error as exc:
-            raise ConfigError(where, f"not a valid regular expression ({exc})") from exc
-    return text
 
 
 MAX_OTLP_REQUESTS = 10_000_000
@@ -544,15 +363,21 @@ def _otlp(value: Any, where: str) -> OtlpSettings:
     if listen is not None:
         host, port = parse_listen(listen, f"{where}.listen")
         listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def bytes_key(key: str) -> int:
+        return v.positive_int(value.get(key, getattr(defaults, key)), f"{where}.{key}", MAX_RESPONSE_BYTES)
+
     return OtlpSettings(
         listen=listen,
-        max_body_bytes=v.positive_int(
-            value.get("max_body_bytes", defaults.max_body_bytes), f"{where}.max_body_bytes", MAX_RESPONSE_BYTES
-        ),
+        web_config_file=v.optional_string(value.get("web_config_file"), f"{where}.web_config_file"),
+        max_body_bytes=bytes_key("max_body_bytes"),
+        max_client_bytes_per_second=bytes_key("max_client_bytes_per_second"),
         max_spans_per_second=v.positive_number(
             value.get("max_spans_per_second", defaults.max_spans_per_second), f"{where}.max_spans_per_second", 1e6
         ),
         max_requests=v.positive_int(
             value.get("max_requests", defaults.max_requests), f"{where}.max_requests", MAX_OTLP_REQUESTS
         ),
+        senders=v.choice(value.get("senders", defaults.senders), f"{where}.senders", OTLP_SENDERS),
+        models=v.choice(value.get("models", defaults.models), f"{where}.models", OTLP_MODELS),
     )

@@ -3,6 +3,8 @@
 A threading server with a bound on connections (exporter.connections): scrapers never wait on
 each other or on collection, since every response is bytes rendered earlier, and idle or slow
 clients are timed out, or evicted when the slots run short, before they can crowd a scrape out.
+`GuardedHTTPServer` and `GuardedHandler` are that server without its routes: the OTLP receiver
+(exporter/otlp_listener.py) is built on them, so it has the same bounds, TLS and auth.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ _LANDING = (
 ).encode()
 
 
-class ExporterHTTPServer(ThreadingHTTPServer):
+class GuardedHTTPServer(ThreadingHTTPServer):
+    """Bounded connections, TLS in each connection's thread, and the web config's guard."""
+
     daemon_threads = True
     allow_reuse_address = True
     # Enough backlog for 100 scrapers connecting at once.
@@ -51,9 +55,7 @@ class ExporterHTTPServer(ThreadingHTTPServer):
     def __init__(
         self,
         address: tuple[str, int],
-        rendered: RenderedSnapshot,
-        healthy: Callable[[], tuple[bool, str]],
-        diagnosis: Callable[[], dict[str, Any]] | None = None,
+        handler: type[BaseHTTPRequestHandler],
         web: WebGuard | None = None,
         max_connections: int | None = None,
     ) -> None:
@@ -63,10 +65,7 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         self.slots = ConnectionSlots(max_connections or connection_limit())
         self._reserve = DescriptorReserve()
         self._thread_slot = threading.local()
-        super().__init__(address, _Handler)
-        self.rendered = rendered
-        self.healthy = healthy
-        self.diagnosis = diagnosis
+        super().__init__(address, handler)
         self.web = web  # --web.config.file: TLS, basic auth, headers, rate limit
 
     def get_request(self) -> tuple[socket.socket, Any]:
@@ -137,8 +136,28 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         return self._thread_slot.slot
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: ExporterHTTPServer
+class ExporterHTTPServer(GuardedHTTPServer):
+    """/metrics, /healthz, /diagnosis and the landing page."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        rendered: RenderedSnapshot,
+        healthy: Callable[[], tuple[bool, str]],
+        diagnosis: Callable[[], dict[str, Any]] | None = None,
+        web: WebGuard | None = None,
+        max_connections: int | None = None,
+    ) -> None:
+        super().__init__(address, _Handler, web, max_connections)
+        self.rendered = rendered
+        self.healthy = healthy
+        self.diagnosis = diagnosis
+
+
+class GuardedHandler(BaseHTTPRequestHandler):
+    """Connection phases against their deadlines, the web config's refusals and headers."""
+
+    server: GuardedHTTPServer
     server_version = "llm-bottleneck-exporter/" + __version__
     protocol_version = "HTTP/1.1"
     # Headers and body go out as two writes; with Nagle on, the body's last segment waits for the
@@ -178,36 +197,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.settimeout(WRITE_TIMEOUT_SECONDS)
         return parsed
 
-    def do_HEAD(self) -> None:  # noqa: N802 - the http.server API
-        """What GET would answer, without the body (Content-Length included), as HTTP says."""
-        self._head_only = True
-        try:
-            self.do_GET()
-        finally:
-            self._head_only = False
-
-    def do_GET(self) -> None:  # noqa: N802 - the http.server API
-        path = self.path.split("?", 1)[0]
+    def refused(self) -> bool:
+        """Answer the web config's refusal (auth, rate limit) if it has one for this request."""
         web = self.server.web
         refusal = web.refusal(self.headers.get("Authorization"), self.client_address[0]) if web else None
-        if refusal is not None:
-            status, headers, body = refusal
-            self._send(status, "text/plain; charset=utf-8", body, headers)
-        elif path == "/metrics":
-            accept = self.headers.get("Accept", "")
-            gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
-            body, content_type = self.server.rendered.body("application/openmetrics-text" in accept, gzipped)
-            self._send(200, content_type, body, {"Content-Encoding": "gzip"} if gzipped else {})
-        elif path == "/healthz":
-            ok, detail = self.server.healthy()
-            self._send(200 if ok else 503, "text/plain; charset=utf-8", (detail + "\n").encode())
-        elif path == "/diagnosis" and self.server.diagnosis is not None:
-            body = json.dumps(self.server.diagnosis(), indent=2).encode()
-            self._send(200, "application/json", body)
-        elif path == "/":
-            self._send(200, "text/html; charset=utf-8", _LANDING)
-        else:
-            self._send(404, "text/plain; charset=utf-8", b"not found\n")
+        if refusal is None:
+            return False
+        status, headers, body = refusal
+        self._send(status, "text/plain; charset=utf-8", body, headers)
+        return True
 
     def _send(self, status: int, content_type: str, body: bytes, extra: dict[str, str] | None = None) -> None:
         self.send_response(status)
@@ -222,3 +220,35 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the http.server API
         log.debug("%s %s", self.address_string(), format % args)
+
+
+class _Handler(GuardedHandler):
+    server: ExporterHTTPServer
+
+    def do_HEAD(self) -> None:  # noqa: N802 - the http.server API
+        """What GET would answer, without the body (Content-Length included), as HTTP says."""
+        self._head_only = True
+        try:
+            self.do_GET()
+        finally:
+            self._head_only = False
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        path = self.path.split("?", 1)[0]
+        if self.refused():
+            return
+        if path == "/metrics":
+            accept = self.headers.get("Accept", "")
+            gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
+            body, content_type = self.server.rendered.body("application/openmetrics-text" in accept, gzipped)
+            self._send(200, content_type, body, {"Content-Encoding": "gzip"} if gzipped else {})
+        elif path == "/healthz":
+            ok, detail = self.server.healthy()
+            self._send(200 if ok else 503, "text/plain; charset=utf-8", (detail + "\n").encode())
+        elif path == "/diagnosis" and self.server.diagnosis is not None:
+            body = json.dumps(self.server.diagnosis(), indent=2).encode()
+            self._send(200, "application/json", body)
+        elif path == "/":
+            self._send(200, "text/html; charset=utf-8", _LANDING)
+        else:
+            self._send(404, "text/plain; charset=utf-8", b"not found\n")

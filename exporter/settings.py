@@ -228,19 +228,33 @@ class SloTarget:
         return tuple((d, t) for d, t in zip(SLO_DIMENSIONS, values) if t is not None)
 
 
+#: `otlp.senders`: spans only from an engine's own address, or from any client the web config lets in
+OTLP_SENDERS = ("engines", "any")
+#: `otlp.models`: spans only for models the engines' own series report, or any model of a known engine
+OTLP_MODELS = ("known", "any")
+
+
 @dataclass(frozen=True)
 class OtlpSettings:
     """The opt-in OTLP/HTTP receiver of engine request spans (`otlp:`, docs/slo.md).
 
-    Off unless `listen` is set. Bounded three ways: a request body over `max_body_bytes` is
-    refused (413) before it is read, spans past `max_spans_per_second` are dropped and counted,
-    and at most `max_requests` request records are kept (the oldest go first).
+    Off unless `listen` is set. Behind the web config (`web_config_file`, else the top-level one):
+    TLS and basic auth as for `/metrics`. Bounded: a body over `max_body_bytes` is refused (413)
+    before it is read, each client address may send `max_client_bytes_per_second` (429 past it,
+    the body unread), spans past `max_spans_per_second` are dropped and counted, and at most
+    `max_requests` request records are kept (the oldest go first). Spans are admitted only from a
+    known engine's address, for a model its own series report (`senders`, `models`).
     """
 
     listen: str | None = None  # HOST:PORT; OTLP/HTTP's port is 4318
+    #: TLS and basic auth of the receiver; None: the top-level `web_config_file`
+    web_config_file: str | None = None
     max_body_bytes: int = 4 * 1024 * 1024
+    max_client_bytes_per_second: int = 4 * 1024 * 1024
     max_spans_per_second: float = 2000.0
     max_requests: int = 100_000
+    senders: str = "engines"
+    models: str = "known"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+import re2  # type: ignore[import-untyped]
 import yaml
 
 #: configuration files are hand-written: a megabyte is far past any real one
@@ -27,6 +28,10 @@ MAX_ALIASES = 64
 
 # Prometheus durations: one or more number+unit pairs, largest unit first ("1h30m", "15s").
 _DURATION = re.compile(r"^((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?$")
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a refused pattern is a ConfigError, not a line on stderr
 
 
 class ConfigError(Exception):
@@ -260,4 +265,23 @@ def duration(value: Any, where: str) -> str:
     text = string(value, where)
     if not _DURATION.match(text):
         raise ConfigError(where, f"must be a Prometheus duration such as 30s, 5m or 1h, not {value!r}")
+    return text
+
+
+def linear_regex(pattern: str) -> Any:
+    """`pattern` compiled with RE2: matching takes time linear in the input whatever the pattern
+    (Python's backtracking `re` can take exponential time on a nested quantifier such as `(a+)+$`,
+    holding the GIL and with it the whole process), and its syntax is PromQL's `=~` syntax. Raises
+    re2.error for a pattern RE2 refuses (backreferences and lookarounds included)."""
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+def regex(value: Any, where: str) -> str:
+    """A regular expression in RE2 (PromQL) syntax, returned as its text."""
+    text = string(value, where)
+    try:
+        linear_regex(text)
+    except re2.error as exc:
+        detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise ConfigError(where, f"not a valid RE2 regular expression, as PromQL's =~ takes ({detail})") from exc
     return text

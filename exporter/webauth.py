@@ -1,11 +1,23 @@
 """Basic auth and request budgets for the web config: bcrypt checks that are paid once per
-credential, cost the same for unknown users and run two at a time at most, failures throttled per
-client address, and the configured `rate_limit`, which only requests that passed auth spend
-(one budget for them all), or, with no basic auth, each client address its own.
+credential (right or wrong), cost the same for unknown users, and run one at a time within a
+budget of CPU seconds shared fairly by every client; and the configured `rate_limit`, which only
+requests that passed auth spend (one budget for them all), or, with no basic auth, each client
+address its own.
 
-The order matters (a security review's findings): a rate limit checked before auth let an
-unauthenticated flood turn every real scrape into a 429, and bcrypt run on every request let a
-few clients without a password burn whole cores.
+What a security review found, and why the design is this one:
+- a rate limit checked before auth let an unauthenticated flood turn every real scrape into a 429;
+- bcrypt run on every request let a few clients without a password burn whole cores (a cost-16
+  hash: 1.5 cores from one client at one request a second);
+- a per-address throttle on failures, checked before bcrypt, let a wrong-password flood from the
+  scraper's own address lock the right password out (429) until that password happened to be
+  cached: after a restart or a password change, Prometheus was refused.
+So nothing is refused for failures. A credential that was checked is answered from a cache
+(verified or failed) without bcrypt: repeating a wrong password costs nothing and throttles no one.
+A new credential waits for its turn: turns go round-robin across client addresses and in arrival
+order within one, so a right password waits behind at most the checks already queued (never a
+refusal earned by someone else's failures), and the work of every check together stays within
+BCRYPT_CORE_SHARE of a core. Only a check that cannot get its turn within BCRYPT_WAIT_SECONDS, or
+one past MAX_BCRYPT_WAITERS, is answered 429: the budget, not a failure count, refuses it.
 """
 
 from __future__ import annotations
@@ -16,24 +28,27 @@ import hashlib
 import json
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Mapping
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
 from enum import Enum
 
 import bcrypt
 
 from exporter.webconfig import bcrypt_cost
 
-#: verified credentials remembered (exporter-toolkit caches them the same way)
+#: credentials remembered once checked, right ones and wrong ones (exporter-toolkit caches right
+#: ones the same way); the least recently used are forgotten first
 AUTH_CACHE_SIZE = 1024
-#: failed checks a client address may make at once, and the seconds until it may make one more
-AUTH_FAILURE_BURST = 10
-AUTH_FAILURE_SECONDS = 1.0
-#: bcrypt checks run at once, whatever the number of clients: each takes a core for its duration
-#: (about 0.1 s at cost 10); a check that waits longer than this for its turn is answered 429
-BCRYPT_CONCURRENCY = 2
+FAILED_CACHE_SIZE = 4096
+#: bcrypt's CPU across all clients: a quarter of a core on average, with two seconds of burst (a
+#: cost-10 check takes about 0.05 s, cost 12 four times that)
+BCRYPT_CORE_SHARE = 0.25
+BCRYPT_BURST_SECONDS = 2.0
+#: how long a new credential may wait for its turn, and how many may wait at once (half the HTTP
+#: server's connection slots, so waiting checks never hold every slot)
 BCRYPT_WAIT_SECONDS = 5.0
-#: client addresses whose failures are tracked; the least recently seen are forgotten first
+MAX_BCRYPT_WAITERS = 32
+#: client addresses whose rate-limit buckets are tracked; the least recently seen are forgotten first
 TRACKED_CLIENTS = 4096
 
 
@@ -44,14 +59,14 @@ class TokenBucket:
         self.seconds_per_token, self.burst = seconds_per_token, burst
         self._tokens, self._at = float(burst), time.monotonic()
 
-    def take(self) -> bool:
-        """Spend a token if there is one. Not locked: callers hold their own lock."""
+    def take(self, amount: float = 1.0) -> bool:
+        """Spend `amount` tokens if there are that many. Not locked: callers hold their own lock."""
         now = time.monotonic()
         self._tokens = min(float(self.burst), self._tokens + (now - self._at) / self.seconds_per_token)
         self._at = now
-        if self._tokens < 1.0:
+        if self._tokens < amount:
             return False
-        self._tokens -= 1.0
+        self._tokens -= amount
         return True
 
 
@@ -67,14 +82,14 @@ class ClientBuckets:
         self.seconds_per_token, self.burst, self.capacity = seconds_per_token, burst, capacity
         self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
 
-    def take(self, client: str) -> bool:
+    def take(self, client: str, amount: float = 1.0) -> bool:
         bucket = self._buckets.get(client)
         if bucket is None:
             bucket = self._buckets[client] = TokenBucket(self.seconds_per_token, self.burst)
             if len(self._buckets) > self.capacity:
                 self._buckets.popitem(last=False)
         self._buckets.move_to_end(client)
-        return bucket.take()
+        return bucket.take(amount)
 
     def __len__(self) -> int:
         return len(self._buckets)
@@ -97,18 +112,99 @@ class RateLimit:
 class Verdict(Enum):
     ALLOWED = "allowed"
     DENIED = "denied"  # 401
-    THROTTLED = "throttled"  # 429, and no bcrypt run: this client failed too often, or checks queue up
+    THROTTLED = "throttled"  # 429: no bcrypt turn within the wait (the CPU budget is spent by others)
+
+
+class BcryptTurns:
+    """Bcrypt checks one at a time across every client, within a budget of CPU seconds.
+
+    Waiting checks take turns round-robin across client addresses and in arrival order within one.
+    The CPU each check took (its thread's CPU time) is charged to a bucket refilled at `core_share`
+    CPU seconds a second, up to `burst_seconds`; a check starts only while the bucket is above
+    zero, so over any stretch of T seconds the checks take at most burst + share × T CPU seconds,
+    plus the one that was running.
+    """
+
+    def __init__(
+        self,
+        core_share: float = BCRYPT_CORE_SHARE,
+        burst_seconds: float = BCRYPT_BURST_SECONDS,
+        max_waiters: int = MAX_BCRYPT_WAITERS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.core_share, self.burst_seconds, self.max_waiters = core_share, burst_seconds, max_waiters
+        self._clock = clock
+        self._turns = threading.Condition()
+        self._queues: OrderedDict[str, deque[object]] = OrderedDict()  # client -> tickets; clients in turn order
+        self._waiting = 0
+        self._running = False
+        self._cpu_seconds, self._at = burst_seconds, clock()
+
+    def run(self, client: str, check: Callable[[], bool], wait: float) -> bool | None:
+        """`check()` in its turn; None when no turn came within `wait` seconds (or too many wait)."""
+        ticket = object()
+        with self._turns:
+            if self._waiting >= self.max_waiters:
+                return None
+            self._queues.setdefault(client, deque()).append(ticket)
+            self._waiting += 1
+            try:
+                if not self._await_turn(client, ticket, self._clock() + wait):
+                    return None
+            finally:
+                self._waiting -= 1
+        started = time.thread_time()
+        try:
+            return check()
+        finally:
+            spent = time.thread_time() - started
+            with self._turns:
+                self._cpu_seconds -= spent
+                self._running = False
+                self._turns.notify_all()
+
+    def _await_turn(self, client: str, ticket: object, deadline: float) -> bool:
+        """Wait (holding the condition) until `ticket` may run, and mark it running; False at the deadline."""
+        while True:
+            self._refill()
+            head = next(iter(self._queues.values()))[0]
+            if head is ticket and not self._running and self._cpu_seconds > 0:
+                break
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                queue = self._queues[client]
+                queue.remove(ticket)
+                if not queue:
+                    del self._queues[client]
+                self._turns.notify_all()  # the head may have changed
+                return False
+            # Woken when a check ends or a waiter leaves; the bucket refills on its own schedule.
+            refill = -self._cpu_seconds / self.core_share if self._cpu_seconds <= 0 else remaining
+            self._turns.wait(min(remaining, refill + 0.001))
+        queue = self._queues[client]
+        queue.popleft()
+        if queue:
+            self._queues.move_to_end(client)  # this client's next check goes after every other client's
+        else:
+            del self._queues[client]
+        self._running = True
+        return True
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._cpu_seconds = min(self.burst_seconds, self._cpu_seconds + (now - self._at) * self.core_share)
+        self._at = now
 
 
 class BasicAuth:
     """Checks `Authorization: Basic` against bcrypt hashes, for any number of reloads."""
 
-    def __init__(self) -> None:
+    def __init__(self, turns: BcryptTurns | None = None) -> None:
         self._lock = threading.Lock()
         self._verified: OrderedDict[bytes, None] = OrderedDict()
-        self._failures = ClientBuckets(AUTH_FAILURE_SECONDS, AUTH_FAILURE_BURST)
+        self._failed: OrderedDict[bytes, None] = OrderedDict()
         self._dummies: dict[int, bytes] = {}
-        self._bcrypt_turns = threading.BoundedSemaphore(BCRYPT_CONCURRENCY)
+        self.turns = turns or BcryptTurns()
 
     def check(self, authorization: str | None, users: Mapping[str, bytes], client: str) -> Verdict:
         credentials = _credentials(authorization)
@@ -117,29 +213,37 @@ class BasicAuth:
         user, password = credentials
         hashed = users.get(user)
         key = _cache_key(user, password, hashed)
-        with self._lock:
-            if key in self._verified:
-                self._verified.move_to_end(key)
-                return Verdict.ALLOWED
-            # Every check that runs bcrypt spends from the client's budget; a verified credential
-            # never comes here again, so in effect only failures do.
-            if not self._failures.take(client):
-                return Verdict.THROTTLED
-        if not self._bcrypt_turns.acquire(timeout=BCRYPT_WAIT_SECONDS):
+        known = self._known(key)
+        if known is not None:
+            return known
+        ok = self.turns.run(client, lambda: self._verify(key, password, hashed, users), BCRYPT_WAIT_SECONDS)
+        if ok is None:
             return Verdict.THROTTLED
+        with self._lock:
+            cache, size = (self._verified, AUTH_CACHE_SIZE) if ok else (self._failed, FAILED_CACHE_SIZE)
+            cache[key] = None
+            if len(cache) > size:
+                cache.popitem(last=False)
+        return Verdict.ALLOWED if ok else Verdict.DENIED
+
+    def _known(self, key: bytes) -> Verdict | None:
+        """The verdict on a credential checked before, without bcrypt; None for a new one."""
+        with self._lock:
+            for cache, verdict in ((self._verified, Verdict.ALLOWED), (self._failed, Verdict.DENIED)):
+                if key in cache:
+                    cache.move_to_end(key)
+                    return verdict
+        return None
+
+    def _verify(self, key: bytes, password: str, hashed: bytes | None, users: Mapping[str, bytes]) -> bool:
+        known = self._known(key)  # the same credential may have been checked while this one waited
+        if known is not None:
+            return known is Verdict.ALLOWED
         try:
             # An unknown user costs a check at the users' cost too, so timing does not tell who exists.
-            ok = bcrypt.checkpw(password.encode(), hashed or self.dummy_hash(users)) and hashed is not None
+            return bcrypt.checkpw(password.encode(), hashed or self.dummy_hash(users)) and hashed is not None
         except ValueError:  # bcrypt >= 5 refuses passwords over 72 bytes; so does Go's
-            ok = False
-        finally:
-            self._bcrypt_turns.release()
-        if ok:
-            with self._lock:
-                self._verified[key] = None
-                if len(self._verified) > AUTH_CACHE_SIZE:
-                    self._verified.popitem(last=False)
-        return Verdict.ALLOWED if ok else Verdict.DENIED
+            return False
 
     def dummy_hash(self, users: Mapping[str, bytes]) -> bytes:
         """A hash no password matches, at the highest cost among `users`. Only the salt part is read

@@ -12,6 +12,13 @@ client_allowed_sans, min_version/max_version, prefer_server_cipher_suites), `htt
 the key named, rather than silently weakened. So are the inputs that would weaken the server
 quietly: an empty file (it would mean no auth), bcrypt costs outside 4..16, and header values
 with control characters (a CR/LF would inject headers). Relative paths are relative to the file.
+
+Sections present but empty: exporter-toolkit reads an empty `tls_server_config` as "TLS is
+disabled" (logged at info) and an empty `basic_auth_users` as no auth, and so does this module,
+with a warning rather than an info line; a file whose empty sections leave it with neither TLS
+nor basic auth is refused, since it can only have meant to protect the server. A bcrypt cost
+above 12 is warned about: every new credential then costs a large share of the bcrypt budget
+(exporter.webauth), and a right password may wait seconds for its first check.
 """
 
 from __future__ import annotations
@@ -68,6 +75,10 @@ HEADER_VALUES: dict[str, tuple[str, ...] | None] = {  # None: any value
 #: bcrypt's own floor is 4; above 16 one check takes seconds of CPU (each step doubles it), which
 #: turns every cache miss, and every unknown user's dummy check, into a denial of service.
 BCRYPT_COSTS = range(4, 17)
+#: costs above this are accepted with a warning (each step doubles a check's CPU; 10 is the usual)
+BCRYPT_COST_WARNING = 12
+#: the sections that protect the server; present and empty, they protect nothing
+PROTECTING_SECTIONS = ("tls_server_config", "basic_auth_users")
 _BCRYPT_HASH = re.compile(r"\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}")
 # Visible ASCII, space and tab: what a header value may hold without ending the header line.
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
@@ -96,6 +107,8 @@ class WebConfig:
     users: Mapping[str, bytes] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
     rate_limit: tuple[float, int] | None = None  # (seconds per token, burst)
+    #: what the file leaves weaker than it may look (logged at warning on every load)
+    warnings: tuple[str, ...] = ()
 
     def files(self) -> tuple[str, ...]:
         """The files whose change means a reload."""
@@ -131,11 +144,24 @@ def _web_config(data: Any, base_dir: str) -> WebConfig:
     tls = _tls(data["tls_server_config"], base_dir) if data.get("tls_server_config") else None
     http = v.section(data.get("http_server_config") or {}, "http_server_config", HTTP_KEYS)
     v.boolean(http.get("http2", True), "http_server_config.http2")
+    users = _users(data.get("basic_auth_users") or {})
+    empty = [key for key in PROTECTING_SECTIONS if key in data and not data[key]]
+    if empty and tls is None and not users:
+        raise ConfigError(
+            empty[0],
+            "empty, and nothing else in the file turns TLS or basic auth on: the server would be open "
+            "(plain HTTP, no auth); fill it in, or remove the key to serve that way knowingly",
+        )
+    off = {"tls_server_config": "TLS is off: plain HTTP", "basic_auth_users": "basic auth is off"}
+    warnings = [f"{key} is empty, so {off[key]} (as exporter-toolkit reads it)" for key in empty]
+    warnings += [
+        f"basic_auth_users.{user}: bcrypt cost {bcrypt_cost(hashed)} makes every new credential's check take "
+        f"about {0.05 * 2 ** (bcrypt_cost(hashed) - 10):.1f} s of CPU; 10 to {BCRYPT_COST_WARNING} is usual"
+        for user, hashed in users.items()
+        if bcrypt_cost(hashed) > BCRYPT_COST_WARNING
+    ]
     return WebConfig(
-        tls,
-        _users(data.get("basic_auth_users") or {}),
-        _headers(http.get("headers") or {}),
-        _rate_limit(data.get("rate_limit")),
+        tls, users, _headers(http.get("headers") or {}), _rate_limit(data.get("rate_limit")), tuple(warnings)
     )
 
 

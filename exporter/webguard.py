@@ -51,6 +51,8 @@ class WebGuard:
 
     def _load(self) -> tuple[WebConfig, ssl.SSLContext | None]:
         config = load_web_config(self.path)
+        for warning in config.warnings:
+            log.warning("web config: %s: %s", self.path, warning)
         if config.tls is None:
             return config, None
         context = build_ssl_context(config.tls, self.path)

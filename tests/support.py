@@ -68,6 +68,7 @@ class RouteServer:
 
     routes: dict[str, Responder] = field(default_factory=dict)
     port: int = 0
+    host: str = "127.0.0.1"  # another loopback address (127.0.0.2) stands in for another machine
     requests_seen: int = 0
 
     def __post_init__(self) -> None:
@@ -94,14 +95,14 @@ class RouteServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self._server = _Listening(("127.0.0.1", self.port), Handler)
+        self._server = _Listening((self.host, self.port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://{self.host}:{self.port}{path}"
 
     def close(self) -> None:
         self._server.shutdown()
@@ -148,7 +149,11 @@ class ExporterProcess:
             start_new_session=True,
             preexec_fn=None if nofile is None else lambda: _limit_descriptors(nofile),
         )
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:  # never ready: no `with` will close it, so stop it here
+            self.close()
+            raise
 
     def wait_ready(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout

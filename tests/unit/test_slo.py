@@ -58,6 +58,8 @@ def test_selectors_match_exactly_or_as_an_anchored_regex() -> None:
     assert covers(slo(model="llama-.*"), "e", "llama-3.1-8b")
     assert not covers(slo(model="llama"), "e", "codellama-13b")  # anchored, as PromQL's =~
     assert covers(slo(model="a+b"), "e", "a+b")  # an exact name with regex characters still matches
+    # linear time: `(a+)+` against 40 a's and a mismatch backtracked 2^40 paths in Python's `re`
+    assert not covers(slo(model="(a+)+"), "e", "a" * 40 + "!")
     assert not covers(slo(engine="vllm-[0-3]"), "vllm-4", "m")
 
 
@@ -92,7 +94,12 @@ def test_slos_config_is_validated_key_by_key() -> None:
         ({"name": "x", "ttft_seconds": 1, "objective": 1}, "slos[0].objective"),
         ({"name": "x", "ttft_seconds": 1}, "slos[0].objective: missing"),
         ({"name": "x", "ttft_seconds": -1, "objective": 0.9}, "slos[0].ttft_seconds"),
-        ({"name": "x", "ttft_seconds": 1, "objective": 0.9, "model": "("}, "slos[0].model: not a valid regular"),
+        (
+            {"name": "x", "ttft_seconds": 1, "objective": 0.9, "model": "("},
+            "slos[0].model: not a valid RE2 regular expression",
+        ),
+        # RE2, as PromQL's =~: no lookarounds or backreferences (Python's `re` took them, and backtracked)
+        ({"name": "x", "ttft_seconds": 1, "objective": 0.9, "engine": "(?!x).*"}, "slos[0].engine: not a valid RE2"),
         ({"name": "a b", "ttft_seconds": 1, "objective": 0.9}, "slos[0].name"),
         ({"name": "x", "ttft_seconds": 1, "objective": 0.9, "p99": 1}, "slos[0].p99: unknown key"),
     ]
