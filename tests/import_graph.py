@@ -18,6 +18,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "exporter"
 CLI = "exporter.cli"
+# The tools: their modules and the libraries their extras bring (pyproject.toml). The daemon's
+# commands (serve, once, check-config) import none of them, so a plain install, and the DaemonSet's
+# image, carries none.
+TOOL_PACKAGES = (
+    "exporter.generate",
+    "exporter.monitoring",
+    "exporter.reference",
+    "exporter.vendor_reference",
+    "exporter.report",
+    "exporter.simulate",
+)
+TOOL_LIBRARIES = ("attr", "attrs", "grafanalib", "jinja2", "matplotlib", "promql_parser", "rich", "scipy")
+
+
+def is_tool(module: str) -> bool:
+    return any(module == tool or module.startswith(tool + ".") for tool in TOOL_PACKAGES)
 
 
 def module_name(path: Path) -> str:

@@ -144,35 +144,19 @@ def test_shared_test_helpers_do_not_import_the_simulator() -> None:
 
 # ---- the daemon apart from its tools, and no import cycle -------------------------------------
 
-# The tools: their modules and the libraries their extras bring (pyproject.toml). The daemon's
-# commands (serve, once, check-config) import none of them, so the DaemonSet's image, a plain
-# install, carries none.
-TOOL_PACKAGES = (
-    "exporter.generate",
-    "exporter.monitoring",
-    "exporter.reference",
-    "exporter.vendor_reference",
-    "exporter.report",
-    "exporter.simulate",
-)
-TOOL_LIBRARIES = ("attr", "attrs", "grafanalib", "jinja2", "matplotlib", "promql_parser", "rich", "scipy")
-
-
-def _is_tool(module: str) -> bool:
-    return any(module == tool or module.startswith(tool + ".") for tool in TOOL_PACKAGES)
-
 
 def test_every_tool_package_is_a_layer_above_the_daemon() -> None:
     serving = [name for name, _ in LAYERS].index("serving")
-    assert all(layer_of(tool) > serving for tool in TOOL_PACKAGES)
+    assert all(layer_of(tool) > serving for tool in import_graph.TOOL_PACKAGES)
 
 
 def test_the_daemon_imports_no_tool_module_nor_tool_library() -> None:
     daemon = import_graph.daemon_modules()
     assert {"exporter.app", "exporter.server", "exporter.config", "exporter.sources.engine"} <= daemon
-    assert sorted(module for module in daemon if _is_tool(module)) == []
+    assert sorted(module for module in daemon if import_graph.is_tool(module)) == []
     libraries = import_graph.external_imports(daemon)
-    assert {name: sorted(users) for name, users in libraries.items() if name.partition(".")[0] in TOOL_LIBRARIES} == {}
+    tools = import_graph.TOOL_LIBRARIES
+    assert {name: sorted(users) for name, users in libraries.items() if name.partition(".")[0] in tools} == {}
 
 
 def test_there_is_no_import_cycle() -> None:
@@ -230,4 +214,4 @@ def test_a_tool_reached_from_the_daemon_is_found_but_not_the_clis_own_tool_loade
         "exporter.simulate.cli": "import rich\n",
     }
     daemon = import_graph.daemon_modules(_modules(sources))
-    assert sorted(module for module in daemon if _is_tool(module)) == ["exporter.monitoring.promql"]
+    assert sorted(module for module in daemon if import_graph.is_tool(module)) == ["exporter.monitoring.promql"]
