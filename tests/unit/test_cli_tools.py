@@ -27,6 +27,12 @@ def fresh_tools(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     return monkeypatch
 
 
+def hide(monkeypatch: pytest.MonkeyPatch, library: str) -> None:
+    """Make `library` and its submodules unimportable for this test, loaded before or not."""
+    for name in [library, *(name for name in sys.modules if name.startswith(library + "."))]:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
 def loaded_tools() -> list[str]:
     return sorted(name for name in sys.modules if name.startswith(TOOL_PACKAGES))
 
@@ -47,7 +53,7 @@ def loaded_tools() -> list[str]:
 def test_a_tool_without_its_extra_names_the_extra(
     fresh_tools: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], library: str, extra: str
 ) -> None:
-    fresh_tools.setitem(sys.modules, library, None)
+    hide(fresh_tools, library)
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
@@ -58,7 +64,7 @@ def test_a_tool_without_its_extra_names_the_extra(
 def test_the_overview_lists_a_tool_whose_extra_is_missing(
     fresh_tools: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fresh_tools.setitem(sys.modules, "grafanalib", None)
+    hide(fresh_tools, "grafanalib")
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
     assert exit_info.value.code == 0
@@ -78,7 +84,7 @@ def test_the_daemons_commands_import_no_tool(fresh_tools: pytest.MonkeyPatch, tm
     config = tmp_path / "exporter.yaml"
     config.write_text("engines:\n  - url: http://127.0.0.1:8000/metrics\n")
     for library in ("rich", "grafanalib", "promql_parser", "matplotlib", "scipy", "jinja2"):
-        fresh_tools.setitem(sys.modules, library, None)
+        hide(fresh_tools, library)
     assert main(["check-config", str(config)]) == 0
     make_parser(["serve", "--engine", "http://127.0.0.1:8000/metrics"]).parse_args(["serve"])
     make_parser(["once"]).parse_args(["once", "--format", "json"])
