@@ -140,6 +140,8 @@ def test_the_floor_venv_holds_every_dependency_at_its_floor() -> None:
     found = installed(FLOOR.ensure())
     for name, floor in floors().items():
         assert Version(found[canonicalize_name(name)]) == Version(floor), name
+    # A floor must be a release one can install: pip takes a yanked one when pinned, and warns.
+    assert "yanked version" not in FLOOR.log.read_text(errors="replace")
 
 
 def test_once_and_serve_run_at_the_floors(engine: str, tmp_path: Path) -> None:
