@@ -5,8 +5,9 @@
 #   docker build --build-arg VARIANT=dcgm -t llm-bottleneck-exporter:0.1.0-dcgm .
 #       NVIDIA's DCGM image, its pydcgm bindings on PYTHONPATH, for `--gpu dcgm` (profiling metrics
 #       on GPUs before Hopper); deploy it with deploy/overlays/dcgm-profiling
-# Dependencies are the exact versions in deploy/image-requirements.txt. The image runs as UID
-# 65532; the Kubernetes DaemonSet chooses its own user (docs/deployment.md).
+# Dependencies are the exact versions in deploy/image-requirements.txt: the daemon's and theirs,
+# none of the tools' extras (pip check fails the build when one is missing). The image runs as
+# UID 65532; the Kubernetes DaemonSet chooses its own user (docs/deployment.md).
 ARG VARIANT=slim
 # checkov:skip=CKV_DOCKER_7:DCGM_IMAGE defaults to a pinned tag; checkov cannot see through a build argument
 ARG DCGM_IMAGE=nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04
@@ -21,6 +22,7 @@ RUN python -m venv /opt/venv \
 COPY pyproject.toml README.md ./
 COPY exporter ./exporter
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps . \
+    && /opt/venv/bin/pip check \
     && /opt/venv/bin/llm-bottleneck-exporter --version
 
 FROM python:3.11.9-slim-bookworm AS runtime-slim
@@ -39,6 +41,7 @@ RUN python3.12 -m venv /opt/venv \
 COPY pyproject.toml README.md ./
 COPY exporter ./exporter
 RUN /opt/venv/bin/pip install --no-cache-dir --no-deps . \
+    && /opt/venv/bin/pip check \
     && /opt/venv/bin/llm-bottleneck-exporter --version
 
 FROM ${DCGM_IMAGE} AS runtime-dcgm

@@ -1,7 +1,11 @@
-"""Command line: `serve`, `once`, `check-config`, `generate`, `report`, `simulate`, `demo`.
+"""Command line: the daemon's `serve`, `once`, `check-config`, and the tools `generate`,
+`simulate`, `demo`, `report`.
 
 User errors (bad flags, bad configuration, a port in use) print one line naming the flag or key
-and exit 2; tracebacks are for bugs only.
+and exit 2; tracebacks are for bugs only. The tools' libraries come with extras of the package
+(pyproject.toml), which the DaemonSet's image leaves out: a tool's module is imported only when
+its command runs (or for the overview of --help), so the daemon's commands never load one, and a
+tool whose extra is missing says which extra to install.
 """
 
 from __future__ import annotations
@@ -9,17 +13,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from exporter import __version__
 from exporter.app import Exporter
 from exporter.config import ConfigError, build, load_file, parse_engine_flag, parse_gateway_flag
 from exporter.exposition import RenderedSnapshot, render_text
-from exporter.monitoring.config import DEPLOYED_EXPORTER_CONFIG
 from exporter.server import ExporterHTTPServer
 from exporter.settings import Config
 from exporter.webguard import WebGuard
@@ -77,7 +82,98 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def make_parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class ToolCommand:
+    """What a tool's module gives the command line."""
+
+    add_parser: Callable[[Callable[..., argparse.ArgumentParser]], None]  # given `commands.add_parser`
+    run: Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A command shipped beside the daemon: the extra that carries its libraries, and its module,
+    imported by `load` when the command is chosen."""
+
+    extra: str
+    load: Callable[[], ToolCommand]
+
+
+def _generate() -> ToolCommand:
+    from exporter.generate import add_generate_parser, run_command
+
+    return ToolCommand(add_generate_parser, run_command)
+
+
+def _simulate() -> ToolCommand:
+    from exporter.simulate.cli import add_simulate_parser, run_command
+
+    return ToolCommand(add_simulate_parser, run_command)
+
+
+def _demo() -> ToolCommand:
+    from exporter.simulate.cli import add_demo_parser, run_command
+
+    return ToolCommand(add_demo_parser, run_command)
+
+
+def _report() -> ToolCommand:
+    from exporter.report.cli import ReportError, add_report_parser, run_report
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return run_report(args)
+        except ReportError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+
+    return ToolCommand(add_report_parser, run)
+
+
+TOOLS: dict[str, Tool] = {
+    "generate": Tool("generate", _generate),
+    "simulate": Tool("demo", _simulate),
+    "demo": Tool("demo", _demo),
+    "report": Tool("report", _report),
+}
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command argv names: its first word that is not an option (the top level has only
+    --help and --version, which take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def _install_hint(extra: str) -> str:
+    return f"pip install '{PROG}[{extra}]'"
+
+
+def _outside_library(exc: ModuleNotFoundError) -> str | None:
+    """The missing library's top-level name, or None when the missing module is the exporter's own
+    (a bug, not an install without an extra)."""
+    top = (exc.name or "").partition(".")[0]
+    return top if top and top != "exporter" else None
+
+
+# A value may start with `-` and a digit (`report --baseline -2h/-1h`): argparse reads such a token
+# as an option unless it is a plain negative number, so it is joined to the option before it
+# (`--baseline=-2h/-1h`, argparse's own spelling). No option here starts with a digit.
+_DASH_DIGIT = re.compile(r"-\d")
+
+
+def _join_dash_values(argv: Sequence[str]) -> list[str]:
+    joined: list[str] = []
+    for arg in argv:
+        after_option = joined and joined[-1].startswith("--") and "=" not in joined[-1] and "--" not in joined
+        if after_option and _DASH_DIGIT.match(arg):
+            joined[-1] += "=" + arg
+        else:
+            joined.append(arg)
+    return joined
+
+
+def make_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser for `argv`: a tool's arguments only when argv names it or no command at all."""
     parser = _Parser(prog=PROG, description="Per-node exporter that diagnoses the bottleneck stage of LLM serving.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -99,25 +195,17 @@ def make_parser() -> argparse.ArgumentParser:
     )
     check = commands.add_parser("check-config", help="validate a configuration file (exit 2 when invalid)")
     check.add_argument("file", metavar="FILE")
-    generate = commands.add_parser(
-        "generate", help="write the generated alert rules and manifests; --check exits 1 when a committed file is stale"
-    )
-    generate.add_argument("--out", metavar="DIR", default=".", help="repository root to write under (default .)")
-    generate.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale file")
-    generate.add_argument("--config", metavar="FILE", help="YAML overrides of the monitoring configuration")
-    generate.add_argument(
-        "--exporter-config",
-        metavar="FILE",
-        help="exporter configuration whose diagnosis: thresholds the rules and dashboards use, plain YAML or a "
-        f"ConfigMap with a config.yaml key (default DIR/{DEPLOYED_EXPORTER_CONFIG})",
-    )
-    from exporter.simulate.cli import add_demo_parser, add_simulate_parser
-
-    add_simulate_parser(commands)
-    add_demo_parser(commands)
-    from exporter.report.cli import add_report_parser
-
-    add_report_parser(commands)
+    chosen = _command_of(argv)
+    for name, tool in TOOLS.items():
+        if chosen not in (name, None):
+            commands.add_parser(name)  # listed in the usage line; its arguments matter only when chosen
+            continue
+        try:
+            tool.load().add_parser(commands.add_parser)
+        except ModuleNotFoundError as exc:
+            if chosen == name or _outside_library(exc) is None:
+                raise
+            commands.add_parser(name, help=f"needs the {tool.extra} extra: {_install_hint(tool.extra)}")
     return parser
 
 
@@ -241,28 +329,15 @@ def run_serve(config: Config, reload_config: Callable[[], Config] | None = None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    argv = _join_dash_values(sys.argv[1:] if argv is None else argv)
     try:
+        args = make_parser(argv).parse_args(argv)
+        if args.command in TOOLS:
+            return TOOLS[args.command].load().run(args)
         if args.command == "check-config":
             config = build(load_file(args.file))
             print(f"{args.file}: ok ({len(config.engines)} engine target(s))")
             return 0
-        if args.command in ("simulate", "demo"):
-            from exporter.simulate.cli import run_command
-
-            return run_command(args)
-        if args.command == "report":
-            from exporter.report.cli import ReportError, run_report
-
-            try:
-                return run_report(args)
-            except ReportError as exc:
-                print(f"{PROG}: error: {exc}", file=sys.stderr)
-                return EXIT_USAGE
-        if args.command == "generate":
-            from exporter.generate import run_generate
-
-            return run_generate(args.out, args.check, args.config, args.exporter_config)
         config = config_from_args(args)
         _setup_logging(config.log_level)
         if args.command == "once":
@@ -270,6 +345,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_serve(config, lambda: config_from_args(args))
     except ConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        library, command = _outside_library(exc), _command_of(argv)
+        if library is None or command not in TOOLS:
+            raise
+        extra = TOOLS[command].extra
+        print(
+            f"{PROG}: error: {command} needs {library}, which comes with the {extra} extra: {_install_hint(extra)}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

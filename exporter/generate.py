@@ -12,6 +12,7 @@ deployed exporter configuration (DIR/deploy/kubernetes/configmap.yaml, or `--exp
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -149,3 +150,22 @@ def run_generate(out: str, check: bool, config_path: str | None, exporter_config
         print(f"wrote {path}")
     print(f"{len(files)} generated file(s), {len(written)} changed")
     return 0
+
+
+def add_generate_parser(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    parser = add_parser(
+        "generate", help="write the generated alert rules and manifests; --check exits 1 when a committed file is stale"
+    )
+    parser.add_argument("--out", metavar="DIR", default=".", help="repository root to write under (default .)")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale file")
+    parser.add_argument("--config", metavar="FILE", help="YAML overrides of the monitoring configuration")
+    parser.add_argument(
+        "--exporter-config",
+        metavar="FILE",
+        help="exporter configuration whose diagnosis: thresholds the rules and dashboards use, plain YAML or a "
+        f"ConfigMap with a config.yaml key (default DIR/{DEPLOYED_EXPORTER_CONFIG})",
+    )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    return run_generate(args.out, args.check, args.config, args.exporter_config)

@@ -30,7 +30,7 @@ def metrics_reference() -> str:
     lines = [
         "# Metrics reference",
         "",
-        "Generated from `exporter/catalogue.py` by `python -m exporter.reference`; do not edit by hand.",
+        "Generated from `exporter/catalogue/` by `python -m exporter.reference`; do not edit by hand.",
         "Summaries carry quantiles 0.5, 0.95 and 0.99 over the exporter's window plus cumulative `_count`/`_sum`.",
     ]
     placed: set[str] = set()

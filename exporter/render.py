@@ -17,14 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from prometheus_client.openmetrics.exposition import (
-    ALLOWUTF8,
-    UNDERSCORES,
-    _escape,
-    _is_legacy_labelname_rune,
-    escape_label_name,
-    escape_metric_name,
-)
+from prometheus_client.openmetrics.exposition import UNDERSCORES, escape_label_name, escape_metric_name
 
 from exporter.catalogue import CATALOGUE
 from exporter.model import Metric, QuantileSummary
@@ -77,10 +70,9 @@ def label_string(labels: Mapping[str, str]) -> str:
 def _names(name: str) -> tuple[str, str]:
     names = _sample_names.get(name)
     if names is None:
-        names = _sample_names[name] = (
-            escape_metric_name(name, UNDERSCORES),
-            _escape(name, UNDERSCORES, _is_legacy_labelname_rune),
-        )
+        # prometheus_client's OpenMetrics writer spells a sample name with the label-name
+        # alphabet (a `:` becomes `_`), which is what escape_label_name does.
+        names = _sample_names[name] = (escape_metric_name(name, UNDERSCORES), escape_label_name(name, UNDERSCORES))
     return names
 
 
@@ -92,7 +84,8 @@ def _header(name: str) -> tuple[str, str]:
         text_name = escape_metric_name(family + "_total" if spec.type == "counter" else family, UNDERSCORES)
         text_help = spec.help.replace("\\", r"\\").replace("\n", r"\n")
         om_name = escape_metric_name(family, UNDERSCORES)
-        om_help = _escape(spec.help, ALLOWUTF8, _is_legacy_labelname_rune)
+        # OpenMetrics escapes `"` in HELP too; the text format only `\\` and newlines.
+        om_help = text_help.replace('"', r"\"")
         header = _headers[name] = (
             f"# HELP {text_name} {text_help}\n# TYPE {text_name} {spec.type}\n",
             f"# HELP {om_name} {om_help}\n# TYPE {om_name} {spec.type}\n",

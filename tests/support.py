@@ -119,15 +119,18 @@ class ExporterProcess:
         env: dict[str, str] | None = None,
         auth: tuple[str, str] | None = None,
         nofile: int | None = None,
+        python: str | Path = sys.executable,
+        cwd: Path = REPO,
     ) -> None:
         """`auth`: basic auth credentials for the readiness checks and `metrics()`; `nofile`: the
-        server's descriptor limit (RLIMIT_NOFILE), to see what it does when it runs short."""
+        server's descriptor limit (RLIMIT_NOFILE), to see what it does when it runs short;
+        `python` and `cwd`: another interpreter (an install under test) and where it starts."""
         self.auth = auth
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"exporter-{self.port}.log"
         command = [
-            sys.executable,
+            str(python),
             "-m",
             "exporter",
             "serve",
@@ -144,7 +147,7 @@ class ExporterProcess:
             command,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            cwd=REPO,
+            cwd=cwd,
             env={**os.environ, **(env or {})},
             start_new_session=True,
             preexec_fn=None if nofile is None else lambda: _limit_descriptors(nofile),

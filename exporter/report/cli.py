@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from exporter.monitoring.config import LabelNames, MonitoringConfig
@@ -29,12 +29,9 @@ class ReportError(ValueError):
     """A user error of `report`; its message is the one line shown."""
 
 
-def add_report_parser(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("report", help="case review: what changed between time windows, read from Prometheus")
-    # `-2h/-1h` is a window, not an option: argparse reads a leading `-digit` as a value only when
-    # it looks like a negative number, so widen its test to every `-digit` start (no option here
-    # starts with a digit).
-    p._negative_number_matcher = re.compile(r"^-\d")  # noqa: SLF001 - argparse has no public hook
+def add_report_parser(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    # A window such as `--baseline -2h/-1h` reaches argparse as `--baseline=-2h/-1h` (exporter/cli.py).
+    p = add_parser("report", help="case review: what changed between time windows, read from Prometheus")
     p.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus base URL (http[s]://host:9090)")
     p.add_argument("--baseline", required=True, metavar="START/END", help="RFC 3339, Unix seconds, now or -DURATION")
     p.add_argument("--incident", required=True, metavar="START/END", help="the window to explain")

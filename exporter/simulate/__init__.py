@@ -24,7 +24,7 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    """Import on first use: `exporter.cli` imports this package for every command, `serve` included."""
+    """Import on first use: `from exporter.simulate import run_offline` loads the offline runner, not the demo."""
     if name not in _EXPORTS:
         raise AttributeError(name)
     import importlib

@@ -35,8 +35,8 @@ DEFAULT_SIMULATE_LISTEN = "127.0.0.1:8000"
 log = logging.getLogger("exporter.simulate")
 
 
-def add_simulate_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+def add_simulate_parser(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    parser = add_parser(
         "simulate",
         help="run a simulated inference node (vLLM, dcgm-exporter and RDMA sysfs signals)",
         description="Serve a simulated node: vLLM metrics at /engine/<i>/metrics, dcgm-exporter metrics at "
@@ -55,8 +55,8 @@ def add_simulate_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--duration", metavar="SECONDS", type=float, help="stop after this many seconds")
 
 
-def add_demo_parser(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
+def add_demo_parser(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    parser = add_parser(
         "demo",
         help="a simulated node plus the exporter, with a live view of the key signals",
         description="Start a simulated node (prompt-growth by default) and the exporter reading it, and show "

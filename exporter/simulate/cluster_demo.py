@@ -29,7 +29,7 @@ from rich.text import Text
 from exporter.simulate.cluster import ClusterServer, SimulatedCluster
 from exporter.simulate.cluster_frame import NodeReading, node_rows, parse_node, plain_cluster_line, render_cluster
 from exporter.simulate.companions import start_monitoring, terminate_group
-from exporter.simulate.demo import Companion, _check_free, _start_exporter, _wait_ready
+from exporter.simulate.demo_exporter import Companion, check_free, start_exporter, wait_ready
 from exporter.simulate.scenario import Scenario
 
 CLUSTER_EXPORTER_INTERVAL_SECONDS = 5.0
@@ -45,7 +45,7 @@ def _free_listen() -> str:
 
 
 def run_cluster_demo(args: argparse.Namespace, scenario: Scenario, host: str, port: int) -> int:
-    _check_free(host, port, args.listen)
+    check_free(host, port, args.listen)
     workdir = Path(tempfile.mkdtemp(prefix="llm-bottleneck-cluster-demo-"))
     cluster = SimulatedCluster(scenario, args.seed)
     server = ClusterServer(cluster, "127.0.0.1", 0, str(workdir / "sys")).start()
@@ -61,12 +61,12 @@ def run_cluster_demo(args: argparse.Namespace, scenario: Scenario, host: str, po
             node_dir = workdir / hostname
             node_dir.mkdir()
             # Several nodes share this process (and its GIL): the exporters are given more time per scrape.
-            process, _ = _start_exporter(
+            process, _ = start_exporter(
                 node_server.node, node_server, node_dir, listen, CLUSTER_EXPORTER_INTERVAL_SECONDS, ENGINE_TIMEOUT
             )
             exporters.append((hostname, "http://" + listen.replace("0.0.0.0", "127.0.0.1"), process))
         for hostname, url, process in exporters:
-            if not _wait_ready(process, url, stop):
+            if not wait_ready(process, url, stop):
                 if stop.is_set():
                     return 130
                 log = (workdir / hostname / "exporter.log").read_text(errors="replace")[-4000:]

@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,25 +23,26 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import requests
-import yaml
 from rich.console import Console, Group
 from rich.live import Live
 
 from exporter.config import parse_listen
 from exporter.simulate.companions import start_monitoring, terminate_group
-from exporter.simulate.exporter_view import exporter_settings, window_seconds
+from exporter.simulate.demo_exporter import (
+    EXPORTER_INTERVAL_SECONDS,
+    Companion,
+    check_free,
+    start_exporter,
+    wait_ready,
+)
+from exporter.simulate.exporter_view import window_seconds
 from exporter.simulate.frame import DemoStatus, Page, plain_line, render_frame, try_commands
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.scenario import Phase, Scenario, load_scenario
 from exporter.simulate.server import SimulationServer
 from exporter.simulate.view import ExporterReading, parse_exporter_metrics
-from exporter.validation import ConfigError
-
-EXPORTER_INTERVAL_SECONDS = 2.0
-READY_TIMEOUT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -52,13 +51,6 @@ class DemoContext:
 
     exporter_url: str  # http://HOST:PORT of the exporter (its /metrics)
     workdir: Path  # a temporary directory removed when the demo ends
-
-
-class Companion(Protocol):
-    name: str
-    url: str
-
-    def stop(self) -> None: ...
 
 
 # Companion processes started after the exporter and stopped before it: Prometheus with the
@@ -75,7 +67,7 @@ def run_demo(args: argparse.Namespace) -> int:
         from exporter.simulate.cluster_demo import run_cluster_demo
 
         return run_cluster_demo(args, scenario, host, port)
-    _check_free(host, port, args.listen)
+    check_free(host, port, args.listen)
     workdir = Path(tempfile.mkdtemp(prefix="llm-bottleneck-demo-"))
     node = SimulatedNode(scenario, args.seed)
     server = SimulationServer(node, "127.0.0.1", 0, str(workdir / "sys")).start()
@@ -87,10 +79,10 @@ def run_demo(args: argparse.Namespace) -> int:
     handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in handled}
     try:
-        exporter, log_path = _start_exporter(node, server, workdir, args.listen)
+        exporter, log_path = start_exporter(node, server, workdir, args.listen)
         poll_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         exporter_url = f"http://[{poll_host}]:{port}" if ":" in poll_host else f"http://{poll_host}:{port}"
-        if not _wait_ready(exporter, exporter_url, stop):
+        if not wait_ready(exporter, exporter_url, stop):
             if stop.is_set():
                 return 130
             sys.stderr.write(f"exporter did not start; its log:\n{log_path.read_text(errors='replace')[-4000:]}")
@@ -114,55 +106,6 @@ def run_demo(args: argparse.Namespace) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-def _check_free(host: str, port: int, text: str) -> None:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise ConfigError("--listen", f"cannot listen on {text}: {exc.strerror or exc}") from exc
-
-
-def _start_exporter(
-    node: SimulatedNode,
-    server: SimulationServer,
-    workdir: Path,
-    listen: str,
-    interval: float = EXPORTER_INTERVAL_SECONDS,
-    overrides: dict[str, object] | None = None,
-) -> tuple[subprocess.Popen[bytes], Path]:
-    config_path = workdir / "exporter.yaml"
-    settings = {**exporter_settings(node, server.url, server.sysfs_out, interval), **(overrides or {})}
-    config_path.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
-    log_path = workdir / "exporter.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "serve", "--config", str(config_path), "--listen", listen],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    return process, log_path
-
-
-def _wait_ready(process: subprocess.Popen[bytes], url: str, stop: threading.Event) -> bool:
-    """Until the exporter's first complete collection (/healthz 200): the first round publishes
-    partial snapshots while slow sources run, and a frame drawn from one would miss engines."""
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while time.monotonic() < deadline and not stop.is_set():
-        if process.poll() is not None:
-            return False
-        try:
-            if requests.get(url + "/healthz", timeout=2).status_code == 200:
-                return True
-        except requests.RequestException:
-            pass
-        stop.wait(0.2)
-    return False
 
 
 def _show(

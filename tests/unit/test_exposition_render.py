@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from exporter.catalogue import CATALOGUE
+from exporter.catalogue import CATALOGUE, MetricSpec
 from exporter.exposition import RenderedSnapshot, _render, render_text
 from exporter.loop import Snapshot, SourceStatus
 from exporter.model import Metric, QuantileSummary, Sample
@@ -63,3 +63,16 @@ def test_every_format_is_ready_before_any_scrape_and_empty_before_the_first_snap
 def test_a_family_missing_from_the_catalogue_is_refused() -> None:
     with pytest.raises(KeyError, match="missing from the catalogue"):
         RenderedSnapshot().publish(snapshot_of([Sample("not_a_catalogue_family", {}, 1.0)]))
+
+
+def test_names_and_help_that_need_escaping_match_prometheus_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No catalogue family needs escaping today; a future one with a `:` in its name or a quote,
+    backslash or newline in its HELP must still render as prometheus_client renders it."""
+    name = "llm_test:escaped_total"
+    spec = MetricSpec(name, "counter", 'a "quoted" back\\slash and a\nnewline', ("engine",))
+    monkeypatch.setitem(CATALOGUE, name, spec)
+    snapshot = snapshot_of([Sample(name, {"engine": 'e"0'}, 2.0)])
+    rendered = RenderedSnapshot()
+    rendered.publish(snapshot)
+    for openmetrics in (False, True):
+        assert rendered.body(openmetrics, gzipped=False)[0] == _render(snapshot, openmetrics)

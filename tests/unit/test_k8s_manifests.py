@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib.metadata
 import os
 import re
 from collections.abc import Iterator
@@ -28,7 +27,6 @@ import kubernetes_validate
 import pytest
 import yaml
 from cloudcoil.models.prometheus_operator import v1 as monitoring_v1
-from packaging.requirements import Requirement
 
 from exporter.config import build
 from tests.kustomize import BASE, BUNDLE_IDS, BUNDLES, DEPLOY, REPO, apply_operation, containers, one, render
@@ -260,38 +258,6 @@ def test_dcgm_overlay_runs_the_dcgm_image_variant_with_gpu_dcgm():
 
 
 # ---- the image's inputs ----------------------------------------------------------------------
-
-
-def _runtime_closure() -> set[str]:
-    """Every distribution the exporter needs at run time, from the installed metadata."""
-
-    def canonical(name: str) -> str:
-        return re.sub(r"[-_.]+", "-", name).lower()
-
-    pending = [Requirement(r) for r in importlib.metadata.requires("llm-bottleneck-exporter") or []]
-    seen: set[str] = set()
-    while pending:
-        requirement = pending.pop()
-        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
-            continue
-        name = canonical(requirement.name)
-        if name in seen:
-            continue
-        seen.add(name)
-        pending += [Requirement(r) for r in importlib.metadata.requires(requirement.name) or []]
-    return seen
-
-
-def test_image_requirements_pin_every_runtime_dependency():
-    pins = {}
-    for line in (DEPLOY / "image-requirements.txt").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            name, sep, version = line.partition("==")
-            assert sep and version, f"not pinned: {line}"
-            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
-    closure = _runtime_closure()
-    assert closure - set(pins) == set(), "runtime dependencies missing from deploy/image-requirements.txt"
-    assert set(pins) - closure == set(), "pins of packages the exporter does not need"
 
 
 def test_dockerfile_copies_only_files_that_exist_and_the_build_context_keeps():

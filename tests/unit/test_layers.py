@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import import_graph
+
 PACKAGE = Path(__file__).resolve().parents[2] / "exporter"
 
 # Bottom to top. A module belongs to the layer of its longest matching prefix.
@@ -146,3 +148,78 @@ def test_shared_test_helpers_do_not_import_the_simulator() -> None:
     for helper in SHARED_TEST_HELPERS:
         names = [name for _, name in imported_modules((root / helper).read_text(encoding="utf-8"), "tests.x")]
         assert not [name for name in names if name.startswith("exporter.simulate")], helper
+
+
+# ---- the daemon apart from its tools, and no import cycle -------------------------------------
+
+
+def test_every_tool_package_is_a_layer_above_the_daemon() -> None:
+    serving = [name for name, _ in LAYERS].index("serving")
+    assert all(layer_of(tool) > serving for tool in import_graph.TOOL_PACKAGES)
+
+
+def test_the_daemon_imports_no_tool_module_nor_tool_library() -> None:
+    daemon = import_graph.daemon_modules()
+    assert {"exporter.app", "exporter.server", "exporter.config", "exporter.sources.engine"} <= daemon
+    assert sorted(module for module in daemon if import_graph.is_tool(module)) == []
+    libraries = import_graph.external_imports(daemon)
+    tools = import_graph.TOOL_LIBRARIES
+    assert {name: sorted(users) for name, users in libraries.items() if name.partition(".")[0] in tools} == {}
+
+
+def test_there_is_no_import_cycle() -> None:
+    """Lazy imports in functions and TYPE_CHECKING imports count: each is a two-way tie that
+    makes the modules one unit, whatever the order they happen to load in."""
+    found = import_graph.cycles()
+    assert found == [], "import cycles:\n" + "\n".join(" <-> ".join(cycle) for cycle in found)
+
+
+def _modules(sources: dict[str, str], cli_module_level_only: bool = True) -> dict[str, import_graph.Imports]:
+    return {
+        name: import_graph.parse_imports(
+            source, name, sources, module_level_only=cli_module_level_only and name == import_graph.CLI
+        )
+        for name, source in sources.items()
+    }
+
+
+@pytest.mark.parametrize(
+    "a_imports_b",
+    [
+        "from exporter.b import B\n",
+        "def late():\n    from exporter.b import B\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from exporter.b import B\n",
+        "from exporter import b\n",
+        "from . import b\n",
+    ],
+)
+def test_a_cycle_is_found_however_the_import_is_written(a_imports_b: str) -> None:
+    modules = _modules({"exporter.a": a_imports_b, "exporter.b": "import exporter.a\n"})
+    assert import_graph.cycles(modules) == [["exporter.a", "exporter.b"]]
+
+
+def test_a_package_importing_its_modules_is_no_cycle() -> None:
+    sources = {
+        "exporter.pkg": "from exporter.pkg.a import A\n",
+        "exporter.pkg.a": "from exporter.pkg.b import B\n",
+        "exporter.pkg.b": "",
+        "exporter.user": "from exporter.pkg.b import B\n",
+    }
+    modules = {
+        name: import_graph.parse_imports(source, name, sources, is_package=name == "exporter.pkg")
+        for name, source in sources.items()
+    }
+    assert import_graph.cycles(modules) == []
+    assert "exporter.pkg" in modules["exporter.user"].internal  # importing pkg.b runs pkg/__init__ first
+
+
+def test_a_tool_reached_from_the_daemon_is_found_but_not_the_clis_own_tool_loaders() -> None:
+    sources = {
+        "exporter.cli": "from exporter.app import Exporter\ndef load():\n    from exporter.simulate.cli import run\n",
+        "exporter.app": "def later():\n    import exporter.sources.engine\n",
+        "exporter.sources.engine": "from exporter.monitoring.promql import parse\n",
+        "exporter.monitoring.promql": "import promql_parser\n",
+        "exporter.simulate.cli": "import rich\n",
+    }
+    daemon = import_graph.daemon_modules(_modules(sources))
+    assert sorted(module for module in daemon if import_graph.is_tool(module)) == ["exporter.monitoring.promql"]

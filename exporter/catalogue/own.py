@@ -1,0 +1,39 @@
+"""The exporter's own families: its sources' health, discovery, reloads and build."""
+
+from __future__ import annotations
+
+from exporter.catalogue.spec import SOURCE_LABELS, MetricSpec, counter, families, gauge
+
+EXPORTER_FAMILIES: tuple[MetricSpec, ...] = families(
+    SOURCE_LABELS,
+    gauge("llm_exporter_source_up", "1 if the source's last collection succeeded within its timeout."),
+    gauge("llm_exporter_collect_duration_seconds", "Wall time of the source's last collection."),
+    counter(
+        "llm_exporter_source_errors_total",
+        "Failed collections by reason (timeout, connection, http_status, too_large, parse, cardinality, "
+        "exception), and collections that succeeded but left part of their output out: cardinality (over a model "
+        "or series budget; source exporter, target empty for the node-wide cap) or invalid_value (values that "
+        "cannot be true, dropped).",
+        "reason",
+    ),
+) + families(
+    (),
+    gauge(
+        "llm_exporter_discovery_targets",
+        "Engine pods discovery found, by state: scraped, or dropped because more asked than "
+        "kubernetes.max_engines (pods holding GPUs first, then round-robin across namespaces and owners).",
+        "state",
+    ),
+    counter(
+        "llm_exporter_config_reloads_total",
+        "Configuration reloads on SIGHUP by result (success, failure); a failed reload keeps the running "
+        "configuration.",
+        "result",
+    ),
+    gauge(
+        "llm_exporter_build_info",
+        "Always 1; labels carry the exporter version and Python version.",
+        "version",
+        "python_version",
+    ),
+)
