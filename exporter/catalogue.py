@@ -52,14 +52,6 @@ HOST_CPU_LABELS = ("cpu",)
 SOURCE_LABELS = ("source", "target")
 GATEWAY_LABELS = ("gateway", "gateway_type")
 PROBE_LABELS = ("probe", "path")
-STAGES = (
-    "queueing",
-    "prefill_compute",
-    "decode_memory_bandwidth",
-    "kv_cache_capacity",
-    "cross_node_communication",
-    "host_overhead",
-)
 QUANTILES = (0.5, 0.95, 0.99)
 SLO_LABELS = ("slo",)
 SLO_SERIES_LABELS = ENGINE_SERIES_LABELS + ("slo", "dimension")
@@ -472,14 +464,15 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec(
             "llm_gateway_bottleneck_score",
             "gauge",
-            "How strongly the evidence points at this stage (ingress, client_network) for the path through the "
-            "gateway, 0-1.",
+            "How strongly the evidence points at this stage before the engine (docs/stages.md) for the path through "
+            "the gateway, 0-1.",
             GATEWAY_LABELS + ("stage",),
         ),
         _spec(
             "llm_gateway_bottleneck_primary",
             "gauge",
-            "One-hot over stage (ingress, client_network, none): the path's main bottleneck before the engine.",
+            "One-hot over stage (the stages before the engine, and none): the path's main bottleneck before the "
+            "engine.",
             GATEWAY_LABELS + ("stage",),
         ),
         _spec("llm_probe_up", "gauge", "1 if the probe's last request on this path succeeded, else 0.", PROBE_LABELS),

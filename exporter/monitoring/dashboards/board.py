@@ -17,8 +17,9 @@ import attr
 from grafanalib.core import Dashboard, GridPos, Template, Templating, Time
 
 from exporter.monitoring.config import MonitoringConfig
-from exporter.monitoring.dashboards.panels import DATASOURCE, PanelDef, render, row
+from exporter.monitoring.dashboards.panels import DATASOURCE, render, row
 from exporter.monitoring.promql import series
+from exporter.stages.panels import PanelDef
 
 GRID_COLUMNS = 24
 # Grafana 10.4 to 11: every field emitted is of the current model, so no migration has to run.

@@ -12,7 +12,9 @@ from typing import Any
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
-from exporter.monitoring.dashboards.panels import (
+from exporter.monitoring.dashboards.queries import Scope
+from exporter.monitoring.records import RecordNames
+from exporter.stages.panels import (
     COUNT,
     RATIO,
     REQUESTS_PER_SECOND,
@@ -26,8 +28,6 @@ from exporter.monitoring.dashboards.panels import (
     table,
     timeseries,
 )
-from exporter.monitoring.dashboards.queries import Scope
-from exporter.monitoring.records import RecordNames
 
 UID = "llm-cluster-overview"
 TITLE = "LLM serving / Cluster overview"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
-from exporter.monitoring.dashboards.panels import (
+from exporter.monitoring.dashboards.queries import Scope, stage_mappings
+from exporter.stages.panels import (
     BYTES,
     COUNT,
     PER_SECOND,
@@ -26,7 +27,6 @@ from exporter.monitoring.dashboards.panels import (
     timeseries,
     value_mappings,
 )
-from exporter.monitoring.dashboards.queries import Scope, stage_mappings
 
 UID = "llm-engine-detail"
 TITLE = "LLM serving / Engine detail"

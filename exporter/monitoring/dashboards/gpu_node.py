@@ -12,7 +12,8 @@ from typing import Any
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
-from exporter.monitoring.dashboards.panels import (
+from exporter.monitoring.dashboards.queries import Scope
+from exporter.stages.panels import (
     BYTES,
     BYTES_PER_SECOND,
     CELSIUS,
@@ -30,7 +31,6 @@ from exporter.monitoring.dashboards.panels import (
     timeseries,
     value_mappings,
 )
-from exporter.monitoring.dashboards.queries import Scope
 
 UID = "llm-gpu-node"
 TITLE = "LLM serving / GPU and node"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
-from exporter.monitoring.dashboards.bottleneck_diagnosis import rdma_node_evidence
-from exporter.monitoring.dashboards.panels import (
+from exporter.monitoring.dashboards.queries import Scope
+from exporter.stages.cross_node_communication import rdma_node_evidence
+from exporter.stages.panels import (
     BYTES_PER_SECOND,
     PACKETS_PER_SECOND,
     PER_SECOND,
@@ -21,7 +22,6 @@ from exporter.monitoring.dashboards.panels import (
     timeseries,
     value_mappings,
 )
-from exporter.monitoring.dashboards.queries import Scope
 
 UID = "llm-network"
 TITLE = "LLM serving / Network"
@@ -111,5 +111,5 @@ def board(config: MonitoringConfig) -> Board:
             description="The line is LLMRDMAPortErrors' (per port and kind).",
         ),
     )
-    b.row("Per node, against the diagnosis lines", *rdma_node_evidence(s, config, width=6))
+    b.row("Per node, against the diagnosis lines", *rdma_node_evidence(s, width=6))
     return b

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
-from exporter.monitoring.dashboards.panels import RATIO, REQUESTS_PER_SECOND, SCORE, Line, Query, text, timeseries
 from exporter.monitoring.dashboards.queries import Scope
 from exporter.monitoring.promql import percent
 from exporter.monitoring.slo_rules import FAST_BURN, SLOW_BURN, SloRecordNames
 from exporter.settings import SloTarget
+from exporter.stages.panels import RATIO, REQUESTS_PER_SECOND, SCORE, Line, Query, text, timeseries
 
 UID = "llm-slo"
 TITLE = "LLM serving / SLOs"
