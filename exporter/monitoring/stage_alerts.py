@@ -56,6 +56,9 @@ class StageAlertContext:
         )
         self.by_gateway = f"{b.cluster}, {b.node}, gateway, gateway_type"
 
+    def value(self, fmt: str) -> str:
+        return f"{{{{ $value | {fmt} }}}}"
+
     def series(self, name: str, *matchers: str) -> str:
         return self._b.s(name, *matchers)
 

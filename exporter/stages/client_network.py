@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from exporter.settings import Thresholds
 from exporter.stages.path import PATH, PathReading
-from exporter.stages.record import Alert, AlertContext, Stage, StageResult
+from exporter.stages.record import Alert, AlertContext, Fmt, Stage, StageResult
 from exporter.stages.registry import register
 from exporter.stages.scoring import ramp
 
@@ -35,7 +35,7 @@ def _component(a: AlertContext, name: str) -> str:
 
 def _latency_description(a: AlertContext) -> str:
     return (
-        f"{a.gateway}: {{{{ $value | humanizeDuration }}}} per request are spent before the engine (window means): "
+        f"{a.gateway}: {a.value(Fmt.SECONDS)} per request are spent before the engine (window means): "
         f"client network {_component(a, 'client_to_gateway')}, the gateway itself {_component(a, 'gateway')}, "
         f"gateway to engine {_component(a, 'gateway_to_engine')}; the engine {_component(a, 'engine')}."
     )
@@ -70,7 +70,7 @@ STAGE = register(
             "are not paid per request",
         ),
         alerts=(
-            # The time before the engine, which this stage splits out of the gateway's own (ingress).
+            # The time before the engine, which this stage splits out of the gateway's own.
             Alert(
                 "LLMIngressLatencyHigh",
                 "warning",

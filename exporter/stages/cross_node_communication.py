@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from exporter.settings import Thresholds
-from exporter.stages.panels import PER_SECOND, RATIO, PanelDef, Query, timeseries
-from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Row, Stage, StageResult, value
+from exporter.stages.evidence import rdma_node_evidence
+from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, Row, Stage, StageResult
 from exporter.stages.registry import register
 from exporter.stages.scoring import itl_slowdown, ramp, requests_in_engine
 from exporter.stages.signals import History
@@ -38,54 +38,9 @@ def score(h: History, t: Thresholds) -> StageResult:
 
 def _description(a: AlertContext) -> str:
     return (
-        f"{a.engine}: cross-node communication limits the step (score {value(Fmt.SCORE)}): "
+        f"{a.engine}: cross-node communication limits the step (score {a.value(Fmt.SCORE)}): "
         f"RDMA transmit utilization up to {a.figure('rdma_util')}, {a.figure('cnp')} CNPs handled/s, "
         f"{a.figure('retrans')} retransmissions/s on the node, inter-token latency p95 {a.figure('itl_p95')}."
-    )
-
-
-def rdma_node_evidence(s: PanelScope, width: int) -> tuple[PanelDef, ...]:
-    """Per node, the RDMA figures the stage compares with its lines (it sums over ports); the
-    network dashboard shows them too."""
-    per_node = s.by_node()
-    node = f"{{{{{s.node}}}}}"
-    return (
-        timeseries(
-            "RDMA link utilization (busiest port)",
-            Query(f"max {per_node} ({s('llm_rdma_port_transmit_utilization_ratio')})", f"{node} transmit"),
-            Query(f"max {per_node} ({s('llm_rdma_port_receive_utilization_ratio')})", f"{node} receive"),
-            unit=RATIO,
-            min=0,
-            max=1,
-            width=width,
-            lines=(s.line("rdma_utilization_high"),),
-        ),
-        timeseries(
-            "Congestion notifications per node (CNP handled + sent)",
-            Query(
-                f"sum {per_node} ({s.rate('llm_rdma_port_cnp_handled_total')})\n+\n"
-                f"sum {per_node} ({s.rate('llm_rdma_port_cnp_sent_total')})",
-                node,
-            ),
-            unit=PER_SECOND,
-            width=width,
-            key="cnp-per-node",
-            lines=(s.line("cnp_per_second"),),
-        ),
-        timeseries(
-            "Retransmissions per node",
-            Query(f"sum {per_node} ({s.rate('llm_rdma_port_retransmissions_total')})", node),
-            unit=PER_SECOND,
-            width=width,
-            lines=(s.line("retransmissions_per_second"),),
-        ),
-        timeseries(
-            "Transmit wait per node",
-            Query(f"sum {per_node} ({s.rate('llm_rdma_port_transmit_wait_total')})", node),
-            unit=PER_SECOND,
-            width=width,
-            description="Ticks per second a port had data to send but no flow-control credits (port_xmit_wait).",
-        ),
     )
 
 

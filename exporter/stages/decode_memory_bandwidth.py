@@ -10,20 +10,10 @@ from __future__ import annotations
 
 from exporter.settings import Thresholds
 from exporter.stages.advice import CAP_CONTEXT, enable_prefix_caching
-from exporter.stages.panels import RATIO, SECONDS, TOKENS_PER_SECOND, PanelDef, Query, timeseries
+from exporter.stages.evidence import drawn, engine_gauge, engine_p95, per_engine
+from exporter.stages.panels import PanelDef, Unit, ratio
 from exporter.stages.readings import average_hides_p99
-from exporter.stages.record import (
-    ENGINE,
-    Alert,
-    AlertContext,
-    Fmt,
-    PanelScope,
-    Readings,
-    Row,
-    Stage,
-    StageResult,
-    value,
-)
+from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Readings, Row, Stage, StageResult
 from exporter.stages.registry import register
 from exporter.stages.scoring import (
     clamp,
@@ -99,7 +89,7 @@ def score(h: History, t: Thresholds) -> StageResult:
 
 def _description(a: AlertContext) -> str:
     return (
-        f"{a.engine}: decode is memory-bandwidth-bound (score {value(Fmt.SCORE)}). "
+        f"{a.engine}: decode is memory-bandwidth-bound (score {a.value(Fmt.SCORE)}). "
         f"DRAM active {a.figure('dram')} (saturation line {a.percent(a.diagnosis.dram_active_saturated)}), "
         f"SM active {a.figure('sm')}, inter-token latency p95 {a.figure('itl_p95')}, "
         f"running {a.figure('running')}, waiting {a.figure('waiting')}. "
@@ -109,32 +99,20 @@ def _description(a: AlertContext) -> str:
 
 
 def _row(s: PanelScope) -> tuple[PanelDef, ...]:
-    per_engine = s.by_node("engine")
+    dram, sm = "llm_gpu_dram_active_ratio", "llm_gpu_sm_active_ratio"
     return (
-        timeseries(
+        ratio(
             "DRAM vs SM active of the engine's GPUs",
-            Query(f"max {per_engine} ({s('llm_gpu_dram_active_ratio')})", "{{engine}} DRAM"),
-            Query(f"avg {per_engine} ({s('llm_gpu_sm_active_ratio')})", "{{engine}} SM"),
-            unit=RATIO,
-            min=0,
-            max=1,
+            per_engine(s, "max", dram, "{{engine}} DRAM"),
+            per_engine(s, "avg", sm, "{{engine}} SM"),
             width=6,
-            lines=(s.line("dram_active_busy", "orange"), s.line("dram_active_saturated")),
+            lines=drawn(s, dram),
             description="Memory-bandwidth-bound decode: DRAM near its practical peak while SM activity is "
             "moderate. Low SM activity here is not idle capacity.",
         ),
-        timeseries(
-            "Inter-token latency p95",
-            Query(s.engine_p95("llm_engine_inter_token_latency_seconds"), "{{engine}}"),
-            unit=SECONDS,
-            lines=(s.line("itl_p95_seconds"),),
-            width=6,
-        ),
-        timeseries(
-            "Generated tokens/s",
-            Query(f"sum {per_engine} ({s.rate('llm_engine_generation_tokens_total')})", "{{engine}}"),
-            unit=TOKENS_PER_SECOND,
-            width=6,
+        engine_p95(s, "Inter-token latency p95", "llm_engine_inter_token_latency_seconds", width=6),
+        engine_gauge(
+            s, "Generated tokens/s", "llm_engine_generation_tokens_total", "sum", Unit.TOKENS_PER_SECOND, True, width=6
         ),
     )
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from exporter.settings import Thresholds
-from exporter.stages.panels import CPU_CORES, RATIO, PanelDef, Query, timeseries
-from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Row, Stage, StageResult, value
+from exporter.stages.evidence import drawn, engine_cpu, host_cpu, per_engine
+from exporter.stages.panels import PanelDef, ratio
+from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Row, Stage, StageResult
 from exporter.stages.registry import register
 from exporter.stages.scoring import gpu_level, itl_slowdown, no_gpu_line, ramp, requests_in_engine, slowing
 from exporter.stages.signals import History
@@ -50,45 +51,25 @@ def score(h: History, t: Thresholds) -> StageResult:
 
 def _description(a: AlertContext) -> str:
     return (
-        f"{a.engine}: host overhead limits the GPUs (score {value(Fmt.SCORE)}): SM active {a.figure('sm')} "
+        f"{a.engine}: host overhead limits the GPUs (score {a.value(Fmt.SCORE)}): SM active {a.figure('sm')} "
         f"(line {a.percent(a.diagnosis.sm_active_ineffective)}), GPU utilization {a.figure('gpu_util')} "
         f"while {a.figure('running')} requests run, engine process {a.figure('engine_cpu')} CPU cores busy."
     )
 
 
 def _row(s: PanelScope) -> tuple[PanelDef, ...]:
-    per_engine = s.by_node("engine")
-    per_node = s.by_node()
     return (
-        timeseries(
+        ratio(
             "SM active and GPU busy of the engine's GPUs",
-            Query(f"avg {per_engine} ({s('llm_gpu_sm_active_ratio')})", "{{engine}} SM active"),
-            Query(f"avg {per_engine} ({s('llm_gpu_utilization_ratio')})", "{{engine}} GPU busy"),
-            unit=RATIO,
-            min=0,
-            max=1,
+            per_engine(s, "avg", "llm_gpu_sm_active_ratio", "{{engine}} SM active"),
+            per_engine(s, "avg", "llm_gpu_utilization_ratio", "{{engine}} GPU busy"),
             width=6,
-            lines=(s.line("sm_active_ineffective", "orange"),),
+            lines=drawn(s, "llm_gpu_sm_active_ratio"),
             description="Host overhead: the GPUs idle between steps while requests run. Busy DRAM rules it out "
             "(that is decode bandwidth).",
         ),
-        timeseries(
-            "Engine process CPU",
-            Query(f"sum {per_engine} ({s.rate('llm_engine_process_cpu_seconds_total')})", "{{engine}}"),
-            unit=CPU_CORES,
-            width=6,
-            lines=(s.line("engine_cpu_cores_busy"),),
-            description="One Python scheduler thread saturates one core.",
-        ),
-        timeseries(
-            "Host CPU",
-            Query(f"max {per_node} ({s('llm_host_cpu_overall_utilization_ratio')})", f"{{{{{s.node}}}}} all CPUs"),
-            Query(f"max {per_node} ({s('llm_host_cpu_utilization_ratio')})", f"{{{{{s.node}}}}} busiest CPU"),
-            unit=RATIO,
-            min=0,
-            max=1,
-            width=6,
-        ),
+        engine_cpu(s, width=6, description="One Python scheduler thread saturates one core."),
+        host_cpu(s),
     )
 
 

@@ -4,10 +4,13 @@ before the engine (the path scope): one gateway, one row."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from exporter.settings import Thresholds
-from exporter.stages.panels import COUNT, REQUESTS_PER_SECOND, SCORE, SECONDS, PanelDef, Query, prose, text, timeseries
+from exporter.stages.evidence import engine_p95
+from exporter.stages.panels import PanelDef, Query, Unit, prose, text, timeseries
 from exporter.stages.path import PATH, PathReading
-from exporter.stages.record import Alert, AlertContext, PanelScope, Row, Stage, StageResult
+from exporter.stages.record import Alert, AlertContext, Fmt, PanelScope, Row, Stage, StageResult
 from exporter.stages.registry import of, register
 from exporter.stages.scoring import ramp
 
@@ -57,7 +60,7 @@ def _errors_expr(a: AlertContext) -> str:
 
 def _errors_description(a: AlertContext) -> str:
     return (
-        f"{a.gateway} answered {{{{ $value | humanizePercentage }}}} of its requests with 5xx over {a.rate_interval} "
+        f"{a.gateway} answered {a.value(Fmt.PERCENT)} of its requests with 5xx over {a.rate_interval} "
         "(502/503/504 in llm_gateway_requests_total{code}); see /diagnosis gateways for whether the engine "
         "behind it is down or the gateway itself is the limit."
     )
@@ -72,69 +75,60 @@ def _row(s: PanelScope) -> tuple[PanelDef, ...]:
         "the gateway itself, gateway → engine, the engine. A 502/503 from a dead engine is the engine's "
         "(see its row), not ingress."
     )
-    server_errors = s.rate("llm_gateway_requests_total", 'code_class="5xx"')
+
+    def per_gateway(title: str, query: Query, unit: str, key: str, width: int = 6, **options: Any) -> PanelDef:
+        """A panel that is empty unless a gateway is configured."""
+        return timeseries(title, query, unit=unit, width=width, key=key, rare=_RARE, **options)
+
+    def by_gateway(op: str, expr: str, *labels: str) -> Query:
+        return Query(
+            f"{op} {s.by_node('gateway', *labels)} ({expr})", " ".join(f"{{{{{x}}}}}" for x in ("gateway", *labels))
+        )
+
     return (
         text("Ingress: what to compare", guide, width=6, key="ingress-how"),
-        timeseries(
+        per_gateway(
             "Score: " + " and ".join(stage.title for stage in path),
-            Query(
-                f"max {s.by_node('gateway', 'stage')} ({s('llm_gateway_bottleneck_score')})", "{{gateway}} {{stage}}"
-            ),
-            unit=SCORE,
+            by_gateway("max", s("llm_gateway_bottleneck_score"), "stage"),
+            Unit.SCORE,
+            "score-ingress",
             min=0,
             max=1,
             lines=s.score_lines(),
-            width=6,
-            key="score-ingress",
-            rare=_RARE,
             description=f"The exporter's {' and '.join(stage.id for stage in path)} scores per gateway.",
         ),
-        timeseries(
+        per_gateway(
             "Latency before and in the engine (window means)",
-            Query(
-                f"max {s.by_node('gateway', 'component')} ({s('llm_gateway_latency_component_seconds')})",
-                "{{gateway}} {{component}}",
-            ),
-            unit=SECONDS,
-            width=6,
-            key="ingress-components",
-            rare=_RARE,
+            by_gateway("max", s("llm_gateway_latency_component_seconds"), "component"),
+            Unit.SECONDS,
+            "ingress-components",
             description="Mean seconds per request in each part of the path: client_to_gateway, gateway, "
             "gateway_to_engine, engine.",
         ),
-        timeseries(
+        per_gateway(
             "Gateway 5xx by code",
-            Query(f"sum {s.by_node('gateway', 'code')} ({server_errors})", "{{gateway}} {{code}}"),
-            unit=REQUESTS_PER_SECOND,
-            width=6,
-            key="gateway-errors",
-            rare=_RARE,
+            by_gateway("sum", s.rate("llm_gateway_requests_total", 'code_class="5xx"'), "code"),
+            Unit.REQUESTS_PER_SECOND,
+            "gateway-errors",
             description="Server errors the gateway answered; code is 502/503/504 where it reports single codes.",
         ),
-        timeseries(
+        per_gateway(
             "Probe end-to-end p95 by path",
             Query(
                 s.quantile("llm_probe_e2e_latency_seconds", "0.95", s.by_node("probe", "path")), "{{probe}} {{path}}"
             ),
-            unit=SECONDS,
+            Unit.SECONDS,
+            "probe-e2e",
             width=8,
-            key="probe-e2e",
-            rare=_RARE,
             description="The prober's tiny streamed completion, as a client sees it: through the gateway and direct.",
         ),
-        timeseries(
-            "Engine end-to-end latency p95",
-            Query(s.engine_p95("llm_engine_e2e_request_latency_seconds"), "{{engine}}"),
-            unit=SECONDS,
-            width=8,
-        ),
-        timeseries(
+        engine_p95(s, "Engine end-to-end latency p95", "llm_engine_e2e_request_latency_seconds", width=8),
+        per_gateway(
             "Requests queued at the gateway",
-            Query(f"sum {s.by_node('gateway')} ({s('llm_gateway_requests_queued')})", "{{gateway}}"),
-            unit=COUNT,
+            by_gateway("sum", s("llm_gateway_requests_queued")),
+            Unit.COUNT,
+            "gateway-queued",
             width=8,
-            key="gateway-queued",
-            rare=_RARE,
         ),
     )
 

@@ -4,19 +4,9 @@ from __future__ import annotations
 
 from exporter.settings import Thresholds
 from exporter.stages.advice import CAP_CHURN, RAISE_KV_SHARE, enable_prefix_caching
-from exporter.stages.panels import COUNT, PER_SECOND, RATIO, PanelDef, Query, timeseries
-from exporter.stages.record import (
-    ENGINE,
-    Alert,
-    AlertContext,
-    Fmt,
-    PanelScope,
-    Readings,
-    Row,
-    Stage,
-    StageResult,
-    value,
-)
+from exporter.stages.evidence import engine_gauge, engine_ratio, kv_usage, per_engine
+from exporter.stages.panels import PanelDef, Unit, timeseries
+from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Readings, Row, Stage, StageResult
 from exporter.stages.registry import register
 from exporter.stages.scoring import gpu_level, itl_slowdown, ramp
 from exporter.stages.signals import History
@@ -50,46 +40,29 @@ def score(h: History, t: Thresholds) -> StageResult:
 
 def _description(a: AlertContext) -> str:
     return (
-        f"{a.engine}: KV cache {value(Fmt.PERCENT)} full (line {a.percent(a.diagnosis.kv_usage_warning)}) "
+        f"{a.engine}: KV cache {a.value(Fmt.PERCENT)} full (line {a.percent(a.diagnosis.kv_usage_warning)}) "
         f"with {a.figure('waiting')} requests waiting, {a.figure('preemptions')} preemptions/s and "
         f"{a.figure('running')} running (score {a.score()})."
     )
 
 
 def _row(s: PanelScope) -> tuple[PanelDef, ...]:
-    per_engine = s.by_node("engine")
     return (
-        timeseries(
-            "KV cache usage",
-            Query(f"max {per_engine} ({s('llm_engine_kv_cache_usage_ratio')})", "{{engine}}"),
-            unit=RATIO,
-            min=0,
-            max=1,
-            width=5,
-            lines=(s.line("kv_usage_warning", "orange"), s.line("kv_usage_critical")),
-        ),
-        timeseries(
-            "Preemptions/s",
-            Query(f"sum {per_engine} ({s.rate('llm_engine_preemptions_total')})", "{{engine}}"),
-            unit=PER_SECOND,
-            width=5,
-            lines=(s.line("preemptions_per_second"),),
-        ),
+        kv_usage(s, "KV cache usage", width=5),
+        engine_gauge(s, "Preemptions/s", "llm_engine_preemptions_total", "sum", Unit.PER_SECOND, True, width=5),
         timeseries(
             "Running vs waiting",
-            Query(f"sum {per_engine} ({s('llm_engine_requests_running')})", "{{engine}} running"),
-            Query(f"sum {per_engine} ({s('llm_engine_requests_waiting')})", "{{engine}} waiting"),
-            unit=COUNT,
+            per_engine(s, "sum", "llm_engine_requests_running", "{{engine}} running"),
+            per_engine(s, "sum", "llm_engine_requests_waiting", "{{engine}} waiting"),
+            unit=Unit.COUNT,
             width=5,
             key="kv-running-vs-waiting",
             description="A full KV cache caps running below max_num_seqs while waiting grows.",
         ),
-        timeseries(
+        engine_ratio(
+            s,
             "Prefix-cache hit ratio",
-            Query(f"max {per_engine} ({s('llm_engine_prefix_cache_hit_ratio')})", "{{engine}}"),
-            unit=RATIO,
-            min=0,
-            max=1,
+            "llm_engine_prefix_cache_hit_ratio",
             width=5,
             description="Shared prompt prefixes served from cache; a low ratio with long shared prompts "
             "means prefix caching is off or ineffective.",

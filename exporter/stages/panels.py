@@ -13,23 +13,27 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-# Grafana unit ids; custom units are "suffix:<text>".
-SECONDS = "s"
-RATIO = "percentunit"
-BYTES = "bytes"
-BYTES_PER_SECOND = "Bps"
-REQUESTS_PER_SECOND = "reqps"
-PACKETS_PER_SECOND = "pps"
-WATTS = "watt"
-HERTZ = "hertz"
-CELSIUS = "celsius"
-COUNT = "short"
-PER_SECOND = "suffix:/s"
-TOKENS_PER_SECOND = "suffix: tok/s"
-CPU_CORES = "suffix: cores"
-# Scores (0-1) and state codes are dimensionless; "none" is the explicit choice.
-SCORE = "none"
-STATE = "none"
+
+class Unit:
+    """Grafana unit ids; custom units are "suffix:<text>". Scores (0-1) and state codes are
+    dimensionless: "none" is the explicit choice."""
+
+    SECONDS = "s"
+    RATIO = "percentunit"
+    BYTES = "bytes"
+    BYTES_PER_SECOND = "Bps"
+    REQUESTS_PER_SECOND = "reqps"
+    PACKETS_PER_SECOND = "pps"
+    WATTS = "watt"
+    HERTZ = "hertz"
+    CELSIUS = "celsius"
+    COUNT = "short"
+    PER_SECOND = "suffix:/s"
+    TOKENS_PER_SECOND = "suffix: tok/s"
+    CPU_CORES = "suffix: cores"
+    SCORE = "none"
+    STATE = "none"
+
 
 KINDS = ("timeseries", "stat", "heatmap", "table", "state-timeline", "text")
 
@@ -99,7 +103,7 @@ def table(title: str, *queries: Query | str, unit: str, **options: Any) -> Panel
     return _def("table", title, queries, unit, **{"instant": True, **options})
 
 
-def state_timeline(title: str, *queries: Query | str, unit: str = STATE, **options: Any) -> PanelDef:
+def state_timeline(title: str, *queries: Query | str, unit: str = Unit.STATE, **options: Any) -> PanelDef:
     return _def("state-timeline", title, queries, unit, **options)
 
 
@@ -120,3 +124,8 @@ def prose(paragraph: str) -> str:
     """Markdown for a text panel, wrapped at 98 columns as the dashboards' sources are: Markdown
     reads the breaks as spaces, and text composed from several records stays stable JSON."""
     return textwrap.fill(" ".join(paragraph.split()), 98)
+
+
+def ratio(title: str, *queries: Query | str, **options: Any) -> PanelDef:
+    """A 0-1 share over time (utilization, activity, usage)."""
+    return timeseries(title, *queries, unit=Unit.RATIO, **{"min": 0, "max": 1, **options})

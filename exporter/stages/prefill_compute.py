@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from exporter.settings import Thresholds
 from exporter.stages.advice import enable_prefix_caching
-from exporter.stages.panels import RATIO, SECONDS, TOKENS_PER_SECOND, PanelDef, Query, timeseries
-from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Row, Stage, StageResult, value
+from exporter.stages.evidence import engine_gauge, engine_ratio
+from exporter.stages.panels import PanelDef, Query, Unit, timeseries
+from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Row, Stage, StageResult
 from exporter.stages.registry import register
 from exporter.stages.scoring import clamp, gpu_level, no_gpu_line, ramp
 from exporter.stages.signals import History
@@ -50,38 +51,23 @@ def score(h: History, t: Thresholds) -> StageResult:
 
 def _description(a: AlertContext) -> str:
     return (
-        f"{a.engine}: prefill is compute-bound (score {value(Fmt.SCORE)}): tensor active {a.figure('tensor')}, "
+        f"{a.engine}: prefill is compute-bound (score {a.value(Fmt.SCORE)}): tensor active {a.figure('tensor')}, "
         f"time to first token p95 {a.figure('ttft_p95')}, queue time p95 {a.figure('queue_p95')}, "
         f"{a.figure('prompt_rate')} prompt tokens/s."
     )
 
 
 def _row(s: PanelScope) -> tuple[PanelDef, ...]:
-    per_engine = s.by_node("engine")
+    ttft, queue = s.engine_p95("llm_engine_time_to_first_token_seconds"), s.engine_p95("llm_engine_queue_time_seconds")
     return (
-        timeseries(
-            "Tensor active of the engine's GPUs",
-            Query(f"max {per_engine} ({s('llm_gpu_tensor_active_ratio')})", "{{engine}}"),
-            unit=RATIO,
-            min=0,
-            max=1,
-            width=6,
-            lines=(s.line("tensor_active_high"),),
-        ),
-        timeseries(
-            "Prompt tokens/s",
-            Query(f"sum {per_engine} ({s.rate('llm_engine_prompt_tokens_total')})", "{{engine}}"),
-            unit=TOKENS_PER_SECOND,
-            width=6,
+        engine_ratio(s, "Tensor active of the engine's GPUs", "llm_gpu_tensor_active_ratio", width=6),
+        engine_gauge(
+            s, "Prompt tokens/s", "llm_engine_prompt_tokens_total", "sum", Unit.TOKENS_PER_SECOND, True, width=6
         ),
         timeseries(
             "Prefill time p95 (TTFT minus queue time)",
-            Query(
-                f"{s.engine_p95('llm_engine_time_to_first_token_seconds')}\n-\n"
-                f"{s.engine_p95('llm_engine_queue_time_seconds')}",
-                "{{engine}}",
-            ),
-            unit=SECONDS,
+            Query(f"{ttft}\n-\n{queue}", "{{engine}}"),
+            unit=Unit.SECONDS,
             width=6,
             description="Prefill, not queueing: this is most of the time to first token.",
         ),

@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 from exporter.settings import Thresholds
-from exporter.stages.panels import COUNT, SECONDS, PanelDef, Query, timeseries
+from exporter.stages.evidence import engine_p95, waiting
+from exporter.stages.panels import PanelDef
 from exporter.stages.readings import average_hides_p99
-from exporter.stages.record import (
-    ENGINE,
-    Alert,
-    AlertContext,
-    Fmt,
-    PanelScope,
-    Readings,
-    Row,
-    Stage,
-    StageResult,
-    value,
-)
+from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Readings, Row, Stage, StageResult
 from exporter.stages.registry import register
 from exporter.stages.scoring import itl_slowdown, ramp, slowing
 from exporter.stages.signals import History
@@ -52,7 +42,7 @@ def score(h: History, t: Thresholds) -> StageResult:
 
 def _description(a: AlertContext) -> str:
     return (
-        f"{a.engine}: {value(Fmt.COUNT)} requests waiting (line {a.diagnosis.waiting_requests:g}), "
+        f"{a.engine}: {a.value(Fmt.COUNT)} requests waiting (line {a.diagnosis.waiting_requests:g}), "
         f"queue time p95 {a.figure('queue_p95')}, time to first token p95 {a.figure('ttft_p95')}, "
         f"running {a.figure('running')}, KV cache {a.figure('kv')} (score {a.score()})."
     )
@@ -60,24 +50,12 @@ def _description(a: AlertContext) -> str:
 
 def _row(s: PanelScope) -> tuple[PanelDef, ...]:
     return (
-        timeseries(
-            "Waiting requests",
-            Query(f"sum {s.by_node('engine')} ({s('llm_engine_requests_waiting')})", "{{engine}}"),
-            unit=COUNT,
-            lines=(s.line("waiting_requests"),),
-            width=6,
-        ),
-        timeseries(
-            "Queue time p95",
-            Query(s.engine_p95("llm_engine_queue_time_seconds"), "{{engine}}"),
-            unit=SECONDS,
-            width=6,
-        ),
-        timeseries(
+        waiting(s, "Waiting requests", width=6),
+        engine_p95(s, "Queue time p95", "llm_engine_queue_time_seconds", width=6),
+        engine_p95(
+            s,
             "Time to first token p95",
-            Query(s.engine_p95("llm_engine_time_to_first_token_seconds"), "{{engine}}"),
-            unit=SECONDS,
-            lines=(s.line("ttft_p95_seconds"),),
+            "llm_engine_time_to_first_token_seconds",
             width=6,
             description="Queueing: TTFT rises with queue time while inter-token latency stays normal.",
         ),

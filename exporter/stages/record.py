@@ -72,11 +72,6 @@ EngineFigure = Literal[
 ]
 
 
-def value(fmt: str) -> str:
-    """The alert's own value in `fmt` (`{{ $value | humanizePercentage }}`)."""
-    return f"{{{{ $value | {fmt} }}}}"
-
-
 @dataclass
 class StageResult:
     """A stage's score (0-1) for one engine or gateway, with evidence lines quoting its numbers."""
@@ -112,6 +107,10 @@ class AlertContext(Protocol):
     gateway: str
     #: `by (cluster, node, gateway, gateway_type)`'s label list
     by_gateway: str
+
+    def value(self, fmt: str) -> str:
+        """The alert's own value in `fmt` (Fmt: `{{ $value | humanizePercentage }}`)."""
+        ...
 
     def series(self, name: str, *matchers: str) -> str:
         """`name{exporter selector, matchers}`."""

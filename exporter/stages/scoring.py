@@ -43,7 +43,7 @@ def itl_slowdown(h: History, t: Thresholds) -> tuple[float | None, float | None]
 def slowing(slowdown: float | None, t: Thresholds) -> float:
     """How clearly tokens slowed: 0 up to 30 % of the way to `itl_slowdown_ratio`, 1 at it.
 
-    Decode-bandwidth needs it and queueing is damped by it, so both read the same line.
+    The decode-bandwidth stage needs it and the queue stage is damped by it, so both read the same line.
     """
     return ramp(slowdown, 1.0 + (t.itl_slowdown_ratio - 1.0) * 0.3, t.itl_slowdown_ratio)
 
@@ -136,7 +136,8 @@ def host_busy(h: History, t: Thresholds) -> float:
 
 
 def prefill_stalls(h: History, t: Thresholds) -> float:
-    """0-1: prompt tokens dominate and the first token is slow beyond queueing (decode waits behind prefills)."""
+    """0-1: prompt tokens dominate and the first token is slow beyond its queue time (decode waits behind
+    prefills)."""
     prompt_rate = h.rate("prompt_tokens_total", t.level_seconds)
     gen_rate = h.rate("generation_tokens_total", t.level_seconds)
     ttft = h.mean("ttft_p95", t.level_seconds)

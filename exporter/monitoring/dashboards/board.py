@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import attr
 from grafanalib.core import Dashboard, GridPos, Template, Templating, Time
@@ -125,24 +125,17 @@ def variables(config: MonitoringConfig, names: tuple[str, ...], single_engine: b
     return result
 
 
+@dataclass
 class Board:
-    def __init__(
-        self,
-        config: MonitoringConfig,
-        uid: str,
-        title: str,
-        description: str,
-        variable_names: tuple[str, ...],
-        single_engine: bool = False,
-    ) -> None:
-        self.config = config
-        self.uid = uid
-        self.title = title
-        self.description = description
-        self.variable_names = variable_names
-        self.single_engine = single_engine
-        self._rows: list[tuple[str, str, list[PanelDef]]] = []
-        self._top: list[PanelDef] = []
+    config: MonitoringConfig
+    uid: str
+    title: str
+    description: str
+    variable_names: tuple[str, ...]
+    #: the engine variable picks one engine (no "All")
+    single_engine: bool = False
+    _rows: list[tuple[str, str, list[PanelDef]]] = field(default_factory=list, init=False)
+    _top: list[PanelDef] = field(default_factory=list, init=False)
 
     def top(self, *panels: PanelDef) -> None:
         """Panels above the first row (a dashboard's headline)."""

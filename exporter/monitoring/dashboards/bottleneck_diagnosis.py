@@ -15,7 +15,7 @@ from exporter.monitoring.dashboards.board import Board, summary
 from exporter.monitoring.dashboards.cluster_overview import active_bottlenecks_table
 from exporter.monitoring.dashboards.queries import Scope, stage_mappings
 from exporter.stages import stages
-from exporter.stages.panels import SCORE, PanelDef, Query, prose, state_timeline, text, timeseries, value_mappings
+from exporter.stages.panels import PanelDef, Query, Unit, prose, state_timeline, text, timeseries, value_mappings
 from exporter.stages.record import Stage
 
 UID = "llm-bottleneck-diagnosis"
@@ -39,7 +39,7 @@ def score(s: Scope, stage: Stage, width: int) -> PanelDef:
     return timeseries(
         f"Score: {stage.title}",
         Query(s.stage_score(stage.id), "{{engine}}"),
-        unit=SCORE,
+        unit=Unit.SCORE,
         min=0,
         max=1,
         lines=s.score_lines(),
