@@ -1,15 +1,15 @@
 """Write the dashboards: JSON per dashboard, the Grafana-sidecar ConfigMap and the README.
 
 The JSON is exactly what grafanalib's `generate-dashboard` writes for the same definition
-(`json.dump(..., sort_keys=True, indent=2)` and a newline), so either tool gives the same file.
+(`json.dump(..., sort_keys=True, indent=2)` and a newline), so either tool gives the same file:
+nested grafanalib objects are turned into JSON by their public `to_json_data()`, as its own
+encoder does.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-from grafanalib._gen import DashboardEncoder
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards import boards
@@ -24,8 +24,16 @@ README_PATH = "dashboards/README.md"
 SIDECAR_LABEL = ("grafana_dashboard", "1")
 
 
+def _json_data(value: Any) -> Any:
+    """A grafanalib object nested in a dashboard's data (a panel, a target) as JSON data."""
+    to_json_data = getattr(value, "to_json_data", None)
+    if to_json_data is None:
+        raise TypeError(f"{type(value).__name__} is not JSON serializable")
+    return to_json_data()
+
+
 def dashboard_json(board: Board) -> str:
-    return json.dumps(board.build().to_json_data(), sort_keys=True, indent=2, cls=DashboardEncoder) + "\n"
+    return json.dumps(board.build().to_json_data(), sort_keys=True, indent=2, default=_json_data) + "\n"
 
 
 def json_path(name: str) -> str:
