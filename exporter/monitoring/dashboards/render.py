@@ -121,10 +121,12 @@ exporter runs with (the `diagnosis:` section of deploy/kubernetes/configmap.yaml
 exporter's diagnosis scores against.
 
 - **Definitions**: `exporter/monitoring/dashboards/` in the installed package — one module per
-  dashboard, built from small panel factories (`panels.py`), a grid layout with stable panel ids
-  and the template variables (`board.py`), and selectors spliced from the configuration
-  (`queries.py`). Living in the package keeps `llm-bottleneck-exporter generate` working from a
-  plain install.
+  dashboard, built from small panel factories (`exporter/stages/panels.py`, and the evidence panels
+  several dashboards share, `exporter/stages/evidence.py`), a grid layout with stable panel ids and
+  the template variables (`board.py`), selectors spliced from the configuration (`queries.py`) and
+  one grafanalib rendering of every panel (`panels.py`). The *Bottleneck diagnosis* rows are the
+  stages' own (docs/stages.md). Living in the package keeps `llm-bottleneck-exporter generate`
+  working from a plain install.
 - **`dashboards/*.dashboard.py`**: thin grafanalib entry points over those modules (the monitoring
   configuration's defaults, the repository's deployed thresholds):
   `generate-dashboard -o dashboards/generated/NAME.json dashboards/NAME.dashboard.py` writes the
