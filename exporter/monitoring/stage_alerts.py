@@ -22,7 +22,7 @@ from exporter.stages.record import EngineFigure, Fmt, Scope, Stage
 
 # Where each figure a responder needs is looked up: the engine's own series, the GPUs attributed
 # to it, or its node; `[w]` is the rate window.
-_FIGURES: Mapping[EngineFigure, tuple[str, str, str]] = {
+FIGURE_LOOKUPS: Mapping[EngineFigure, tuple[str, str, str]] = {
     "running": ("engine", "sum(llm_engine_requests_running{@})", Fmt.COUNT),
     "waiting": ("engine", "sum(llm_engine_requests_waiting{@})", Fmt.COUNT),
     "kv": ("engine", "max(llm_engine_kv_cache_usage_ratio{@})", Fmt.PERCENT),
@@ -72,7 +72,7 @@ class StageAlertContext:
         return self._b.of_engine(f'max(llm_bottleneck_score{{@, stage="{self._stage.id}"}})', Fmt.SCORE)
 
     def figure(self, name: EngineFigure) -> str:
-        whose, template, fmt = _FIGURES[name]
+        whose, template, fmt = FIGURE_LOOKUPS[name]
         template = template.replace("[w]", f"[{self.rate_interval}]")
         lookup = {"engine": self._b.of_engine, "gpus": self._b.of_gpus, "node": self._b.of_node}[whose]
         return lookup(template, fmt)

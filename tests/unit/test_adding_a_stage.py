@@ -7,6 +7,7 @@ all pick it up with no other change, and drop it once it is unregistered (docs/a
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -223,3 +224,15 @@ def test_unregistered_it_is_gone_from_every_consumer() -> None:
     assert "Handover" not in " ".join(t for t, _ in bottleneck_diagnosis.board(MonitoringConfig()).rows())
     d, _ = run(Diagnoser(), 10, slow_handover)
     assert STAGE.id not in d.scores
+
+
+def test_a_record_is_checked_when_declared_and_when_registered() -> None:
+    with pytest.raises(ValueError, match="not a Grafana colour name"):
+        replace(STAGE, colour="teal")
+    with pytest.raises(ValueError, match="not diagnosis settings"):
+        replace(STAGE, lines=("kv_usage_warnin",))
+    with pytest.raises(ValueError, match="lower-case"):
+        replace(STAGE, id="Example-Handover")
+    with pytest.raises(ValueError, match="share order 40"):
+        register(replace(STAGE, order=40))
+    assert STAGE.id not in {stage.id for stage in stages()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 from dataclasses import replace
+from typing import get_args
 
 import pytest
 import yaml
@@ -24,8 +25,10 @@ from exporter.monitoring.lint import known_names
 from exporter.monitoring.promql import metric_names, template_queries
 from exporter.monitoring.records import recording_rules
 from exporter.monitoring.rule_files import PROMETHEUS_RULE_PATH, RULES_PATH, alert_files
+from exporter.monitoring.stage_alerts import FIGURE_LOOKUPS
 from exporter.settings import Thresholds
 from exporter.stages import stages
+from exporter.stages.record import EngineFigure
 from exporter.validation import ConfigError
 from tests.support import REPO
 
@@ -131,6 +134,10 @@ def test_every_stage_alert_has_its_runbook_with_every_section(stage):
         assert text.startswith(f"# {alert.name}\n")
         for section in ("## What it means", "## Confirm", "## Walk the framework", "## Remedies"):
             assert section in text, f"{alert.name}: no '{section}'"
+
+
+def test_every_figure_a_stage_alert_may_quote_has_its_lookup():
+    assert set(FIGURE_LOOKUPS) == set(get_args(EngineFigure))
 
 
 def test_the_runbook_index_lists_every_alert_with_its_default_severity_and_each_stage_alert_its_stage():
