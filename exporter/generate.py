@@ -24,6 +24,7 @@ from exporter.config import slos, thresholds
 from exporter.monitoring.config import DEPLOYED_EXPORTER_CONFIG, MonitoringConfig, load_config
 from exporter.monitoring.dashboards.render import dashboard_files
 from exporter.monitoring.rule_files import alert_files
+from exporter.monitoring.stage_docs import stage_files
 from exporter.settings import SloTarget, Thresholds
 
 Generator = Callable[[MonitoringConfig], dict[str, str]]
@@ -31,6 +32,7 @@ Generator = Callable[[MonitoringConfig], dict[str, str]]
 GENERATORS: list[Generator] = [
     alert_files,
     dashboard_files,
+    stage_files,
 ]
 
 

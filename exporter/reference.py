@@ -16,7 +16,7 @@ _SECTIONS = (
     ("llm_rdma_", "RDMA ports"),
     ("llm_host_", "Host"),
     ("llm_bottleneck_", "Bottleneck diagnosis"),
-    ("llm_gateway_", "Gateways (the ingress stage)"),
+    ("llm_gateway_", "Gateways (the stages before the engine)"),
     ("llm_probe_", "Active probes (the client-network stage)"),
     ("llm_slo_", "Latency SLOs (docs/slo.md)"),
     ("llm_capacity_", "Capacity headroom (docs/slo.md)"),

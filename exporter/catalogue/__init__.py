@@ -12,7 +12,6 @@ from exporter.catalogue.derived import (
     CAPACITY_FAMILIES,
     REQUEST_FAMILIES,
     SLO_FAMILIES,
-    STAGES,
 )
 from exporter.catalogue.engines import ENGINE_FAMILIES, ENGINE_SETTINGS, LATENCY_FAMILIES
 from exporter.catalogue.gpus import GPU_FAMILIES
@@ -21,7 +20,7 @@ from exporter.catalogue.own import EXPORTER_FAMILIES
 from exporter.catalogue.path import GATEWAY_FAMILIES, PROBE_FAMILIES
 from exporter.catalogue.spec import MetricSpec, MetricType
 
-__all__ = ["CATALOGUE", "ENGINE_SETTINGS", "LATENCY_FAMILIES", "QUANTILES", "STAGES", "MetricSpec", "MetricType"]
+__all__ = ["CATALOGUE", "ENGINE_SETTINGS", "LATENCY_FAMILIES", "QUANTILES", "MetricSpec", "MetricType"]
 
 # The quantiles every summary family exports.
 QUANTILES = (0.5, 0.95, 0.99)

@@ -16,15 +16,6 @@ from exporter.catalogue.spec import (
     summary,
 )
 
-STAGES = (
-    "queueing",
-    "prefill_compute",
-    "decode_memory_bandwidth",
-    "kv_cache_capacity",
-    "cross_node_communication",
-    "host_overhead",
-)
-
 BOTTLENECK_FAMILIES: tuple[MetricSpec, ...] = families(
     ENGINE_LABELS,
     gauge("llm_bottleneck_score", "How strongly the evidence points at this stage as the bottleneck, 0-1.", "stage"),

@@ -55,13 +55,13 @@ GATEWAY_FAMILIES: tuple[MetricSpec, ...] = families(
     ),
     gauge(
         "llm_gateway_bottleneck_score",
-        "How strongly the evidence points at this stage (ingress, client_network) for the path through the "
-        "gateway, 0-1.",
+        "How strongly the evidence points at this stage before the engine (docs/stages.md) for the path through "
+        "the gateway, 0-1.",
         "stage",
     ),
     gauge(
         "llm_gateway_bottleneck_primary",
-        "One-hot over stage (ingress, client_network, none): the path's main bottleneck before the engine.",
+        "One-hot over stage (the stages before the engine, and none): the path's main bottleneck before the engine.",
         "stage",
     ),
 )

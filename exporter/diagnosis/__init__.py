@@ -1,8 +1,9 @@
 """Bottleneck diagnosis: the framework of DESIGN.md as `llm_bottleneck_*` gauges and a report.
 
-Reads only normalized metrics (signals.py), scores each stage from several signals (stages.py),
-applies hysteresis so `llm_bottleneck_active` does not flap, and names one primary stage per
-engine with the evidence and the actions (actions.py).
+Reads only normalized metrics (exporter/stages/signals.py), scores every engine-scope stage of the
+registry (exporter/stages/) from several signals, applies hysteresis so `llm_bottleneck_active`
+does not flap (verdict.py), and names one primary stage per engine with the evidence and the
+actions worded for its settings. The stages before the engine are scored per gateway (path.py).
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from exporter.catalogue import STAGES as STAGE_IDS
-from exporter.diagnosis.actions import stage_actions
-from exporter.diagnosis.ingress import PathDiagnoser
-from exporter.diagnosis.signals import EngineKey, History, engine_inputs, engine_key
-from exporter.diagnosis.stages import STAGES, StageResult
+from exporter.diagnosis.path import PathDiagnoser
+from exporter.diagnosis.verdict import NONE, Hysteresis
 from exporter.model import Metric, Sample
 from exporter.settings import Thresholds, field_names
+from exporter.stages import ENGINE, of
+from exporter.stages.record import StageResult
+from exporter.stages.signals import EngineKey, History, engine_inputs, engine_key
 
 __all__ = ["Diagnoser", "Thresholds"]
 
@@ -30,7 +31,7 @@ class EngineDiagnosis:
     scores: dict[str, float]
     active: dict[str, bool]
     results: dict[str, StageResult]
-    primary: str = "none"
+    primary: str = NONE
     evidence: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
 
@@ -55,10 +56,10 @@ class Diagnoser:
         self.thresholds = thresholds or Thresholds()
         self._histories: dict[EngineKey, History] = {}
         self._last_seen: dict[EngineKey, float] = {}
-        self._active: dict[tuple[EngineKey, str], bool] = {}
+        self._hysteresis = Hysteresis()
         self.latest: dict[EngineKey, EngineDiagnosis] = {}
         self.generated_at: float = time.time()
-        #: the stages before the engine (ingress, client_network), per gateway
+        #: the stages before the engine, per gateway
         self.path = PathDiagnoser()
 
     def update(
@@ -100,7 +101,7 @@ class Diagnoser:
         ]:
             del self._histories[key]
             del self._last_seen[key]
-            self._active = {k: v for k, v in self._active.items() if k[0] != key}
+            self._hysteresis.forget(key)
         # An engine within its grace keeps its last verdict (and its row in /diagnosis) rather
         # than vanishing for one collection.
         previous = self.latest
@@ -130,20 +131,15 @@ class Diagnoser:
 
     def _diagnose(self, key: EngineKey, history: History) -> EngineDiagnosis:
         t = self.thresholds
-        results = {stage: STAGES[stage](history, t) for stage in STAGE_IDS}
-        scores = {stage: r.score for stage, r in results.items()}
-        active = {}
-        for stage, score in scores.items():
-            was = self._active.get((key, stage), False)
-            active[stage] = score >= (t.exit_score if was else t.enter_score)
-            self._active[(key, stage)] = active[stage]
-        on = [s for s in STAGE_IDS if active[s]]
-        primary = max(on, key=lambda s: scores[s]) if on else "none"
-        ordered = sorted(STAGE_IDS, key=lambda s: (not active[s], -scores[s]))
+        stages = of(ENGINE)
+        results = {stage.id: stage.score(history, t) for stage in stages}
+        scores = {stage_id: r.score for stage_id, r in results.items()}
+        active, primary = self._hysteresis.judge(key, stages, scores, t)
+        ordered = sorted(stages, key=lambda s: (not active[s.id], -scores[s.id]))
         evidence = []
         for stage in ordered:
-            if active[stage] or stage == ordered[0]:
-                evidence += [f"{stage} {scores[stage]:.2f}: {line}" for line in results[stage].evidence]
+            if active[stage.id] or stage is ordered[0]:
+                evidence += [f"{stage.id} {scores[stage.id]:.2f}: {line}" for line in results[stage.id].evidence]
         unattributed = history.unattributed_gpus(t.level_seconds)
         if unattributed:
             # Said once per engine whatever stage leads: its verdict was reached without GPU data.
@@ -152,17 +148,17 @@ class Diagnoser:
                 "used for this engine only where every GPU of the node agrees; set gpu_attribution to use them"
             )
         settings = history.latest().settings
-        actions = [a for s in ordered if active[s] for a in stage_actions(s, settings)]
+        actions = [a for s in ordered if active[s.id] for a in s.actions_for(settings)]
         return EngineDiagnosis(key, scores, active, results, primary, evidence, actions)
 
     def _gauges(self, d: EngineDiagnosis) -> list[Metric]:
         engine, engine_type, model = d.key
         base = {"engine": engine, "engine_type": engine_type, "model": model}
         out: list[Metric] = []
-        for stage in STAGE_IDS:
+        for stage, score in d.scores.items():
             labels = {**base, "stage": stage}
-            out.append(Sample("llm_bottleneck_score", labels, round(d.scores[stage], 4)))
+            out.append(Sample("llm_bottleneck_score", labels, round(score, 4)))
             out.append(Sample("llm_bottleneck_active", labels, 1.0 if d.active[stage] else 0.0))
-        for stage in (*STAGE_IDS, "none"):
+        for stage in (*d.scores, NONE):
             out.append(Sample("llm_bottleneck_primary", {**base, "stage": stage}, 1.0 if d.primary == stage else 0.0))
         return out

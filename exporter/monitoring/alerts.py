@@ -1,21 +1,17 @@
 """Alerting rules: each names the stage or component, carries the values it saw, and links its runbook.
 
-The stage alerts key on the exporter's `llm_bottleneck_active{stage}` — the diagnosis decided from
-several signals together, with hysteresis — and, where one engine-level family is the defining
-evidence (KV usage, waiting requests), require that family past its line too, so the page's value
-is that figure. The other figures a responder needs (DRAM and SM activity of the engine's GPUs,
-latency quantiles, preemption rate) are looked up by the annotation templates when it fires.
+The stages' alerts come from their records (stage_alerts.py); the others are here: the latency
+objective and load spread, GPUs, RDMA ports, availability, the SLOs' burn rates and the nodes
+compared with their peers. The figures a responder needs are looked up by the annotation
+templates when an alert fires (alert_builder.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
+from exporter.monitoring.alert_builder import GROUP_PREFIX, AlertBuilder, AlertingRule, RuleGroup
 from exporter.monitoring.cluster import cluster_records
 from exporter.monitoring.config import MonitoringConfig
-from exporter.monitoring.gateway_alerts import gateway_alerts
-from exporter.monitoring.promql import escape_printf, evidence, label_matchers, percent, series
+from exporter.monitoring.promql import percent, series
 from exporter.monitoring.records import RecordingRule, RecordNames, recording_rules
 from exporter.monitoring.slo_rules import (
     BUDGET_PERIOD,
@@ -27,194 +23,17 @@ from exporter.monitoring.slo_rules import (
     describe,
     slo_recording_rules,
 )
+from exporter.monitoring.stage_alerts import stage_alerts
 from exporter.settings import SloTarget
+from exporter.stages import ENGINE, PATH
+from exporter.stages.record import Fmt
 
-GROUP_PREFIX = "llm-bottleneck-exporter"
+__all__ = ["AlertingRule", "RuleGroup", "alert_rules", "rule_groups"]
 
-
-@dataclass(frozen=True)
-class AlertingRule:
-    alert: str
-    expr: str
-    for_: str
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "alert": self.alert,
-            "expr": self.expr,
-            "for": self.for_,
-            "labels": dict(self.labels),
-            "annotations": dict(self.annotations),
-        }
+PCT, SECONDS, COUNT, RATE = Fmt.PERCENT, Fmt.SECONDS, Fmt.COUNT, Fmt.RATE
 
 
-@dataclass(frozen=True)
-class RuleGroup:
-    name: str
-    rules: list[RecordingRule | AlertingRule] = field(default_factory=list)
-
-
-class _Builder:
-    """Shared pieces of every alert: selectors, label names and the evidence lookups."""
-
-    def __init__(self, config: MonitoringConfig) -> None:
-        self.config = config
-        self.x = config.selectors.exporter
-        self.cluster = config.labels.cluster
-        self.node = config.labels.node
-        self.records = RecordNames(config)
-        self.engine_labels = (self.cluster, self.node, "engine")
-        self.model_labels = (self.cluster, self.node, "engine", "model")
-
-    def alert(self, name: str, expr: str, summary: str, description: str, **labels: str) -> AlertingRule:
-        policy = self.config.policy(name)
-        return AlertingRule(
-            alert=name,
-            expr=expr,
-            for_=policy.for_,
-            labels={"severity": policy.severity, **labels},
-            annotations={
-                "summary": summary,
-                "description": description,
-                "runbook_url": self.config.runbook_url(name),
-            },
-        )
-
-    def s(self, name: str, *matchers: str) -> str:
-        return series(name, self.x, *matchers)
-
-    def lookup(self, template: str, labels: tuple[str, ...], fmt: str, exporter_series: bool = True) -> str:
-        """An evidence snippet; `@` in `template` stands for the matchers: the exporter selector
-        (unless the series is recorded, which drops `job`) and one `label=%q` per label."""
-        own = escape_printf(self.x) if exporter_series else ""
-        matchers = ", ".join(m for m in (own, label_matchers(labels)) if m)
-        return evidence(template.replace("@", matchers), labels, fmt)
-
-    def of_engine(self, template: str, fmt: str) -> str:
-        """A figure of this engine's own series (labels engine and model)."""
-        return self.lookup(template, self.model_labels, fmt)
-
-    def of_gpus(self, template: str, fmt: str) -> str:
-        """A figure of the GPUs attributed to this engine (label engine, no model)."""
-        return self.lookup(template, self.engine_labels, fmt)
-
-    def of_node(self, template: str, fmt: str) -> str:
-        return self.lookup(template, (self.cluster, self.node), fmt)
-
-    def engine_ident(self) -> str:
-        return (
-            f"Engine {{{{ $labels.engine }}}} ({{{{ $labels.engine_type }}}}, model {{{{ $labels.model }}}}) "
-            f"on {{{{ $labels.{self.node} }}}}"
-        )
-
-    def stage_active(self, stage: str) -> str:
-        return f"{self.s('llm_bottleneck_active', f'stage={_q(stage)}')} == 1"
-
-    def stage_score(self, stage: str) -> str:
-        """The score, while the stage is active (hysteresis decided by the exporter)."""
-        return f"{self.s('llm_bottleneck_score', f'stage={_q(stage)}')}\nand\n{self.stage_active(stage)}"
-
-
-def _q(value: str) -> str:
-    return '"' + value + '"'
-
-
-PCT = "humanizePercentage"
-SECONDS = "humanizeDuration"
-COUNT = 'printf "%.0f"'
-RATE = 'printf "%.2f"'
-SCORE = 'printf "%.2f"'
-
-
-def _bottleneck_alerts(b: _Builder) -> list[AlertingRule]:
-    d, w = b.config.diagnosis, b.config.rate_interval
-    ident = b.engine_ident()
-    running = b.of_engine("sum(llm_engine_requests_running{@})", COUNT)
-    waiting = b.of_engine("sum(llm_engine_requests_waiting{@})", COUNT)
-    kv = b.of_engine("max(llm_engine_kv_cache_usage_ratio{@})", PCT)
-    itl_p95 = b.of_engine('max(llm_engine_inter_token_latency_seconds{@, quantile="0.95"})', SECONDS)
-    ttft_p95 = b.of_engine('max(llm_engine_time_to_first_token_seconds{@, quantile="0.95"})', SECONDS)
-    queue_p95 = b.of_engine('max(llm_engine_queue_time_seconds{@, quantile="0.95"})', SECONDS)
-    preemptions = b.of_engine("sum(rate(llm_engine_preemptions_total{@}[" + w + "]))", RATE)
-    prompt_rate = b.of_engine("sum(rate(llm_engine_prompt_tokens_total{@}[" + w + "]))", COUNT)
-    engine_cpu = b.of_engine("sum(rate(llm_engine_process_cpu_seconds_total{@}[" + w + "]))", RATE)
-    dram = b.of_gpus("max(llm_gpu_dram_active_ratio{@})", PCT)
-    sm = b.of_gpus("avg(llm_gpu_sm_active_ratio{@})", PCT)
-    tensor = b.of_gpus("max(llm_gpu_tensor_active_ratio{@})", PCT)
-    gpu_util = b.of_gpus("avg(llm_gpu_utilization_ratio{@})", PCT)
-    rdma_util = b.of_node("max(llm_rdma_port_transmit_utilization_ratio{@})", PCT)
-    cnp = b.of_node("sum(rate(llm_rdma_port_cnp_handled_total{@}[" + w + "]))", RATE)
-    retrans = b.of_node("sum(rate(llm_rdma_port_retransmissions_total{@}[" + w + "]))", RATE)
-
-    def score_of(stage: str) -> str:
-        return b.of_engine('max(llm_bottleneck_score{@, stage="' + stage + '"})', SCORE)
-
-    value_score = f"{{{{ $value | {SCORE} }}}}"
-
-    return [
-        b.alert(
-            "LLMDecodeMemoryBandwidthSaturated",
-            b.stage_score("decode_memory_bandwidth"),
-            "LLM decode is bound by GPU memory bandwidth: tokens are generated as fast as HBM can feed them.",
-            f"{ident}: decode is memory-bandwidth-bound (score {value_score}). "
-            f"DRAM active {dram} (saturation line {percent(d.dram_active_saturated)}), SM active {sm}, "
-            f"inter-token latency p95 {itl_p95}, running {running}, waiting {waiting}. "
-            "Adding concurrency makes it worse: cut the bytes each token reads "
-            "(prefix caching, a max-model-len cap, shortest-job-first).",
-            stage="decode_memory_bandwidth",
-        ),
-        b.alert(
-            "LLMKVCacheSaturated",
-            f"{b.s('llm_engine_kv_cache_usage_ratio')} >= {d.kv_usage_warning:g}\n"
-            f"and ignoring (stage)\n{b.stage_active('kv_cache_capacity')}",
-            "LLM KV cache is full: concurrency is capped and requests wait or are preempted.",
-            f"{ident}: KV cache {{{{ $value | {PCT} }}}} full (line {percent(d.kv_usage_warning)}) "
-            f"with {waiting} requests waiting, {preemptions} preemptions/s and {running} running "
-            f"(score {score_of('kv_cache_capacity')}).",
-            stage="kv_cache_capacity",
-        ),
-        b.alert(
-            "LLMSchedulingQueueBacklog",
-            f"{b.s('llm_engine_requests_waiting')} >= {d.waiting_requests:g}\n"
-            f"and ignoring (stage)\n{b.stage_active('queueing')}",
-            "LLM requests queue: every engine slot is busy.",
-            f"{ident}: {{{{ $value | {COUNT} }}}} requests waiting (line {d.waiting_requests:g}), "
-            f"queue time p95 {queue_p95}, time to first token p95 {ttft_p95}, running {running}, "
-            f"KV cache {kv} (score {score_of('queueing')}).",
-            stage="queueing",
-        ),
-        b.alert(
-            "LLMPrefillComputeBound",
-            b.stage_score("prefill_compute"),
-            "LLM prompt processing (prefill) is compute-bound.",
-            f"{ident}: prefill is compute-bound (score {value_score}): tensor active {tensor}, "
-            f"time to first token p95 {ttft_p95}, queue time p95 {queue_p95}, {prompt_rate} prompt tokens/s.",
-            stage="prefill_compute",
-        ),
-        b.alert(
-            "LLMCrossNodeCommunicationBottleneck",
-            b.stage_score("cross_node_communication"),
-            "LLM steps wait on cross-node communication over RDMA.",
-            f"{ident}: cross-node communication limits the step (score {value_score}): "
-            f"RDMA transmit utilization up to {rdma_util}, {cnp} CNPs handled/s, {retrans} retransmissions/s "
-            f"on the node, inter-token latency p95 {itl_p95}.",
-            stage="cross_node_communication",
-        ),
-        b.alert(
-            "LLMHostOverhead",
-            b.stage_score("host_overhead"),
-            "LLM GPUs wait on the host: CPU-side scheduling or Python overhead.",
-            f"{ident}: host overhead limits the GPUs (score {value_score}): SM active {sm} "
-            f"(line {percent(d.sm_active_ineffective)}), GPU utilization {gpu_util} while {running} requests run, "
-            f"engine process {engine_cpu} CPU cores busy.",
-            stage="host_overhead",
-        ),
-    ]
-
-
-def _serving_alerts(b: _Builder) -> list[AlertingRule]:
+def _serving_alerts(b: AlertBuilder) -> list[AlertingRule]:
     t, r = b.config.thresholds, b.records
     cluster_ref = f"{{{{ with $labels.{b.cluster} }}}} of cluster {{{{ . }}}}{{{{ end }}}}"
     ttft_p99 = f'{r.latency_quantile("time_to_first_token")}{{quantile="0.99"}}'
@@ -257,7 +76,7 @@ def _serving_alerts(b: _Builder) -> list[AlertingRule]:
     ]
 
 
-def _gpu_alerts(b: _Builder) -> list[AlertingRule]:
+def _gpu_alerts(b: AlertBuilder) -> list[AlertingRule]:
     t, win = b.config.thresholds, b.config.windows
     gpu = (
         f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.gpu_model }}}}, {{{{ $labels.uuid }}}}) on {{{{ $labels.{b.node} }}}}"
@@ -290,7 +109,7 @@ def _gpu_alerts(b: _Builder) -> list[AlertingRule]:
     ]
 
 
-def _rdma_alerts(b: _Builder) -> list[AlertingRule]:
+def _rdma_alerts(b: AlertBuilder) -> list[AlertingRule]:
     t, win, w = b.config.thresholds, b.config.windows, b.config.rate_interval
     port = f"RDMA port {{{{ $labels.device }}}}/{{{{ $labels.port }}}} on {{{{ $labels.{b.node} }}}}"
     up = b.s("llm_rdma_port_up")
@@ -311,7 +130,7 @@ def _rdma_alerts(b: _Builder) -> list[AlertingRule]:
     ]
 
 
-def _availability_alerts(b: _Builder) -> list[AlertingRule]:
+def _availability_alerts(b: AlertBuilder) -> list[AlertingRule]:
     up = series("up", b.x)
     not_engine = 'source!="engine"'
     return [
@@ -341,7 +160,7 @@ def _availability_alerts(b: _Builder) -> list[AlertingRule]:
     ]
 
 
-def _cluster_alerts(b: _Builder) -> list[AlertingRule]:
+def _cluster_alerts(b: AlertBuilder) -> list[AlertingRule]:
     """Nodes compared with their peers: the straggler and the congested link, each named."""
     t, w, c = b.config.thresholds, b.config.rate_interval, RecordNames(b.config)
     node_labels = (b.cluster, b.node)
@@ -398,15 +217,15 @@ def alert_rules(config: MonitoringConfig) -> list[AlertingRule]:
 
 
 def rule_groups(config: MonitoringConfig) -> list[RuleGroup]:
-    b = _Builder(config)
+    b = AlertBuilder(config)
     return [
         RuleGroup(f"{GROUP_PREFIX}.records", list(recording_rules(config))),
-        RuleGroup(f"{GROUP_PREFIX}.bottlenecks", list(_bottleneck_alerts(b))),
+        stage_alerts(b, ENGINE),
         RuleGroup(f"{GROUP_PREFIX}.serving", list(_serving_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.gpu", list(_gpu_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.rdma", list(_rdma_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.availability", list(_availability_alerts(b))),
-        RuleGroup(f"{GROUP_PREFIX}.ingress", list[RecordingRule | AlertingRule](gateway_alerts(b))),
+        stage_alerts(b, PATH),
         # One group, records first: rules of a group run in order, so an alert reads the burn
         # recorded in the same evaluation (groups run concurrently, a second group could lag one).
         RuleGroup(
@@ -418,7 +237,7 @@ def rule_groups(config: MonitoringConfig) -> list[RuleGroup]:
     ]
 
 
-def _slo_alerts(b: _Builder, slo: SloTarget) -> list[RecordingRule | AlertingRule]:
+def _slo_alerts(b: AlertBuilder, slo: SloTarget) -> list[RecordingRule | AlertingRule]:
     """Page on fast burn, ticket on slow burn (exporter/monitoring/slo_rules.py), per dimension."""
     budget = 1 - slo.objective
     rules: list[RecordingRule | AlertingRule] = []

@@ -24,6 +24,7 @@ from typing import Any
 
 from exporter import validation as v
 from exporter.settings import SloTarget, Thresholds
+from exporter.stages import stages
 from exporter.validation import ConfigError, load_file
 
 SEVERITIES = ("critical", "warning", "info")
@@ -113,15 +114,9 @@ class AlertPolicy:
     for_: str  # the rule's `for:` (YAML key `for`)
 
 
-DEFAULT_POLICIES: Mapping[str, AlertPolicy] = MappingProxyType(
+# The alerts that are not a stage's (a stage's defaults are in its record, exporter/stages/<id>.py).
+OTHER_POLICIES: Mapping[str, AlertPolicy] = MappingProxyType(
     {
-        # The two saturation pages of DESIGN.md.
-        "LLMDecodeMemoryBandwidthSaturated": AlertPolicy("critical", "5m"),
-        "LLMKVCacheSaturated": AlertPolicy("critical", "5m"),
-        "LLMSchedulingQueueBacklog": AlertPolicy("warning", "10m"),
-        "LLMPrefillComputeBound": AlertPolicy("warning", "10m"),
-        "LLMCrossNodeCommunicationBottleneck": AlertPolicy("warning", "10m"),
-        "LLMHostOverhead": AlertPolicy("warning", "15m"),
         "LLMTimeToFirstTokenP99High": AlertPolicy("warning", "10m"),
         "LLMLoadImbalance": AlertPolicy("warning", "30m"),
         "LLMGPUMemoryNearlyFull": AlertPolicy("warning", "15m"),
@@ -133,8 +128,6 @@ DEFAULT_POLICIES: Mapping[str, AlertPolicy] = MappingProxyType(
         "LLMEngineDown": AlertPolicy("critical", "5m"),
         "LLMExporterSourceDown": AlertPolicy("warning", "15m"),
         "LLMExporterAbsent": AlertPolicy("warning", "10m"),
-        "LLMGatewayErrors": AlertPolicy("warning", "5m"),
-        "LLMIngressLatencyHigh": AlertPolicy("warning", "10m"),
         # Error-budget burn (SRE workbook): the windows do the debouncing, so `for` stays short.
         "LLMSLOErrorBudgetBurnFast": AlertPolicy("critical", "2m"),
         "LLMSLOErrorBudgetBurnSlow": AlertPolicy("warning", "15m"),
@@ -142,6 +135,14 @@ DEFAULT_POLICIES: Mapping[str, AlertPolicy] = MappingProxyType(
         "LLMRDMALinkCongested": AlertPolicy("warning", "10m"),
     }
 )
+
+
+def default_policies() -> Mapping[str, AlertPolicy]:
+    """Every alert's severity and `for:` by default: the stages' from their records (the stages
+    registered now), then the others."""
+    policies = {alert.name: AlertPolicy(alert.severity, alert.for_) for s in stages() for alert in s.alerts}
+    return MappingProxyType({**policies, **OTHER_POLICIES})
+
 
 DEFAULT_RULE_LABELS: Mapping[str, str] = MappingProxyType(
     {
@@ -177,7 +178,7 @@ class MonitoringConfig:
     slos: tuple[SloTarget, ...] = ()
     thresholds: AlertThresholds = field(default_factory=AlertThresholds)
     windows: Windows = field(default_factory=Windows)
-    alerts: Mapping[str, AlertPolicy] = field(default_factory=lambda: DEFAULT_POLICIES)
+    alerts: Mapping[str, AlertPolicy] = field(default_factory=default_policies)
     # `runbook_url` = this + "/<AlertName>.md"; the files are docs/runbooks/<AlertName>.md.
     runbook_url_base: str = "https://github.com/llm-bottleneck-exporter/llm-bottleneck-exporter/blob/main/docs/runbooks"
     prometheus_rule: PrometheusRuleMeta = field(default_factory=PrometheusRuleMeta)

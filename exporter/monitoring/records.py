@@ -48,27 +48,30 @@ class RecordNames:
 
     def __init__(self, config: MonitoringConfig) -> None:
         w = config.rate_interval
-        self.requests_rate = f"model:llm_engine_e2e_request_latency_seconds_count:sum_rate{w}"
-        self.prompt_tokens_rate = f"model:llm_engine_prompt_tokens:sum_rate{w}"
-        self.generation_tokens_rate = f"model:llm_engine_generation_tokens:sum_rate{w}"
-        self.preemptions_rate = f"model:llm_engine_preemptions:sum_rate{w}"
-        self.running = "model:llm_engine_requests_running:sum"
-        self.waiting = "model:llm_engine_requests_waiting:sum"
-        self.kv_usage_max = "model:llm_engine_kv_cache_usage_ratio:max"
-        self.kv_usage_avg = "model:llm_engine_kv_cache_usage_ratio:avg"
+        # per model, from the exporter's families (recording_rules below): `level:metric:operations`
+        self.requests_rate, self.prompt_tokens_rate, self.generation_tokens_rate, self.preemptions_rate = (
+            f"model:llm_engine_{metric}:sum_rate{w}"
+            for metric in ("e2e_request_latency_seconds_count", "prompt_tokens", "generation_tokens", "preemptions")
+        )
+        self.running, self.waiting = (f"model:llm_engine_requests_{state}:sum" for state in ("running", "waiting"))
+        self.kv_usage_max, self.kv_usage_avg = (f"model:llm_engine_kv_cache_usage_ratio:{op}" for op in ("max", "avg"))
+        # load imbalance: GPU busy across nodes, running requests across a model's replicas
         self.node_gpu_busy = "node:llm_gpu_utilization_ratio:avg"
         self.cluster_gpu_busy = "cluster:llm_gpu_utilization_ratio:avg"
         self.gpu_busy_cv = "cluster:llm_gpu_utilization_ratio:cv_by_node"
         self.running_cv = "model:llm_engine_requests_running:cv_by_engine"
         # the cluster view: nodes compared with each other (exporter/monitoring/cluster.py's rules)
-        self.node_tokens = f"node:llm_engine_generation_tokens:sum_rate{w}"
-        self.node_tokens_mean = f"cluster:llm_engine_generation_tokens:avg_by_node_rate{w}"
-        self.node_tokens_spread = f"cluster:llm_engine_generation_tokens:spread_by_node_rate{w}"
-        self.node_load_ratio = f"node:llm_engine_generation_tokens:ratio_to_node_avg_rate{w}"
+        tokens = "llm_engine_generation_tokens"
+        self.node_tokens = f"node:{tokens}:sum_rate{w}"
+        self.node_tokens_mean, self.node_tokens_spread = (
+            f"cluster:{tokens}:{op}_by_node_rate{w}" for op in ("avg", "spread")
+        )
+        self.node_load_ratio = f"node:{tokens}:ratio_to_node_avg_rate{w}"
         self.node_gpus = "node:llm_gpu_up:count"
-        self.node_tokens_per_gpu = f"node:llm_engine_generation_tokens_per_gpu:rate{w}"
-        self.cluster_tokens_per_gpu = f"cluster:llm_engine_generation_tokens_per_gpu:rate{w}"
-        self.scaling_efficiency = f"cluster:llm_engine_generation_tokens_per_gpu:ratio_to_best_node_rate{w}"
+        self.node_tokens_per_gpu, self.cluster_tokens_per_gpu = (
+            f"{level}:{tokens}_per_gpu:rate{w}" for level in ("node", "cluster")
+        )
+        self.scaling_efficiency = f"cluster:{tokens}_per_gpu:ratio_to_best_node_rate{w}"
         self.node_itl = "node:llm_engine_inter_token_latency_seconds:avg_p50"
         self.node_itl_ratio = "node:llm_engine_inter_token_latency_seconds:ratio_to_median_node_p50"
         self.node_serving = "node:llm_engine_up:min"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter.monitoring.alerts import RuleGroup, rule_groups
+from exporter.monitoring.alert_builder import RuleGroup
+from exporter.monitoring.alerts import rule_groups
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.yaml_output import HEADER, dump
 

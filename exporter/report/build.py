@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from exporter.diagnosis.actions import ACTIONS
 from exporter.report.causes import ENGINE_CONFIG_INFO, Cause, config_causes, mix_causes
 from exporter.report.fix import FixVerdict, fix_verdict
 from exporter.report.matrix import GroupKey, Row, build_rows, group_key
 from exporter.report.prometheus import PrometheusClient, Series
-from exporter.report.queries import FIGURES, FIGURES_BY_KEY, LEVELS, Level, QueryContext, presence_expr
+from exporter.report.queries import FIGURES_BY_KEY, LEVELS, Level, QueryContext, all_figures, presence_expr
 from exporter.report.walk import NONE, EngineStages, StageStep, cluster_primary, walk
 from exporter.report.windows import Window
+from exporter.stages import get as stage_record
 
 PARALLEL_QUERIES = 8
 #: Points of each plotted series over the whole span.
@@ -116,8 +116,9 @@ def build_report(
             return []
         return client.query_range(expr, window.start + step, window.end, step)
 
+    figures = all_figures()
     jobs: list[tuple[str, Level, str, Window]] = []
-    for figure in FIGURES:
+    for figure in figures:
         for level in LEVELS:
             expr = figure.build(ctx, level)
             if expr is not None:
@@ -158,7 +159,7 @@ def build_report(
     has_after = "after" in names
     rows = [
         row
-        for figure in FIGURES
+        for figure in figures
         for level in LEVELS
         if (figure.key, level) in values
         for row in build_rows(figure, level, values[(figure.key, level)], has_after)
@@ -195,7 +196,8 @@ def build_report(
             report.causes += config_causes(
                 name, config.get((name, "incident"), []), config.get((name, "after"), []), "after"
             )
-    report.actions = list(ACTIONS.get(incident_stage, ()))
+    incident_record = stage_record(incident_stage)
+    report.actions = incident_record.generic_actions if incident_record is not None else []
     if has_after:
         report.fix = fix_verdict(cluster_rows, incident_stage, primary.get("after", NONE))
     report.elapsed_seconds = time.monotonic() - began

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from exporter.report.matrix import Row
 from exporter.report.render_text import fmt_value
+from exporter.stages import get
 
 #: A mix figure explains a stage change when it moved by at least this factor either way.
 MIX_RATIO = 1.5
@@ -24,13 +25,12 @@ _IDENTITY = ("instance", "pod", "namespace", "container", "engine", "model_name"
 #: Prefix-cache hit ratio: an absolute change of this much is a change of sharing.
 SHARING_CHANGE = 0.2
 
-# Which stages each mix change drives (the framework's causal arrows).
-_BEARS_ON = {
-    "mean_prompt_tokens": {"prefill_compute", "decode_memory_bandwidth", "kv_cache_capacity", "queueing"},
-    "mean_output_tokens": {"decode_memory_bandwidth", "kv_cache_capacity", "queueing"},
-    "request_rate": {"queueing", "prefill_compute", "decode_memory_bandwidth", "kv_cache_capacity", "host_overhead"},
-    "prefix_cache_hit_ratio": {"prefill_compute", "kv_cache_capacity", "decode_memory_bandwidth"},
-}
+
+def _bears_on(figure: str, stage_id: str) -> bool:
+    """Whether a change of this mix figure drives the stage (its record's `driven_by`: the
+    framework's causal arrows)."""
+    stage = get(stage_id)
+    return stage is not None and figure in stage.driven_by
 
 
 @dataclass(frozen=True)
@@ -60,13 +60,13 @@ def mix_causes(rows: Mapping[str, Row], incident_stage: str) -> list[Cause]:
         if ratio >= MIX_RATIO or shrunk:
             unit = row.figure.unit
             summary = f"{row.figure.label} ×{ratio:.1f} ({fmt_value(base, unit)} → {fmt_value(incident, unit)})"
-            causes.append(Cause("request_mix", key, summary, base, incident, ratio, incident_stage in _BEARS_ON[key]))
+            causes.append(Cause("request_mix", key, summary, base, incident, ratio, _bears_on(key, incident_stage)))
     row = rows.get("prefix_cache_hit_ratio")
     if row is not None:
         base, incident = row.value("baseline"), row.value("incident")
         if base is not None and incident is not None and abs(incident - base) >= SHARING_CHANGE:
             summary = f"prefix sharing changed: hit ratio {base:.0%} → {incident:.0%}"
-            explains = incident_stage in _BEARS_ON["prefix_cache_hit_ratio"]
+            explains = _bears_on("prefix_cache_hit_ratio", incident_stage)
             causes.append(Cause("request_mix", "prefix_cache_hit_ratio", summary, base, incident, None, explains))
     # The largest change first: the one most likely to be the root cause.
     return sorted(causes, key=lambda c: (not c.explains, -abs(_log(c.ratio))))

@@ -18,22 +18,20 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from exporter.catalogue import STAGES
 from exporter.report.build import Report, Timeline
 from exporter.report.prometheus import Series
 from exporter.report.windows import Window
+from exporter.stages import ENGINE, of
 
 WINDOW_COLOURS = {"baseline": "#2e7d32", "incident": "#c62828", "after": "#1565c0"}
-STAGE_COLOURS = {
-    "none": "#e0e0e0",
-    "queueing": "#f9a825",
-    "prefill_compute": "#6a1b9a",
-    "decode_memory_bandwidth": "#c62828",
-    "kv_cache_capacity": "#ef6c00",
-    "cross_node_communication": "#1565c0",
-    "host_overhead": "#00838f",
-}
+#: Steps where no stage was primary; each stage is drawn in its record's colour (the dashboards').
+NONE_COLOUR = "#e0e0e0"
 NO_DATA_COLOUR = "#ffffff"
+
+
+def stage_colours() -> dict[str, str]:
+    """Primary-stage value -> colour on the timeline: the engine stages' own colours, and none."""
+    return {"none": NONE_COLOUR, **{stage.id: stage.hex for stage in of(ENGINE)}}
 
 
 @dataclass(frozen=True)
@@ -140,6 +138,7 @@ def _timeline_plot(report: Report, timeline: Timeline | None) -> Plot | None:
         "Primary stage per engine (llm_bottleneck_primary)", report.windows, height=1.2 + 0.22 * min(rows, 40)
     )
     step = timeline.times[1] - timeline.times[0]
+    colours = stage_colours()
     for y, stages in enumerate(timeline.engines.values()):
         # Runs of one stage as one bar each: a day of 32 engines is a few hundred rectangles,
         # not one per step.
@@ -151,7 +150,7 @@ def _timeline_plot(report: Report, timeline: Timeline | None) -> Plot | None:
                 spans.setdefault(run_stage or "", []).append((start, (t - run_start) / 86400))
                 run_start, run_stage = t, stage
         for stage, items in spans.items():
-            colour = STAGE_COLOURS.get(stage, NO_DATA_COLOUR) if stage else NO_DATA_COLOUR
+            colour = colours.get(stage, NO_DATA_COLOUR) if stage else NO_DATA_COLOUR
             # broken_barh takes (start, width) in the axis' units: days since the epoch on a date axis.
             ax.broken_barh(items, (y - 0.4, 0.8), facecolors=colour, linewidth=0)
     names = list(timeline.engines)
@@ -159,7 +158,7 @@ def _timeline_plot(report: Report, timeline: Timeline | None) -> Plot | None:
     ax.set_ylim(-0.6, rows - 0.4)
     ax.invert_yaxis()
     present = {s for stages in timeline.engines.values() for s in stages if s}
-    handles = [Patch(color=STAGE_COLOURS[s], label=s) for s in ("none", *STAGES) if s in present]
+    handles = [Patch(color=colour, label=s) for s, colour in colours.items() if s in present]
     ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=4, frameon=False)
     return Plot("timeline", "Stage timeline", _svg(figure))
 

@@ -19,6 +19,8 @@ from exporter.catalogue import CATALOGUE, LATENCY_FAMILIES
 from exporter.monitoring.config import LabelNames, MonitoringConfig, Selectors
 from exporter.monitoring.promql import series
 from exporter.monitoring.records import RecordNames, recording_rules
+from exporter.stages import stages
+from exporter.stages.record import Measure
 
 Level = Literal["cluster", "model", "engine"]
 LEVELS: tuple[Level, ...] = ("cluster", "model", "engine")
@@ -82,7 +84,6 @@ class Figure:
     label: str
     unit: str  # "req/s", "tok/s", "tokens", "s", "ratio", "GiB", "cores", "/s", "requests"
     better: Better
-    stage: str  # the stage whose evidence this figure is ("" for the request mix)
     build: Builder
 
 
@@ -159,7 +160,7 @@ def _rate_sum(*names: str) -> Callable[[QueryContext], str]:
     return expr
 
 
-def _latency(key: str, quantile: float, label: str, stage: str) -> Figure:
+def _latency(key: str, quantile: float, label: str) -> Figure:
     short = {
         "time_to_first_token": "ttft",
         "inter_token_latency": "itl",
@@ -171,19 +172,17 @@ def _latency(key: str, quantile: float, label: str, stage: str) -> Figure:
         f"{label} P{round(quantile * 100)}",
         "s",
         "lower",
-        stage,
         _rule(lambda n: n.latency_quantile(key), "max", str(quantile)),
     )
 
 
 FIGURES: tuple[Figure, ...] = (
-    Figure("request_rate", "Request rate", "req/s", "higher", "", _rule(lambda n: n.requests_rate, "sum")),
+    Figure("request_rate", "Request rate", "req/s", "higher", _rule(lambda n: n.requests_rate, "sum")),
     Figure(
         "prompt_tokens_rate",
         "Prompt tokens/s",
         "tok/s",
         "",
-        "prefill_compute",
         _rule(lambda n: n.prompt_tokens_rate, "sum"),
     ),
     Figure(
@@ -191,14 +190,12 @@ FIGURES: tuple[Figure, ...] = (
         "Generation tokens/s",
         "tok/s",
         "higher",
-        "",
         _rule(lambda n: n.generation_tokens_rate, "sum"),
     ),
     Figure(
         "mean_prompt_tokens",
         "Mean prompt tokens / request",
         "tokens",
-        "",
         "",
         _per_request(lambda n: n.prompt_tokens_rate),
     ),
@@ -207,27 +204,25 @@ FIGURES: tuple[Figure, ...] = (
         "Mean output tokens / request",
         "tokens",
         "",
-        "",
         _per_request(lambda n: n.generation_tokens_rate),
     ),
     *(
-        _latency(key, q, label, stage)
-        for key, label, stage in (
-            ("time_to_first_token", "TTFT", "prefill_compute"),
-            ("inter_token_latency", "ITL", "decode_memory_bandwidth"),
-            ("e2e_request_latency", "E2E", ""),
+        _latency(key, q, label)
+        for key, label in (
+            ("time_to_first_token", "TTFT"),
+            ("inter_token_latency", "ITL"),
+            ("e2e_request_latency", "E2E"),
         )
         for q in (0.5, 0.95, 0.99)
     ),
-    _latency("queue_time", 0.99, "Queue time", "queueing"),
-    Figure("running", "Running requests", "requests", "", "", _rule(lambda n: n.running, "sum")),
-    Figure("waiting", "Waiting requests", "requests", "lower", "queueing", _rule(lambda n: n.waiting, "sum")),
+    _latency("queue_time", 0.99, "Queue time"),
+    Figure("running", "Running requests", "requests", "", _rule(lambda n: n.running, "sum")),
+    Figure("waiting", "Waiting requests", "requests", "lower", _rule(lambda n: n.waiting, "sum")),
     Figure(
         "kv_usage_max",
         "KV-cache usage (max)",
         "ratio",
         "lower",
-        "kv_cache_capacity",
         _rule(lambda n: n.kv_usage_max, "max"),
     ),
     Figure(
@@ -235,7 +230,6 @@ FIGURES: tuple[Figure, ...] = (
         "Preemptions/s",
         "/s",
         "lower",
-        "kv_cache_capacity",
         _rule(lambda n: n.preemptions_rate, "sum"),
     ),
     Figure(
@@ -243,24 +237,18 @@ FIGURES: tuple[Figure, ...] = (
         "Prefix-cache hit ratio",
         "ratio",
         "",
-        "",
         _engine_gauge("llm_engine_prefix_cache_hit_ratio", "avg"),
     ),
-    Figure("gpu_utilization", "GPU utilization", "ratio", "", "", _gpu("llm_gpu_utilization_ratio", "avg")),
-    Figure("sm_active", "SM active", "ratio", "", "decode_memory_bandwidth", _gpu("llm_gpu_sm_active_ratio", "avg")),
-    Figure(
-        "dram_active", "DRAM active", "ratio", "", "decode_memory_bandwidth", _gpu("llm_gpu_dram_active_ratio", "avg")
-    ),
-    Figure(
-        "tensor_active", "Tensor active", "ratio", "", "prefill_compute", _gpu("llm_gpu_tensor_active_ratio", "avg")
-    ),
-    Figure("hbm_used", "HBM used", "GiB", "", "", _gpu("llm_gpu_memory_used_bytes", "sum", " / 2^30")),
+    Figure("gpu_utilization", "GPU utilization", "ratio", "", _gpu("llm_gpu_utilization_ratio", "avg")),
+    Figure("sm_active", "SM active", "ratio", "", _gpu("llm_gpu_sm_active_ratio", "avg")),
+    Figure("dram_active", "DRAM active", "ratio", "", _gpu("llm_gpu_dram_active_ratio", "avg")),
+    Figure("tensor_active", "Tensor active", "ratio", "", _gpu("llm_gpu_tensor_active_ratio", "avg")),
+    Figure("hbm_used", "HBM used", "GiB", "", _gpu("llm_gpu_memory_used_bytes", "sum", " / 2^30")),
     Figure(
         "rdma_utilization",
         "RDMA transmit utilization (max port)",
         "ratio",
         "",
-        "cross_node_communication",
         _cluster_only(
             lambda ctx: f"max by ({ctx.labels.cluster}) ({ctx.sel('llm_rdma_port_transmit_utilization_ratio')})"
         ),
@@ -270,12 +258,31 @@ FIGURES: tuple[Figure, ...] = (
         "RDMA congestion (CNP + ECN marks)/s",
         "/s",
         "lower",
-        "cross_node_communication",
         _cluster_only(_rate_sum("llm_rdma_port_cnp_handled_total", "llm_rdma_port_ecn_marked_packets_total")),
     ),
-    Figure("cpu", "Host CPU (cluster: utilization; engine: cores)", "cpu", "", "host_overhead", _engine_cpu),
+    Figure("cpu", "Host CPU (cluster: utilization; engine: cores)", "cpu", "", _engine_cpu),
 )
 FIGURES_BY_KEY = {f.key: f for f in FIGURES}
+
+
+def _measure(measure: Measure) -> Figure:
+    """A figure a stage brings (its record's `measures`): its family per engine, model and cluster."""
+    if measure.family not in CATALOGUE:
+        raise ValueError(f"measure {measure.key}: {measure.family} is not in the catalogue")
+
+    def build(ctx: QueryContext, level: Level) -> str:
+        selected = ctx.sel(measure.family)
+        if measure.rate:
+            selected = f"rate({selected}[{ctx.rate_interval}])"
+        return f"{measure.aggregate} by ({ctx.grouping(level)}) ({selected})"
+
+    return Figure(measure.key, measure.label, measure.unit, measure.better, build)
+
+
+def all_figures() -> tuple[Figure, ...]:
+    """The matrix's rows: the figures above, then those the registered stages bring."""
+    return FIGURES + tuple(_measure(m) for stage in stages() for m in stage.measures)
+
 
 # Every family a figure reads is one the exporter exports (the catalogue is the contract).
 assert all(name in CATALOGUE for name in LATENCY_FAMILIES.values())

@@ -1,5 +1,6 @@
 """The stage walk: the framework's stages in order, each with its score over every window, a
-verdict, the evidence with numbers, and what it is not.
+verdict, the evidence with numbers, and what it is not (each from the stage's record: the
+figures that are its evidence, its misreadings).
 
 The per-engine stages are the exporter's own verdicts as Prometheus stored them
 (`llm_bottleneck_primary`, `llm_bottleneck_score`): the report does not diagnose again, it reads
@@ -12,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from exporter.catalogue import STAGES
 from exporter.report.matrix import Row
 from exporter.report.render_text import fmt_relative, fmt_value
+from exporter.stages import ENGINE, of
 
 NONE = "none"
 #: A stage leads a window when it was primary in at least this share of the engines' steps.
@@ -82,32 +83,25 @@ def walk(
     cluster_rows: Mapping[str, Row],  # figure key -> cluster-wide row (first cluster)
 ) -> list[StageStep]:
     steps = []
-    for stage in STAGES:
+    readings = _Readings(cluster_rows)
+    for stage in of(ENGINE):
         scores: dict[str, float | None] = {}
         shares: dict[str, float | None] = {}
         for window, engines in stages.items():
-            scores[window] = _mean([e.scores[stage] for e in engines.values() if stage in e.scores])
-            shares[window] = _mean([e.primary_share.get(stage, 0.0) for e in engines.values()]) if engines else None
+            scores[window] = _mean([e.scores[stage.id] for e in engines.values() if stage.id in e.scores])
+            shares[window] = _mean([e.primary_share.get(stage.id, 0.0) for e in engines.values()]) if engines else None
         step = StageStep(
-            stage,
+            stage.id,
             scores,
             shares,
             verdict(shares.get("baseline"), shares.get("incident"), scores.get("baseline"), scores.get("incident")),
         )
-        step.evidence.extend(_evidence(stage, cluster_rows))
-        step.not_this.extend(_misreadings(stage, step.verdict, cluster_rows))
+        figures = (*stage.figures, *(m.key for m in stage.measures))
+        step.evidence.extend(change_line(cluster_rows[key]) for key in figures if key in cluster_rows)
+        if stage.misreadings is not None:
+            step.not_this.extend(stage.misreadings(readings, step.verdict in ("became the bottleneck", "worsened")))
         steps.append(step)
     return steps
-
-
-_EVIDENCE: Mapping[str, tuple[str, ...]] = {
-    "queueing": ("waiting", "queue_p99", "request_rate"),
-    "prefill_compute": ("ttft_p99", "prompt_tokens_rate", "tensor_active"),
-    "decode_memory_bandwidth": ("itl_p50", "dram_active", "sm_active", "generation_tokens_rate"),
-    "kv_cache_capacity": ("kv_usage_max", "preemptions_rate", "running"),
-    "cross_node_communication": ("rdma_utilization", "rdma_congestion"),
-    "host_overhead": ("cpu",),
-}
 
 
 def change_line(row: Row, window: str = "incident") -> str:
@@ -120,41 +114,18 @@ def change_line(row: Row, window: str = "incident") -> str:
     return text
 
 
-def _evidence(stage: str, rows: Mapping[str, Row]) -> list[str]:
-    return [change_line(rows[key]) for key in _EVIDENCE.get(stage, ()) if key in rows]
+class _Readings:
+    """The cluster-wide rows as a stage's misreadings read them (exporter/stages/record.py)."""
 
+    def __init__(self, rows: Mapping[str, Row]) -> None:
+        self._rows = rows
 
-def _ratio(rows: Mapping[str, Row], key: str) -> float | None:
-    row = rows.get(key)
-    if row is None:
-        return None
-    base, incident = row.value("baseline"), row.value("incident")
-    if base is None or incident is None or base <= 0:
-        return None
-    return incident / base
+    def value(self, key: str, window: str = "incident") -> float | None:
+        row = self._rows.get(key)
+        return row.value(window) if row is not None else None
 
-
-def _misreadings(stage: str, verdict_text: str, rows: Mapping[str, Row]) -> list[str]:
-    """The seed case's misreadings, each said where its figures are in the matrix."""
-    out = []
-    moved = verdict_text in ("became the bottleneck", "worsened")
-    if stage == "decode_memory_bandwidth" and moved:
-        sm = rows.get("sm_active")
-        value = sm.value("incident") if sm else None
-        if value is not None and value < 0.8:
-            out.append(
-                f"SM active {value:.0%} is not idle capacity: a decode step bound by memory bandwidth waits on "
-                "HBM reads of the KV cache, and more concurrency would make each step read more"
-            )
-    if stage == "queueing" or (stage == "decode_memory_bandwidth" and moved):
-        p50, p99 = _ratio(rows, "e2e_p50"), _ratio(rows, "e2e_p99")
-        if p50 is not None and p99 is not None and p99 > 1.2 * p50:
-            out.append(f"an average hides P99: E2E P50 moved ×{p50:.2f}, P99 ×{p99:.2f}")
-    if stage == "kv_cache_capacity" and moved:
-        prompt = _ratio(rows, "mean_prompt_tokens")
-        if prompt is not None and prompt > 1.5:
-            out.append(
-                f"a static KV configuration: the pool was sized for prompts ×{prompt:.1f} shorter; "
-                "gpu_memory_utilization and max_model_len do not follow the request mix"
-            )
-    return out
+    def ratio(self, key: str) -> float | None:
+        base, incident = self.value(key, "baseline"), self.value(key)
+        if base is None or incident is None or base <= 0:
+            return None
+        return incident / base

@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from exporter import validation as v
-from exporter.catalogue import STAGES
 from exporter.simulate.cluster_spec import ClusterSpec, parse_cluster
 from exporter.simulate.engine_config import RUNTIME_KEYS, EngineConfig
 from exporter.simulate.hardware import GPUS, MODELS, GpuSpec, ModelSpec
 from exporter.simulate.network import NetworkCondition, NicSpec
 from exporter.simulate.waitqueue import POLICIES
 from exporter.simulate.workload import LengthSpec, WorkloadSpec
+from exporter.stages import ENGINE, of
 from exporter.validation import ConfigError
 
-EXPECTED_STAGES = ("none", *STAGES)
+EXPECTED_STAGES = ("none", *(stage.id for stage in of(ENGINE)))
 ROUTING_POLICIES = ("round_robin", "least_loaded", "weighted")
 TOP_LEVEL_KEYS = (
     "name",

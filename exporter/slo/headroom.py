@@ -33,11 +33,11 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from exporter.diagnosis.signals import gpu_owner
 from exporter.model import Histogram, Metric, QuantileSummary, Sample
 from exporter.settings import SloTarget
 from exporter.slo.attainment import DIMENSION_FAMILIES, REQUESTS_FAMILY
 from exporter.slo.selectors import covers
+from exporter.stages.signals import gpu_owner
 from exporter.window import histogram_quantile
 
 #: load points kept per engine and model: at a 5 s interval, the last hour

@@ -21,7 +21,7 @@ import pytest
 import requests
 import yaml
 
-from exporter.monitoring.config import DEFAULT_POLICIES
+from exporter.monitoring.config import default_policies
 from tests.integration.monitoring_stack import (
     LOCAL,
     Alertmanager,
@@ -160,7 +160,7 @@ class Stack:
 
 def _generate_rules(workdir: Path) -> Path:
     override = workdir / "monitoring.yaml"
-    critical = {name: {"for": SHORT_FOR} for name, p in DEFAULT_POLICIES.items() if p.severity == "critical"}
+    critical = {name: {"for": SHORT_FOR} for name, p in default_policies().items() if p.severity == "critical"}
     override.write_text(yaml.safe_dump({"alerts": critical}), encoding="utf-8")
     out = workdir / "generated"
     result = subprocess.run(

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from exporter.catalogue import LATENCY_FAMILIES, QUANTILES, STAGES
+from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
 from exporter.monitoring.config import LabelNames
 from exporter.report.build import auto_step, build_report
 from exporter.report.prometheus import PrometheusClient, PrometheusOptions
@@ -32,6 +32,7 @@ from exporter.report.queries import QueryContext
 from exporter.report.render_json import document
 from exporter.report.render_pages import render_html
 from exporter.report.windows import Window
+from exporter.stages import ENGINE, of
 from tests.integration.report_backfill import SCRAPE_LABELS, _labels, backfilled_prometheus
 
 BUDGET_SECONDS = 30.0
@@ -104,7 +105,8 @@ def write_synthetic(out: IO[str], engines: int, start: float, hours: float, inte
 
         family(name, "summary", summary)
     for gauge_name in ("llm_bottleneck_primary", "llm_bottleneck_score"):
-        stages = (*STAGES, "none") if gauge_name == "llm_bottleneck_primary" else STAGES
+        engine_stages = tuple(record.id for record in of(ENGINE))
+        stages = (*engine_stages, "none") if gauge_name == "llm_bottleneck_primary" else engine_stages
 
         def per_stage(i: int, stages: tuple[str, ...] = stages, gauge_name: str = gauge_name) -> list:  # noqa: ANN001
             def value(stage: str):  # noqa: ANN202

@@ -34,11 +34,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from exporter.catalogue import STAGES  # noqa: E402
 from exporter.diagnosis import Diagnoser, Thresholds  # noqa: E402
+from exporter.stages import ENGINE, of  # noqa: E402
 
 CACHE = REPO / ".cache" / "diagnosis-accuracy"
-LABELS = ("none", *STAGES)
+LABELS = ("none", *(stage.id for stage in of(ENGINE)))
 # HBM bandwidth of each GPU, to keep a variant's load equally hard on another generation.
 GPU_BANDWIDTH = {"h100-sxm": 3.35, "h200": 4.8}
 

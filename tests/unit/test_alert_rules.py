@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 from dataclasses import replace
+from typing import get_args
 
 import pytest
 import yaml
@@ -19,12 +20,15 @@ from exporter.generate import (
     generated_files,
 )
 from exporter.monitoring.alerts import alert_rules
-from exporter.monitoring.config import SEVERITIES, MonitoringConfig
+from exporter.monitoring.config import SEVERITIES, MonitoringConfig, default_policies
 from exporter.monitoring.lint import known_names
 from exporter.monitoring.promql import metric_names, template_queries
 from exporter.monitoring.records import recording_rules
 from exporter.monitoring.rule_files import PROMETHEUS_RULE_PATH, RULES_PATH, alert_files
+from exporter.monitoring.stage_alerts import FIGURE_LOOKUPS
 from exporter.settings import Thresholds
+from exporter.stages import stages
+from exporter.stages.record import EngineFigure
 from exporter.validation import ConfigError
 from tests.support import REPO
 
@@ -121,6 +125,30 @@ def test_alert_has_a_runbook_with_every_section(name):
     assert text.startswith(f"# {name}\n")
     for section in ("## What it means", "## Confirm", "## Walk the framework", "## Remedies"):
         assert section in text, f"{name}: no '{section}'"
+
+
+@pytest.mark.parametrize("stage", stages(), ids=lambda stage: stage.id)
+def test_every_stage_alert_has_its_runbook_with_every_section(stage):
+    for alert in stage.alerts:
+        text = (REPO / alert.runbook).read_text(encoding="utf-8")
+        assert text.startswith(f"# {alert.name}\n")
+        for section in ("## What it means", "## Confirm", "## Walk the framework", "## Remedies"):
+            assert section in text, f"{alert.name}: no '{section}'"
+
+
+def test_every_figure_a_stage_alert_may_quote_has_its_lookup():
+    assert set(FIGURE_LOOKUPS) == set(get_args(EngineFigure))
+
+
+def test_the_runbook_index_lists_every_alert_with_its_default_severity_and_each_stage_alert_its_stage():
+    rows = re.findall(r"^\| \[(\w+)\]\(\1\.md\) \| (\w+) \| ([^|]+) \|$", (RUNBOOKS / "README.md").read_text(), re.M)
+    listed = {name: (severity, what.strip()) for name, severity, what in rows}
+    assert set(listed) == set(default_policies())
+    for name, policy in default_policies().items():
+        assert listed[name][0] == policy.severity, name
+    for stage in stages():
+        for alert in stage.alerts:
+            assert listed[alert.name][1] == stage.title, alert.name
 
 
 def test_decode_runbook_carries_the_seed_remedies():

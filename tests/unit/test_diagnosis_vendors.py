@@ -4,9 +4,9 @@ and says what it lacks where a vendor has none (docs/diagnosis.md, "Accelerators
 from __future__ import annotations
 
 from exporter.diagnosis import Diagnoser
-from exporter.diagnosis.vendors import BANDWIDTH_SIGNALS
 from exporter.model import Metric, Sample
 from exporter.settings import Thresholds
+from exporter.stages.vendors import BANDWIDTH_SIGNALS
 from tests.unit.test_diagnosis import engine_metrics, run
 
 

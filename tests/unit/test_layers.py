@@ -33,6 +33,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "exporter.budget",
         ),
     ),
+    # A stage's record and scorer (exporter/stages/<id>.py): plain data and pure functions of
+    # normalized samples, read by the diagnosis and by the rules, dashboards, report and demo.
+    ("stages", ("exporter.stages",)),
     ("config", ("exporter.config", "exporter.config_targets")),
     ("attribution", ("exporter.attribution",)),
     ("sources", ("exporter.sources",)),

@@ -10,7 +10,7 @@ import pytest
 from exporter.catalogue import CATALOGUE
 from exporter.config import ConfigError
 from exporter.monitoring.alerts import alert_rules
-from exporter.monitoring.config import DEFAULT_POLICIES, YAML_KEYS, MonitoringConfig, from_mapping, load_config
+from exporter.monitoring.config import YAML_KEYS, MonitoringConfig, default_policies, from_mapping, load_config
 from exporter.monitoring.promql import metric_names, template_queries
 from exporter.monitoring.records import recording_rules
 from exporter.settings import Thresholds
@@ -43,7 +43,7 @@ def test_overrides_merge_over_the_defaults(tmp_path):
     assert config.labels.node == "node" and config.labels.cluster == "cluster"
     assert config.diagnosis.kv_usage_warning == 0.85 and config.diagnosis.kv_usage_critical == 0.95
     assert config.policy("LLMGPUDown").severity == "warning"
-    assert config.policy("LLMGPUDown").for_ == DEFAULT_POLICIES["LLMGPUDown"].for_
+    assert config.policy("LLMGPUDown").for_ == default_policies()["LLMGPUDown"].for_
     assert config.rule_interval == "10s"
 
 

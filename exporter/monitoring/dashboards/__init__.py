@@ -2,8 +2,9 @@
 
 The definitions live in this package, so `llm-bottleneck-exporter generate` works from an
 installed package (no repository checkout needed): one module per dashboard with a
-`board(config) -> Board`, built from the panel factories (`panels`), the layout and variables
-(`board`) and the selectors (`queries`). The repository's `dashboards/*.dashboard.py` are thin
+`board(config) -> Board`, built from the panel factories (exporter/stages/panels.py and
+evidence.py), the layout and variables (`board`) and the selectors (`queries`), rendered by
+`panels`. The repository's `dashboards/*.dashboard.py` are thin
 grafanalib entry points over the same modules (for grafanalib's own `generate-dashboard`);
 `render` writes the JSON, the Grafana-sidecar ConfigMap and dashboards/README.md.
 """

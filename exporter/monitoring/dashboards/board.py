@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import attr
 from grafanalib.core import Dashboard, GridPos, Template, Templating, Time
 
 from exporter.monitoring.config import MonitoringConfig
-from exporter.monitoring.dashboards.panels import DATASOURCE, PanelDef, render, row
+from exporter.monitoring.dashboards.panels import DATASOURCE, render, row
 from exporter.monitoring.promql import series
+from exporter.stages.panels import PanelDef
 
 GRID_COLUMNS = 24
 # Grafana 10.4 to 11: every field emitted is of the current model, so no migration has to run.
@@ -124,24 +125,17 @@ def variables(config: MonitoringConfig, names: tuple[str, ...], single_engine: b
     return result
 
 
+@dataclass
 class Board:
-    def __init__(
-        self,
-        config: MonitoringConfig,
-        uid: str,
-        title: str,
-        description: str,
-        variable_names: tuple[str, ...],
-        single_engine: bool = False,
-    ) -> None:
-        self.config = config
-        self.uid = uid
-        self.title = title
-        self.description = description
-        self.variable_names = variable_names
-        self.single_engine = single_engine
-        self._rows: list[tuple[str, str, list[PanelDef]]] = []
-        self._top: list[PanelDef] = []
+    config: MonitoringConfig
+    uid: str
+    title: str
+    description: str
+    variable_names: tuple[str, ...]
+    #: the engine variable picks one engine (no "All")
+    single_engine: bool = False
+    _rows: list[tuple[str, str, list[PanelDef]]] = field(default_factory=list, init=False)
+    _top: list[PanelDef] = field(default_factory=list, init=False)
 
     def top(self, *panels: PanelDef) -> None:
         """Panels above the first row (a dashboard's headline)."""

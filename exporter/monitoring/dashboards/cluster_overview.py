@@ -12,22 +12,10 @@ from typing import Any
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
-from exporter.monitoring.dashboards.panels import (
-    COUNT,
-    RATIO,
-    REQUESTS_PER_SECOND,
-    SECONDS,
-    TOKENS_PER_SECOND,
-    Line,
-    PanelDef,
-    Query,
-    heatmap,
-    stat,
-    table,
-    timeseries,
-)
 from exporter.monitoring.dashboards.queries import Scope
 from exporter.monitoring.records import RecordNames
+from exporter.stages.evidence import drawn, engine_gauge, kv_usage, waiting
+from exporter.stages.panels import Line, PanelDef, Query, Unit, heatmap, stat, table, timeseries
 
 UID = "llm-cluster-overview"
 TITLE = "LLM serving / Cluster overview"
@@ -66,27 +54,29 @@ def board(config: MonitoringConfig) -> Board:
     s = Scope(config, VARIABLES)
     r, d, t = s.records, config.diagnosis, config.thresholds
     b = Board(config, UID, TITLE, summary(__doc__), VARIABLES)
-    kv_lines = (
-        Line(d.kv_usage_warning, "orange", "diagnosis.kv_usage_warning"),
-        Line(d.kv_usage_critical, "red", "diagnosis.kv_usage_critical"),
-    )
-    per_replica = s.by_node("engine")
 
     b.top(
         stat(
             "Requests/s",
             f"sum({s.record(r.requests_rate)})",
-            unit=REQUESTS_PER_SECOND,
+            unit=Unit.REQUESTS_PER_SECOND,
             description="Finished requests per second over the selected models.",
         ),
-        stat("Generated tokens/s", f"sum({s.record(r.generation_tokens_rate)})", unit=TOKENS_PER_SECOND),
-        stat("Running", f"sum({s.record(r.running)})", unit=COUNT),
-        stat("Waiting", f"sum({s.record(r.waiting)})", unit=COUNT),
-        stat("KV cache, fullest replica", f"max({s.record(r.kv_usage_max)})", unit=RATIO, lines=kv_lines, min=0, max=1),
+        stat("Generated tokens/s", f"sum({s.record(r.generation_tokens_rate)})", unit=Unit.TOKENS_PER_SECOND),
+        stat("Running", f"sum({s.record(r.running)})", unit=Unit.COUNT),
+        stat("Waiting", f"sum({s.record(r.waiting)})", unit=Unit.COUNT),
+        stat(
+            "KV cache, fullest replica",
+            f"max({s.record(r.kv_usage_max)})",
+            unit=Unit.RATIO,
+            lines=drawn(s, "llm_engine_kv_cache_usage_ratio"),
+            min=0,
+            max=1,
+        ),
         stat(
             "Active bottlenecks",
             f"count({s.active_bottlenecks()}) or vector(0)",
-            unit=COUNT,
+            unit=Unit.COUNT,
             lines=(Line(1, "red"),),
             key="stat-active-bottlenecks",
             description="Engine stages the exporter holds active now.",
@@ -97,69 +87,47 @@ def board(config: MonitoringConfig) -> Board:
         timeseries(
             "Request throughput per model",
             Query(s.record(r.requests_rate), "{{model}}"),
-            unit=REQUESTS_PER_SECOND,
+            unit=Unit.REQUESTS_PER_SECOND,
             width=12,
         ),
         timeseries(
             "Token throughput per model",
             Query(s.record(r.prompt_tokens_rate), "{{model}} prompt"),
             Query(s.record(r.generation_tokens_rate), "{{model}} generated"),
-            unit=TOKENS_PER_SECOND,
+            unit=Unit.TOKENS_PER_SECOND,
             width=12,
         ),
     )
     quantiles = 'quantile=~"0.5|0.95|0.99"'
+    # Each latency per model: the objective that pages is drawn on TTFT, the diagnosis' line on ITL.
+    objective = "Quantiles across each model's replicas; the line is the P99 objective that pages."
+    ttft_line = Line(t.ttft_p99_seconds, "red", "thresholds.ttft_p99_seconds")
+    itl_line = Line(d.itl_p95_seconds, "orange", "diagnosis.itl_p95_seconds")
+    latencies = (
+        ("Time to first token", "time_to_first_token", (ttft_line,), objective),
+        ("Inter-token latency", "inter_token_latency", (itl_line,), ""),
+        ("End-to-end latency", "e2e_request_latency", (), ""),
+        ("Queue time", "queue_time", (), ""),
+    )
     b.row(
         "Latency per model (P50 / P95 / P99)",
-        timeseries(
-            "Time to first token",
-            Query(s.record(r.latency_quantile("time_to_first_token"), quantiles), "{{model}} p{{quantile}}"),
-            unit=SECONDS,
-            lines=(Line(t.ttft_p99_seconds, "red", "thresholds.ttft_p99_seconds"),),
-            width=6,
-            description="Quantiles across each model's replicas; the line is the P99 objective that pages.",
-        ),
-        timeseries(
-            "Inter-token latency",
-            Query(s.record(r.latency_quantile("inter_token_latency"), quantiles), "{{model}} p{{quantile}}"),
-            unit=SECONDS,
-            lines=(Line(d.itl_p95_seconds, "orange", "diagnosis.itl_p95_seconds"),),
-            width=6,
-        ),
-        timeseries(
-            "End-to-end latency",
-            Query(s.record(r.latency_quantile("e2e_request_latency"), quantiles), "{{model}} p{{quantile}}"),
-            unit=SECONDS,
-            width=6,
-        ),
-        timeseries(
-            "Queue time",
-            Query(s.record(r.latency_quantile("queue_time"), quantiles), "{{model}} p{{quantile}}"),
-            unit=SECONDS,
-            width=6,
+        *(
+            timeseries(
+                title,
+                Query(s.record(r.latency_quantile(key), quantiles), "{{model}} p{{quantile}}"),
+                unit=Unit.SECONDS,
+                lines=lines,
+                width=6,
+                description=description,
+            )
+            for title, key, lines, description in latencies
         ),
     )
     b.row(
         "Queue and KV cache per replica",
-        timeseries(
-            "Waiting per replica",
-            Query(f"sum {per_replica} ({s('llm_engine_requests_waiting')})", "{{engine}}"),
-            unit=COUNT,
-            lines=(Line(d.waiting_requests, "red", "diagnosis.waiting_requests"),),
-        ),
-        timeseries(
-            "Running per replica",
-            Query(f"sum {per_replica} ({s('llm_engine_requests_running')})", "{{engine}}"),
-            unit=COUNT,
-        ),
-        timeseries(
-            "KV cache usage per replica",
-            Query(f"max {per_replica} ({s('llm_engine_kv_cache_usage_ratio')})", "{{engine}}"),
-            unit=RATIO,
-            lines=kv_lines,
-            min=0,
-            max=1,
-        ),
+        waiting(s, "Waiting per replica"),
+        engine_gauge(s, "Running per replica", "llm_engine_requests_running", "sum", Unit.COUNT),
+        kv_usage(s, "KV cache usage per replica"),
     )
     per_node = s.by_node()
     b.row(
@@ -167,13 +135,13 @@ def board(config: MonitoringConfig) -> Board:
         heatmap(
             "SM active per node",
             Query(f"avg {per_node} ({s('llm_gpu_sm_active_ratio')})", f"{{{{{s.node}}}}}"),
-            unit=RATIO,
+            unit=Unit.RATIO,
             description="Mean SM activity of each node's GPUs, one row per node.",
         ),
         heatmap(
             "DRAM active per node",
             Query(f"avg {per_node} ({s('llm_gpu_dram_active_ratio')})", f"{{{{{s.node}}}}}"),
-            unit=RATIO,
+            unit=Unit.RATIO,
             description="Mean DRAM (HBM) activity of each node's GPUs; near "
             f"{d.dram_active_saturated:g} decode is memory-bandwidth-bound.",
         ),
@@ -181,7 +149,7 @@ def board(config: MonitoringConfig) -> Board:
             "Load imbalance",
             Query(s.record(r.gpu_busy_cv), "GPU busy across nodes"),
             Query(s.record(r.running_cv), "running across {{model}} replicas"),
-            unit=RATIO,
+            unit=Unit.RATIO,
             lines=(Line(t.load_imbalance_cv, "red", "thresholds.load_imbalance_cv"),),
             description="Coefficient of variation (stddev / mean) of GPU busy across nodes and of running "
             "requests across a model's replicas.",
@@ -202,13 +170,13 @@ def cluster_rows(b: Board, s: Scope, config: MonitoringConfig) -> None:
             "Generated tokens/s per node",
             Query(s.record(c.node_tokens), node),
             Query(s.record(c.node_tokens_mean), "per-node mean"),
-            unit=TOKENS_PER_SECOND,
+            unit=Unit.TOKENS_PER_SECOND,
             description="Each node's generated tokens/s; a hot node stands above the mean, a cold one below.",
         ),
         timeseries(
             "Load spread across nodes",
             Query(s.record(c.node_tokens_spread), "spread (max - min) / max"),
-            unit=RATIO,
+            unit=Unit.RATIO,
             lines=(Line(t.load_imbalance_spread, "red", "thresholds.load_imbalance_spread"),),
             min=0,
             max=1,
@@ -217,7 +185,7 @@ def cluster_rows(b: Board, s: Scope, config: MonitoringConfig) -> None:
         table(
             "Node load against the per-node mean",
             Query(s.record(c.node_load_ratio)),
-            unit=RATIO,
+            unit=Unit.RATIO,
             description="Above 1 + thresholds.load_imbalance_hot_node_excess a node is hot (named by the alert).",
             extra={"transformations": [{"id": "sortBy", "options": {"sort": [{"field": "Value", "desc": True}]}}]},
         ),
@@ -245,7 +213,7 @@ def cluster_rows(b: Board, s: Scope, config: MonitoringConfig) -> None:
         timeseries(
             "Recovery after a node returns",
             Query(s.record(c.node_recovery_seconds), f"{node} seconds recovering"),
-            unit=SECONDS,
+            unit=Unit.SECONDS,
             width=6,
             description=f"Seconds within {config.windows.node_recovery_lookback} that a node back from an outage "
             f"served under {t.node_recovered_load_ratio:g} of the per-node mean load: its recovery time.",
@@ -254,7 +222,7 @@ def cluster_rows(b: Board, s: Scope, config: MonitoringConfig) -> None:
             "Nodes serving, congested links",
             Query(s.record(c.node_serving), f"{node} serving"),
             Query(f"sum {s.by_node()} ({s.record(c.port_congested)})", f"{node} congested links"),
-            unit=COUNT,
+            unit=Unit.COUNT,
             width=6,
             description="1 while every engine of the node answers (0: down or its exporter gone); RDMA ports "
             "busy and stalling (LLMRDMALinkCongested names them).",

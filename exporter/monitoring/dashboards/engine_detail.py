@@ -10,56 +10,58 @@ from __future__ import annotations
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
-from exporter.monitoring.dashboards.panels import (
-    BYTES,
-    COUNT,
-    PER_SECOND,
-    RATIO,
-    SCORE,
-    SECONDS,
-    TOKENS_PER_SECOND,
-    Line,
-    Query,
-    heatmap,
-    stat,
-    state_timeline,
-    timeseries,
-    value_mappings,
-)
 from exporter.monitoring.dashboards.queries import Scope, stage_mappings
+from exporter.stages.evidence import drawn, gpu_ratio, used_and_total
+from exporter.stages.panels import Query, Unit, heatmap, ratio, stat, state_timeline, timeseries, value_mappings
 
 UID = "llm-engine-detail"
 TITLE = "LLM serving / Engine detail"
 VARIABLES = ("datasource", "cluster", "namespace", "node", "model", "engine")
 QUANTILES = 'quantile=~"0.5|0.95|0.99"'
+# The latency summaries, each drawn as its quantiles; two also as their distribution (the recorded
+# buckets of the engine's model), with what that heatmap counts.
+LATENCIES = (
+    ("Time to first token", "llm_engine_time_to_first_token_seconds", "ttft"),
+    ("Inter-token latency", "llm_engine_inter_token_latency_seconds", "itl"),
+    ("End-to-end latency", "llm_engine_e2e_request_latency_seconds", "e2e"),
+    ("Queue time", "llm_engine_queue_time_seconds", "queue"),
+)
+DISTRIBUTIONS = (
+    ("Time to first token", "time_to_first_token", "ttft", "Requests per second by TTFT bucket"),
+    ("Inter-token latency", "inter_token_latency", "itl", "Tokens per second by inter-token-latency bucket"),
+)
 
 
 def board(config: MonitoringConfig) -> Board:
     s = Scope(config, VARIABLES)
-    d = config.diagnosis
     b = Board(config, UID, TITLE, summary(__doc__), VARIABLES, single_engine=True)
-    kv_lines = (
-        Line(d.kv_usage_warning, "orange", "diagnosis.kv_usage_warning"),
-        Line(d.kv_usage_critical, "red", "diagnosis.kv_usage_critical"),
+    kv_family, waiting_family, preemption_family = (
+        "llm_engine_kv_cache_usage_ratio",
+        "llm_engine_requests_waiting",
+        "llm_engine_preemptions_total",
     )
-    waiting_line = (Line(d.waiting_requests, "red", "diagnosis.waiting_requests"),)
-    preemption_line = (Line(d.preemptions_per_second, "red", "diagnosis.preemptions_per_second"),)
     running = f"sum({s('llm_engine_requests_running')})"
-    waiting = f"sum({s('llm_engine_requests_waiting')})"
-    kv = f"max({s('llm_engine_kv_cache_usage_ratio')})"
-    preemptions = f"sum({s.rate('llm_engine_preemptions_total')})"
+    waiting = f"sum({s(waiting_family)})"
+    kv = f"max({s(kv_family)})"
+    preemptions = f"sum({s.rate(preemption_family)})"
     prefix = f"max({s('llm_engine_prefix_cache_hit_ratio')})"
 
     b.top(
-        stat("Running", running, unit=COUNT, key="stat-running"),
-        stat("Waiting", waiting, unit=COUNT, lines=waiting_line, key="stat-waiting"),
-        stat("KV cache usage", kv, unit=RATIO, lines=kv_lines, min=0, max=1, key="stat-kv"),
-        stat("Preemptions/s", preemptions, unit=PER_SECOND, lines=preemption_line, key="stat-preemptions"),
-        stat("Prefix-cache hit ratio", prefix, unit=RATIO, min=0, max=1, key="stat-prefix"),
+        stat("Running", running, unit=Unit.COUNT, key="stat-running"),
+        stat("Waiting", waiting, unit=Unit.COUNT, lines=drawn(s, waiting_family), key="stat-waiting"),
+        stat("KV cache usage", kv, unit=Unit.RATIO, lines=drawn(s, kv_family), min=0, max=1, key="stat-kv"),
+        stat(
+            "Preemptions/s",
+            preemptions,
+            unit=Unit.PER_SECOND,
+            lines=drawn(s, preemption_family),
+            key="stat-preemptions",
+        ),
+        stat("Prefix-cache hit ratio", prefix, unit=Unit.RATIO, min=0, max=1, key="stat-prefix"),
         stat(
             "Primary bottleneck",
             s.primary_stage_code(),
-            unit=SCORE,
+            unit=Unit.SCORE,
             mappings=value_mappings(stage_mappings()),
             key="stat-primary",
             extra={"options": {"graphMode": "none", "colorMode": "background"}},
@@ -68,22 +70,25 @@ def board(config: MonitoringConfig) -> Board:
     b.row(
         "Load",
         timeseries(
-            "Running and waiting", Query(running, "running"), Query(waiting, "waiting"), unit=COUNT, lines=waiting_line
+            "Running and waiting",
+            Query(running, "running"),
+            Query(waiting, "waiting"),
+            unit=Unit.COUNT,
+            lines=drawn(s, waiting_family),
         ),
-        timeseries("KV cache usage", Query(kv, "KV cache"), unit=RATIO, lines=kv_lines, min=0, max=1),
-        timeseries("Preemptions", Query(preemptions, "preempted/s"), unit=PER_SECOND, lines=preemption_line),
-        timeseries("Prefix-cache hit ratio", Query(prefix, "hit ratio"), unit=RATIO, min=0, max=1, width=12),
+        ratio("KV cache usage", Query(kv, "KV cache"), lines=drawn(s, kv_family)),
+        timeseries(
+            "Preemptions", Query(preemptions, "preempted/s"), unit=Unit.PER_SECOND, lines=drawn(s, preemption_family)
+        ),
+        ratio("Prefix-cache hit ratio", Query(prefix, "hit ratio"), width=12),
         timeseries(
             "Token throughput",
             Query(f"sum({s.rate('llm_engine_prompt_tokens_total')})", "prompt"),
             Query(f"sum({s.rate('llm_engine_generation_tokens_total')})", "generated"),
-            unit=TOKENS_PER_SECOND,
+            unit=Unit.TOKENS_PER_SECOND,
             width=12,
         ),
     )
-
-    def quantiles(family: str) -> Query:
-        return Query(f"max by (quantile) ({s(family, QUANTILES)})", "p{{quantile}}")
 
     # The engine's model, to pick its buckets out of the per-model records.
     model_of_engine = f"group by ({s.cluster}, model) ({s('llm_engine_up')})"
@@ -94,109 +99,47 @@ def board(config: MonitoringConfig) -> Board:
             f"sum by (le) (\n  {buckets}\n  * on ({s.cluster}, model) group_left ()\n  {model_of_engine}\n)", "{{le}}"
         )
 
-    b.row(
-        "Latency",
+    quantiles = [
         timeseries(
-            "Time to first token",
-            quantiles("llm_engine_time_to_first_token_seconds"),
-            unit=SECONDS,
+            title,
+            Query(f"max by (quantile) ({s(family, QUANTILES)})", "p{{quantile}}"),
+            unit=Unit.SECONDS,
             width=6,
-            lines=(Line(d.ttft_p95_seconds, "red", "diagnosis.ttft_p95_seconds"),),
-            key="ttft-quantiles",
-        ),
-        timeseries(
-            "Inter-token latency",
-            quantiles("llm_engine_inter_token_latency_seconds"),
-            unit=SECONDS,
-            width=6,
-            lines=(Line(d.itl_p95_seconds, "red", "diagnosis.itl_p95_seconds"),),
-            key="itl-quantiles",
-        ),
-        timeseries(
-            "End-to-end latency",
-            quantiles("llm_engine_e2e_request_latency_seconds"),
-            unit=SECONDS,
-            width=6,
-            key="e2e-quantiles",
-        ),
-        timeseries(
-            "Queue time", quantiles("llm_engine_queue_time_seconds"), unit=SECONDS, width=6, key="queue-quantiles"
-        ),
+            lines=drawn(s, family),
+            key=f"{short}-quantiles",
+        )
+        for title, family, short in LATENCIES
+    ]
+    distributions = [
         heatmap(
-            "Time to first token distribution (model)",
-            distribution("time_to_first_token"),
-            unit=SECONDS,
+            f"{title} distribution (model)",
+            distribution(key),
+            unit=Unit.SECONDS,
             width=12,
-            key="ttft-heatmap",
-            description="Requests per second by TTFT bucket, over all replicas of this engine's model.",
-        ),
-        heatmap(
-            "Inter-token latency distribution (model)",
-            distribution("inter_token_latency"),
-            unit=SECONDS,
-            width=12,
-            key="itl-heatmap",
-            description="Tokens per second by inter-token-latency bucket, over all replicas of this engine's model.",
-        ),
-    )
+            key=f"{short}-heatmap",
+            description=f"{counted}, over all replicas of this engine's model.",
+        )
+        for title, key, short, counted in DISTRIBUTIONS
+    ]
+    b.row("Latency", *quantiles, *distributions)
     gpu = "GPU {{gpu}}"
     b.row(
         "GPUs of this engine",
-        timeseries(
-            "SM active",
-            Query(s("llm_gpu_sm_active_ratio"), gpu),
-            unit=RATIO,
-            min=0,
-            max=1,
-            width=6,
-            lines=(Line(d.sm_active_ineffective, "orange", "diagnosis.sm_active_ineffective"),),
-            key="gpu-sm",
-        ),
-        timeseries(
-            "DRAM active",
-            Query(s("llm_gpu_dram_active_ratio"), gpu),
-            unit=RATIO,
-            min=0,
-            max=1,
-            width=6,
-            lines=(
-                Line(d.dram_active_busy, "orange", "diagnosis.dram_active_busy"),
-                Line(d.dram_active_saturated, "red", "diagnosis.dram_active_saturated"),
-            ),
-            key="gpu-dram",
-        ),
-        timeseries(
-            "Tensor active",
-            Query(s("llm_gpu_tensor_active_ratio"), gpu),
-            unit=RATIO,
-            min=0,
-            max=1,
-            width=6,
-            lines=(Line(d.tensor_active_high, "red", "diagnosis.tensor_active_high"),),
-            key="gpu-tensor",
-        ),
-        timeseries(
-            "HBM used",
-            Query(s("llm_gpu_memory_used_bytes"), f"{gpu} used"),
-            Query(s("llm_gpu_memory_total_bytes"), f"{gpu} total"),
-            unit=BYTES,
-            width=6,
-            key="gpu-hbm",
-        ),
+        gpu_ratio(s, "SM active", "llm_gpu_sm_active_ratio", gpu, key="gpu-sm"),
+        gpu_ratio(s, "DRAM active", "llm_gpu_dram_active_ratio", gpu, key="gpu-dram"),
+        gpu_ratio(s, "Tensor active", "llm_gpu_tensor_active_ratio", gpu, key="gpu-tensor"),
+        used_and_total(s, "HBM used", "llm_gpu_memory", gpu, key="gpu-hbm"),
     )
     b.row(
         "Diagnosis",
         timeseries(
             "Stage scores",
             Query(f"max by (stage) ({s('llm_bottleneck_score')})", "{{stage}}"),
-            unit=SCORE,
+            unit=Unit.SCORE,
             min=0,
             max=1,
             width=12,
-            lines=(
-                Line(d.exit_score, "orange", "diagnosis.exit_score"),
-                Line(d.enter_score, "red", "diagnosis.enter_score"),
-            ),
+            lines=s.score_lines(),
         ),
         state_timeline(
             "Primary bottleneck",

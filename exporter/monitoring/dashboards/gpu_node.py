@@ -8,29 +8,11 @@ errors are usually empty: each panel says what fills it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
-from exporter.monitoring.dashboards.panels import (
-    BYTES,
-    BYTES_PER_SECOND,
-    CELSIUS,
-    COUNT,
-    CPU_CORES,
-    HERTZ,
-    PER_SECOND,
-    RATIO,
-    SECONDS,
-    WATTS,
-    Line,
-    PanelDef,
-    Query,
-    state_timeline,
-    timeseries,
-    value_mappings,
-)
 from exporter.monitoring.dashboards.queries import Scope
+from exporter.stages.evidence import engine_cpu, gpu_ratio, host_cpu, used_and_total
+from exporter.stages.panels import Line, PanelDef, Query, Unit, ratio, state_timeline, timeseries, value_mappings
 
 UID = "llm-gpu-node"
 TITLE = "LLM serving / GPU and node"
@@ -40,29 +22,29 @@ UP_STATES = value_mappings({0: ("down", "red"), 1: ("up", "green")})
 
 def board(config: MonitoringConfig) -> Board:
     s = Scope(config, VARIABLES)
-    d, t, win = config.diagnosis, config.thresholds, config.windows
+    t, win = config.thresholds, config.windows
     b = Board(config, UID, TITLE, summary(__doc__), VARIABLES)
     node = f"{{{{{s.node}}}}}"
     gpu = f"{node} GPU {{{{gpu}}}}"
     per_gpu = s.by_node("gpu")
 
-    def gpu_gauge(title: str, family: str, unit: str, **options: Any) -> PanelDef:
-        return timeseries(title, Query(s(family), gpu), unit=unit, **options)
+    def gpu_gauge(title: str, family: str, unit: str) -> PanelDef:
+        return timeseries(title, Query(s(family), gpu), unit=unit, width=6)
 
-    def gpu_rate(family: str, counter: str, legend: str) -> Query:
-        # dcgm-exporter and NVML GPM give rates; NVML's byte counters (pre-Hopper) give totals.
-        return Query(f"sum {per_gpu} ({s(family)})\nor\nsum {per_gpu} ({s.rate(counter)})", f"{gpu} {legend}")
+    def gpu_rate(stem: str, legend: str) -> Query:
+        """`<stem>_per_second`, or the rate of `<stem>_total`: dcgm-exporter and NVML GPM give
+        rates, NVML's byte counters (pre-Hopper) give totals."""
+        rate, total = s(f"{stem}_per_second"), s.rate(f"{stem}_total")
+        return Query(f"sum {per_gpu} ({rate})\nor\nsum {per_gpu} ({total})", f"{gpu} {legend}")
+
+    def up(title: str, family: str, legend: str, description: str) -> PanelDef:
+        """1 while the thing answers, 0 when its alert fires."""
+        return state_timeline(title, Query(s(family), legend), mappings=UP_STATES, width=12, description=description)
 
     xid = s("llm_gpu_xid_errors_total")
     b.row(
         "GPUs",
-        state_timeline(
-            "GPU up",
-            Query(s("llm_gpu_up"), gpu),
-            mappings=UP_STATES,
-            width=12,
-            description="1 while the GPU answers the exporter's queries; 0 is LLMGPUDown.",
-        ),
+        up("GPU up", "llm_gpu_up", gpu, "1 while the GPU answers the exporter's queries; 0 is LLMGPUDown."),
         timeseries(
             "XID errors",
             Query(
@@ -70,114 +52,59 @@ def board(config: MonitoringConfig) -> Board:
                 f"(max_over_time({xid}[{win.xid_errors}]) unless {xid} offset {win.xid_errors}) > 0",
                 f"{gpu} XID {{{{xid}}}}",
             ),
-            unit=COUNT,
+            unit=Unit.COUNT,
             width=12,
             lines=(Line(1, "red"),),
             rare=f"a GPU reports an XID error (the LLMGPUXidErrors expression: errors in the last {win.xid_errors})",
         ),
-        gpu_gauge("GPU busy (NVML utilization)", "llm_gpu_utilization_ratio", RATIO, min=0, max=1, width=6),
-        gpu_gauge(
-            "SM active",
-            "llm_gpu_sm_active_ratio",
-            RATIO,
-            min=0,
-            max=1,
-            width=6,
-            lines=(Line(d.sm_active_ineffective, "orange", "diagnosis.sm_active_ineffective"),),
+        *(
+            gpu_ratio(s, title, family, gpu)
+            for title, family in (
+                ("GPU busy (NVML utilization)", "llm_gpu_utilization_ratio"),
+                ("SM active", "llm_gpu_sm_active_ratio"),
+                ("SM occupancy", "llm_gpu_sm_occupancy_ratio"),
+                ("Tensor active", "llm_gpu_tensor_active_ratio"),
+                ("DRAM active", "llm_gpu_dram_active_ratio"),
+            )
         ),
-        gpu_gauge("SM occupancy", "llm_gpu_sm_occupancy_ratio", RATIO, min=0, max=1, width=6),
-        gpu_gauge(
-            "Tensor active",
-            "llm_gpu_tensor_active_ratio",
-            RATIO,
-            min=0,
-            max=1,
-            width=6,
-            lines=(Line(d.tensor_active_high, "red", "diagnosis.tensor_active_high"),),
-        ),
-        gpu_gauge(
-            "DRAM active",
-            "llm_gpu_dram_active_ratio",
-            RATIO,
-            min=0,
-            max=1,
-            width=6,
-            lines=(
-                Line(d.dram_active_busy, "orange", "diagnosis.dram_active_busy"),
-                Line(d.dram_active_saturated, "red", "diagnosis.dram_active_saturated"),
-            ),
-        ),
-        timeseries(
+        ratio(
             "HBM used / total",
             Query(f"{s('llm_gpu_memory_used_bytes')}\n/\n({s('llm_gpu_memory_total_bytes')} > 0)", gpu),
-            unit=RATIO,
-            min=0,
-            max=1,
             width=6,
             lines=(Line(t.gpu_memory_used_ratio, "red", "thresholds.gpu_memory_used_ratio"),),
             description="vLLM reserves gpu_memory_utilization (0.9) of HBM by design; the line pages.",
         ),
-        timeseries(
-            "HBM used",
-            Query(s("llm_gpu_memory_used_bytes"), f"{gpu} used"),
-            Query(s("llm_gpu_memory_total_bytes"), f"{gpu} total"),
-            unit=BYTES,
-            width=6,
-        ),
-        gpu_gauge("Power", "llm_gpu_power_watts", WATTS, width=6),
-        gpu_gauge("Temperature", "llm_gpu_temperature_celsius", CELSIUS, width=6),
-        gpu_gauge("SM clock", "llm_gpu_sm_clock_hertz", HERTZ, width=6),
+        used_and_total(s, "HBM used", "llm_gpu_memory", gpu),
+        gpu_gauge("Power", "llm_gpu_power_watts", Unit.WATTS),
+        gpu_gauge("Temperature", "llm_gpu_temperature_celsius", Unit.CELSIUS),
+        gpu_gauge("SM clock", "llm_gpu_sm_clock_hertz", Unit.HERTZ),
         timeseries(
             "Clock throttle reasons",
             Query(f"{s('llm_gpu_throttle_reason_active')} == 1", f"{gpu} {{{{reason}}}}"),
-            unit=COUNT,
+            unit=Unit.COUNT,
             width=6,
             min=0,
             max=1,
             rare="the driver reports a clock-event reason (NVML or DCGM sources; dcgm-exporter's default "
             "counters leave the field out)",
         ),
-        timeseries(
-            "PCIe throughput",
-            gpu_rate("llm_gpu_pcie_transmit_bytes_per_second", "llm_gpu_pcie_transmit_bytes_total", "transmit"),
-            gpu_rate("llm_gpu_pcie_receive_bytes_per_second", "llm_gpu_pcie_receive_bytes_total", "receive"),
-            unit=BYTES_PER_SECOND,
-            width=12,
-        ),
-        timeseries(
-            "NVLink throughput",
-            gpu_rate("llm_gpu_nvlink_transmit_bytes_per_second", "llm_gpu_nvlink_transmit_bytes_total", "transmit"),
-            gpu_rate("llm_gpu_nvlink_receive_bytes_per_second", "llm_gpu_nvlink_receive_bytes_total", "receive"),
-            unit=BYTES_PER_SECOND,
-            width=12,
+        *(
+            timeseries(
+                f"{title} throughput",
+                *(gpu_rate(f"llm_gpu_{link}_{way}_bytes", way) for way in ("transmit", "receive")),
+                unit=Unit.BYTES_PER_SECOND,
+                width=12,
+            )
+            for title, link in (("PCIe", "pcie"), ("NVLink", "nvlink"))
         ),
     )
-    per_node = s.by_node()
-    per_engine = s.by_node("engine")
     b.row(
         "Host",
-        timeseries(
-            "Host CPU",
-            Query(f"max {per_node} ({s('llm_host_cpu_overall_utilization_ratio')})", f"{node} all CPUs"),
-            Query(f"max {per_node} ({s('llm_host_cpu_utilization_ratio')})", f"{node} busiest CPU"),
-            unit=RATIO,
-            min=0,
-            max=1,
-            width=6,
-        ),
-        timeseries(
-            "Host memory",
-            Query(s("llm_host_memory_used_bytes"), f"{node} used"),
-            Query(s("llm_host_memory_total_bytes"), f"{node} total"),
-            unit=BYTES,
-            width=6,
-        ),
-        timeseries(
-            "Engine process CPU",
-            Query(f"sum {per_engine} ({s.rate('llm_engine_process_cpu_seconds_total')})", "{{engine}}"),
-            unit=CPU_CORES,
+        host_cpu(s),
+        used_and_total(s, "Host memory", "llm_host_memory", node),
+        engine_cpu(
+            s,
             width=12,
-            lines=(Line(d.engine_cpu_cores_busy, "red", "diagnosis.engine_cpu_cores_busy"),),
             description="CPU of each engine's process tree (the engine's own process_cpu_seconds_total when "
             "it exports one); one Python scheduler thread saturates one core.",
         ),
@@ -185,22 +112,18 @@ def board(config: MonitoringConfig) -> Board:
     source = f"{node} {{{{source}}}} {{{{target}}}}"
     b.row(
         "Exporter",
-        state_timeline(
-            "Engine scrapes",
-            Query(s("llm_engine_up"), "{{engine}}"),
-            mappings=UP_STATES,
-            width=12,
-            description="llm_engine_up: 0 is LLMEngineDown.",
-        ),
-        state_timeline(
+        up("Engine scrapes", "llm_engine_up", "{{engine}}", "llm_engine_up: 0 is LLMEngineDown."),
+        up(
             "Sources",
-            Query(s("llm_exporter_source_up"), source),
-            mappings=UP_STATES,
-            width=12,
-            description="llm_exporter_source_up per source and target: 0 is LLMExporterSourceDown.",
+            "llm_exporter_source_up",
+            source,
+            "llm_exporter_source_up per source and target: 0 is LLMExporterSourceDown.",
         ),
         timeseries(
-            "Collection duration", Query(s("llm_exporter_collect_duration_seconds"), source), unit=SECONDS, width=12
+            "Collection duration",
+            Query(s("llm_exporter_collect_duration_seconds"), source),
+            unit=Unit.SECONDS,
+            width=12,
         ),
         timeseries(
             "Source errors",
@@ -208,7 +131,7 @@ def board(config: MonitoringConfig) -> Board:
                 f"sum {s.by_node('source', 'target', 'reason')} ({s.rate('llm_exporter_source_errors_total')})",
                 f"{source} {{{{reason}}}}",
             ),
-            unit=PER_SECOND,
+            unit=Unit.PER_SECOND,
             width=12,
             rare="a source fails a collection (timeout, connection, parse, ...)",
         ),

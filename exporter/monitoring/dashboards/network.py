@@ -7,21 +7,13 @@ counters exist on mlx5 ports only (docs/rdma-and-host.md).
 
 from __future__ import annotations
 
+from typing import Any
+
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
-from exporter.monitoring.dashboards.bottleneck_diagnosis import rdma_node_evidence
-from exporter.monitoring.dashboards.panels import (
-    BYTES_PER_SECOND,
-    PACKETS_PER_SECOND,
-    PER_SECOND,
-    RATIO,
-    Line,
-    Query,
-    state_timeline,
-    timeseries,
-    value_mappings,
-)
 from exporter.monitoring.dashboards.queries import Scope
+from exporter.stages.evidence import drawn, rdma_node_evidence
+from exporter.stages.panels import Line, PanelDef, Query, Unit, ratio, state_timeline, timeseries, value_mappings
 
 UID = "llm-network"
 TITLE = "LLM serving / Network"
@@ -30,7 +22,7 @@ VARIABLES = ("datasource", "cluster", "node")
 
 def board(config: MonitoringConfig) -> Board:
     s = Scope(config, VARIABLES)
-    d, t = config.diagnosis, config.thresholds
+    t = config.thresholds
     b = Board(config, UID, TITLE, summary(__doc__), VARIABLES)
     port = f"{{{{{s.node}}}}} {{{{device}}}}/{{{{port}}}}"
     per_port = s.by_node("device", "port")
@@ -38,7 +30,11 @@ def board(config: MonitoringConfig) -> Board:
     def port_rate(counter: str, legend: str = "") -> Query:
         return Query(f"sum {per_port} ({s.rate(counter)})", f"{port}{legend}")
 
-    utilization_line = (Line(d.rdma_utilization_high, "red", "diagnosis.rdma_utilization_high"),)
+    def both_ways(title: str, counted: str, unit: str, **options: Any) -> PanelDef:
+        """What each port transmits and receives, per second."""
+        queries = (port_rate(f"llm_rdma_port_{way}_{counted}_total", f" {way}") for way in ("transmit", "receive"))
+        return timeseries(title, *queries, unit=unit, **options)
+
     b.row(
         "Ports",
         state_timeline(
@@ -49,67 +45,52 @@ def board(config: MonitoringConfig) -> Board:
             description="1 while the port is ACTIVE; a port that was active and went down is LLMRDMAPortDown.",
         ),
         timeseries(
-            "Link rate", Query(s("llm_rdma_port_link_rate_bytes_per_second"), port), unit=BYTES_PER_SECOND, width=12
+            "Link rate",
+            Query(s("llm_rdma_port_link_rate_bytes_per_second"), port),
+            unit=Unit.BYTES_PER_SECOND,
+            width=12,
         ),
-        timeseries(
-            "Transmit utilization",
-            Query(s("llm_rdma_port_transmit_utilization_ratio"), port),
-            unit=RATIO,
-            min=0,
-            max=1,
-            lines=utilization_line,
+        *(
+            ratio(title, Query(s(family), port), lines=drawn(s, "llm_rdma_port_transmit_utilization_ratio"))
+            for title, family in (
+                ("Transmit utilization", "llm_rdma_port_transmit_utilization_ratio"),
+                ("Receive utilization", "llm_rdma_port_receive_utilization_ratio"),
+            )
         ),
-        timeseries(
-            "Receive utilization",
-            Query(s("llm_rdma_port_receive_utilization_ratio"), port),
-            unit=RATIO,
-            min=0,
-            max=1,
-            lines=utilization_line,
-        ),
-        timeseries(
-            "Throughput",
-            port_rate("llm_rdma_port_transmit_bytes_total", " transmit"),
-            port_rate("llm_rdma_port_receive_bytes_total", " receive"),
-            unit=BYTES_PER_SECOND,
-        ),
-        timeseries(
-            "Packets",
-            port_rate("llm_rdma_port_transmit_packets_total", " transmit"),
-            port_rate("llm_rdma_port_receive_packets_total", " receive"),
-            unit=PACKETS_PER_SECOND,
-            width=24,
-        ),
+        both_ways("Throughput", "bytes", Unit.BYTES_PER_SECOND),
+        both_ways("Packets", "packets", Unit.PACKETS_PER_SECOND, width=24),
     )
     b.row(
         "Congestion and errors per port",
         timeseries(
             "Transmit wait (xmit_wait)",
             port_rate("llm_rdma_port_transmit_wait_total"),
-            unit=PER_SECOND,
+            unit=Unit.PER_SECOND,
             description="Ticks per second the port had data to send but no flow-control credits.",
         ),
         timeseries(
             "CNP handled and sent",
             port_rate("llm_rdma_port_cnp_handled_total", " handled"),
             port_rate("llm_rdma_port_cnp_sent_total", " sent"),
-            unit=PER_SECOND,
+            unit=Unit.PER_SECOND,
             description="DCQCN congestion notifications: handled by this port as reaction point, sent as "
             "notification point.",
         ),
-        timeseries("ECN-marked packets", port_rate("llm_rdma_port_ecn_marked_packets_total"), unit=PACKETS_PER_SECOND),
-        timeseries("Retransmissions", port_rate("llm_rdma_port_retransmissions_total"), unit=PER_SECOND, width=12),
+        timeseries(
+            "ECN-marked packets", port_rate("llm_rdma_port_ecn_marked_packets_total"), unit=Unit.PACKETS_PER_SECOND
+        ),
+        timeseries("Retransmissions", port_rate("llm_rdma_port_retransmissions_total"), unit=Unit.PER_SECOND, width=12),
         timeseries(
             "Errors by kind",
             Query(
                 f"sum {s.by_node('device', 'port', 'kind')} ({s.rate('llm_rdma_port_errors_total')})",
                 f"{port} {{{{kind}}}}",
             ),
-            unit=PER_SECOND,
+            unit=Unit.PER_SECOND,
             width=12,
             lines=(Line(t.rdma_port_errors_per_second, "red", "thresholds.rdma_port_errors_per_second"),),
             description="The line is LLMRDMAPortErrors' (per port and kind).",
         ),
     )
-    b.row("Per node, against the diagnosis lines", *rdma_node_evidence(s, config, width=6))
+    b.row("Per node, against the diagnosis lines", *rdma_node_evidence(s, width=6))
     return b

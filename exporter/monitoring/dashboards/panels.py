@@ -1,126 +1,23 @@
-"""Panel factories: every panel of every dashboard is one call here, so they all look alike.
+"""Panels as grafanalib renders them: every panel of every dashboard goes through `render`, so
+they all look alike.
 
-A factory returns a `PanelDef` — what the panel shows (queries, unit, the lines it draws) and how
-big it is — and `board.Board` places it and turns it into a grafanalib panel with a stable id.
-The hygiene of the research notes is applied once, here: datasource references on panel and
-target, `intervalFactor` 1, no forced `maxDataPoints`, Stat panels reduce with `lastNotNull`,
-heatmaps of pre-bucketed data say `calculate: false`.
-
-Threshold lines are `Line`s built from the monitoring configuration by the dashboards, so the
-line on a graph is the value an alert or the diagnosis compares against.
+A dashboard declares `PanelDef`s with the factories of exporter/stages/panels.py (what a panel
+shows and how big it is) and `board.Board` places each and turns it into a grafanalib panel here,
+with a stable id. The hygiene of the research notes is applied once, here: datasource references
+on panel and target, `intervalFactor` 1, no forced `maxDataPoints`, Stat panels reduce with
+`lastNotNull`, heatmaps of pre-bucketed data say `calculate: false`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import attr
 from grafanalib.core import GridPos, Panel, RowPanel, Stat, StateTimeline, Table, Target, Text, TimeSeries
 
+from exporter.stages.panels import Line, PanelDef
+
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-
-# Grafana unit ids; custom units are "suffix:<text>".
-SECONDS = "s"
-RATIO = "percentunit"
-BYTES = "bytes"
-BYTES_PER_SECOND = "Bps"
-REQUESTS_PER_SECOND = "reqps"
-PACKETS_PER_SECOND = "pps"
-WATTS = "watt"
-HERTZ = "hertz"
-CELSIUS = "celsius"
-COUNT = "short"
-PER_SECOND = "suffix:/s"
-TOKENS_PER_SECOND = "suffix: tok/s"
-CPU_CORES = "suffix: cores"
-# Scores (0-1) and state codes are dimensionless; "none" is the explicit choice.
-SCORE = "none"
-STATE = "none"
-
-KINDS = ("timeseries", "stat", "heatmap", "table", "state-timeline", "text")
-
-
-@dataclass(frozen=True)
-class Query:
-    expr: str
-    legend: str = ""
-
-
-@dataclass(frozen=True)
-class Line:
-    """A threshold drawn on the panel: from `value` up the panel turns `color`."""
-
-    value: float
-    color: str = "red"
-    # Where the value comes from (`diagnosis.kv_usage_warning`), for the README and descriptions.
-    source: str = ""
-
-
-@dataclass(frozen=True)
-class PanelDef:
-    kind: str
-    title: str
-    queries: tuple[Query, ...]
-    unit: str
-    description: str = ""
-    lines: tuple[Line, ...] = ()
-    width: int = 8
-    height: int = 8
-    # Stable identity: the panel id and the README anchor derive from it, not from the position.
-    key: str = ""
-    # Set when the panel is empty unless something rare happens (an XID error): says what.
-    rare: str = ""
-    min: float | None = None
-    max: float | None = None
-    mappings: tuple[dict[str, Any], ...] = ()
-    stack: bool = False
-    instant: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown panel kind {self.kind!r}")
-        if self.kind != "text" and not (self.queries and self.unit):
-            raise ValueError(f"panel {self.title!r} needs queries and a unit")
-
-
-def _def(kind: str, title: str, queries: tuple[Query | str, ...], unit: str, **options: Any) -> PanelDef:
-    resolved = tuple(q if isinstance(q, Query) else Query(q) for q in queries)
-    return PanelDef(kind, title, resolved, unit, **options)
-
-
-def timeseries(title: str, *queries: Query | str, unit: str, **options: Any) -> PanelDef:
-    return _def("timeseries", title, queries, unit, **options)
-
-
-def stat(title: str, *queries: Query | str, unit: str, **options: Any) -> PanelDef:
-    return _def("stat", title, queries, unit, **{"width": 4, "height": 4, **options})
-
-
-def heatmap(title: str, *queries: Query | str, unit: str, **options: Any) -> PanelDef:
-    return _def("heatmap", title, queries, unit, **options)
-
-
-def table(title: str, *queries: Query | str, unit: str, **options: Any) -> PanelDef:
-    return _def("table", title, queries, unit, **{"instant": True, **options})
-
-
-def state_timeline(title: str, *queries: Query | str, unit: str = STATE, **options: Any) -> PanelDef:
-    return _def("state-timeline", title, queries, unit, **options)
-
-
-def text(title: str, content: str, **options: Any) -> PanelDef:
-    return PanelDef("text", title, (), "", description=content, **options)
-
-
-def value_mappings(states: dict[int, tuple[str, str]]) -> tuple[dict[str, Any], ...]:
-    """{0: ("none", "green"), ...} as one Grafana value mapping."""
-    options = {
-        str(value): {"text": text_, "color": color, "index": index}
-        for index, (value, (text_, color)) in enumerate(sorted(states.items()))
-    }
-    return ({"type": "value", "options": options},)
 
 
 def _thresholds(lines: tuple[Line, ...], base: str = "green") -> list[dict[str, Any]]:

@@ -8,33 +8,16 @@ recording rules) carry only the cluster label and `model`, and no exporter selec
 
 from __future__ import annotations
 
-from exporter.catalogue import CATALOGUE, STAGES
+from exporter.catalogue import CATALOGUE
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.promql import series
 from exporter.monitoring.records import RecordNames
+from exporter.stages import ENGINE, of
+from exporter.stages.panels import Line
 
 # A GPU shared by several engines names them all in one label (`engine="a,b"`).
 _GPU_ENGINE = 'engine=~"(.*,)?($engine)(,.*)?"'
 _SUMMARY_SUFFIXES = ("_count", "_sum")
-
-# Primary-stage codes of the state timelines, in the framework's order; 0 is "none".
-STAGE_CODES = {stage: index for index, stage in enumerate(STAGES, start=1)}
-STAGE_TITLES = {
-    "queueing": "queueing",
-    "prefill_compute": "prefill compute",
-    "decode_memory_bandwidth": "decode memory bandwidth",
-    "kv_cache_capacity": "KV-cache capacity",
-    "cross_node_communication": "cross-node communication",
-    "host_overhead": "host overhead",
-}
-STAGE_COLORS = {
-    "queueing": "yellow",
-    "prefill_compute": "purple",
-    "decode_memory_bandwidth": "red",
-    "kv_cache_capacity": "orange",
-    "cross_node_communication": "blue",
-    "host_overhead": "dark-red",
-}
 
 
 def _q(value: str) -> str:
@@ -63,6 +46,7 @@ class Scope:
         self.w = config.rate_interval
         self.cluster = config.labels.cluster
         self.node = config.labels.node
+        self.diagnosis = config.diagnosis
 
     def __call__(self, name: str, *extra: str, engine: bool = True) -> str:
         """`name{exporter selector, variables, extra}`; `engine=False` leaves the engine variable out."""
@@ -98,13 +82,22 @@ class Scope:
     def stage_score(self, stage: str) -> str:
         return self("llm_bottleneck_score", _stage(stage))
 
+    def engine_p95(self, family: str) -> str:
+        return self.quantile(family, "0.95", self.by_node("engine"))
+
+    def line(self, key: str, colour: str = "red") -> Line:
+        return Line(getattr(self.diagnosis, key), colour, f"diagnosis.{key}")
+
+    def score_lines(self) -> tuple[Line, ...]:
+        return self.line("exit_score", "orange"), self.line("enter_score")
+
     def quantile(self, family: str, quantile: str, by: str) -> str:
         """The worst replica's windowed quantile of an exporter summary, per `by` clause."""
         return f"max {by} ({self(family, f'quantile={_q(quantile)}')})"
 
     def primary_stage_code(self) -> str:
-        """Per engine, the code (STAGE_CODES; 0 for none) of its primary stage."""
-        parts = [f"{self('llm_bottleneck_primary', _stage(stage))} * {code}" for stage, code in STAGE_CODES.items()]
+        """Per engine, the code (stage_codes(); 0 for none) of its primary stage."""
+        parts = [f"{self('llm_bottleneck_primary', _stage(stage))} * {code}" for stage, code in stage_codes().items()]
         joined = "\n  or\n  ".join(parts)
         return f"sum {self.by_node('engine')} (\n  {joined}\n)"
 
@@ -113,7 +106,13 @@ class Scope:
         return f"{self('llm_bottleneck_score')}\nand\n{self('llm_bottleneck_active')} == 1"
 
 
+def stage_codes() -> dict[str, int]:
+    """Primary-stage codes of the state timelines, in request-path order; 0 is "none"."""
+    return {stage.id: index for index, stage in enumerate(of(ENGINE), start=1)}
+
+
 def stage_mappings() -> dict[int, tuple[str, str]]:
+    """Each code's text and colour: the stage's title and colour from its record."""
     states = {0: ("none", "green")}
-    states.update({code: (STAGE_TITLES[stage], STAGE_COLORS[stage]) for stage, code in STAGE_CODES.items()})
+    states.update({index: (stage.title, stage.colour) for index, stage in enumerate(of(ENGINE), start=1)})
     return states

@@ -1,15 +1,15 @@
 """Write the dashboards: JSON per dashboard, the Grafana-sidecar ConfigMap and the README.
 
 The JSON is exactly what grafanalib's `generate-dashboard` writes for the same definition
-(`json.dump(..., sort_keys=True, indent=2)` and a newline), so either tool gives the same file.
+(`json.dump(..., sort_keys=True, indent=2)` and a newline), so either tool gives the same file:
+nested grafanalib objects are turned into JSON by their public `to_json_data()`, as its own
+encoder does.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-from grafanalib._gen import DashboardEncoder
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards import boards
@@ -24,8 +24,16 @@ README_PATH = "dashboards/README.md"
 SIDECAR_LABEL = ("grafana_dashboard", "1")
 
 
+def _json_data(value: Any) -> Any:
+    """A grafanalib object nested in a dashboard's data (a panel, a target) as JSON data."""
+    to_json_data = getattr(value, "to_json_data", None)
+    if to_json_data is None:
+        raise TypeError(f"{type(value).__name__} is not JSON serializable")
+    return to_json_data()
+
+
 def dashboard_json(board: Board) -> str:
-    return json.dumps(board.build().to_json_data(), sort_keys=True, indent=2, cls=DashboardEncoder) + "\n"
+    return json.dumps(board.build().to_json_data(), sort_keys=True, indent=2, default=_json_data) + "\n"
 
 
 def json_path(name: str) -> str:
@@ -113,10 +121,12 @@ exporter runs with (the `diagnosis:` section of deploy/kubernetes/configmap.yaml
 exporter's diagnosis scores against.
 
 - **Definitions**: `exporter/monitoring/dashboards/` in the installed package — one module per
-  dashboard, built from small panel factories (`panels.py`), a grid layout with stable panel ids
-  and the template variables (`board.py`), and selectors spliced from the configuration
-  (`queries.py`). Living in the package keeps `llm-bottleneck-exporter generate` working from a
-  plain install.
+  dashboard, built from small panel factories (`exporter/stages/panels.py`, and the evidence panels
+  several dashboards share, `exporter/stages/evidence.py`), a grid layout with stable panel ids and
+  the template variables (`board.py`), selectors spliced from the configuration (`queries.py`) and
+  one grafanalib rendering of every panel (`panels.py`). The *Bottleneck diagnosis* rows are the
+  stages' own (docs/stages.md). Living in the package keeps `llm-bottleneck-exporter generate`
+  working from a plain install.
 - **`dashboards/*.dashboard.py`**: thin grafanalib entry points over those modules (the monitoring
   configuration's defaults, the repository's deployed thresholds):
   `generate-dashboard -o dashboards/generated/NAME.json dashboards/NAME.dashboard.py` writes the

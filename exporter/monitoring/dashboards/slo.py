@@ -8,13 +8,15 @@ an estimate with its confidence, the answer to "GPU utilization is low: can we a
 
 from __future__ import annotations
 
+from typing import Any
+
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
-from exporter.monitoring.dashboards.panels import RATIO, REQUESTS_PER_SECOND, SCORE, Line, Query, text, timeseries
 from exporter.monitoring.dashboards.queries import Scope
 from exporter.monitoring.promql import percent
 from exporter.monitoring.slo_rules import FAST_BURN, SLOW_BURN, SloRecordNames
 from exporter.settings import SloTarget
+from exporter.stages.panels import Line, PanelDef, Query, Unit, text, timeseries
 
 UID = "llm-slo"
 TITLE = "LLM serving / SLOs"
@@ -44,82 +46,83 @@ def _title(slo: SloTarget) -> str:
     return f"SLO {slo.name}: {', '.join(parts)} for {percent(slo.objective)}"
 
 
-def _panels(s: Scope, slo: SloTarget) -> tuple:
+def _panels(s: Scope, slo: SloTarget) -> tuple[PanelDef, ...]:
     name = f'slo="{slo.name}"'
     cluster = f'{s.cluster}=~"$cluster"'
     model = 'model=~"$model"'
-    engine_legend = "{{engine}} {{dimension}}"
     objective = (Line(slo.objective, "green", f"slos.{slo.name}.objective"),)
     burn_lines = tuple(Line(c.factor, "red" if c.factor > 5 else "orange") for c in FAST_BURN + SLOW_BURN[:1])
     requests = f"sum by ({s.cluster}, engine) ({s.rate('llm_engine_e2e_request_latency_seconds_count')})"
+
+    def panel(key: str, title: str, *queries: Query, **options: Any) -> PanelDef:
+        """One of this SLO's panels; its key is the SLO's."""
+        return timeseries(title, *queries, key=f"{slo.name}-{key}", **options)
+
+    def per_engine(op: str, family: str, legend: str = "{{engine}}", by: str = "engine") -> Query:
+        return Query(f"{op} by ({s.cluster}, {by}) ({s(family, name)})", legend)
+
+    def recorded(record: str, legend: str, *matchers: str) -> Query:
+        return Query(f"{record}{{{', '.join((name, cluster, *matchers))}}}", legend)
+
     return (
-        timeseries(
+        panel(
+            "attainment",
             "Attainment per model",
-            Query(
-                f"{SloRecordNames.model_attainment(s.w)}{{{name}, {cluster}, {model}}}",
-                "{{model}} {{dimension}}",
-            ),
-            unit=RATIO,
+            recorded(SloRecordNames.model_attainment(s.w), "{{model}} {{dimension}}", model),
+            unit=Unit.RATIO,
             max=1,
             lines=objective,
             description="Fraction of events within the threshold across the model's replicas (lower bound at the "
             "bucket edge; per token gap for itl). Below the line, the SLO is missed over this window.",
-            key=f"{slo.name}-attainment",
         ),
-        timeseries(
+        panel(
+            "burn",
             "Error-budget burn rate",
-            *(
-                Query(f"{SloRecordNames.burn_rate(w)}{{{name}, {cluster}}}", f"{{{{dimension}}}} over {w}")
-                for w in ("1h", "6h", "3d")
-            ),
-            unit=SCORE,
+            *(recorded(SloRecordNames.burn_rate(w), f"{{{{dimension}}}} over {w}") for w in ("1h", "6h", "3d")),
+            unit=Unit.SCORE,
             min=0,
             lines=burn_lines,
             description="Error ratio over the error budget (1 - objective): 1 spends the budget exactly in 30 days. "
             "LLMSLOErrorBudgetBurnFast pages at 14.4 over 1h (and 5m) or 6 over 6h (and 30m).",
-            key=f"{slo.name}-burn",
         ),
-        timeseries(
+        panel(
+            "goodput",
             "Goodput per engine",
-            Query(
-                f"sum by ({s.cluster}, engine, dimension) ({s('llm_slo_goodput_requests_per_second', name)})",
-                engine_legend,
-            ),
+            per_engine("sum", "llm_slo_goodput_requests_per_second", "{{engine}} {{dimension}}", "engine, dimension"),
             Query(requests, "{{engine}} all requests"),
-            unit=REQUESTS_PER_SECOND,
+            unit=Unit.REQUESTS_PER_SECOND,
             min=0,
             description="Requests per second within the threshold, beside all completed requests.",
-            key=f"{slo.name}-goodput",
         ),
-        timeseries(
+        panel(
+            "capacity",
             "Capacity under the SLO vs load",
-            Query(f"max by ({s.cluster}, engine) ({s('llm_capacity_max_request_rate', name)})", "{{engine}} max"),
+            per_engine("max", "llm_capacity_max_request_rate", "{{engine}} max"),
             Query(requests, "{{engine}} now"),
-            unit=REQUESTS_PER_SECOND,
+            unit=Unit.REQUESTS_PER_SECOND,
             min=0,
             description="The estimated largest request rate at which the engine still meets the SLO at today's "
             "request mix (exporter/slo/headroom.py), beside the rate it serves.",
-            key=f"{slo.name}-capacity",
         ),
-        timeseries(
+        panel(
+            "headroom",
             "Headroom",
-            Query(f"min by ({s.cluster}, engine) ({s('llm_capacity_headroom_ratio', name)})", "{{engine}}"),
-            Query(f"{SloRecordNames.model_headroom}{{{name}, {cluster}, {model}}}", "model {{model}}"),
-            unit=RATIO,
+            per_engine("min", "llm_capacity_headroom_ratio"),
+            recorded(SloRecordNames.model_headroom, "model {{model}}", model),
+            unit=Unit.RATIO,
             max=1,
             lines=(Line(0.0, "red"),),
             description="1 - load / capacity under the SLO, per engine and per model across replicas. Low GPU "
             "utilization with little headroom means added concurrency would break the SLO.",
-            key=f"{slo.name}-headroom",
         ),
-        timeseries(
+        panel(
+            "confidence",
             "Capacity estimate confidence",
-            Query(f"min by ({s.cluster}, engine) ({s('llm_capacity_estimate_confidence_ratio', name)})", "{{engine}}"),
-            unit=RATIO,
+            per_engine("min", "llm_capacity_estimate_confidence_ratio"),
+            unit=Unit.RATIO,
             min=0,
             max=1,
             description="0.3 on the model's prior alone; higher as the engine's own load history spans more of the "
             "range the estimate extrapolates over.",
-            key=f"{slo.name}-confidence",
         ),
     )

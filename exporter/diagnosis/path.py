@@ -1,19 +1,8 @@
-"""The first two stages of the path, before the engine: `ingress` and `client_network`.
+"""The stages before the engine, scored per gateway with the probes that go through it.
 
-Read from normalized families only (`llm_gateway_*`, `llm_probe_*`, `llm_engine_*`). Latency is
-split by means over one window (rate of the sum over rate of the count), never by subtracting
-quantiles, which do not add up:
-
-- engine            = the engines' mean e2e latency (their own clock, from arrival in the API server)
-- gateway_to_engine = the gateway's mean upstream time − engine (the hop, where it is measured)
-- gateway           = the gateway's mean request time − max(upstream, engine): its own handling,
-                      queue and routing
-- client_to_gateway = the probe's mean through the gateway − its mean direct to the engine − the
-                      gateway's own time (like for like: the same tiny request both ways); without
-                      a direct path, the probe's mean − the gateway's mean request time
-
-Populations differ between the gateway (all requests) and the probe (its own tiny ones); the
-components are clamped at 0 and the evidence names the means they came from.
+Each round gathers one gateway's `PathReading` (exporter/stages/path.py) from normalized families
+only (`llm_gateway_*`, `llm_probe_*`, `llm_engine_*`), keeping the windows its means and response
+counts come from, and scores every path-scope stage (the registry's) from it with hysteresis.
 """
 
 from __future__ import annotations
@@ -22,34 +11,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.diagnosis.stages import ramp
+from exporter.diagnosis.verdict import NONE, Hysteresis
 from exporter.model import Metric, QuantileSummary, Sample
 from exporter.settings import GatewayTarget, ProbeTarget, Thresholds
+from exporter.stages import of
+from exporter.stages.path import PATH, PathReading
 from exporter.window import DeltaWindow
 
-PATH_STAGES = ("ingress", "client_network")
-COMPONENTS = ("client_to_gateway", "gateway", "gateway_to_engine", "engine")
 GatewayKey = tuple[str, str]  # gateway, gateway_type
-ERROR_CODES = ("502", "503", "504")
 #: below these many responses in the window an error share means nothing
 MIN_RESPONSES = 5
-
-ACTIONS = {
-    "ingress": [
-        "Compare the gateway's backend limits (HAProxy server maxconn and timeout queue, LiteLLM rpm/parallel "
-        "limits, EPP flow-control capacity) with the engine's concurrency (max_num_seqs): a limit below it turns "
-        "load into 503/504 at the gateway while the engine idles",
-        "Look at the gateway's own CPU, TLS handshakes and routing plugins (llm_gateway_latency_component_seconds"
-        '{component="gateway"}); scale the gateway out before the engines',
-        "Read the gateway's logs for upstream timeouts and connection resets behind the 502/503/504",
-    ],
-    "client_network": [
-        "The path before the gateway is slow for every request: measure RTT and loss from the clients' network "
-        "to the gateway (the probe's path), check the load balancer, NAT and MTU in front of it",
-        "Keep clients and the gateway in one region/zone; reuse connections (keep-alive, HTTP/2) so handshakes "
-        "are not paid per request",
-    ],
-}
 
 
 @dataclass
@@ -57,7 +28,7 @@ class PathDiagnosis:
     key: GatewayKey
     scores: dict[str, float]
     active: dict[str, bool]
-    primary: str = "none"
+    primary: str = NONE
     components: dict[str, float] = field(default_factory=dict)
     engines: list[str] = field(default_factory=list)
     engines_down: list[str] = field(default_factory=list)
@@ -111,7 +82,7 @@ class PathDiagnoser:
         self._behind: dict[str, tuple[str, ...]] = {}
         self._probes: dict[str, list[str]] = {}
         self._means = _Means()
-        self._active: dict[tuple[GatewayKey, str], bool] = {}
+        self._hysteresis = Hysteresis()
         self.latest: dict[GatewayKey, PathDiagnosis] = {}
 
     def configure(self, gateways: Iterable[GatewayTarget], probes: Iterable[ProbeTarget]) -> None:
@@ -142,11 +113,11 @@ class PathDiagnoser:
         return [d.as_json() for _, d in sorted(self.latest.items())]
 
     def annotate(self, engines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Engines behind a gateway carry its stages: their scores gain `ingress` and `client_network`."""
+        """Engines behind a gateway carry its stages: their scores gain the path stages'."""
         for entry in engines:
             for d in self.latest.values():
                 if entry["engine"] in d.engines:
-                    entry["scores"].update({s: round(d.scores[s], 3) for s in PATH_STAGES})
+                    entry["scores"].update({s: round(score, 3) for s, score in d.scores.items()})
                     entry["gateway"] = d.key[0]
                     entry["path_primary"] = d.primary
         return engines
@@ -243,24 +214,24 @@ class PathDiagnoser:
         active_connections = gauge("llm_gateway_connections_active")
         limit = gauge("llm_gateway_connections_limit")
 
-        components: dict[str, float] = {}
-        if e_mean is not None:
-            components["engine"] = e_mean
-        if g_upstream is not None and e_mean is not None:
-            components["gateway_to_engine"] = max(0.0, g_upstream - e_mean)
-        own = None
-        if g_total is not None:
-            inner = max(v for v in (g_upstream, e_mean, 0.0) if v is not None)
-            own = max(0.0, g_total - inner)
-            components["gateway"] = own
-        if p_gateway is not None:
-            if p_direct is not None:
-                components["client_to_gateway"] = max(0.0, p_gateway - p_direct - (own or 0.0))
-            elif g_total is not None:
-                components["client_to_gateway"] = max(0.0, p_gateway - g_total)
-
+        reading = PathReading(
+            up=bool(up),
+            engines_down=tuple(down),
+            backends_down=backends_down,
+            probed=bool(self._probes.get(name)),
+            counts=counts,
+            answered=answered,
+            error_share=error_share,
+            total=g_total,
+            upstream=g_upstream,
+            engine=e_mean,
+            probe_gateway=p_gateway,
+            probe_direct=p_direct,
+            queued=queued,
+            connections=active_connections,
+            connections_limit=limit,
+        )
         evidence: list[str] = []
-        engine_healthy = not down and up
         if down:
             evidence.append(
                 f"engine {', '.join(down)} behind the gateway is down (llm_engine_up 0): the gateway's 502/503 are the "
@@ -270,65 +241,16 @@ class PathDiagnoser:
             evidence.append(f"{backends_down:g} backend(s) down at the gateway")
         if not up:
             evidence.append("the gateway's metrics cannot be read (llm_gateway_up 0)")
-
-        # ingress: errors at the gateway, gateway time >> engine time, queue / connections at the limit
-        s_errors = ramp(error_share, 0.01, 0.1)
-        reference = max(e_mean or 0.0, 0.05)
-        s_time = ramp((own / reference) if own is not None else None, 0.5, 2.0)
-        s_queue = ramp(queued, 0.0, t.waiting_requests)
-        s_limit = ramp(active_connections / limit if active_connections is not None and limit else None, 0.8, 1.0)
-        if backends_down and not down:
-            s_errors = max(s_errors, 0.5)
-        ingress = 1 - (1 - s_errors) * (1 - s_time) * (1 - 0.7 * s_queue) * (1 - 0.7 * s_limit)
-        ingress *= 1.0 if engine_healthy else 0.0
-        if error_share is not None:
-            codes = ", ".join(f"{c}: {counts[c]:.0f}" for c in ERROR_CODES if counts.get(c))
-            evidence.append(
-                f"ingress: 5xx {error_share:.1%} of {answered:.0f} responses in the window"
-                + (f" ({codes})" if codes else "")
-            )
-        if own is not None:
-            evidence.append(
-                f"ingress: gateway's own time {own * 1000:.0f} ms (mean request {g_total * 1000:.0f} ms"  # type: ignore[operator]
-                + (f", upstream {g_upstream * 1000:.0f} ms" if g_upstream is not None else "")
-                + (f", engine e2e {e_mean * 1000:.0f} ms" if e_mean is not None else ", no engine e2e")
-                + ")"
-            )
-        if queued:
-            evidence.append(f"ingress: {queued:g} request(s) queued at the gateway for a backend")
-        if s_limit:
-            evidence.append(f"ingress: {active_connections:g} of {limit:g} client connections in use")
-
-        # client_network: the probe through the gateway slow while the gateway and the engine are fast
-        extra = components.get("client_to_gateway")
-        baseline = p_direct if p_direct is not None else g_total
-        s_extra_ratio = ramp(extra / max(baseline or 0.0, 0.02) if extra is not None else None, 0.5, 2.0)
-        s_extra_abs = ramp(extra, 0.02, 0.2)
-        client_network = s_extra_ratio * s_extra_abs * (1 - s_errors) * (1 - 0.5 * s_time)
-        client_network *= 1.0 if engine_healthy else 0.0
-        if p_gateway is not None:
-            evidence.append(
-                f"client_network: probe through the gateway {p_gateway * 1000:.0f} ms mean"
-                + (f", direct to the engine {p_direct * 1000:.0f} ms" if p_direct is not None else "")
-                + (f": {extra * 1000:.0f} ms before the gateway" if extra is not None else "")
-            )
-        elif not self._probes.get(name):
-            evidence.append(
-                "client_network: no probe goes through this gateway (probes:), so the client side is unmeasured"
-            )
-
-        scores = {"ingress": min(1.0, ingress), "client_network": min(1.0, client_network)}
-        active = {}
-        for stage, score in scores.items():
-            was = self._active.get((key, stage), False)
-            active[stage] = score >= (t.exit_score if was else t.enter_score)
-            self._active[(key, stage)] = active[stage]
-        on = [s for s in PATH_STAGES if active[s]]
-        primary = max(on, key=lambda s: scores[s]) if on else "none"
-        actions = [a for s in PATH_STAGES if active[s] for a in ACTIONS[s]]
+        stages = of(PATH)
+        results = {stage.id: stage.score(reading, t) for stage in stages}
+        scores = {stage_id: result.score for stage_id, result in results.items()}
+        for stage_id, result in results.items():
+            evidence += [f"{stage_id}: {line}" for line in result.evidence]
+        active, primary = self._hysteresis.judge(key, stages, scores, t)
+        actions = [a for stage in stages if active[stage.id] for a in stage.generic_actions]
         if down:
             actions.append(f"Restore engine {', '.join(down)} (see its own diagnosis and llm_engine_up)")
-        return PathDiagnosis(key, scores, active, primary, components, behind, down, evidence, actions)
+        return PathDiagnosis(key, scores, active, primary, reading.components, behind, down, evidence, actions)
 
     def _gauges(self, d: PathDiagnosis) -> list[Metric]:
         gateway, gateway_type = d.key
@@ -337,9 +259,9 @@ class PathDiagnoser:
             Sample("llm_gateway_latency_component_seconds", {**base, "component": c}, round(v, 6))
             for c, v in d.components.items()
         ]
-        for stage in PATH_STAGES:
-            out.append(Sample("llm_gateway_bottleneck_score", {**base, "stage": stage}, round(d.scores[stage], 4)))
-        for stage in (*PATH_STAGES, "none"):
+        for stage, score in d.scores.items():
+            out.append(Sample("llm_gateway_bottleneck_score", {**base, "stage": stage}, round(score, 4)))
+        for stage in (*d.scores, NONE):
             out.append(
                 Sample("llm_gateway_bottleneck_primary", {**base, "stage": stage}, 1.0 if d.primary == stage else 0.0)
             )
