@@ -3,12 +3,14 @@
 Seed: after the prompt template grew (input 200 -> 800 tokens) P99 rose 800 ms -> 2.5 s, throughput
 fell 40 %, running fell 32 -> 18 while waiting grew, SM active 45 %, DRAM active 95 %; prefix
 caching, max_model_len 4096 and shortest-job-first brought P99 back to 950 ms. The simulator must
-reproduce the directions, the ratios the issue states, and the GPU signature; its absolute
-latencies are longer than the seed's because its answers are long enough for decode to dominate
-GPU time, which the seed's DRAM/SM counters imply (docs/simulator.md, "The seed case", shows why
-both cannot hold at once). The load is a closed population of editors (each waits for its answer
-and thinks before it asks again), so throughput falls with the latency as the response-time law
-says, the queue grows to what the population holds and the backlog the remedies meet is bounded.
+reproduce the directions, the ratios the issue states, and the GPU signature of the incident. Its
+absolute latencies are longer than the seed's, and its baseline already shows DRAM near 0.99 with
+SM near 0.5: with SM active near 0.45 a decode-bound engine's answers must be about as long as its
+prompts, and an engine that decodes 30 requests streams HBM all the time (docs/simulator.md, "The
+seed case", gives the arithmetic and the shapes tried). The load is a closed population of editors
+(each waits for its answer and thinks before it asks again), so throughput falls with the latency as
+the response-time law says, the queue grows to what the population holds and the backlog the
+remedies meet is bounded.
 """
 
 from __future__ import annotations
@@ -34,9 +36,18 @@ def phases() -> dict[str, WindowSummary]:
 
 
 def test_p99_latency_triples_after_the_prompt_change(phases):
-    # The seed: 800 ms -> 2.5 s, x3.1; accepted within 30 %.
+    # The seed: 800 ms -> 2.5 s, x3.1; accepted within 30 % of it, and at least x2.6.
     ratio = phases["long-template"].e2e_p99 / phases["baseline"].e2e_p99
-    assert 3.1 * 0.7 <= ratio <= 3.1 * 1.3
+    assert max(2.6, 3.1 * 0.7) <= ratio <= 3.1 * 1.3
+
+
+def test_the_baseline_p99_is_the_answer_length_tail_not_a_queue(phases):
+    # No request waits in the baseline, so its P99 is the longest answers' decode time: answers of a
+    # narrow spread (cv 0.3) keep it within about twice the mean, which is what leaves room for the
+    # queue of the long-template phase to triple it.
+    before = phases["baseline"]
+    assert before.waiting < 1.0
+    assert before.e2e_p99 <= 2.2 * before.e2e_mean
 
 
 def test_throughput_falls_by_about_forty_percent_after_the_prompt_change(phases):
@@ -63,9 +74,12 @@ def test_throughput_follows_the_clients_response_time_law(phases):
 
 
 def test_decode_is_memory_bound_after_the_prompt_change(phases):
+    # The seed's SM 45 % with DRAM 95 %: DRAM within its tolerance, SM within 0.07 of 0.45 (few
+    # recomputed prompts: each preemption's recompute is tensor work that raises SM active).
     after = phases["long-template"]
-    assert after.dram_active >= 0.85
-    assert after.sm_active <= 0.6
+    assert after.dram_active >= 0.9
+    assert 0.38 <= after.sm_active <= 0.52
+    assert after.tensor_active < 0.3  # light compute: the exporter's decode stage needs it
 
 
 def test_remedies_bring_p99_back_within_one_and_a_half_times_the_original(phases):

@@ -47,14 +47,14 @@ def test_list_shows_every_scenario_with_its_stages():
 @pytest.mark.parametrize(
     ("edit", "where"),
     [
-        (("clients: 880", "clients: many"), "workload.clients"),
+        (("clients: 1000", "clients: many"), "workload.clients"),
         (("expected_stage: decode_memory_bandwidth", "expected_stage: slow"), "phases[1].expected_stage"),
         (("      scheduling: sjf", "      scheduling: random"), "phases[2].engine.scheduling"),
         (("      max_num_seqs: 256", "      max_num_seqs: 256\n      colour: blue"), "replicas[0].engine.colour"),
         (("  gpu: a100-80gb", "  gpu: a100-40gb"), "node.gpu"),
         (("  gpus: 8", "  gpus: 4"), "replicas"),
         (("  gpus: 8", "  gpus: 8.5"), "node.gpus"),
-        (("clients: 880", "clients:"), "workload.clients"),
+        (("clients: 1000", "clients:"), "workload.clients"),
     ],
 )
 def test_scenario_errors_name_the_key(edit, where):
@@ -70,8 +70,8 @@ def test_scenario_errors_name_the_key(edit, where):
     ("edit", "problem"),
     [
         (("  gpus: 8", "  gpus: 8.5"), "node.gpus: must be a whole number, not 8.5"),
-        (("clients: 880", "clients:"), "workload.clients: missing"),
-        (("clients: 880", "clients: -1"), "workload.clients: must be at least 0, not -1"),
+        (("clients: 1000", "clients:"), "workload.clients: missing"),
+        (("clients: 1000", "clients: -1"), "workload.clients: must be at least 0, not -1"),
     ],
 )
 def test_scenario_errors_have_the_one_shape_where_colon_problem(edit, problem):
