@@ -63,8 +63,7 @@ class EngineSource(Source):
         self._window_seconds = window_seconds
         # `once` has no earlier scrape to diff against: count the engine's lifetime instead.
         self._lifetime_baseline = lifetime_baseline
-        # A mapping of its own: it remembers this target's histogram layouts (engines/common.py).
-        self._mapping: EngineMapping | None = type(MAPPINGS[target.type])() if target.type else None
+        self._mapping: EngineMapping | None = MAPPINGS[target.type] if target.type else None
         self._client = HttpClient(follow_redirects=target.follow_redirects, auth=authorizer(target.auth))
         self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
         self._shown_url = redact(target.url)
@@ -101,7 +100,7 @@ class EngineSource(Source):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
-            self._mapping = mapping = type(mapping)()
+            self._mapping = mapping
         readings = mapping.read(parsed)
         readings = self._within_model_cap(readings)
         if not readings:
