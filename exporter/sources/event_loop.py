@@ -49,7 +49,7 @@ def run(coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     once passed and raises TimeoutError.
     """
     shared = loop()
-    if _running_on(shared):
+    if on_loop_thread():
         coroutine.close()
         raise RuntimeError("event_loop.run called on the event loop's own thread")
     future = asyncio.run_coroutine_threadsafe(coroutine, shared)
@@ -63,8 +63,9 @@ def run(coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         raise
 
 
-def _running_on(shared: asyncio.AbstractEventLoop) -> bool:
+def on_loop_thread() -> bool:
+    """Whether the caller runs on the shared loop itself (where it must not wait for it)."""
     try:
-        return asyncio.get_running_loop() is shared
+        return asyncio.get_running_loop() is _loop
     except RuntimeError:
         return False

@@ -88,7 +88,7 @@ def origin(url: str) -> tuple[str, str, int | None]:
 
 class HttpClient:
     """One source's HTTP client: its own aiohttp session (made on the shared loop when first used),
-    its credentials, TLS options and redirect rule. `close` is for any thread but the loop's."""
+    its credentials, TLS options and redirect rule."""
 
     def __init__(
         self,
@@ -189,10 +189,11 @@ class HttpClient:
         session, self._session = self._session, None
         if session is not None and not session.closed:
             closing = event_loop.submit(session.close())
-            try:
-                closing.result(timeout=5)
-            except Exception:  # closing is best effort: the loop may be stopping
-                pass
+            if not event_loop.on_loop_thread():  # there, it closes once this step returns
+                try:
+                    closing.result(timeout=5)
+                except Exception:  # closing is best effort: the loop may be stopping
+                    pass
 
 
 @asynccontextmanager

@@ -15,9 +15,9 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.hostile import peak_rss_bytes, trickle
+from tests.integration.test_hostile_targets import write_config
 from tests.support import ExporterProcess, RouteServer, fixture_text, respond_with, series_value
 
 pytestmark = pytest.mark.integration
@@ -37,12 +37,6 @@ def server() -> Iterator[RouteServer]:
     route_server = RouteServer()
     yield route_server
     route_server.close()
-
-
-def write_config(tmp_path: Path, engines: list) -> str:
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump({"engines": engines}))
-    return str(path)
 
 
 def streamed(body: bytes, encoding: str | None, counted: list[int]) -> object:

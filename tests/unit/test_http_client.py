@@ -60,23 +60,21 @@ def chunked(body: bytes, size: int = 1000) -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n" + pieces + b"0\r\n\r\n"
 
 
-def test_consecutive_fetches_share_one_kept_alive_connection(served: list[RawServer], client: HttpClient) -> None:
-    server = RawServer(lambda n: ok(b"up 1\n"))
-    served.append(server)
-    for _ in range(5):
-        assert fetch(client, server.url()) == b"up 1\n"
-    assert (server.connections, server.requests) == (1, 5)
-
-
-def test_a_connection_the_target_closed_meanwhile_is_replaced_not_an_error(
-    served: list[RawServer], client: HttpClient
+@pytest.mark.parametrize(
+    ("target_closes", "connections"),
+    # A target's keep-alive timeout (uvicorn's is 5 s) is shorter than a 15 s scrape interval: a
+    # connection it closed meanwhile is replaced, not an error.
+    [(False, 1), (True, 4)],
+    ids=["kept-alive", "closed-by-the-target-meanwhile"],
+)
+def test_consecutive_fetches_share_one_connection_while_the_target_keeps_it(
+    served: list[RawServer], client: HttpClient, target_closes: bool, connections: int
 ) -> None:
-    # A target's keep-alive timeout (uvicorn's is 5 s) is shorter than a 15 s scrape interval.
-    server = RawServer(lambda n: ok(b"up 1\n"), close_after=lambda n: True)
+    server = RawServer(lambda n: ok(b"up 1\n"), close_after=lambda n: target_closes)
     served.append(server)
-    for _ in range(3):
+    for _ in range(4):
         assert fetch(client, server.url()) == b"up 1\n"
-    assert (server.connections, server.requests) == (3, 3)
+    assert (server.connections, server.requests) == (connections, 4)
 
 
 def test_a_body_shorter_than_its_content_length_is_a_connection_error(
