@@ -296,3 +296,59 @@ def test_secrets_in_the_query_and_userinfo_never_reach_an_error(client: HttpClie
     assert "s3cret" not in str(error)
     assert str(error).startswith(f"http://127.0.0.1:{port}/metrics?api_key=xxxxx&format=xxxxx: ")
     assert redact("http://h:1/m") == "http://h:1/m"
+
+
+# --- TLS options, as a Prometheus scrape config (and the report's --ca-file, --cert-file) states them --
+
+
+@pytest.fixture(scope="module")
+def mutual_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path, Path]]:
+    """An HTTPS server on loopback that asks for a client certificate from its CA: (url, CA file,
+    client certificate, client key)."""
+    import ipaddress
+    import ssl
+
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    from tests.integration.test_web_config import CertificateAuthority
+
+    directory = tmp_path_factory.mktemp("tls")
+    ca = CertificateAuthority(directory, "scrape-ca")
+    san = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    server_cert = ca.issue("engine", san, ExtendedKeyUsageOID.SERVER_AUTH)
+    client_cert = ca.issue("exporter", [x509.DNSName("exporter")], ExtendedKeyUsageOID.CLIENT_AUTH)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(ca.path))
+    context.load_cert_chain(server_cert.cert, server_cert.key)
+    context.verify_mode = ssl.CERT_REQUIRED
+    server = RouteServer({"/metrics": lambda handler: handler.wfile.write(ok(b"up 1\n"))})
+    server._server.socket = context.wrap_socket(server._server.socket, server_side=True)
+    server._server.handle_error = lambda request, address: None  # refused handshakes are the point
+    yield f"https://127.0.0.1:{server.port}/metrics", ca.path, client_cert.cert, client_cert.key
+    server.close()
+
+
+def test_tls_options_verify_the_server_and_present_a_client_certificate(mutual_tls) -> None:
+    from exporter.sources.http_environment import TlsOptions
+
+    url, ca, cert, key = mutual_tls
+    clients = {
+        "ca and client certificate": HttpClient(
+            tls=TlsOptions(ca_file=str(ca), cert_file=str(cert), key_file=str(key))
+        ),
+        "insecure, client certificate": HttpClient(
+            tls=TlsOptions(cert_file=str(cert), key_file=str(key), insecure_skip_verify=True)
+        ),
+        "system store": HttpClient(tls=TlsOptions(cert_file=str(cert), key_file=str(key))),
+        "no client certificate": HttpClient(tls=TlsOptions(ca_file=str(ca))),
+    }
+    try:
+        assert fetch(clients["ca and client certificate"], url) == b"up 1\n"
+        assert fetch(clients["insecure, client certificate"], url) == b"up 1\n"
+        untrusted = refusal(clients["system store"], url)
+        anonymous = refusal(clients["no client certificate"], url)
+    finally:
+        for client in clients.values():
+            client.close()
+    assert untrusted.reason == "connection" and "tls: certificate verify failed" in str(untrusted)
+    assert anonymous.reason == "connection"
