@@ -4,26 +4,31 @@ Scrapes of /metrics read the last published Snapshot and never wait for a collec
 engine costs its own series at most, never the scrape. A source still running from an earlier
 round is not started twice; it is reported down ("timeout") until it returns.
 
+A round runs on the shared event loop (exporter.sources.event_loop): a source whose `collect` is a
+coroutine (every HTTP fetch) is awaited there, one whose `collect` blocks (NVML, DCGM, sysfs,
+/proc) runs in this loop's bounded thread pool. Stopping cancels what is in flight, so no target
+can hold the process past its shutdown.
+
 Sources found at run time (engines discovered from the Kubernetes API) come from SourceGroups,
 which the loop asks for their current members at the start of every round.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ALL_COMPLETED, Future, ThreadPoolExecutor, wait
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from exporter.budget import Discarding
 from exporter.model import Metric
-from exporter.sources import multiplex
-from exporter.sources.base import Source, SourceError, SourceGroup
-from exporter.sources.multiplex import Fetch
+from exporter.sources import event_loop
+from exporter.sources.base import Source, SourceError, SourceGroup, is_async
 
 log = logging.getLogger(__name__)
 
@@ -68,23 +73,22 @@ class Snapshot:
 
 @dataclass
 class _Running:
-    future: Future[_Outcome]
+    task: asyncio.Future[_Outcome]
     started: float
     source: Source
 
 
 @dataclass(frozen=True)
 class _Outcome:
-    """What one run of a source returned, timed by the worker that ran it: the loop collects
+    """What one run of a source returned, timed around the source's own work: the loop collects
     results in order, so a clock read there would charge every source the wait for earlier ones."""
 
     metrics: list[Metric]
     duration_seconds: float
     #: reason -> items the source left out of its output this run (see exporter.budget)
     discards: Mapping[str, int]
-    error: Exception | None = None
-    #: the loop's clock when the answer was in hand (its body read, before its parsing's share of
-    #: a multiplexed round); NaN where the run failed
+    error: BaseException | None = None
+    #: the loop's clock when the answer was in hand; NaN where the run failed
     answered_at: float = math.nan
 
 
@@ -102,14 +106,19 @@ class CollectionLoop:
         self.interval_seconds = interval_seconds
         self._on_snapshot = on_snapshot
         self._clock = clock
-        workers = max(4, 2 * len(self.sources)) + sum(2 * group.max_sources for group in self.groups)
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="source")
+        # Threads only for sources that block; one each (a source is never run twice at once),
+        # and as many again for those a hung call holds (NVML waiting on a wedged GPU).
+        blocking = sum(1 for source in self.sources if not is_async(source)) + len(self.groups)
+        self._executor = ThreadPoolExecutor(max_workers=max(4, 2 * blocking), thread_name_prefix="source")
         # Keyed by id(source); `_Running.source` guards against an id reused by a new source.
+        # Read and written on the event loop only.
         self._in_flight: dict[int, _Running] = {}
         self._error_counts: dict[tuple[str, str, str], int] = {}
         self._sequence = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: the round in progress (on the event loop), which `stop` cancels
+        self._round: concurrent.futures.Future[Snapshot] | None = None
         self.snapshot: Snapshot | None = None
         self.last_completed_monotonic: float | None = None
 
@@ -118,9 +127,23 @@ class CollectionLoop:
         return self.sources + [source for group in self.groups for source in group.sources()]
 
     def collect_once(self) -> Snapshot:
-        """Run every source (in parallel) and publish the resulting snapshot."""
+        """Run every source (in parallel, on the event loop) and publish the resulting snapshot;
+        concurrent.futures.CancelledError when `stop` cancelled it."""
         now = self._clock()
         sources = self.current_sources()
+        self._round = event_loop.submit(self._collect(now, sources))
+        if self._stop.is_set():
+            self._round.cancel()
+        try:
+            snapshot = self._round.result()
+        finally:
+            self._round = None
+        self.last_completed_monotonic = self._clock()
+        if self._on_snapshot is not None:
+            self._on_snapshot(snapshot)
+        return snapshot
+
+    async def _collect(self, now: float, sources: list[Source]) -> Snapshot:
         current = {id(source) for source in sources}
         # A source its group dropped (a deleted pod) is forgotten even if still running.
         for index in [k for k in self._in_flight if k not in current]:
@@ -129,22 +152,13 @@ class CollectionLoop:
         live = {(source.name, source.target) for source in sources}
         for gone in [k for k in self._error_counts if (k[0], k[1]) not in live]:
             del self._error_counts[gone]
-        batch: list[tuple[Source, Fetch, Future[_Outcome]]] = []
         for source in sources:
             running = self._in_flight.get(id(source))
             if running is not None and running.source is source:
                 continue
-            fetch = self._offered(source, now)
-            if fetch is None:
-                future = self._executor.submit(self._run_source, source, now)
-            else:
-                future = Future()
-                batch.append((source, fetch, future))
-            self._in_flight[id(source)] = _Running(future, now, source)
-        if batch:
-            self._executor.submit(self._run_multiplexed, batch, now)
+            self._in_flight[id(source)] = _Running(asyncio.ensure_future(self._run_source(source, now)), now, source)
         if self.snapshot is None and self._on_snapshot is not None:
-            self._publish_as_sources_return(sources)
+            await self._publish_as_sources_return(sources)
         metrics: list[Metric] = []
         statuses: list[SourceStatus] = []
         answered: dict[tuple[str, str], float] = {}
@@ -152,9 +166,9 @@ class CollectionLoop:
             index = id(source)
             running = self._in_flight[index]
             deadline = running.started + source.timeout_seconds + TIMEOUT_GRACE_SECONDS
-            try:
-                outcome = running.future.result(timeout=max(0.0, deadline - self._clock()))
-            except FutureTimeout:
+            if not running.task.done():
+                await asyncio.wait([running.task], timeout=max(0.0, deadline - self._clock()))
+            if not running.task.done():
                 waited = self._clock() - running.started  # still running: its duration so far
                 statuses.append(
                     self._failed(source, "timeout", f"still running after {source.timeout_seconds:g}s", waited)
@@ -162,6 +176,7 @@ class CollectionLoop:
                 metrics.extend(source.down_metrics())
                 continue
             del self._in_flight[index]
+            outcome = _outcome_of(running.task)
             status, produced, reasons = self._result(source, outcome)
             for reason in reasons:
                 self._count(source, reason)
@@ -173,7 +188,7 @@ class CollectionLoop:
             if status.up:
                 answered[(source.name, source.target)] = outcome.answered_at
         self._sequence += 1
-        snapshot = Snapshot(
+        self.snapshot = Snapshot(
             metrics=tuple(metrics),
             statuses=tuple(statuses),
             error_counts=dict(self._error_counts),
@@ -181,11 +196,7 @@ class CollectionLoop:
             sequence=self._sequence,
             answered_at=answered,
         )
-        self.snapshot = snapshot
-        self.last_completed_monotonic = self._clock()
-        if self._on_snapshot is not None:
-            self._on_snapshot(snapshot)
-        return snapshot
+        return self.snapshot
 
     def _result(self, source: Source, outcome: _Outcome) -> tuple[SourceStatus, list[Metric], list[str]]:
         """(status, series, reasons to count) of one returned run: no side effects, so a partial
@@ -203,7 +214,7 @@ class CollectionLoop:
         status = SourceStatus(source.name, source.target, True, outcome.duration_seconds)
         return status, outcome.metrics, list(outcome.discards)
 
-    def _publish_as_sources_return(self, sources: Sequence[Source]) -> None:
+    async def _publish_as_sources_return(self, sources: Sequence[Source]) -> None:
         """The first round (of this loop: at start and after a reload) publishes what has returned
         every FIRST_ROUND_PUBLISH_SECONDS while slower sources still run, so /metrics does not wait
         on the slowest source (up to its timeout) for its first series.
@@ -216,19 +227,19 @@ class CollectionLoop:
         runs = {id(source): self._in_flight[id(source)] for source in sources}
         published = 0
         while True:
-            pending = [run.future for run in runs.values() if not run.future.done()]
+            pending = [run.task for run in runs.values() if not run.task.done()]
             if not pending:
                 return
             now = self._clock()
             last_deadline = max(
                 run.started + run.source.timeout_seconds + TIMEOUT_GRACE_SECONDS
                 for run in runs.values()
-                if not run.future.done()
+                if not run.task.done()
             )
             if now >= last_deadline:
                 return  # the round's own wait reports them as timed out
-            wait(pending, timeout=min(FIRST_ROUND_PUBLISH_SECONDS, last_deadline - now), return_when=ALL_COMPLETED)
-            done = [source for source in sources if runs[id(source)].future.done()]
+            await asyncio.wait(pending, timeout=min(FIRST_ROUND_PUBLISH_SECONDS, last_deadline - now))
+            done = [source for source in sources if runs[id(source)].task.done()]
             if len(done) == len(sources):
                 return  # complete: the round publishes it
             if len(done) == published:
@@ -237,10 +248,10 @@ class CollectionLoop:
             metrics: list[Metric] = []
             statuses: list[SourceStatus] = []
             for source in done:
-                status, produced, _ = self._result(source, runs[id(source)].future.result())
+                status, produced, _ = self._result(source, _outcome_of(runs[id(source)].task))
                 metrics.extend(produced)
                 statuses.append(status)
-            pending_names = tuple((s.name, s.target) for s in sources if not runs[id(s)].future.done())
+            pending_names = tuple((s.name, s.target) for s in sources if not runs[id(s)].task.done())
             partial = Snapshot(
                 metrics=tuple(metrics),
                 statuses=tuple(statuses),
@@ -260,73 +271,33 @@ class CollectionLoop:
         for key, count in previous._error_counts.items():
             self._error_counts[key] = self._error_counts.get(key, 0) + count
 
-    def _run_source(self, source: Source, now: float) -> _Outcome:
+    async def _run_source(self, source: Source, now: float) -> _Outcome:
+        """One run of a source: awaited here if its `collect` is a coroutine, else in a worker."""
+        started = self._clock()
+        if not is_async(source):
+            try:
+                return await asyncio.get_running_loop().run_in_executor(self._executor, self._run_blocking, source, now)
+            except RuntimeError as exc:  # the pool is shut down: the loop is stopping
+                return _Outcome([], self._clock() - started, {}, exc)
+        try:
+            metrics = list(await source.collect(now))  # type: ignore[misc]
+        except Exception as exc:
+            return _Outcome([], self._clock() - started, {}, exc)
+        return self._answered(source, metrics, started)
+
+    def _run_blocking(self, source: Source, now: float) -> _Outcome:
         """Run in a worker: the source's own wall time is measured here, around its own work."""
         started = self._clock()
         try:
-            metrics = list(source.collect(now))
+            metrics = list(source.collect(now))  # type: ignore[arg-type]
         except Exception as exc:
             return _Outcome([], self._clock() - started, {}, exc)
+        return self._answered(source, metrics, started)
+
+    def _answered(self, source: Source, metrics: list[Metric], started: float) -> _Outcome:
         finished = self._clock()
         discards = dict(source.discards) if isinstance(source, Discarding) else {}
         return _Outcome(metrics, finished - started, discards, answered_at=finished)
-
-    def _offered(self, source: Source, now: float) -> Fetch | None:
-        """The source's fetch for the multiplexing thread, or None (a bug there: `collect` as usual)."""
-        try:
-            return source.multiplexed(now)
-        except Exception:
-            log.exception("source %s %s: no multiplexed fetch", source.name, source.target)
-            return None
-
-    def _run_multiplexed(self, batch: Sequence[tuple[Source, Fetch, Future[_Outcome]]], now: float) -> None:
-        """Run in one worker: the batch's GETs on one thread (exporter.sources.multiplex), each
-        source's outcome set as its response is read, parsed and normalized; a source whose
-        response needs the blocking path runs `collect` in a worker of its own."""
-        started = self._clock()
-        by_fetch = {id(fetch): (source, future) for source, fetch, future in batch}
-
-        def done(fetch: Fetch, error: Exception | None) -> None:
-            source, future = by_fetch[id(fetch)]
-            answered = self._clock()  # the response is read: what follows is normalizing it
-            try:
-                outcome = settle(source, fetch, error, future, answered)
-            except Exception as exc:  # a bug here must not leave the source in flight for good
-                outcome = _Outcome([], self._clock() - started, {}, exc)
-            if outcome is not None:
-                future.set_result(outcome)
-
-        def settle(
-            source: Source, fetch: Fetch, error: Exception | None, future: Future[_Outcome], answered: float
-        ) -> _Outcome | None:
-            """The source's outcome, or None when a worker of its own will set it (a Fallback)."""
-            if isinstance(error, multiplex.Fallback):
-                chained = self._executor.submit(self._run_source, source, now)  # RuntimeError once stopping
-
-                def relay(ran: Future[_Outcome]) -> None:
-                    try:
-                        future.set_result(ran.result())
-                    except Exception as exc:  # cancelled as the loop stopped
-                        future.set_result(_Outcome([], self._clock() - started, {}, exc))
-
-                chained.add_done_callback(relay)
-                return None
-            if error is None:
-                try:
-                    metrics = fetch.finish()
-                except Exception as exc:
-                    return _Outcome([], self._clock() - started, {}, exc)
-                discards = dict(source.discards) if isinstance(source, Discarding) else {}
-                return _Outcome(metrics, self._clock() - started, discards, answered_at=answered)
-            return _Outcome([], self._clock() - started, {}, error)
-
-        try:
-            multiplex.run([fetch for _, fetch, _ in batch], done)
-        except Exception as exc:  # the loop itself: every source of the batch still open fails
-            log.error("multiplexed collection failed", exc_info=exc)
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_result(_Outcome([], self._clock() - started, {}, exc))
 
     def _count(self, source: Source, reason: str) -> None:
         key = (source.name, source.target, reason)
@@ -347,6 +318,8 @@ class CollectionLoop:
         while not self._stop.is_set():
             try:
                 self.collect_once()
+            except concurrent.futures.CancelledError:
+                return  # stopped mid-round
             except Exception:  # the loop itself must outlive any bug
                 log.exception("collection round failed")
             next_round += self.interval_seconds
@@ -360,7 +333,13 @@ class CollectionLoop:
         return self._thread is not None and self._thread.is_alive()
 
     def stop(self) -> None:
+        """Stop collecting: the round in progress and every source still running are cancelled
+        (a fetch ends at once, whatever its target does), then the sources are closed."""
         self._stop.set()
+        running = self._round
+        if running is not None:
+            running.cancel()
+        event_loop.loop().call_soon_threadsafe(self._cancel_in_flight)
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -374,3 +353,17 @@ class CollectionLoop:
                 group.close()
             except Exception:
                 log.exception("closing source group %r", group)
+
+    def _cancel_in_flight(self) -> None:
+        for running in self._in_flight.values():
+            running.task.cancel()
+
+
+def _outcome_of(task: asyncio.Future[_Outcome]) -> _Outcome:
+    """A finished run's outcome; a run cancelled without the loop stopping counts as timed out."""
+    if task.cancelled():
+        return _Outcome([], 0.0, {}, SourceError("timeout", "cancelled"))
+    error = task.exception()
+    if error is not None:
+        return _Outcome([], 0.0, {}, error)
+    return task.result()

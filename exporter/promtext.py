@@ -151,15 +151,12 @@ LINE_CACHE_HEAD_CHARS = 256
 class LineCache:
     """What one target's wanted lines parsed to, kept from one scrape of that target to the next.
 
-    An engine exposes the same series every round with new values. From the second scrape on a
-    wanted line costs a split at its last space and a dict lookup (`heads`, by the line's text
-    before its value), not the label parse (~3 us a line in Python; ~100 lines in a vLLM scrape).
-    And when a scrape's wanted lines have exactly the last scrape's heads, in order, the whole
-    answer comes from `plan` (a `ScrapePlan`): the lines' values in, the dicts built in C, no
-    Python turn per line. Only lines of one value (no timestamp, no exemplar) are kept, so the
-    head alone decides what the line parses to; `heads` is cleared when full, and a scrape with
-    more wanted lines than `entries` (or heads longer than `plan_chars` in all) leaves no plan, so
-    a target whose label sets churn costs what it did without a cache.
+    An engine exposes the same series every round with new values: from the second scrape on a
+    wanted line costs a split and a lookup (`heads`, by its text before the value), not a label
+    parse, and a scrape whose wanted lines have the last one's heads, in order, is answered whole
+    from `plan` (a `ScrapePlan`). Why kept (tests/perf/bench_collection.py): without them an engine
+    target costs ~1.3x the CPU. Only lines of one value are kept, so the head decides the parse;
+    `heads` is cleared when full, and a scrape with more wanted lines than `entries` leaves no plan.
     """
 
     def __init__(self, entries: int = LINE_CACHE_ENTRIES, head_chars: int = LINE_CACHE_HEAD_CHARS) -> None:
@@ -182,46 +179,28 @@ class LineCache:
 
     @property
     def plan_chars(self) -> int:
-        """The most characters of heads a plan holds: what `heads` may hold, so a plan costs no
-        more than the cache does (an engine's info line, a thousand characters of labels, fits)."""
+        """The most characters of heads a plan holds: no more than `heads` may hold."""
         return self.entries * self.head_chars
 
 
 @dataclass(frozen=True)
 class ScrapePlan:
     """A scrape's wanted lines by head, in order, and where each one's value goes: the answer of
-    the next scrape whose lines have the same heads, with that scrape's values.
+    the next scrape whose lines have the same heads. Made only from a scrape read in full whose
+    every wanted line ended in its one value and none was skipped, for the same names and caps,
+    so a scrape it answers would have parsed, been counted and passed the caps just the same."""
 
-    Made from a scrape the slow path read in full in which every wanted line ended in its one
-    value (no timestamp, no exemplar) and none was skipped, for the same wanted names and caps, so
-    a scrape it answers would have parsed, been counted and passed the caps just the same. Its
-    heads may be longer than the ones `LineCache.heads` keeps, within `LineCache.plan_chars`.
-    """
-
-    wanted: frozenset[str]
-    max_series: int | None
-    max_label_value_length: int | None
+    #: the wanted names and caps it was made for (WantedParser.key): others would parse differently
+    key: tuple[frozenset[str], int | None, int | None]
     heads: list[str]
     series: int
     #: per wanted name that had lines: its label sets, in first-seen order with repeats, and the
     #: positions of their values among the scrape's lines
     names: tuple[tuple[str, tuple[LabelKey, ...], Callable[[Sequence[float]], tuple[float, ...]]], ...]
 
-    def fits(self, wanted: frozenset[str], max_series: int | None, max_label_value_length: int | None) -> bool:
-        return (wanted, max_series, max_label_value_length) == (
-            self.wanted,
-            self.max_series,
-            self.max_label_value_length,
-        )
-
     @classmethod
     def of(
-        cls,
-        lines: Sequence[tuple[str, str, LabelKey]],
-        series: int,
-        wanted: frozenset[str],
-        max_series: int | None,
-        max_label_value_length: int | None,
+        cls, lines: Sequence[tuple[str, str, LabelKey]], series: int, key: tuple[frozenset[str], int | None, int | None]
     ) -> ScrapePlan:
         """From the (head, name, labels) of each wanted line, in order."""
         by_name: dict[str, tuple[list[LabelKey], list[int]]] = {}
@@ -230,8 +209,7 @@ class ScrapePlan:
             keys.append(labels)
             positions.append(index)
         names = tuple((name, tuple(keys), picker(positions)) for name, (keys, positions) in by_name.items())
-        heads = [head for head, _, _ in lines]
-        return cls(wanted, max_series, max_label_value_length, heads, series, names)
+        return cls(key, [head for head, _, _ in lines], series, names)
 
     def answer(self, values: Sequence[float], result: ParsedSamples) -> None:
         """Fill `result` (every wanted name, empty) with this scrape's values: a repeated label set
@@ -241,8 +219,7 @@ class ScrapePlan:
 
 
 def picker(positions: Sequence[int]) -> Callable[[Sequence[float]], tuple[float, ...]]:
-    """The values at `positions`, as a tuple, picked in C (itemgetter alone returns a bare value
-    for one position)."""
+    """The values at `positions`, as a tuple, picked in C (itemgetter returns a bare value for one)."""
     if len(positions) == 1:
         (position,) = positions
         return lambda values: (values[position],)
@@ -282,12 +259,14 @@ class WantedParser:
         # `names` is asked for, which a source whose engine type is known does only when the
         # payload had none of its samples; scanning every head for names was ~40 % of a parse.
         self._head: list[str] | None = [] if names_on_demand else None
+        self._key = (self._wanted, max_series, max_label_value_length)
         plan = line_cache.plan if line_cache is not None else None
-        self._plan = plan if plan is not None and plan.fits(self._wanted, max_series, max_label_value_length) else None
+        self._plan = plan if plan is not None and plan.key == self._key else None
         #: the lines gathered for the plan so far
         self._gathered: list[str] = []
         #: the line-by-line path's (head, name, labels) of every line, for the next plan; None once
-        #: a line was skipped or is not one the cache keeps
+        #: a line was skipped, is not one the cache keeps, or there are more than a plan holds (so
+        #: what is recorded is bounded by the cache, never by the body's lines: issue #41)
         self._taken: list[tuple[str, str, LabelKey]] | None = [] if line_cache is not None else None
         self._finished = False
 
@@ -357,7 +336,7 @@ class WantedParser:
             and len(taken) <= cache.entries
             and sum(len(head) for head, _, _ in taken) <= cache.plan_chars
         ):
-            cache.plan = ScrapePlan.of(taken, self.series, self._wanted, self._max_series, self._max_label_value_length)
+            cache.plan = ScrapePlan.of(taken, self.series, self._key)
         elif cache is not None:
             cache.plan = None
 
@@ -391,7 +370,7 @@ class WantedParser:
                 name, labels, value, value_token, single = read
                 kept = cache.remember(line, name, labels, value_token) if cache is not None and single else None
             if taken is not None:
-                if kept is None:
+                if kept is None or cache is None or len(taken) >= cache.entries:
                     taken = self._taken = None
                 else:
                     taken.append((kept, name, labels))

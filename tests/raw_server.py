@@ -1,14 +1,16 @@
-"""A raw-socket HTTP/1.1 server for the plain-HTTP and multiplexed scrape tests: it counts
-connections and answers exactly the bytes a misbehaving target sends (a short body, a stale
-kept-alive connection). Loopback only."""
+"""A raw-socket HTTP/1.1 server for the HTTP client's tests: it counts connections and answers
+exactly the bytes a misbehaving target sends (a short body, a stale kept-alive connection, trailer
+lines that never end). Loopback only."""
 
 from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-Reply = Callable[[int], bytes]  # request number (from 0) -> the raw bytes answered
+# request number (from 0) -> the raw bytes answered, at once or piece by piece (an iterable that
+# may pause between pieces: a stream that a client cutting it short stops)
+Reply = Callable[[int], bytes | Iterable[bytes]]
 
 
 class RawServer:
@@ -55,8 +57,10 @@ class RawServer:
                 self.heads.append(head + b"\r\n\r\n")
                 number = self.requests
                 self.requests += 1
+                reply = self.reply(number)
                 try:
-                    conn.sendall(self.reply(number))
+                    for piece in [reply] if isinstance(reply, bytes) else reply:
+                        conn.sendall(piece)
                 except OSError:  # the client closed with the reply unread (a reset)
                     self.closed_by_client.set()
                     return

@@ -57,7 +57,7 @@ def respond_with(body: bytes | str, status: int = 200, content_type: str = "text
 
 class _Listening(ThreadingHTTPServer):
     """A backlog for many connections at once (socketserver's is 5), as a real engine's server has:
-    the multiplexed scrape (exporter.sources.multiplex) connects to every target in one instant."""
+    a collection round (every fetch on one event loop) connects to every target in one instant."""
 
     request_queue_size = 128
 

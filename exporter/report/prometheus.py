@@ -2,9 +2,10 @@
 
 Credentials and TLS are those of Prometheus' own clients (promtool, Grafana's data source, a
 scrape config): basic auth with a password or a password file, a bearer token file, a CA file, a
-client certificate and key, and skipping verification. Every request goes through the
-exporter's bounded fetch (`open_body`): a deadline over headers and body, a byte cap, redirects
-only to the same origin, credentials never in a URL or a message.
+client certificate and key, and skipping verification; proxies and ~/.netrc from the environment.
+Every request goes through the exporter's one HTTP client (`http_get.get_body`, on the shared event loop,
+waited for here): a deadline over headers and body, a byte cap, redirects only to the same
+origin, credentials never in a URL or a message.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from dataclasses import dataclass, field
 
 from exporter.settings import ScrapeAuth
 from exporter.sources.base import SourceError
-from exporter.sources.http_fetch import SameOriginSession, open_body, redact
+from exporter.sources.http_fetch import HttpClient, TlsOptions, redact
+from exporter.sources.http_get import ACCEPT_JSON, get_body
 from exporter.sources.scrape_auth import authorizer
-
-ACCEPT_JSON = "application/json"
 
 
 class PrometheusError(RuntimeError):
@@ -48,18 +48,11 @@ class PrometheusClient:
         self.options = options
         self.base = options.url.rstrip("/")
         self.shown = redact(self.base)
-        session = SameOriginSession()
-        session.auth = authorizer(options.auth)
-        if options.insecure_skip_verify:
-            session.verify = False
-        elif options.ca_file:
-            session.verify = options.ca_file
-        if options.cert_file:
-            session.cert = (options.cert_file, options.key_file) if options.key_file else options.cert_file
-        self._session = session
+        tls = TlsOptions(options.ca_file, options.cert_file, options.key_file, options.insecure_skip_verify)
+        self._client = HttpClient(auth=authorizer(options.auth), tls=tls)
 
     def close(self) -> None:
-        self._session.close()
+        self._client.close()
 
     def query(self, expr: str, at: float) -> list[Series]:
         return self._get("/api/v1/query", {"query": expr, "time": _ts(at)})
@@ -69,12 +62,16 @@ class PrometheusClient:
         return self._get("/api/v1/query_range", params)
 
     def _get(self, path: str, params: dict[str, str]) -> list[Series]:
-        o = self.options
         try:
-            with open_body(
-                self._session, self.base + path, o.timeout_seconds, o.max_bytes, ACCEPT_JSON, params=params
-            ) as body:
-                raw = body.read()
+            o = self.options
+            raw = get_body(
+                self._client,
+                self.base + path,
+                o.timeout_seconds,
+                max_bytes=o.max_bytes,
+                accept=ACCEPT_JSON,
+                params=params,
+            )
         except SourceError as exc:
             raise PrometheusError(f"Prometheus at {self.shown}: {str(exc).split(': ', 1)[-1]}") from None
         try:

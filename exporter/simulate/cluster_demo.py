@@ -21,11 +21,11 @@ import threading
 import time
 from pathlib import Path
 
-import requests
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from exporter.simulate import local_http
 from exporter.simulate.cluster import ClusterServer, SimulatedCluster
 from exporter.simulate.cluster_frame import NodeReading, node_rows, parse_node, plain_cluster_line, render_cluster
 from exporter.simulate.companions import start_monitoring, terminate_group
@@ -88,19 +88,15 @@ def run_cluster_demo(args: argparse.Namespace, scenario: Scenario, host: str, po
 
 
 def _read(hostname: str, url: str) -> NodeReading:
-    try:
-        text: str | None = requests.get(url + "/metrics", timeout=5).text
-    except requests.RequestException:
-        text = None
-    return parse_node(hostname, text, time.monotonic())
+    return parse_node(hostname, local_http.text(url + "/metrics", 5), time.monotonic())
 
 
 def _alerts(prometheus_url: str | None) -> list[str]:
     if not prometheus_url:
         return []
     try:
-        alerts = requests.get(prometheus_url + "/api/v1/alerts", timeout=2).json()["data"]["alerts"]
-    except (requests.RequestException, ValueError, KeyError, TypeError):
+        alerts = local_http.document(prometheus_url + "/api/v1/alerts", 2)["data"]["alerts"]
+    except (KeyError, TypeError):
         return []
     names = []
     for alert in alerts:

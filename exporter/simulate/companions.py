@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import requests
 import yaml
 
 from exporter.monitoring.config import from_mapping
 from exporter.monitoring.rule_files import RULES_PATH, alert_files
 from exporter.process_group import terminate_group
+from exporter.simulate import local_http
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +45,8 @@ class ManagedBinary:
         """For Alertmanager: the alerts firing now, one line each."""
         if self.name != "alertmanager":
             return []
-        try:
-            alerts = requests.get(self.url + "/api/v2/alerts", params={"active": "true"}, timeout=2).json()
-        except (requests.RequestException, ValueError):
+        alerts = local_http.document(self.url + "/api/v2/alerts", 2, {"active": "true"})
+        if not isinstance(alerts, list):
             return ["alertmanager: not answering"]
         lines = [
             f"  {a['labels'].get('severity', '?'):<8} {a['labels'].get('alertname', '?'):<36} "
@@ -71,11 +70,8 @@ def _start(name: str, command: list[str], url: str, ready_path: str, workdir: Pa
     while time.monotonic() < deadline:
         if process.poll() is not None:
             break
-        try:
-            if requests.get(url + ready_path, timeout=1).status_code == 200:
-                return ManagedBinary(name, url, process)
-        except requests.RequestException:
-            pass
+        if local_http.answers(url + ready_path, 1):
+            return ManagedBinary(name, url, process)
         time.sleep(0.2)
     ManagedBinary(name, url, process).stop()
     log.warning("%s did not start; see %s", name, workdir / f"{name}.log")

@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import requests
 from rich.console import Console, Group
 from rich.live import Live
 
 from exporter.config import parse_listen
+from exporter.simulate import local_http
 from exporter.simulate.companions import start_monitoring, terminate_group
 from exporter.simulate.demo_exporter import (
     EXPORTER_INTERVAL_SECONDS,
@@ -213,14 +213,9 @@ def _stderr_to(path: Path) -> Iterator[None]:
 
 def _read_exporter(exporter_url: str) -> tuple[ExporterReading, dict | None]:
     """The exporter's /metrics (parsed) and /diagnosis; empty or None where it does not answer."""
-    try:
-        reading = parse_exporter_metrics(requests.get(exporter_url + "/metrics", timeout=5).text)
-    except requests.RequestException:
-        reading = ExporterReading()
-    try:
-        diagnosis = requests.get(exporter_url + "/diagnosis", timeout=5).json()
-    except (requests.RequestException, ValueError):
-        diagnosis = None
+    text = local_http.text(exporter_url + "/metrics", 5)
+    reading = parse_exporter_metrics(text) if text is not None else ExporterReading()
+    diagnosis = local_http.document(exporter_url + "/diagnosis", 5)
     return reading, diagnosis if isinstance(diagnosis, dict) else None
 
 
@@ -265,9 +260,8 @@ def rdma_idle_reason(scenario: Scenario, phase: Phase) -> str:
 
 
 def _firing_pages(alertmanager_url: str) -> tuple[Page, ...] | None:
-    try:
-        alerts = requests.get(alertmanager_url + "/api/v2/alerts", params={"active": "true"}, timeout=2).json()
-    except (requests.RequestException, ValueError):
+    alerts = local_http.document(alertmanager_url + "/api/v2/alerts", 2, {"active": "true"})
+    if not isinstance(alerts, list):
         return None
     return tuple(
         Page(a["labels"].get("alertname", "?"), a["labels"].get("severity", "?"), a["labels"].get("engine", ""))
@@ -279,8 +273,8 @@ def _firing_pages(alertmanager_url: str) -> tuple[Page, ...] | None:
 def _pending_alerts(prometheus_url: str) -> tuple[str, ...]:
     """Alerts Prometheus holds in their `for:` (they page when it has passed)."""
     try:
-        alerts = requests.get(prometheus_url + "/api/v1/alerts", timeout=2).json()["data"]["alerts"]
-    except (requests.RequestException, ValueError, KeyError, TypeError):
+        alerts = local_http.document(prometheus_url + "/api/v1/alerts", 2)["data"]["alerts"]
+    except (KeyError, TypeError):
         return ()
     pending = [a for a in alerts if isinstance(a, dict) and a.get("state") == "pending"]
     return tuple(str(a.get("labels", {}).get("alertname", "?")) for a in pending)

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-import requests
 import yaml
 
+from exporter.simulate import local_http
 from exporter.simulate.exporter_view import exporter_settings
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.server import SimulationServer
@@ -77,10 +77,7 @@ def wait_ready(process: subprocess.Popen[bytes], url: str, stop: threading.Event
     while time.monotonic() < deadline and not stop.is_set():
         if process.poll() is not None:
             return False
-        try:
-            if requests.get(url + "/healthz", timeout=2).status_code == 200:
-                return True
-        except requests.RequestException:
-            pass
+        if local_http.answers(url + "/healthz", 2):
+            return True
         stop.wait(0.2)
     return False

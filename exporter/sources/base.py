@@ -3,18 +3,23 @@
 A source knows how to read one thing and turn it into normalized metrics. It knows nothing of
 HTTP serving, other sources or the registry; the collection loop times it, bounds it, and reports
 its success as `llm_exporter_source_up` instead of failing the scrape.
+
+`collect` is one method in one of two forms. A source that fetches over HTTP writes it as a
+coroutine (`async def`): the loop awaits it on the shared event loop (exporter.sources.event_loop),
+where every fetch waits on its socket, not on a thread. A source whose reading blocks (a C
+library such as NVML or DCGM, sysfs, /proc) writes a plain function: the loop runs it in its
+bounded thread pool. Callers outside the loop use `collect_now`.
 """
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Awaitable, Sequence
+from typing import Protocol
 
 from exporter.model import Metric
-
-if TYPE_CHECKING:
-    from exporter.sources.multiplex import Fetch
+from exporter.sources import event_loop
 
 
 class SourceError(Exception):
@@ -34,8 +39,9 @@ class Source(ABC):
     timeout_seconds: float = 2.0
 
     @abstractmethod
-    def collect(self, now: float) -> list[Metric]:
-        """Read the source once; raise SourceError (or anything) on failure.
+    def collect(self, now: float) -> list[Metric] | Awaitable[list[Metric]]:
+        """Read the source once; raise SourceError (or anything) on failure. A coroutine for
+        sources that fetch (awaited on the event loop), a plain function for those that block.
 
         `now` is a monotonic timestamp shared by every source of one collection, for windows.
         """
@@ -44,13 +50,21 @@ class Source(ABC):
         """What to export while the source is failing (e.g. `llm_engine_up 0`)."""
         return []
 
-    def multiplexed(self, now: float) -> Fetch | None:
-        """This round's collection as one plain-HTTP GET that the loop may run with others' on one
-        thread (exporter.sources.multiplex), or None (the default): `collect` in a worker."""
-        return None
-
     def close(self) -> None:  # noqa: B027 - an optional hook: most sources hold nothing to release
         """Release connections, handles or libraries."""
+
+
+def is_async(source: Source) -> bool:
+    """Whether the source's `collect` is a coroutine (awaited on the event loop, not run in a thread)."""
+    return inspect.iscoroutinefunction(source.collect)
+
+
+def collect_now(source: Source, now: float) -> list[Metric]:
+    """`collect` for a caller outside the collection loop (`once`, tests): a coroutine is run on
+    the shared event loop and waited for, a plain function called."""
+    if is_async(source):
+        return event_loop.run(source.collect(now))  # type: ignore[arg-type]
+    return source.collect(now)  # type: ignore[return-value]
 
 
 class SourceGroup(Protocol):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from exporter.attribution import PodContainer
-from exporter.promtext import LabelKey, parse_wanted
+from exporter.promtext import LabelKey, ParsedSamples, parse_wanted
 from exporter.sources.device_exporter import ExporterIngest
 from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, scaled
 
@@ -81,7 +81,11 @@ def readings_from_text(
     text: str, max_series: int | None = None
 ) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
     """One reading per GPU (or MIG instance) in a dcgm-exporter payload, with its pods."""
-    parsed = parse_wanted(text, WANTED, max_series)
+    return readings_from_parsed(parse_wanted(text, WANTED, max_series))
+
+
+def readings_from_parsed(parsed: ParsedSamples) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
+    """`readings_from_text` of a payload already parsed for WANTED."""
     readings: dict[GpuKey, GpuReading] = {}
     owners: dict[GpuKey, set[PodContainer]] = {}
     extras: dict[GpuKey, dict[str, float]] = {}
@@ -135,8 +139,11 @@ def _index_order(text: str) -> tuple[int, str]:
 class DcgmExporterSource(ExporterIngest):
     name = "dcgm-exporter"
 
-    def parse(self, text: str, max_series: int) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
-        readings, owners = readings_from_text(text, max_series)
+    def wanted(self) -> frozenset[str]:
+        return WANTED
+
+    def readings(self, parsed: ParsedSamples) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
+        readings, owners = readings_from_parsed(parsed)
         for reading, pods in zip(readings, owners):
             for label, values in (
                 ("namespace", {p.namespace for p in pods}),

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 from exporter.attribution import Attributor, GpuRef, PodContainer
 from exporter.model import Metric
-from exporter.promtext import LabelKey, TooManySeries, parse_wanted
+from exporter.promtext import LabelKey, ParsedSamples, WantedParser, parse_wanted
 from exporter.sources.base import Source, SourceError
 from exporter.sources.gpu_common import GpuReading, Scale, attributed_samples, scaled
-from exporter.sources.http_fetch import SameOriginSession, fetch_text
+from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 
 #: label values that mean "not set" in these exporters (AMD writes "NA" and "none" for an
 #: unpartitioned GPU, "N/A" for an unknown serial; Gaudi's exporter writes "na" for a UUID HLML
@@ -97,7 +97,13 @@ def readings_from_text(
     spec: DeviceExporterSpec, text: str, max_series: int | None = None
 ) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
     """One reading per device (or partition) in the exporter's payload, with the pods it reports."""
-    parsed = parse_wanted(text, spec.wanted(), max_series)
+    return readings_from_parsed(spec, parse_wanted(text, spec.wanted(), max_series))
+
+
+def readings_from_parsed(
+    spec: DeviceExporterSpec, parsed: ParsedSamples
+) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
+    """`readings_from_text` of a payload already parsed for `spec.wanted()`."""
     readings: dict[DeviceKey, GpuReading] = {}
     owners: dict[DeviceKey, set[PodContainer]] = {}
     sums: dict[DeviceKey, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
@@ -151,8 +157,9 @@ def _device_order(key: DeviceKey) -> tuple[tuple[int, str], ...]:
 
 
 class ExporterIngest(Source):
-    """Scrape another exporter's /metrics (bounded: deadline, byte cap, series cap) and render the
-    readings `parse` finds; shared by the dcgm-exporter ingest and the vendors' exporters."""
+    """Scrape another exporter's /metrics (bounded: deadline, byte cap, series cap; parsed as it
+    streams in) and render the readings `readings` finds; shared by the dcgm-exporter ingest and
+    the vendors' exporters."""
 
     def __init__(
         self,
@@ -163,30 +170,34 @@ class ExporterIngest(Source):
         max_series: int = 20_000,
     ) -> None:
         self.url = url
-        self.target = url
+        #: the URL as labels and messages may show it (no query values: a key may be one)
+        self.target = redact(url)
         self.timeout_seconds = timeout_seconds
         self._attributor = attributor
         self._max_response_bytes = max_response_bytes
         self._max_series = max_series
-        self._session = SameOriginSession()  # a redirect elsewhere would export another host's devices
+        self._client = HttpClient()  # redirects within the origin only: elsewhere is another host's devices
 
-    def parse(self, text: str, max_series: int) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
-        """The readings in one payload, each with the pods the exporter names for it."""
+    def wanted(self) -> frozenset[str]:
+        """The wire names `readings` reads."""
         raise NotImplementedError
 
-    def collect(self, now: float) -> list[Metric]:
-        text, _ = fetch_text(self._session, self.url, self.timeout_seconds, self._max_response_bytes)
-        try:
-            readings, owners = self.parse(text, self._max_series)
-        except TooManySeries as exc:
-            raise SourceError("cardinality", f"{self.url}: {exc}") from exc
+    def readings(self, parsed: ParsedSamples) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
+        """The readings in one parsed payload, each with the pods the exporter names for it."""
+        raise NotImplementedError
+
+    async def collect(self, now: float) -> list[Metric]:
+        parser = WantedParser(self.wanted(), self._max_series)
+        async with open_body(self._client, self.url, self.timeout_seconds, self._max_response_bytes) as body:
+            await feed_parser(body, parser, self.target)
+        readings, owners = self.readings(parser.result)
         if not readings:
-            raise SourceError("parse", f"{self.url}: no {self.name} GPU metrics in the response")
+            raise SourceError("parse", f"{self.target}: no {self.name} GPU metrics in the response")
         refs = [GpuRef(r.index, r.uuid, owners=pods, device_ids=r.device_ids) for r, pods in zip(readings, owners)]
         return attributed_samples(readings, refs, self._attributor)
 
     def close(self) -> None:
-        self._session.close()
+        self._client.close()
 
 
 class DeviceExporterSource(ExporterIngest):
@@ -194,5 +205,8 @@ class DeviceExporterSource(ExporterIngest):
 
     spec: DeviceExporterSpec
 
-    def parse(self, text: str, max_series: int) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
-        return readings_from_text(self.spec, text, max_series)
+    def wanted(self) -> frozenset[str]:
+        return self.spec.wanted()
+
+    def readings(self, parsed: ParsedSamples) -> tuple[list[GpuReading], list[frozenset[PodContainer]]]:
+        return readings_from_parsed(self.spec, parsed)

@@ -6,7 +6,6 @@ error counts: a dead or garbage-spewing engine never hides the others.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import math
@@ -25,16 +24,7 @@ from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.engines import MAPPINGS, detect
 from exporter.sources.engines.common import HISTOGRAM_KEYS, EngineMapping
-from exporter.sources.http_fetch import (
-    ACCEPT_TEXT,
-    NoRedirectSession,
-    SameOriginSession,
-    feed_block,
-    feed_parser,
-    open_body,
-    redact,
-)
-from exporter.sources.multiplex import Fetch, PlainRequest
+from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
 from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
 
@@ -73,11 +63,9 @@ class EngineSource(Source):
         self._window_seconds = window_seconds
         # `once` has no earlier scrape to diff against: count the engine's lifetime instead.
         self._lifetime_baseline = lifetime_baseline
-        # A mapping of its own: it remembers this target's histogram layouts (engines/common.py).
-        self._mapping: EngineMapping | None = type(MAPPINGS[target.type])() if target.type else None
-        self._session = SameOriginSession() if target.follow_redirects else NoRedirectSession()
+        self._mapping: EngineMapping | None = MAPPINGS[target.type] if target.type else None
+        self._client = HttpClient(follow_redirects=target.follow_redirects, auth=authorizer(target.auth))
         self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
-        self._session.auth = authorizer(target.auth)
         self._shown_url = redact(target.url)
         self._windows: dict[tuple[str, str], DeltaWindow] = {}
         self._info_model: str | None = None
@@ -95,45 +83,12 @@ class EngineSource(Source):
     def engine_type(self) -> str:
         return self._mapping.engine_type if self._mapping else "unknown"
 
-    def collect(self, now: float) -> list[Metric]:
+    async def collect(self, now: float) -> list[Metric]:
         # A failed scrape raises and leaves the process-CPU claim as it was (see __init__).
         started = time.monotonic()
-        return self._readings(now, self._scrape(), started)
+        return await self._readings(now, await self._scrape(), started)
 
-    def multiplexed(self, now: float) -> Fetch | None:
-        """This round's scrape as a plain-HTTP GET for the loop's multiplexing thread
-        (exporter.sources.multiplex), where nothing but the GET needs I/O: the engine type is
-        known (detection reads the first scrape on the blocking path), TGI's model needs no /info,
-        and the URL takes the plain path to an IP address. None: `collect` in a worker."""
-        mapping = self._mapping
-        if mapping is None or (mapping.needs_model_from_info and not (self.config.model or self._info_model)):
-            return None
-        session, url = self._session, self.config.url
-        if not session.takes_plain_path(url):
-            return None
-        host, port, path = session.plain_target(url)
-        if not _is_ip_address(host):
-            return None
-        headers = session.plain_headers(url, {"Accept": ACCEPT_TEXT, "Accept-Encoding": "gzip"})
-        limits = self.config.limits
-        request = PlainRequest(
-            host,
-            port,
-            session.plain_connections.request_bytes(host, port, path, headers),
-            self._shown_url,
-            self.timeout_seconds,
-            limits.max_response_bytes,
-            session.plain_connections,
-        )
-        parser, started = self._parser(), time.monotonic()
-
-        def finish() -> list[Metric]:
-            return self._readings(now, parser, started)
-
-        # A failed fetch leaves the process-CPU claim as it was, as a failed `collect` does.
-        return Fetch(request, _ParserReceiver(self, parser), finish)
-
-    def _readings(self, now: float, parser: WantedParser, started: float) -> list[Metric]:
+    async def _readings(self, now: float, parser: WantedParser, started: float) -> list[Metric]:
         """The normalized series from a parsed scrape (the engine detected on the first)."""
         mapping = self._mapping or detect(parser.names)
         if mapping is None:
@@ -145,14 +100,14 @@ class EngineSource(Source):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
-            self._mapping = mapping = type(mapping)()
+            self._mapping = mapping
         readings = mapping.read(parsed)
         readings = self._within_model_cap(readings)
         if not readings:
             # Up, but nothing served yet (families declared, no samples): still say it is up.
             readings = [EngineReading(model=self.config.model or (self._known_models or ("",))[0])]
         if mapping.needs_model_from_info:
-            model = self._model_without_label(self.timeout_seconds - (time.monotonic() - started))
+            model = await self._model_without_label(self.timeout_seconds - (time.monotonic() - started))
             for reading in readings:
                 reading.model = reading.model or model
         # prometheus_client's process collector (vLLM, SGLang, trtllm-serve) labels nothing: the
@@ -190,13 +145,13 @@ class EngineSource(Source):
                 "(trtllm-serve serves Prometheus text at /prometheus/metrics)",
             )
 
-    def _scrape(self) -> WantedParser:
-        """Fetch and parse in one pass as the body streams in (the blocking path)."""
+    async def _scrape(self) -> WantedParser:
+        """Fetch and parse in one pass as the body streams in."""
         parser = self._parser()
         limits = self.config.limits
-        with open_body(self._session, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
+        async with open_body(self._client, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
             self._refuse_json(body.content_type)
-            feed_parser(body, parser, self._shown_url)
+            await feed_parser(body, parser, self._shown_url)
         return parser
 
     def down_metrics(self) -> list[Metric]:
@@ -204,7 +159,7 @@ class EngineSource(Source):
         return [Sample("llm_engine_up", self._labels(model), 0.0) for model in models]
 
     def close(self) -> None:
-        self._session.close()
+        self._client.close()
 
     def _labels(self, model: str) -> dict[str, str]:
         return {"engine": self.target, "engine_type": self.engine_type, "model": model, **dict(self.config.labels)}
@@ -302,7 +257,7 @@ class EngineSource(Source):
         for key in [k for k in self._windows if k[0] not in models]:
             del self._windows[key]
 
-    def _model_without_label(self, seconds_left: float) -> str:
+    async def _model_without_label(self, seconds_left: float) -> str:
         """TGI labels nothing with the model: take it from the config, else from its /info.
 
         /info gets half the time the scrape has left, so a slow /info costs the model label, not
@@ -314,8 +269,10 @@ class EngineSource(Source):
             parts = urlsplit(self.config.url)
             info_url = urlunsplit((parts.scheme, parts.netloc, "/info", "", ""))
             try:
-                with open_body(self._session, info_url, seconds_left / 2, INFO_MAX_BYTES, "application/json") as body:
-                    model_id = json.loads(body.read()).get("model_id")
+                async with open_body(
+                    self._client, info_url, seconds_left / 2, INFO_MAX_BYTES, "application/json"
+                ) as body:
+                    model_id = json.loads(await body.read()).get("model_id")
             except (SourceError, ValueError, AttributeError) as exc:
                 log.debug("engine %s: no model from /info: %s", self.target, exc)
                 model_id = None
@@ -323,26 +280,3 @@ class EngineSource(Source):
                 return ""  # asked again next scrape: /info may only answer once the model loaded
             self._info_model = str(model_id)
         return self._info_model or ""
-
-
-class _ParserReceiver:
-    """A multiplexed response (exporter.sources.multiplex) into the source's parser, refused as the
-    blocking path refuses it."""
-
-    def __init__(self, source: EngineSource, parser: WantedParser) -> None:
-        self._source, self._parser = source, parser
-
-    def response(self, content_type: str) -> None:
-        self._source._refuse_json(content_type)
-
-    def block(self, text: str) -> bool:
-        return feed_block(self._parser, text, self._source._shown_url)
-
-
-def _is_ip_address(host: str) -> bool:
-    """An IP literal: connecting to it needs no name lookup, which would block the multiplexing thread."""
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True

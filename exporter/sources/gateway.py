@@ -19,7 +19,7 @@ from exporter.settings import GatewayTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.gateways import MAPPINGS, detect
 from exporter.sources.gateways.common import LATENCY_KEYS, GatewayMapping, GatewayReading
-from exporter.sources.http_fetch import SameOriginSession, feed_parser, open_body, redact
+from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
 from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
 
@@ -53,9 +53,8 @@ class GatewaySource(Source):
         self._window_seconds = window_seconds
         self._lifetime_baseline = lifetime_baseline
         self._mapping: GatewayMapping | None = MAPPINGS[target.type] if target.type else None
-        self._session = SameOriginSession()
+        self._client = HttpClient(auth=authorizer(target.auth))
         self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
-        self._session.auth = authorizer(target.auth)
         self._shown_url = redact(target.url)
         self._windows: dict[str, DeltaWindow] = {}
 
@@ -66,8 +65,8 @@ class GatewaySource(Source):
     def labels(self) -> dict[str, str]:
         return {"gateway": self.target, "gateway_type": self.gateway_type}
 
-    def collect(self, now: float) -> list[Metric]:
-        mapping, parsed = self._scrape()
+    async def collect(self, now: float) -> list[Metric]:
+        mapping, parsed = await self._scrape()
         if self._mapping is None:
             log.info("gateway %s detected as %s", self.target, mapping.gateway_type)
             self._mapping = mapping
@@ -77,17 +76,17 @@ class GatewaySource(Source):
         return [Sample("llm_gateway_up", self.labels(), 0.0)]
 
     def close(self) -> None:
-        self._session.close()
+        self._client.close()
 
-    def _scrape(self) -> tuple[GatewayMapping, ParsedSamples]:
+    async def _scrape(self) -> tuple[GatewayMapping, ParsedSamples]:
         limits = self.config.limits
         wanted = self._mapping.wanted() if self._mapping else _EVERY_WANTED
-        with open_body(self._session, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
-            head = NAMES_HEAD_CHARS if self._mapping is None else KNOWN_TYPE_HEAD_CHARS
-            parser = WantedParser(
-                wanted, limits.max_series, limits.max_label_value_length, head, line_cache=self._line_cache
-            )
-            feed_parser(body, parser, self._shown_url)
+        head = NAMES_HEAD_CHARS if self._mapping is None else KNOWN_TYPE_HEAD_CHARS
+        parser = WantedParser(
+            wanted, limits.max_series, limits.max_label_value_length, head, line_cache=self._line_cache
+        )
+        async with open_body(self._client, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
+            await feed_parser(body, parser, self._shown_url)
         mapping = self._mapping or detect(parser.names)
         if mapping is None or not mapping.matches(parser.names):
             kind = mapping.gateway_type if mapping else "known gateway"

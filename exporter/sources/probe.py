@@ -4,8 +4,9 @@ timed as a client sees it.
 A background thread per probe target sends one request at a time, path after path, every
 `interval_seconds` with ±10 % jitter (so many exporters do not probe in step); at most one
 request of a target is ever in flight, and each is cut at `timeout_seconds` whatever the server
-does (a timer shuts the socket, as for scrapes). `collect` only reads what the thread recorded:
-a probe never holds up a collection.
+does (one deadline over the request and the stream, on the shared event loop, as for scrapes;
+closing the probe cancels it). `collect` only reads what the thread recorded: a probe never
+holds up a collection.
 
 Clocks: TTFT from just before the request is sent to the first `data:` event with a choice;
 e2e to the end of the stream (`data: [DONE]` or the connection closing after a finish_reason).
@@ -13,26 +14,26 @@ e2e to the end of the stream (`data: [DONE]` or the connection closing after a f
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import logging
 import math
 import random
-import socket
-import ssl
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import requests
-import urllib3.exceptions
+import aiohttp
 
 from exporter.catalogue import QUANTILES
 from exporter.model import Metric, QuantileSummary, Sample
 from exporter.settings import ProbeTarget
+from exporter.sources import event_loop
 from exporter.sources.base import Source
-from exporter.sources.http_fetch import NoRedirectSession, redact
+from exporter.sources.http_fetch import HttpClient, redact
 
 log = logging.getLogger(__name__)
 
@@ -99,54 +100,62 @@ def _quantiles(values: list[float]) -> tuple[tuple[float, float], ...]:
 
 
 def stream_completion(
-    session: requests.Session,
+    client: HttpClient,
     base_url: str,
     model: str,
     max_tokens: int,
     timeout_seconds: float,
     headers: dict[str, str] | None = None,
 ) -> tuple[float, float]:
-    """(TTFT, e2e) of one streamed completion; ProbeFailure with its reason otherwise."""
+    """(TTFT, e2e) of one streamed completion; ProbeFailure with its reason otherwise.
+
+    Waits in this thread for the request on the shared event loop; CancelledError (of
+    concurrent.futures) when the probe is closed meanwhile."""
+    return event_loop.run(_stream_completion(client, base_url, model, max_tokens, timeout_seconds, headers))
+
+
+async def _stream_completion(
+    client: HttpClient,
+    base_url: str,
+    model: str,
+    max_tokens: int,
+    timeout_seconds: float,
+    headers: dict[str, str] | None,
+) -> tuple[float, float]:
     url = base_url.rstrip("/") + "/completions"
     body = {"model": model, "prompt": "Hello", "max_tokens": max_tokens, "stream": True, "temperature": 0}
-    sockets: list[socket.socket] = []
-    watchdog = threading.Timer(timeout_seconds, _shut, (sockets,))
-    watchdog.daemon = True
     started = time.monotonic()
-    deadline = started + timeout_seconds
-    watchdog.start()
+    stage = "no response"
     try:
-        try:
-            response = session.post(
-                url, json=body, headers=headers, stream=True, timeout=(timeout_seconds, timeout_seconds)
-            )
-        except requests.exceptions.SSLError as exc:
-            raise ProbeFailure("tls", str(exc)) from exc
-        except requests.Timeout as exc:
-            raise ProbeFailure("timeout", f"no response within {timeout_seconds:g}s") from exc
-        except requests.RequestException as exc:
-            if time.monotonic() >= deadline:
-                raise ProbeFailure("timeout", f"no response within {timeout_seconds:g}s") from exc
-            raise ProbeFailure("connect", type(exc).__name__) from exc
-        with response:
-            sock = getattr(getattr(response.raw, "connection", None), "sock", None)
-            if isinstance(sock, socket.socket):
-                sockets.append(sock)
-            if response.status_code != 200:
-                raise ProbeFailure("http_status", f"HTTP {response.status_code}")
-            return _read_stream(response, started, deadline, timeout_seconds)
-    finally:
-        watchdog.cancel()
+        async with asyncio.timeout(timeout_seconds):
+            try:
+                response = await client.send("POST", url, headers or {}, json_body=body)
+            except aiohttp.ClientSSLError as exc:
+                raise ProbeFailure("tls", type(exc).__name__) from exc
+            except (aiohttp.ClientError, OSError, ValueError) as exc:
+                raise ProbeFailure("connect", type(exc).__name__) from exc
+            try:
+                if response.status != 200:
+                    raise ProbeFailure("http_status", f"HTTP {response.status}")
+                stage = "stream not complete"
+                first = await _read_stream(response)
+            finally:
+                response.release()
+    except TimeoutError as exc:
+        raise ProbeFailure("timeout", f"{stage} within {timeout_seconds:g}s") from exc
+    return first - started, time.monotonic() - started
 
 
-def _read_stream(response: requests.Response, started: float, deadline: float, timeout: float) -> tuple[float, float]:
+async def _read_stream(response: aiohttp.ClientResponse) -> float:
+    """The monotonic time of the first token, once the stream has ended with a finish."""
     first: float | None = None
     finished = False
     size = 0
     buffer = b""
+    data = b""
     try:
         while True:
-            chunk = response.raw.read1(65536)
+            chunk = await response.content.readany()
             if not chunk:
                 break
             size += len(chunk)
@@ -174,15 +183,11 @@ def _read_stream(response: requests.Response, started: float, deadline: float, t
                     finished = True
             if finished and data == b"[DONE]":
                 break
-    except (TimeoutError, OSError, urllib3.exceptions.HTTPError) as exc:
-        if time.monotonic() >= deadline:
-            raise ProbeFailure("timeout", f"stream not complete within {timeout:g}s") from exc
+    except (aiohttp.ClientError, OSError) as exc:
         raise ProbeFailure("malformed_stream", f"stream cut: {type(exc).__name__}") from exc
-    if time.monotonic() >= deadline:
-        raise ProbeFailure("timeout", f"stream not complete within {timeout:g}s")
     if first is None or not finished:
         raise ProbeFailure("malformed_stream", "the stream ended without a token and a finish")
-    return first - started, time.monotonic() - started
+    return first
 
 
 def _event(data: bytes) -> dict:
@@ -193,14 +198,6 @@ def _event(data: bytes) -> dict:
     if not isinstance(event, dict):
         raise ProbeFailure("malformed_stream", "an event that is not a JSON object")
     return event
-
-
-def _shut(sockets: list[socket.socket]) -> None:
-    for sock in sockets:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 class ProbeSource(Source):
@@ -222,7 +219,7 @@ class ProbeSource(Source):
         self._records = {path: PathRecord(window_seconds) for path in self._paths}
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._session = NoRedirectSession()
+        self._client = HttpClient(follow_redirects=False)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -236,7 +233,7 @@ class ProbeSource(Source):
             started = time.monotonic()
             try:
                 ttft, e2e = self._send(
-                    self._session,
+                    self._client,
                     url,
                     self.config.model,
                     self.config.max_tokens,
@@ -248,11 +245,8 @@ class ProbeSource(Source):
                 with self._lock:
                     self._records[path].failed(exc.reason)
                 continue
-            except ssl.SSLError as exc:
-                log.info("probe %s (%s): tls: %s", self.target, path, exc)
-                with self._lock:
-                    self._records[path].failed("tls")
-                continue
+            except concurrent.futures.CancelledError:
+                return  # closed while the request was in flight
             with self._lock:
                 self._records[path].succeeded(ProbeResult(started, ttft, e2e))
 
@@ -314,7 +308,8 @@ class ProbeSource(Source):
         return out
 
     def close(self) -> None:
+        """Stop probing: a request in flight is cancelled, so closing takes no longer than that."""
         self._stop.set()
+        self._client.close()  # cancels the request in flight, if any, with its session
         if self._thread is not None:
             self._thread.join(timeout=self.config.timeout_seconds + 1)
-        self._session.close()

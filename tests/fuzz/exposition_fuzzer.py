@@ -30,14 +30,10 @@ URL = "http://127.0.0.1:9/metrics"
 _payload: list[bytes] = [b""]
 
 
-def _serve_payload(*_: object) -> tuple[str, str]:
-    return _payload[0].decode("utf-8", errors="replace"), "text/plain; version=0.0.4"  # as fetch_text decodes
-
-
-# The sources fetch through these names; the harness answers instead of a server. The engine source
-# streams its body (open_body), dcgm-exporter reads it whole (fetch_text, in the shared exporter ingest).
+# The sources fetch through these names; the harness answers instead of a server. Both stream the
+# body (open_body): the engine source, and dcgm-exporter in the shared exporter ingest.
 engine_module.open_body = canned_open_body(lambda: _payload[0])
-exporter_ingest_module.fetch_text = _serve_payload
+exporter_ingest_module.open_body = canned_open_body(lambda: _payload[0])
 
 
 def test_one_input(data: bytes) -> None:

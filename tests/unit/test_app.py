@@ -10,7 +10,7 @@ import pytest
 from exporter.app import Exporter, Pipeline
 from exporter.model import Metric, Sample
 from exporter.settings import Config, GpuSettings
-from exporter.sources.base import Source
+from exporter.sources.base import Source, collect_now
 
 ENGINE = {"engine": "e1", "engine_type": "vllm", "model": "m"}
 
@@ -139,7 +139,7 @@ def test_an_engine_source_that_fails_keeps_its_process_cpu_claim() -> None:
     source.reports_process_cpu = True  # as after a scrape that carried it
     try:
         with pytest.raises(SourceError):
-            source.collect(0.0)
+            collect_now(source, 0.0)
     finally:
         source.close()
     assert source.reports_process_cpu is True

@@ -15,7 +15,7 @@ from exporter.config import ConfigError, build
 from exporter.discovery import kubeapi
 from exporter.promtext import DEFAULT_MAX_LABEL_VALUE_LENGTH, LabelValueTooLong, TooManySeries, parse_wanted
 from exporter.settings import EngineTarget, ScrapeLimits
-from exporter.sources.base import SourceError
+from exporter.sources.base import SourceError, collect_now
 from exporter.sources.engine import EngineSource
 from tests.support import RouteServer, fixture_text, respond_with
 
@@ -70,7 +70,7 @@ def test_engine_source_reports_a_long_label_value_as_cardinality() -> None:
     try:
         source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="vllm"), 60.0)
         with pytest.raises(SourceError) as caught:
-            source.collect(0.0)
+            collect_now(source, 0.0)
         assert caught.value.reason == "cardinality"
         roomy = EngineSource(
             EngineTarget(
@@ -78,7 +78,7 @@ def test_engine_source_reports_a_long_label_value_as_cardinality() -> None:
             ),
             60.0,
         )
-        assert any(m.name == "llm_engine_up" and m.value == 1.0 for m in roomy.collect(0.0))
+        assert any(m.name == "llm_engine_up" and m.value == 1.0 for m in collect_now(roomy, 0.0))
     finally:
         server.close()
 
@@ -216,7 +216,7 @@ def test_headers_that_trickle_are_cut_at_the_deadline() -> None:
     )
     try:
         with pytest.raises(SourceError) as caught:
-            source.collect(0.0)
+            collect_now(source, 0.0)
         assert caught.value.reason == "timeout"
         # Given up while the headers were still coming, not once they were all in (some 13 s).
         assert len(sent) < TRICKLED_RESPONSE.index(b"\r\n\r\n")
@@ -315,7 +315,7 @@ def test_response_headers_are_bounded_in_total_for_the_kubernetes_api_and_engine
         with pytest.raises(kubeapi.ApiError, match="headers over 65536 bytes"):
             api.list_pods("node")
         with pytest.raises(SourceError, match="headers over 65536 bytes") as caught:
-            source.collect(0.0)
+            collect_now(source, 0.0)
         assert caught.value.reason == "too_large"
         # Headers under the cap are untouched: the same list with a few of them is read.
         server.routes["/api/v1/pods"] = respond_with(EMPTY_POD_LIST, content_type="application/json")
@@ -323,26 +323,4 @@ def test_response_headers_are_bounded_in_total_for_the_kubernetes_api_and_engine
     finally:
         source.close()
         api.close()
-        server.close()
-
-
-def test_memory_freed_by_a_large_body_is_handed_back_and_a_small_one_costs_no_trim(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Finding "memory after load": glibc kept what the worker threads freed (RSS 37 -> 63 MB
-    after hostile targets were removed). tests/perf/bench_hostile_targets.py prints the RSS."""
-    from exporter.sources import http_fetch
-
-    trims: list[int] = []
-    monkeypatch.setattr(http_fetch, "_MALLOC_TRIM", lambda pad: trims.append(pad) or 1)
-    large = b"a 1\n" * (http_fetch.TRIM_AFTER_BYTES // 4 + 1)
-    server = RouteServer({"/large": respond_with(large), "/small": respond_with(b"a 1\n")})
-    session = http_fetch.SameOriginSession()
-    try:
-        assert len(http_fetch.fetch_text(session, server.url("/small"), 10.0, 64 * MiB)[0]) == 4
-        assert trims == []
-        assert len(http_fetch.fetch_text(session, server.url("/large"), 10.0, 64 * MiB)[0]) == len(large)
-        assert trims == [0]
-    finally:
-        session.close()
         server.close()

