@@ -153,8 +153,7 @@ def build_report(
     names = [w.name for w in windows]
     extents = read_extents(client, selector, windows)
     span_start, span_end = min(w.start for w in windows), max(min(w.end, extents[w.name].last) for w in windows)
-    found = client.query(histograms_expr(settings.engine_selector, span_end - span_start), span_end)
-    histograms = bool(found and found[0].points and found[0].points[0][1] > 0)
+    histograms = all(_has_histograms(client, settings.engine_selector, w, extents[w.name]) for w in windows)
     timing = choose(
         [extents[n] for n in names], settings.step, settings.rate_range, settings.exporter_window, histograms
     )
@@ -284,6 +283,12 @@ def _warnings(report: Report) -> list[str]:
             gaps.append(f"ends {fmt_seconds(w.end - extent.last)} before its end")
         if gaps:
             out.append(f"{w.name}: the data Prometheus holds {' and '.join(gaps)}; the figures cover only that part")
+    timing = report.timing
+    if timing.step < timing.scrape_interval:
+        out.append(
+            f"the step ({timing.step:g} s) is finer than the data's scrape interval ({timing.scrape_interval:g} s): "
+            "values repeat samples, so the counts overstate what the test has and its p-values are too small"
+        )
     rows = report.cluster_rows()
     short = [
         row.figure.label for key in HEADLINE_FIGURES if (row := rows.get(key)) is not None and not row.incident.judged
@@ -298,6 +303,18 @@ def _warnings(report: Report) -> list[str]:
 
 #: The figures whose judgement the summary warns about when it cannot be made.
 HEADLINE_FIGURES = ("request_rate", "generation_tokens_rate", "mean_prompt_tokens", "e2e_p99", "ttft_p99", "itl_p50")
+
+
+def _has_histograms(client: PrometheusClient, engine_selector: str, window: Window, extent: Extent) -> bool:
+    """Whether Prometheus holds engine latency histograms in the window's last minutes of data
+    (a look at its end, not its whole span: a day of bucket series is millions of samples)."""
+    last = min(window.end, extent.last)
+    found = client.query(histograms_expr(engine_selector, min(last - window.start, HISTOGRAM_LOOK)), last)
+    return bool(found and found[0].points and found[0].points[0][1] > 0)
+
+
+#: How far back from a window's end to look for the engines' histograms.
+HISTOGRAM_LOOK = 600.0
 
 
 def _sel(name: str, selector: str) -> str:

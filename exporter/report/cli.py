@@ -141,7 +141,7 @@ def windows_of(args: argparse.Namespace, now: float) -> list[Window]:
 REPORT_EXTRA_MODULES = ("jinja2", "matplotlib", "scipy")
 
 
-def _require_report_extra() -> None:
+def require_report_extra() -> None:
     missing = [name for name in REPORT_EXTRA_MODULES if importlib.util.find_spec(name) is None]
     if missing:
         raise ReportError(
@@ -150,9 +150,16 @@ def _require_report_extra() -> None:
         )
 
 
+def run_report_argv(argv: list[str]) -> int:
+    """`report` with these arguments (after the program name), as the command line runs it."""
+    parser = argparse.ArgumentParser(prog="llm-bottleneck-exporter")
+    add_report_parser(parser.add_subparsers(dest="command").add_parser)
+    return run_report(parser.parse_args(argv))
+
+
 def run_report(args: argparse.Namespace) -> int:
     """Build and write the report; ReportError for any user error (the caller prints it, exits 2)."""
-    _require_report_extra()
+    require_report_extra()
     try:
         windows = windows_of(args, time.time())
     except WindowError as exc:

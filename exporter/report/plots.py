@@ -111,6 +111,9 @@ def _axes(title: str, windows: Sequence[Window], height: float = 2.3):  # noqa: 
             va="top",
             fontsize=LABEL_SIZE,
             color=WINDOW_COLOURS.get(window.name, "#444444"),
+            # Over the timeline's bars and the lines, legible: drawn last on a pale ground.
+            zorder=5,
+            bbox={"facecolor": "white", "alpha": 0.75, "edgecolor": "none", "pad": 0.3},
         )
     locator = AutoDateLocator()
     ax.xaxis.set_major_locator(locator)

@@ -191,15 +191,7 @@ def _latency(key: str, quantile: float, label: str) -> Figure:
 
 
 FIGURES: tuple[Figure, ...] = (
-    Figure(
-        "request_rate",
-        "Request rate",
-        "req/s",
-        "higher",
-        _rule(lambda n: n.requests_rate, "sum"),
-        reads="rate",
-        load="up",
-    ),
+    Figure("request_rate", "Request rate", "req/s", "higher", _rule(lambda n: n.requests_rate, "sum"), "rate", "up"),
     Figure("prompt_tokens_rate", "Prompt tokens/s", "tok/s", "", _rule(lambda n: n.prompt_tokens_rate, "sum"), "rate"),
     Figure(
         "generation_tokens_rate",
@@ -207,7 +199,7 @@ FIGURES: tuple[Figure, ...] = (
         "tok/s",
         "higher",
         _rule(lambda n: n.generation_tokens_rate, "sum"),
-        reads="rate",
+        "rate",
     ),
     Figure(
         "mean_prompt_tokens",

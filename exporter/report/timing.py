@@ -73,19 +73,15 @@ class Plan:
 
 @dataclass(frozen=True)
 class Timing:
+    """Seconds: the data's scrape interval, the step, the range of every rate() and the exporter's
+    `window_seconds`; `histograms`: Prometheus holds the engines' latency histograms (quantiles are
+    then of bucket rates)."""
+
     scrape_interval: float
     step: float
-    #: the range of every rate(), in seconds
     rate_range: float
-    #: the exporter's `window_seconds`
     exporter_window: float
-    #: Prometheus holds the engines' latency histograms (quantiles are then of bucket rates)
     histograms: bool = False
-
-    @property
-    def rate_interval(self) -> str:
-        """The rate range as a PromQL duration."""
-        return duration_text(self.rate_range)
 
     def _kind(self, reads: Reads) -> Reads:
         if reads == "quantile":
@@ -108,6 +104,11 @@ class Timing:
         if reads == "rate":
             return max(self.step, self.rate_range - self.scrape_interval)
         return max(self.step, self.exporter_window)
+
+    @property
+    def rate_interval(self) -> str:
+        """The rate range as a PromQL duration."""
+        return duration_text(self.rate_range)
 
     def plan(self, reads: Reads, window: Window, extent: Extent, spacing: float | None = None) -> Plan | None:
         """Where `reads` is read in `window` (None: its look-back fits nowhere in the data).
