@@ -171,6 +171,8 @@ def run_report(args: argparse.Namespace) -> int:
         engine_selector=_matchers("--engine-selector", args.engine_selector),
     )
     fmt = args.format or (FORMATS.get(Path(args.out).suffix.lower(), "html") if args.out else "html")
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        raise ReportError(f"--out: {Path(args.out).parent} is not a directory")
     selector = _matchers("--selector", args.selector)
     client = PrometheusClient(_options(args))
     try:

@@ -99,7 +99,14 @@ def context(report: Report, images: list[dict[str, str]]) -> dict[str, Any]:
         "r": report,
         "names": names,
         "windows": [
-            (w.name, iso(w.start), iso(w.end), iso(report.extents[w.name].first), iso(report.extents[w.name].last))
+            # The data's first and last sample as times of day: the dates are the window's.
+            (
+                w.name,
+                iso(w.start),
+                iso(w.end),
+                iso(report.extents[w.name].first).split("T")[1],
+                iso(report.extents[w.name].last).split("T")[1],
+            )
             for w in report.windows
         ],
         "explaining": explaining,

@@ -9,10 +9,15 @@ that would (docs/report.md, "The demo's case review").
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import shlex
+import shutil
 from collections.abc import Sequence
+from pathlib import Path
 
 from exporter.simulate.scenario import Scenario
+from exporter.validation import ConfigError
 
 NONE = "none"
 
@@ -37,7 +42,24 @@ def phase_windows(scenario: Scenario, end: float) -> dict[str, tuple[float, floa
     return out
 
 
-def report_command(prometheus_url: str, windows: dict[str, tuple[float, float]], out: str) -> Sequence[str]:
+def with_full_baseline(scenario: Scenario) -> Scenario:
+    """The scenario with every phase after the first moved later by its warm-up.
+
+    The simulator fast-forwards `warmup_seconds` of the first phase before it answers (queues and
+    caches in their steady state), which leaves the demo's baseline a short stretch of real time
+    (prompt-growth: 30 s of its 120, of which Prometheus, started after the exporter, holds about
+    15 s: less than `report` can judge). For a case review the first phase runs its whole length
+    in real time after the warm-up.
+    """
+    shift = scenario.warmup_seconds
+    phases = tuple(
+        p if i == 0 else dataclasses.replace(p, start_seconds=p.start_seconds + shift)
+        for i, p in enumerate(scenario.phases)
+    )
+    return dataclasses.replace(scenario, phases=phases, duration_seconds=scenario.duration_seconds + shift)
+
+
+def report_command(prometheus_url: str, windows: dict[str, tuple[float, float]], out: str) -> list[str]:
     """`report` over these windows (Unix seconds), writing `out`: the argv after the program."""
     argv = ["report", "--prometheus", prometheus_url]
     for name, (start, stop) in windows.items():
@@ -47,3 +69,83 @@ def report_command(prometheus_url: str, windows: dict[str, tuple[float, float]],
 
 def shell_line(argv: Sequence[str]) -> str:
     return "llm-bottleneck-exporter " + " ".join(shlex.quote(a) for a in argv)
+
+
+def add_case_review_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--report",
+        metavar="FILE",
+        help="when the demo stops, write the case review of the run (`report` over its Prometheus, the phases as "
+        "windows) to FILE (.html, .md or .json); needs Prometheus and the report extra",
+    )
+    parser.add_argument(
+        "--prometheus-data",
+        metavar="DIR",
+        help="keep Prometheus's data in DIR after the demo, and print how to read the case review from it",
+    )
+
+
+def check_case_review(args: argparse.Namespace, scenario: Scenario) -> None:
+    """Before the demo starts: what --report and --prometheus-data need (ConfigError otherwise)."""
+    flag = "--report" if args.report else "--prometheus-data" if args.prometheus_data else None
+    if flag is None:
+        return
+    if scenario.cluster is not None:
+        raise ConfigError(flag, "the case review covers one node: not for a cluster scenario")
+    if shutil.which("prometheus") is None:
+        raise ConfigError(flag, "needs Prometheus on the PATH (Debian: apt-get install prometheus)")
+    if args.report:
+        from exporter.report.cli import ReportError, require_report_extra
+
+        try:
+            require_report_extra()
+        except ReportError as exc:
+            raise ConfigError("--report", str(exc)) from None
+
+
+def close_case_review(
+    args: argparse.Namespace, scenario: Scenario, sim_origin: float, sim_now: float, prometheus_url: str | None
+) -> None:
+    """When the demo stops: write the case review (--report), say how to read it again from the
+    kept data (--prometheus-data), or how to ask for one. `sim_origin` is the wall-clock time of
+    simulated second 0 (the simulator keeps pace with the clock from there)."""
+    if prometheus_url is None:
+        return
+    if not (args.report or args.prometheus_data):
+        print("for the case review of a run: demo --report case-review.html [--prometheus-data DIR]", flush=True)
+        return
+    windows = {name: (sim_origin + a, sim_origin + b) for name, (a, b) in phase_windows(scenario, sim_now).items()}
+    if "incident" not in windows:
+        print("the demo stopped before its incident phase: no case review", flush=True)
+        return
+    if args.report:
+        windows = _write(prometheus_url, windows, args.report)
+    if args.prometheus_data:
+        data = Path(args.prometheus_data).resolve()
+        print(f"Prometheus's data is kept in {data}; to read the case review of this run again:", flush=True)
+        print(
+            f"  prometheus --config.file=/dev/null --storage.tsdb.path={shlex.quote(str(data))} "
+            "--storage.tsdb.retention.time=10y --web.listen-address=127.0.0.1:9090 &\n"
+            "  " + shell_line(report_command("http://127.0.0.1:9090", windows, args.report or "case-review.html")),
+            flush=True,
+        )
+
+
+def _write(prometheus_url: str, windows: dict[str, tuple[float, float]], out: str) -> dict[str, tuple[float, float]]:
+    """Run `report`; an after window too short to judge (the demo stopped soon after the remedy)
+    is dropped and the report written without it. Returns the windows used."""
+    from exporter.report.cli import ReportError, run_report_argv
+
+    for attempt in (windows, {k: v for k, v in windows.items() if k != "after"}):
+        argv = report_command(prometheus_url, attempt, out)
+        try:
+            run_report_argv(argv)
+        except ReportError as exc:
+            if attempt is windows and "after" in windows and str(exc).startswith("--after:"):
+                print(f"case review without the after window: {exc}", flush=True)
+                continue
+            print(f"no case review: {exc}", flush=True)
+            return windows
+        print(f"case review of this run written to {out}:\n  {shell_line(argv)}", flush=True)
+        return attempt
+    return windows

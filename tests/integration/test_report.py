@@ -10,6 +10,7 @@ itself as a subquery, and the HTML is opened in a real headless Chromium.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
@@ -33,7 +34,7 @@ from exporter.report.queries import QueryContext, all_figures
 from exporter.report.render_json import document
 from exporter.report.render_pages import render_html, render_markdown
 from exporter.report.windows import Window
-from exporter.simulate.case_review import phase_windows
+from exporter.simulate.case_review import close_case_review, phase_windows
 from exporter.simulate.exporter_view import ExporterView
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.scenario import load_scenario
@@ -387,3 +388,21 @@ def test_selector_matching_nothing_exits_2_with_one_line(backfilled: tuple[Prome
     done = _cli(prometheus, *_flags(t0), "--selector", '{model="no-such-model"}')
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "matches no llm_engine_up series" in done.stderr, done.stderr
+
+
+def test_the_demo_writes_the_case_review_of_its_run_when_it_stops(
+    backfilled: tuple[Prometheus, float], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `demo --report FILE --prometheus-data DIR` does when it stops, over this Prometheus: the
+    report written over the phases, and the commands to read it again printed."""
+    prometheus, t0 = backfilled
+    out = tmp_path / "case-review.json"
+    args = argparse.Namespace(report=str(out), prometheus_data=str(tmp_path / "kept"))
+    close_case_review(args, SCENARIO, t0, DURATION, prometheus.url)
+    printed = capsys.readouterr().out
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["fix"]["worked"] and [c["figure"] for c in doc["causes"] if c["explains"]] == ["mean_prompt_tokens"]
+    assert f"case review of this run written to {out}:" in printed
+    a, b = PHASES["incident"]
+    assert f"--incident {t0 + a:.0f}/{t0 + b:.0f}" in printed
+    assert f"--storage.tsdb.path={tmp_path / 'kept'}" in printed and "--prometheus http://127.0.0.1:9090" in printed

@@ -3,7 +3,9 @@ the fix verdict, the queries' PromQL and the command line's error exits."""
 
 from __future__ import annotations
 
+import argparse
 import math
+import shutil
 import socket
 from datetime import UTC, datetime
 
@@ -18,7 +20,7 @@ from exporter.report.fix import fix_verdict
 from exporter.report.matrix import Row, build_rows
 from exporter.report.plots import label_rows
 from exporter.report.present import tone
-from exporter.report.queries import FIGURES, FIGURES_BY_KEY, LEVELS, QueryContext
+from exporter.report.queries import FIGURES, FIGURES_BY_KEY, LEVELS, QueryContext, all_figures
 from exporter.report.render_text import fmt_change, fmt_value
 from exporter.report.stats import WindowValue, change, judgeable, mann_whitney_p, smallest_p
 from exporter.report.timing import (
@@ -34,7 +36,11 @@ from exporter.report.timing import (
 )
 from exporter.report.walk import EngineStages, cluster_primary, verdict
 from exporter.report.windows import Window, WindowError, parse_duration, parse_time, parse_window
+from exporter.simulate.case_review import check_case_review, phase_windows, report_command, with_full_baseline
+from exporter.simulate.scenario import load_scenario
 from exporter.sources.engines import MAPPINGS
+from exporter.stages import stages
+from exporter.validation import ConfigError
 
 NOW = 1_800_000_000.0
 
@@ -427,6 +433,7 @@ def _closed_port() -> int:
         (["--step", "fast"], "is not a duration"),
         (["--rate-interval", "0s"], "--rate-interval: must be above 0"),
         (["--exporter-window", "a minute"], "--exporter-window: 'a minute' is not a duration"),
+        (["--out", "/nonexistent/dir/r.html"], "--out: /nonexistent/dir is not a directory"),
         (["--key-file", "/etc/hostname"], "--key-file needs --cert-file"),
         (
             ["--bearer-token-file", "/nonexistent/token"],
@@ -464,3 +471,51 @@ def test_report_without_its_extra_says_what_to_install(monkeypatch, capsys):
     code = main(["report", "--prometheus", "http://127.0.0.1:9", "--baseline", "-2h/-1h", "--incident", "-1h/now"])
     assert code == 2
     assert "llm-bottleneck-exporter[report]" in capsys.readouterr().err
+
+
+# --- the demo's case review ---------------------------------------------------------------------
+
+
+def test_the_demos_phases_are_the_reports_windows() -> None:
+    scenario = load_scenario("prompt-growth")
+    starts = [p.start_seconds for p in scenario.phases]
+    assert phase_windows(scenario, 700.0) == {
+        "baseline": (starts[0], starts[1]),
+        "incident": (starts[1], starts[2]),
+        "after": (starts[2], 700.0),
+    }
+    # Stopped during the incident: no after window; before it: nothing to review.
+    assert set(phase_windows(scenario, starts[1] + 30)) == {"baseline", "incident"}
+    assert phase_windows(scenario, starts[1] - 1) == {"baseline": (starts[0], starts[1] - 1)}
+    argv = report_command("http://127.0.0.1:9090", {"baseline": (100.0, 220.0), "incident": (220.0, 400.0)}, "r.html")
+    assert " ".join(argv) == (
+        "report --prometheus http://127.0.0.1:9090 --baseline 100/220 --incident 220/400 --out r.html"
+    )
+
+
+def test_the_demo_refuses_a_case_review_it_cannot_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = argparse.Namespace(report="r.html", prometheus_data=None)
+    with pytest.raises(ConfigError, match="not for a cluster scenario"):
+        check_case_review(args, load_scenario("cluster-balanced"))
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(ConfigError, match="needs Prometheus on the PATH"):
+        check_case_review(args, load_scenario("prompt-growth"))
+
+
+def test_for_a_case_review_the_demos_baseline_runs_its_whole_length_after_the_warm_up() -> None:
+    """The warm-up is fast-forwarded inside the first phase: prompt-growth's 120-s baseline left
+    30 s of real time, of which Prometheus held too little to judge."""
+    scenario = load_scenario("prompt-growth")
+    full = with_full_baseline(scenario)
+    warmup = scenario.warmup_seconds
+    assert [p.start_seconds for p in full.phases] == [0.0, *(p.start_seconds + warmup for p in scenario.phases[1:])]
+    assert full.duration_seconds == scenario.duration_seconds + warmup
+    # Real time of the baseline once the warm-up is behind: the phase's whole length.
+    assert full.phases[1].start_seconds - warmup == scenario.phases[1].start_seconds - scenario.phases[0].start_seconds
+
+
+def test_every_figure_a_stage_is_driven_by_says_which_way_loads_the_engines() -> None:
+    """A cause is a change the way its figure's `load` says: a figure without one never is."""
+    loads = {figure.key: figure.load for figure in all_figures()}
+    driven = {(stage.id, key) for stage in stages() for key in stage.driven_by}
+    assert driven and all(loads.get(key) for _, key in driven), sorted(driven)
