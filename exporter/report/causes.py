@@ -83,7 +83,10 @@ def mix_causes(rows: Mapping[str, Row], incident_stage: str) -> list[Cause]:
         loads = (incident > base) == (load == "up")
         drives = _drives(key, incident_stage)
         if not loads:
-            note = "the other way from more load: an effect of the incident, not a cause"
+            # The request rate is of completions, which fall whenever serving slows.
+            completions = row.figure.unit == "req/s"
+            note = "fewer completions: an effect of a slower service" if completions else "less load, not more"
+            note += ", not a cause"
         elif not drives:
             note = f"does not drive {incident_stage}" if incident_stage != "none" else "no stage became primary"
         else:

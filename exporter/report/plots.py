@@ -42,9 +42,19 @@ class Plot:
     svg: str
 
 
-def _times(series: Series) -> tuple[list[datetime], list[float]]:
-    times = [datetime.fromtimestamp(t, UTC) for t, _ in series.points]
-    return times, [v if math.isfinite(v) else math.nan for _, v in series.points]
+def line_points(series: Series) -> tuple[list[datetime], list[float]]:
+    """Times and values, with a gap (NaN) where Prometheus returned no point for a step or more, so
+    a line does not draw across missing data as if it had been there."""
+    points = series.points
+    step = min((b[0] - a[0] for a, b in zip(points, points[1:])), default=0.0)
+    times, values = [], []
+    for i, (t, v) in enumerate(points):
+        if i and step and t - points[i - 1][0] > 1.5 * step:
+            times.append(datetime.fromtimestamp(t - step, UTC))
+            values.append(math.nan)
+        times.append(datetime.fromtimestamp(t, UTC))
+        values.append(v if math.isfinite(v) else math.nan)
+    return times, values
 
 
 #: Window names on the plots: their font size (points) and the gap kept between two of them.
@@ -143,7 +153,7 @@ def _lines(
     drawn = 0
     for figure_key, label in keys:
         for s in report.plots.get(figure_key, []):
-            times, values = _times(s)
+            times, values = line_points(s)
             ax.plot(times, [v * scale for v in values], label=label, linewidth=1.2)
             drawn += 1
     if not drawn:
@@ -161,13 +171,13 @@ def _band(report: Report, key: str, title: str, prefix: str) -> Plot | None:
     if not p50 and not p99:
         return None
     for low, high in zip(p50, p99):
-        times, lows = _times(low)
+        times, lows = line_points(low)
         highs_by_time = dict(high.points)
-        highs = [highs_by_time.get(t, math.nan) for t, _ in low.points]
+        _, highs = line_points(Series(low.labels, [(t, highs_by_time.get(t, math.nan)) for t, _ in low.points]))
         ax.fill_between(times, lows, highs, alpha=0.25, color="#c62828", linewidth=0, label="P50–P99")
     for series, label, style in ((p50, "P50", "-"), (p95, "P95", "--"), (p99, "P99", ":")):
         for s in series:
-            times, values = _times(s)
+            times, values = line_points(s)
             ax.plot(times, values, style, label=label, linewidth=1.1, color="#b71c1c")
     ax.set_ylabel("seconds", fontsize=8)
     ax.set_yscale("log")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from exporter.report.build import Report
 from exporter.report.matrix import Comparison, Row
-from exporter.report.render_json import iso
 from exporter.report.render_text import fmt_change, fmt_p, fmt_value
 from exporter.report.stats import WindowValue
 
@@ -38,6 +38,16 @@ def tone(row: Row, comparison: Comparison | None) -> str:
     if comparison.absolute is None or comparison.absolute == 0:
         return ""
     return "good" if (comparison.absolute > 0) == (row.figure.better == "higher") else "bad"
+
+
+def _clock(seconds: float) -> str:
+    """A sample's time of day to the second (the dates are the window's)."""
+    return datetime.fromtimestamp(round(seconds), UTC).strftime("%H:%M:%SZ")
+
+
+def _moment(seconds: float) -> str:
+    """A window's edge to the second, as people read it (the JSON keeps the fraction)."""
+    return datetime.fromtimestamp(round(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _p(comparison: Comparison) -> str:
@@ -99,13 +109,12 @@ def context(report: Report, images: list[dict[str, str]]) -> dict[str, Any]:
         "r": report,
         "names": names,
         "windows": [
-            # The data's first and last sample as times of day: the dates are the window's.
             (
                 w.name,
-                iso(w.start),
-                iso(w.end),
-                iso(report.extents[w.name].first).split("T")[1],
-                iso(report.extents[w.name].last).split("T")[1],
+                _moment(w.start),
+                _moment(w.end),
+                _clock(report.extents[w.name].first),
+                _clock(report.extents[w.name].last),
             )
             for w in report.windows
         ],

@@ -10,8 +10,11 @@ lies inside its window and inside the data:
 
 - the **scrape interval** is read from the data itself: the median spacing of the samples of
   `llm_engine_up` in each window (backfilled or federated data has no scrape configuration);
-- the **step** (spacing of the per-interval values) is the scrape interval, or coarser so that
-  the longest window gives at most MAX_POINTS values;
+- the **step** (spacing of the per-interval values) is SCRAPES_PER_STEP scrape intervals, or
+  coarser so that the longest window gives at most MAX_POINTS values: a target updates its
+  counters on its own cadence (the exporter every few seconds), so one scrape interval holds one
+  more or one fewer of its updates than the next, and a rate over one interval swings by that
+  much (20 % with a 2-s exporter scraped every 5 s); over two the swing halves;
 - the **rate range** is the step plus one scrape interval, so consecutive ranges share one
   sample and no increment: every value is the rate over its own interval (Grafana's
   `$__rate_interval` reasons the same way), independent of its neighbours as the test assumes;
@@ -40,6 +43,8 @@ from exporter.report.windows import Window
 Reads = Literal["instant", "rate", "windowed", "quantile"]
 #: Values of a figure in the longest window, at most (the step grows beyond it).
 MAX_POINTS = 250
+#: Scrape intervals per step, by default.
+SCRAPES_PER_STEP = 2
 #: Rate values a window must give: 3 against 5 or more can be significant (stats.judgeable).
 MIN_VALUES = 3
 
@@ -145,7 +150,7 @@ def choose(
     scrape = max(e.interval for e in extents)
     longest = max(e.last - e.first for e in extents)
     if step is None:
-        step = max(scrape, float(math.ceil(longest / MAX_POINTS)))
+        step = max(SCRAPES_PER_STEP * scrape, float(math.ceil(longest / MAX_POINTS)))
     rate_range = rate_range if rate_range is not None else step + scrape
     return Timing(scrape, step, rate_range, exporter_window, histograms)
 

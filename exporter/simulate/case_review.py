@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import shlex
 import shutil
 from collections.abc import Sequence
@@ -22,8 +23,9 @@ from exporter.validation import ConfigError
 NONE = "none"
 
 
-def phase_windows(scenario: Scenario, end: float) -> dict[str, tuple[float, float]]:
-    """Window name -> (start, end) in simulated seconds, for the phases begun before `end`."""
+def phase_windows(scenario: Scenario, end: float, begin: float = 0.0) -> dict[str, tuple[float, float]]:
+    """Window name -> (start, end) in simulated seconds, for the phases begun before `end`; none
+    starts before `begin` (the demo's: the end of the fast-forwarded warm-up, where real time starts)."""
     phases = scenario.phases
     bounds = [
         (p.start_seconds, phases[i + 1].start_seconds if i + 1 < len(phases) else end) for i, p in enumerate(phases)
@@ -37,8 +39,8 @@ def phase_windows(scenario: Scenario, end: float) -> dict[str, tuple[float, floa
         if index is None:
             continue
         start, stop = bounds[index]
-        if start < end:
-            out[name] = (start, min(stop, end))
+        if max(start, begin) < min(stop, end):
+            out[name] = (max(start, begin), min(stop, end))
     return out
 
 
@@ -63,7 +65,8 @@ def report_command(prometheus_url: str, windows: dict[str, tuple[float, float]],
     """`report` over these windows (Unix seconds), writing `out`: the argv after the program."""
     argv = ["report", "--prometheus", prometheus_url]
     for name, (start, stop) in windows.items():
-        argv += [f"--{name}", f"{start:.0f}/{stop:.0f}"]
+        # Whole seconds inside the span (an end rounded up would lie in the future at the stop).
+        argv += [f"--{name}", f"{math.ceil(start)}/{math.floor(stop)}"]
     return [*argv, "--out", out]
 
 
@@ -114,7 +117,8 @@ def close_case_review(
     if not (args.report or args.prometheus_data):
         print("for the case review of a run: demo --report case-review.html [--prometheus-data DIR]", flush=True)
         return
-    windows = {name: (sim_origin + a, sim_origin + b) for name, (a, b) in phase_windows(scenario, sim_now).items()}
+    spans = phase_windows(scenario, sim_now, scenario.warmup_seconds)
+    windows = {name: (sim_origin + a, sim_origin + b) for name, (a, b) in spans.items()}
     if "incident" not in windows:
         print("the demo stopped before its incident phase: no case review", flush=True)
         return
@@ -136,6 +140,7 @@ def _write(prometheus_url: str, windows: dict[str, tuple[float, float]], out: st
     is dropped and the report written without it. Returns the windows used."""
     from exporter.report.cli import ReportError, run_report_argv
 
+    print(f"writing the case review of this run to {out} ...", flush=True)
     for attempt in (windows, {k: v for k, v in windows.items() if k != "after"}):
         argv = report_command(prometheus_url, attempt, out)
         try:

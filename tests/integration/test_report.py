@@ -11,6 +11,7 @@ itself as a subquery, and the HTML is opened in a real headless Chromium.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import re
@@ -199,10 +200,10 @@ def test_a_window_too_short_to_judge_is_refused_naming_the_shortest(backfilled: 
     start = t0 + PHASES["baseline"][0] + 60
     done = _cli(prometheus, "--baseline", f"{start:.0f}/{start + 25:.0f}", *_flags(t0, after=False)[2:])
     assert done.returncode == 2
-    # 10 s scrapes: a 20 s rate (the step plus a scrape), then 3 values 10 s apart.
+    # 10 s scrapes: a 20 s step, a 30 s rate (the step plus a scrape), then 3 values 20 s apart.
     assert done.stderr.count("\n") == 1, done.stderr
     assert "--baseline: a window of 25 s (Prometheus holds data for 10 s of it)" in done.stderr, done.stderr
-    assert "the shortest window the report can judge holds 40 s" in done.stderr, done.stderr
+    assert "the shortest window the report can judge holds 70 s" in done.stderr, done.stderr
 
 
 def test_without_after_there_is_no_fix_verdict(backfilled: tuple[Prometheus, float]) -> None:
@@ -398,7 +399,8 @@ def test_the_demo_writes_the_case_review_of_its_run_when_it_stops(
     prometheus, t0 = backfilled
     out = tmp_path / "case-review.json"
     args = argparse.Namespace(report=str(out), prometheus_data=str(tmp_path / "kept"))
-    close_case_review(args, SCENARIO, t0, DURATION, prometheus.url)
+    # The backfill's clock starts with the scenario, where the demo's starts after the warm-up.
+    close_case_review(args, dataclasses.replace(SCENARIO, warmup_seconds=0.0), t0, DURATION, prometheus.url)
     printed = capsys.readouterr().out
     doc = json.loads(out.read_text(encoding="utf-8"))
     assert doc["fix"]["worked"] and [c["figure"] for c in doc["causes"] if c["explains"]] == ["mean_prompt_tokens"]

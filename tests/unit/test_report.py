@@ -18,8 +18,9 @@ from exporter.monitoring.promql import names_read, parse
 from exporter.report.causes import config_causes, mix_causes
 from exporter.report.fix import fix_verdict
 from exporter.report.matrix import Row, build_rows
-from exporter.report.plots import label_rows
+from exporter.report.plots import label_rows, line_points
 from exporter.report.present import tone
+from exporter.report.prometheus import Series
 from exporter.report.queries import FIGURES, FIGURES_BY_KEY, LEVELS, QueryContext, all_figures
 from exporter.report.render_text import fmt_change, fmt_value
 from exporter.report.stats import WindowValue, change, judgeable, mann_whitney_p, smallest_p
@@ -107,11 +108,11 @@ def _timing(scrape: float = 5.0, exporter_window: float = 60.0, histograms: bool
     return choose(extents, exporter_window=exporter_window, histograms=histograms, **given)
 
 
-def test_the_step_is_the_scrape_interval_and_each_rate_covers_its_own_step() -> None:
+def test_the_step_is_two_scrapes_and_each_rate_covers_its_own_step() -> None:
     timing = _timing(scrape=5.0)
-    assert (timing.step, timing.rate_range, timing.rate_interval) == (5.0, 10.0, "10s")
+    assert (timing.step, timing.rate_range, timing.rate_interval) == (10.0, 15.0, "15s")
     # Consecutive ranges share one sample, no increment: the values are one step apart.
-    assert timing.spacing("rate") == 5.0
+    assert timing.spacing("rate") == 10.0
     # A long window thins the values to MAX_POINTS, each rate still over its own step.
     long = choose([Extent(0.0, 86_400.0, 30.0)])
     assert long.step == 346.0 and long.rate_range == 376.0
@@ -126,7 +127,7 @@ def test_no_figure_looks_back_past_its_windows_start_nor_past_the_data() -> None
     incident = Window("incident", 1000.0, 1180.0)
     data = Extent(0.0, 2000.0, 5.0)
     rate = timing.plan("rate", incident, data)
-    assert rate is not None and (rate.first, rate.last, rate.spacing, rate.count) == (1010.0, 1180.0, 5.0, 35)
+    assert rate is not None and (rate.first, rate.last, rate.spacing, rate.count) == (1020.0, 1180.0, 10.0, 17)
     gauge = timing.plan("instant", incident, data)
     assert gauge is not None and gauge.first == 1000.0
     # The exporter's own quantiles: one per exporter window, none before one has passed.
@@ -135,10 +136,10 @@ def test_no_figure_looks_back_past_its_windows_start_nor_past_the_data() -> None
     # With the engines' histograms in Prometheus, a quantile is of bucket rates: read as a rate.
     assert timing.plan("quantile", incident, data) == windowed
     assert _timing(scrape=5.0, histograms=True).plan("quantile", incident, data) == rate
-    # Prometheus began scraping 25 s into the baseline: its rates start a range after that.
+    # Prometheus began scraping 95 s into the baseline: its rates start a range after that.
     baseline = Window("baseline", 0.0, 120.0)
     late = Extent(95.0, 120.0, 5.0)
-    assert timing.plan("rate", baseline, late) == Plan(105.0, 120.0, 5.0)
+    assert timing.plan("rate", baseline, late) == Plan(110.0, 120.0, 10.0)
     # The exporter's window started with the window (before the data): its quantiles are the window's own.
     assert timing.plan("windowed", baseline, late) == Plan(120.0, 120.0, 60.0)
     assert timing.plan("windowed", Window("baseline", 90.0, 120.0), late) is None
@@ -155,8 +156,8 @@ def test_a_window_too_short_to_judge_is_refused_naming_the_shortest_that_could_b
     with pytest.raises(TooShort) as refused:
         require_judgeable(timing, [window], [data])
     assert str(refused.value).startswith("--baseline: a window of 120 s (Prometheus holds data for 19 s of it)")
-    assert "the shortest window the report can judge holds 20 s of data" in str(refused.value)
-    require_judgeable(timing, [window], [Extent(95.0, 120.0, 5.0)])  # 25 s: 3 rates, 5 s apart
+    assert "the shortest window the report can judge holds 35 s of data" in str(refused.value)
+    require_judgeable(timing, [window], [Extent(80.0, 120.0, 5.0)])  # 40 s: 3 rates, 10 s apart
 
 
 def test_the_extent_is_read_from_raw_sample_times() -> None:
@@ -263,7 +264,7 @@ def test_a_four_times_longer_prompt_is_the_cause_and_a_lower_completion_rate_is_
     assert [(c.figure, c.explains) for c in causes] == [("mean_prompt_tokens", True), ("request_rate", False)]
     assert causes[0].ratio == pytest.approx(4.0, rel=0.02) and causes[0].p_value is not None
     assert causes[0].summary == "Mean prompt tokens / request ×4.0 (201 tokens → 801 tokens)"
-    assert "an effect of the incident, not a cause" in causes[1].note
+    assert causes[1].note == "fewer completions: an effect of a slower service, not a cause"
     more_load = _rows({"request_rate": {"baseline": [10.0, 10.5, 9.5, 10.2], "incident": [25.0, 24.0, 26.0, 25.5]}})
     assert [(c.figure, c.explains) for c in mix_causes(more_load, "queueing")] == [("request_rate", True)]
     # The same change does not explain a stage it does not drive, nor an incident with no stage.
@@ -484,6 +485,8 @@ def test_the_demos_phases_are_the_reports_windows() -> None:
         "incident": (starts[1], starts[2]),
         "after": (starts[2], 700.0),
     }
+    # The demo's real time starts after the fast-forwarded warm-up: so does its baseline.
+    assert phase_windows(scenario, 700.0, begin=90.0)["baseline"] == (90.0, starts[1])
     # Stopped during the incident: no after window; before it: nothing to review.
     assert set(phase_windows(scenario, starts[1] + 30)) == {"baseline", "incident"}
     assert phase_windows(scenario, starts[1] - 1) == {"baseline": (starts[0], starts[1] - 1)}
@@ -519,3 +522,9 @@ def test_every_figure_a_stage_is_driven_by_says_which_way_loads_the_engines() ->
     loads = {figure.key: figure.load for figure in all_figures()}
     driven = {(stage.id, key) for stage in stages() for key in stage.driven_by}
     assert driven and all(loads.get(key) for _, key in driven), sorted(driven)
+
+
+def test_a_plot_leaves_a_gap_where_prometheus_has_no_point() -> None:
+    times, values = line_points(Series({}, [(0.0, 1.0), (10.0, 2.0), (40.0, 3.0), (50.0, 4.0)]))
+    assert len(times) == 5 and math.isnan(values[2]) and values[3] == 3.0
+    assert line_points(Series({}, [(0.0, 1.0), (10.0, 2.0)]))[1] == [1.0, 2.0]
