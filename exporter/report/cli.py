@@ -7,7 +7,6 @@ nothing) print one line and exit 2, as every command of the exporter does.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from pathlib import Path
 from exporter.monitoring.config import LabelNames, MonitoringConfig
 from exporter.monitoring.promql import parse
 from exporter.report.build import NoData, ReadSettings, build_report
+from exporter.report.extra import missing_report_extra
 from exporter.report.prometheus import PrometheusClient, PrometheusError, PrometheusOptions
 from exporter.report.timing import TooShort
 from exporter.report.windows import Window, WindowError, parse_duration, parse_window
@@ -136,25 +136,10 @@ def windows_of(args: argparse.Namespace, now: float) -> list[Window]:
     return windows
 
 
-# The report's own dependencies: an extra, so the DaemonSet image (deploy/image-requirements.txt)
-# carries no plotting or statistics libraries it never uses.
-REPORT_EXTRA_MODULES = ("jinja2", "matplotlib", "scipy")
-
-
 def require_report_extra() -> None:
-    missing = [name for name in REPORT_EXTRA_MODULES if importlib.util.find_spec(name) is None]
+    missing = missing_report_extra()
     if missing:
-        raise ReportError(
-            f"report needs {', '.join(missing)}: pip install 'llm-bottleneck-exporter[report]' "
-            "(the container image leaves them out)"
-        )
-
-
-def run_report_argv(argv: list[str]) -> int:
-    """`report` with these arguments (after the program name), as the command line runs it."""
-    parser = argparse.ArgumentParser(prog="llm-bottleneck-exporter")
-    add_report_parser(parser.add_subparsers(dest="command").add_parser)
-    return run_report(parser.parse_args(argv))
+        raise ReportError(missing)
 
 
 def run_report(args: argparse.Namespace) -> int:

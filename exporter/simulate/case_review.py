@@ -14,11 +14,17 @@ import dataclasses
 import math
 import shlex
 import shutil
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from exporter.report.extra import missing_report_extra
 from exporter.simulate.scenario import Scenario
 from exporter.validation import ConfigError
+
+#: A case review of a demo run takes seconds; a loaded machine, tens of them.
+REPORT_TIMEOUT_SECONDS = 300
 
 NONE = "none"
 
@@ -97,13 +103,8 @@ def check_case_review(args: argparse.Namespace, scenario: Scenario) -> None:
         raise ConfigError(flag, "the case review covers one node: not for a cluster scenario")
     if shutil.which("prometheus") is None:
         raise ConfigError(flag, "needs Prometheus on the PATH (Debian: apt-get install prometheus)")
-    if args.report:
-        from exporter.report.cli import ReportError, require_report_extra
-
-        try:
-            require_report_extra()
-        except ReportError as exc:
-            raise ConfigError("--report", str(exc)) from None
+    if args.report and (missing := missing_report_extra()):
+        raise ConfigError("--report", missing)
 
 
 def close_case_review(
@@ -136,21 +137,30 @@ def close_case_review(
 
 
 def _write(prometheus_url: str, windows: dict[str, tuple[float, float]], out: str) -> dict[str, tuple[float, float]]:
-    """Run `report`; an after window too short to judge (the demo stopped soon after the remedy)
-    is dropped and the report written without it. Returns the windows used."""
-    from exporter.report.cli import ReportError, run_report_argv
-
+    """Run `report` as the printed command runs it (its own process: the demo does not import the
+    report's libraries); an after window too short to judge (the demo stopped soon after the
+    remedy) is dropped and the report written without it. Returns the windows used."""
     print(f"writing the case review of this run to {out} ...", flush=True)
     for attempt in (windows, {k: v for k, v in windows.items() if k != "after"}):
         argv = report_command(prometheus_url, attempt, out)
         try:
-            run_report_argv(argv)
-        except ReportError as exc:
-            if attempt is windows and "after" in windows and str(exc).startswith("--after:"):
-                print(f"case review without the after window: {exc}", flush=True)
-                continue
-            print(f"no case review: {exc}", flush=True)
+            done = subprocess.run(
+                [sys.executable, "-m", "exporter", *argv],
+                capture_output=True,
+                text=True,
+                timeout=REPORT_TIMEOUT_SECONDS,
+            )
+        except subprocess.TimeoutExpired:
+            print(f"no case review: report took more than {REPORT_TIMEOUT_SECONDS} s", flush=True)
             return windows
-        print(f"case review of this run written to {out}:\n  {shell_line(argv)}", flush=True)
-        return attempt
+        if done.returncode == 0:
+            print(f"case review of this run written to {out}:\n  {shell_line(argv)}", flush=True)
+            return attempt
+        error = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        error = error.split("error: ", 1)[-1]
+        if attempt is windows and "after" in windows and error.startswith("--after:"):
+            print(f"case review without the after window: {error}", flush=True)
+            continue
+        print(f"no case review: {error}", flush=True)
+        return windows
     return windows
