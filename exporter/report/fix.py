@@ -87,6 +87,13 @@ def fix_verdict(rows: Mapping[str, Row], incident_stage: str, after_stage: str) 
             + (f"{' and '.join(unjudged)} have too few values or none" if unjudged else "no latency tail has data")
             + " (widen the windows, or have Prometheus scrape the engines' histograms)"
         )
+    elif stage_gone and none_worse:
+        # Nothing got worse and the stage is gone, but the tails' test does not say they improved:
+        # that is no evidence either way, not a failure.
+        summary = (
+            f"the fix is not shown to have worked: {incident_stage} is no longer the primary stage, but "
+            "the latency tails neither recovered nor improved significantly"
+        )
     else:
         reasons = []
         if not stage_gone:

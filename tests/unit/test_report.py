@@ -339,7 +339,9 @@ def test_a_fix_is_not_judged_on_too_few_values_nor_called_better_on_noise() -> N
     noisy = _rows(
         {"e2e_p99": {"baseline": [0.8] * 5, "incident": [2.5, 1.0, 3.0, 1.2, 2.8], "after": [1.1, 2.9, 1.3, 2.6, 2.0]}}
     )
-    assert fix_verdict(noisy, "queueing", "none").figures[0].verdict == "not fixed"
+    unshown = fix_verdict(noisy, "queueing", "none")
+    assert unshown.figures[0].verdict == "not fixed" and not unshown.worked
+    assert unshown.summary.startswith("the fix is not shown to have worked")
 
 
 # --- what the pages say -------------------------------------------------------------------------
