@@ -264,7 +264,9 @@ class Stage(Generic[In]):
     #: the report's matrix figures that are its evidence, and the ones it brings
     figures: tuple[str, ...] = ()
     measures: tuple[Measure, ...] = ()
-    #: the report's request-mix figures that drive it: a change of one explains it becoming primary
+    #: the report's request-mix figures that drive it: a significant, large change of one the way
+    #: that asks more of the engines (the figure's `load` in exporter/report/queries.py) explains it
+    #: becoming primary
     driven_by: tuple[str, ...] = ()
     #: the report's "not this" lines: (matrix, whether the stage became the bottleneck or worsened)
     misreadings: Callable[[Readings, bool], list[str]] | None = None

@@ -196,8 +196,9 @@ def _prometheus_config(nodes: list[Node]) -> dict:
         {"targets": [f"127.0.0.1:{node.exporter.port}"], "labels": {CONFIG.labels.cluster: node.cluster}}
         for node in nodes
     ]
-    # One replica per simulated node feeds the engine-histogram records (latency heatmaps, quantiles).
-    jobs["llm-engines"]["static_configs"] = [
+    # One replica per simulated node feeds the engine-histogram records (latency heatmaps, quantiles)
+    # through the engines' job, which the recipe leaves commented out (which path depends on the engine).
+    engines = [
         {
             "targets": [url.split("/")[2]],
             "labels": {CONFIG.labels.cluster: node.cluster, "__metrics_path__": "/" + url.split("/", 3)[3]},
@@ -205,6 +206,7 @@ def _prometheus_config(nodes: list[Node]) -> dict:
         for node in nodes
         for url in node.engine_urls[:1]
     ]
+    config["scrape_configs"].append({"job_name": "llm-engines", "static_configs": engines})
     return config
 
 
