@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import requests
 import urllib3.exceptions
 
+from exporter.buckets import Observations
 from exporter.catalogue import QUANTILES
 from exporter.model import Metric, QuantileSummary, Sample
 from exporter.settings import ProbeTarget
@@ -67,14 +68,15 @@ class PathRecord:
         self.successes = 0
         self.failures = dict.fromkeys(FAILURE_REASONS, 0)
         self.last_ok: bool | None = None
-        self.ttft_sum = 0.0
-        self.e2e_sum = 0.0
+        #: every success's timings as histograms, for the SLO attainment measured at the probe
+        self.ttft = Observations()
+        self.e2e = Observations()
 
     def succeeded(self, result: ProbeResult) -> None:
         self.results.append(result)
         self.successes += 1
-        self.ttft_sum += result.ttft_seconds
-        self.e2e_sum += result.e2e_seconds
+        self.ttft.observe(result.ttft_seconds)
+        self.e2e.observe(result.e2e_seconds)
         self.last_ok = True
 
     def failed(self, reason: str) -> None:
@@ -293,24 +295,27 @@ class ProbeSource(Source):
                 for reason, count in record.failures.items():
                     out.append(Sample("llm_probe_failures_total", {**labels, "reason": reason}, float(count)))
                 recent = record.recent(wall)
-                out.append(
-                    QuantileSummary(
-                        "llm_probe_time_to_first_token_seconds",
-                        labels,
-                        _quantiles([r.ttft_seconds for r in recent]),
-                        float(record.successes),
-                        record.ttft_sum,
+                for family, lifetime, field in (
+                    ("llm_probe_time_to_first_token_seconds", record.ttft, "ttft_seconds"),
+                    ("llm_probe_e2e_latency_seconds", record.e2e, "e2e_seconds"),
+                ):
+                    values = [getattr(r, field) for r in recent]
+                    window = Observations()
+                    for value in values:
+                        window.observe(value)
+                    histogram = lifetime.histogram()
+                    out.append(
+                        QuantileSummary(
+                            family,
+                            labels,
+                            _quantiles(values),
+                            histogram.count,
+                            histogram.sum,
+                            histogram=histogram,
+                            window=window.histogram(),
+                            window_seconds=record.window_seconds,
+                        )
                     )
-                )
-                out.append(
-                    QuantileSummary(
-                        "llm_probe_e2e_latency_seconds",
-                        labels,
-                        _quantiles([r.e2e_seconds for r in recent]),
-                        float(record.successes),
-                        record.e2e_sum,
-                    )
-                )
         return out
 
     def close(self) -> None:
