@@ -169,12 +169,12 @@ def test_exported_families_from_two_scrapes_of_a_vllm_endpoint(engine: RouteServ
 
 def test_low_gpu_utilization_is_answered_with_the_headroom_figure() -> None:
     from exporter.slo.evidence import evidence_lines
+    from exporter.slo.replicas import estimates
 
     labels = {"engine": "e", "engine_type": "vllm", "model": "m", "slo": "chat"}
-    capacity = [
-        Sample("llm_capacity_max_request_rate", labels, 10.0),
-        Sample("llm_capacity_headroom_ratio", labels, 0.05),
-    ]
+    capacity = estimates(
+        [Sample("llm_capacity_max_request_rate", labels, 10.0), Sample("llm_capacity_headroom_ratio", labels, 0.05)]
+    )
     gpu = [Sample("llm_gpu_utilization_ratio", {"gpu": "0", "engine": "e"}, 0.35)]
     lines = evidence_lines([], {}, capacity, gpu)[("e", "", "m")]
     assert lines == [
