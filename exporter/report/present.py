@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter.report.build import Report
+from exporter.report.framework import after_window, framework_table
 from exporter.report.matrix import Row
 from exporter.report.render_json import iso
 from exporter.report.render_text import fmt_p, fmt_relative, fmt_value
@@ -85,6 +86,8 @@ def context(report: Report, images: list[dict[str, str]]) -> dict[str, Any]:
             )
             for e in engines
         ],
+        "framework": [row.cells() for row in framework_table(report)],
+        "framework_after": after_window(report),
         "fmt_value": fmt_value,
         "has_after": "after" in names,
     }

@@ -12,7 +12,10 @@ force is taken from the configuration (`capacity.max_num_seqs`, by engine name, 
 others): vLLM exports none of its scheduler settings. Where it sits more than
 `capacity.concurrency_tolerance` away, /diagnosis gains an action: too high and a burst runs a
 batch whose latency breaks the SLO, too low and throughput is left on the table while requests
-queue.
+queue. An estimate on the prior alone (confidence under MIN_CONFIDENCE: the load has not varied
+enough to fit the decode pace) is quoted in the evidence but makes no action: on the simulator's
+healthy mix it sat 40 % under the knee, where the fitted ones were within 20 % of it
+(tests/perf/slo_decisions.py).
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ from exporter.settings import CapacitySettings
 from exporter.slo.cost import Mix
 from exporter.slo.replicas import Estimate
 
+#: below this the estimate rests on the prior more than on the engine's own history (a steady load
+#: shows one point of the decode pace): said in the evidence, not turned into an action
+MIN_CONFIDENCE = 0.5
+
 
 @dataclass(frozen=True)
 class ConcurrencyAdvice:
@@ -39,11 +46,12 @@ class ConcurrencyAdvice:
     tokens_per_second: float  # generated tokens per second there (NaN without a token count)
     configured: int | None
     tolerance: float
+    confidence: float = 1.0
 
     @property
     def action(self) -> str | None:
         """An action where the configured concurrency is far from the recommended one."""
-        if self.configured is None or not self.recommended > 0:
+        if self.configured is None or not self.recommended > 0 or self.confidence < MIN_CONFIDENCE:
             return None
         at = f"~{self.recommended:.0f} running requests is the most that keeps SLO {self.slo} at today's mix"
         if self.configured > self.recommended * (1 + self.tolerance):
@@ -66,7 +74,7 @@ class ConcurrencyAdvice:
         configured = f"; max_num_seqs {self.configured}" if self.configured is not None else ""
         return (
             f"concurrency under the SLOs: at most ~{self.recommended:.0f} running (SLO {self.slo} binds), "
-            f"~{self.requests_per_second:.1f} req/s{self._tokens()}{configured}"
+            f"~{self.requests_per_second:.1f} req/s{self._tokens()}{configured}; confidence {self.confidence:.2f}"
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -80,6 +88,7 @@ class ConcurrencyAdvice:
             if not math.isfinite(self.tokens_per_second)
             else round(self.tokens_per_second, 1),
             "configured_max_num_seqs": self.configured,
+            "confidence": round(self.confidence, 3),
             "action": self.action,
         }
 
@@ -106,6 +115,7 @@ def advise(
                 e.max_rate * (mixes[(engine, model)].answer_tokens if (engine, model) in mixes else math.nan),
                 configured,
                 settings.concurrency_tolerance,
+                e.confidence,
             )
         )
     return out

@@ -79,7 +79,7 @@ class SloMonitor:
         engine_side = evaluate(self.slos, metrics)
         self.latest = engine_side + evaluate_client_side(self.slos, metrics, self.layout)
         out = list(attainment_samples(self.latest, self.slos))
-        capacity = self.capacity.update(self.slos, metrics, now)
+        capacity = self.capacity.update(self.slos, metrics, now, self.settings.max_num_seqs)
         out += capacity
         found = estimates(capacity)
         out += self.replicas.update(found, metrics, now)

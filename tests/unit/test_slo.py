@@ -13,7 +13,8 @@ from exporter.config import ConfigError, build
 from exporter.model import Histogram, QuantileSummary, Sample
 from exporter.settings import Config, EngineTarget, GpuSettings, SloTarget
 from exporter.slo.attainment import evaluate, within
-from exporter.slo.headroom import CapacityEstimator, LoadPoint, erlang_c, estimate, fit_decode_pace
+from exporter.slo.headroom import CapacityEstimator, LoadPoint, estimate, fit_decode_pace
+from exporter.slo.queueing import erlang_c
 from exporter.slo.selectors import covers
 from exporter.sources.engine import EngineSource
 from tests.support import RouteServer, respond_with
