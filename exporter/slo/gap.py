@@ -48,6 +48,8 @@ class Gap:
     engine: float  # attainment over the engines behind it (events weighted)
     parts: Mapping[str, float] = field(default_factory=dict)  # mean seconds per request
     host_cpu: float | None = None
+    #: (engine, engine_type, model) of the engines behind the point judged on the same SLO
+    engines: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def points(self) -> float:
@@ -150,7 +152,12 @@ def explain(results: Sequence[DimensionAttainment], metrics: Sequence[Metric], l
             parts = _gateway_parts(name, summaries, averages, engine_mean)
         else:
             parts = _probe_parts(name, summaries, engine_mean, gateway)
-        out.append(Gap(item.slo.name, item.dimension, item.measured_at, name, item.attainment, engine, parts, host_cpu))
+        keys = tuple(
+            sorted({(r.labels["engine"], r.labels.get("engine_type", ""), r.labels.get("model", "")) for r in judged})
+        )
+        out.append(
+            Gap(item.slo.name, item.dimension, item.measured_at, name, item.attainment, engine, parts, host_cpu, keys)
+        )
     return out
 
 

@@ -92,6 +92,10 @@ class SloMonitor:
         self.planners = compare(metrics, self.replicas.pools)
         self.evidence = evidence_lines(engine_side, self.burn.update(engine_side, now), found, metrics)
         self.actions = {}
+        for gap in self.gaps:
+            if gap.holder is not None:
+                for key in gap.engines:
+                    self.evidence.setdefault(key, []).append(gap.line())
         for advice in self.advice:
             key = (advice.engine, advice.labels.get("engine_type", ""), advice.model)
             self.evidence.setdefault(key, []).append(advice.line())

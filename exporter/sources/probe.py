@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import requests
 import urllib3.exceptions
 
+from exporter import __version__
 from exporter.buckets import Observations
 from exporter.catalogue import QUANTILES
 from exporter.model import Metric, QuantileSummary, Sample
@@ -38,6 +39,10 @@ from exporter.sources.http_fetch import NoRedirectSession, redact
 log = logging.getLogger(__name__)
 
 FAILURE_REASONS = ("connect", "tls", "http_status", "timeout", "malformed_stream")
+#: who is asking, so a gateway can tell probes from clients: HAProxy keeps them out of the access
+#: log the exporter judges SLOs on with `http-request set-log-level silent if { req.hdr(user-agent)
+#: -m beg llm-bottleneck-exporter-probe }` (a prober's requests are not the clients', docs/slo.md)
+USER_AGENT = f"llm-bottleneck-exporter-probe/{__version__}"
 #: a probe's stream is a few events; anything past this is not a 4-token completion
 MAX_STREAM_BYTES = 1024 * 1024
 JITTER = 0.1
@@ -120,7 +125,11 @@ def stream_completion(
     try:
         try:
             response = session.post(
-                url, json=body, headers=headers, stream=True, timeout=(timeout_seconds, timeout_seconds)
+                url,
+                json=body,
+                headers={"User-Agent": USER_AGENT, **(headers or {})},
+                stream=True,
+                timeout=(timeout_seconds, timeout_seconds),
             )
         except requests.exceptions.SSLError as exc:
             raise ProbeFailure("tls", str(exc)) from exc

@@ -93,6 +93,9 @@ def test_concurrency_far_from_the_recommended_is_an_action_either_way() -> None:
     assert "2400 generated tokens/s" in low.action
     assert advice(56).action is None  # within the 25 % tolerance
     assert advice(None).action is None and "max_num_seqs" not in advice(None).line()
+    prior = Estimate(LABELS, "chat", 12.0, 5.0, 48.0, 0.3)  # one load level seen: the prior alone
+    (quoted,) = advise([prior], mixes, CapacitySettings(max_num_seqs={"default": 256}))
+    assert quoted.action is None and "confidence 0.30" in quoted.line()
 
 
 def gpu(index: int, model: str, engine: str = "") -> Sample:
@@ -176,27 +179,28 @@ def test_the_monitor_puts_decisions_in_diagnosis_and_the_concurrency_action_on_t
     labels = {"engine": "e", "engine_type": "vllm", "model": "m"}
     window = Histogram((0.01, 0.1, 1.0, math.inf), (0.0, 40.0, 40.0, 40.0), 20.0, 40.0)
 
-    def snapshot(requests: float) -> list:  # type: ignore[type-arg]
+    def snapshot(requests: float, running: float) -> list:  # type: ignore[type-arg]
         def summary(name: str, total: float, count: float) -> QuantileSummary:
             h = Histogram(window.bounds, (0.0, count, count, count), total, count)
             return QuantileSummary(name, labels, (), requests, total, h, h, 20.0)
 
+        itl = 0.01 + 0.005 * running  # the decode pace grows with the batch: fitted, not the prior
         return [
             Sample("llm_engine_up", labels, 1.0),
-            Sample("llm_engine_requests_running", labels, 2.0),
+            Sample("llm_engine_requests_running", labels, running),
             Sample("llm_engine_kv_cache_usage_ratio", labels, 0.1),
             Sample("llm_engine_prompt_tokens_total", labels, 40.0 * requests),
             Sample("llm_engine_generation_tokens_total", labels, 6.0 * requests),
             Sample("llm_gpu_up", {"gpu": "0", "uuid": "GPU-0", "gpu_model": "NVIDIA H100 80GB HBM3"}, 1.0),
             summary("llm_engine_e2e_request_latency_seconds", 40.0, 40.0),
             summary("llm_engine_time_to_first_token_seconds", 4.0, 40.0),
-            summary("llm_engine_inter_token_latency_seconds", 20.0, 400.0),
+            summary("llm_engine_inter_token_latency_seconds", itl * 400.0, 400.0),
         ]
 
     settings = CapacitySettings(max_num_seqs={"e": 512}, gpu_hour_price={"default": 3.6})
     monitor = SloMonitor([SloTarget("tpot", 0.9, itl_seconds=0.1)], 20.0, capacity=settings)
-    for step, now in enumerate((0.0, 20.0, 40.0)):
-        out = monitor.update(snapshot(40.0 * (step + 1)), now)
+    for step, running in enumerate((2.0, 2.0, 4.0, 4.0, 8.0, 8.0)):
+        out = monitor.update(snapshot(40.0 * (step + 1), running), 20.0 * step)
     names = {m.name for m in out}
     assert {"llm_capacity_desired_replicas", "llm_capacity_recommended_concurrency", "llm_cost_per_request"} <= names
     report = monitor.report()
