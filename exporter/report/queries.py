@@ -286,6 +286,13 @@ FIGURES: tuple[Figure, ...] = (
         _cluster_only(_rate_sum("llm_rdma_port_cnp_handled_total", "llm_rdma_port_ecn_marked_packets_total")),
     ),
     Figure("cpu", "Host CPU (cluster: utilization; engine: cores)", "cpu", "", _engine_cpu),
+    Figure(
+        "recommended_concurrency",
+        "Concurrency the SLOs allow (recommended max_num_seqs)",
+        "requests",
+        "",
+        _engine_gauge("llm_capacity_recommended_concurrency", "min"),
+    ),
     Figure("slo_attainment", "SLA attainment (worst SLO dimension)", "ratio", "higher", _slo_attainment),
     Figure("cost_per_request", "GPU cost per request", "/req", "lower", _cost_per_request),
 )

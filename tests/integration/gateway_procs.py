@@ -42,7 +42,8 @@ class Haproxy:
     """HAProxy: `frontend llm` → `backend engines` (one server), stats on its own frontend.
 
     `log_port`: send the access log (`option httplog`) as syslog over UDP to 127.0.0.1 on that
-    port, the prober's requests left out (they are not the clients'), as docs/slo.md configures it."""
+    port, the prober's requests left out (they are not the clients'), and stream without delay, as
+    docs/slo.md configures it."""
 
     def __init__(
         self, engine_port: int, *, server_maxconn: int = 64, queue_timeout: str = "30s", log_port: int | None = None
@@ -51,7 +52,10 @@ class Haproxy:
         self.port = free_port()
         self.stats_port = free_port()
         logging = "" if log_port is None else f"  log 127.0.0.1:{log_port} local0\n"
-        log_defaults = "" if log_port is None else "  log global\n  option httplog\n"
+        # With its access log judged against what clients see, HAProxy must also pass streamed tokens
+        # on as they come: without http-no-delay it holds small writes for the client's ACK (Nagle),
+        # time its own timers never see (docs/slo.md).
+        log_defaults = "" if log_port is None else "  log global\n  option httplog\n  option http-no-delay\n"
         silent_probes = (
             ""
             if log_port is None
