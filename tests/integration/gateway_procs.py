@@ -9,6 +9,7 @@ own process group.
 from __future__ import annotations
 
 import secrets
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -101,6 +102,7 @@ backend engines
     def close(self) -> None:
         terminate_group(self.proc)
         self._log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Litellm:
