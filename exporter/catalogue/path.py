@@ -48,6 +48,17 @@ GATEWAY_FAMILIES: tuple[MetricSpec, ...] = families(
     ),
     counter("llm_gateway_upstream_connection_errors_total", "Failed connections from the gateway to its backends."),
     gauge(
+        "llm_gateway_access_log_up",
+        "1 while the exporter listens for the gateway's access log (gateways[].access_log), else 0.",
+    ),
+    counter(
+        "llm_gateway_access_log_lines_total",
+        "Access-log lines received, by result: counted (in the latency histograms), not_counted (a failure the "
+        "gateway answered, an aborted or early-logged request, the stats frontend), unparsed, refused_sender "
+        "(a datagram from neither loopback nor the gateway's address).",
+        "result",
+    ),
+    gauge(
         "llm_gateway_latency_component_seconds",
         "Mean latency of one part of the path over the diagnosis window, from means (never quantiles): "
         "client_to_gateway, gateway, gateway_to_engine, engine.",

@@ -68,9 +68,11 @@ class Diagnoser:
         now: float,
         notes: Mapping[EngineKey, Sequence[str]] | None = None,
         answered_at: Mapping[str, float] | None = None,
+        actions: Mapping[EngineKey, Sequence[str]] | None = None,
     ) -> list[Metric]:
         """Diagnose every live engine in `metrics` (monotonic `now`); return the gauges. `notes`:
-        evidence lines from outside the stages (the SLOs' attainment and headroom), per engine.
+        evidence lines from outside the stages (the SLOs' attainment and headroom), per engine;
+        `actions`: actions from outside the stages (the concurrency the SLOs allow), per engine.
         `answered_at`: per `engine` label, when that engine's answer was read (same clock), where
         the collection knows it. Each engine's point is stamped then, not at `now`: on a busy host
         a round lasts as long as its slowest source, and an answer that missed its round's
@@ -109,6 +111,9 @@ class Diagnoser:
         for key, lines in (notes or {}).items():
             if key in self.latest:
                 self.latest[key].evidence.extend(lines)
+        for key, lines in (actions or {}).items():
+            if key in self.latest:
+                self.latest[key].actions.extend(lines)
         for key in self._histories:
             if key not in self.latest and key in previous:
                 self.latest[key] = previous[key]

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exporter.report.build import Report
+from exporter.report.framework import after_window, framework_table
 from exporter.report.matrix import Comparison, Row
 from exporter.report.render_text import fmt_change, fmt_p, fmt_value
 from exporter.report.stats import WindowValue
@@ -133,6 +134,8 @@ def context(report: Report, images: list[dict[str, str]]) -> dict[str, Any]:
             )
             for e in engines
         ],
+        "framework": [row.cells() for row in framework_table(report)],
+        "framework_after": after_window(report),
         "fmt_value": fmt_value,
         "fmt_p": fmt_p,
         "has_after": "after" in names,

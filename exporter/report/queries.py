@@ -173,6 +173,31 @@ def _rate_sum(*names: str) -> Callable[[QueryContext], str]:
     return expr
 
 
+def _slo_attainment(ctx: QueryContext, level: Level) -> str:
+    """The worst SLO dimension's attainment over the rate window. Cluster-wide at the measuring point
+    nearest the client that measures it (probe, gateway, engine), as the burn-rate alerts read
+    it; per model and engine the engines' own (a gateway's series name no model)."""
+    by = f"{ctx.grouping(level)}, slo, dimension"
+
+    def ratio(point: str) -> str:
+        matcher = f'measured_at="{point}"'
+        good = (
+            f"sum by ({by}) (rate({series('llm_slo_good_events_total', ctx.selector, matcher)}[{ctx.rate_interval}]))"
+        )
+        events = f"sum by ({by}) (rate({series('llm_slo_events_total', ctx.selector, matcher)}[{ctx.rate_interval}]))"
+        return f"({good}\n/\n({events} > 0))"
+
+    points = ("probe", "gateway", "engine") if level == "cluster" else ("engine",)
+    return f"min by ({ctx.grouping(level)}) (\n" + f"\nor on ({by})\n".join(ratio(p) for p in points) + "\n)"
+
+
+def _cost_per_request(ctx: QueryContext, level: Level) -> str:
+    """GPU cost per second over completed requests per second (exporter/slo/cost.py)."""
+    by = ctx.grouping(level)
+    requests = f"sum by ({by}) (rate({ctx.sel('llm_engine_e2e_request_latency_seconds_count')}[{ctx.rate_interval}]))"
+    return f"sum by ({by}) ({ctx.sel('llm_cost_per_hour')}) / 3600\n/\n({requests} > 0)"
+
+
 def _latency(key: str, quantile: float, label: str) -> Figure:
     short = {
         "time_to_first_token": "ttft",
@@ -266,6 +291,17 @@ FIGURES: tuple[Figure, ...] = (
     ),
     # The host's utilization over the exporter's window (cluster), the engines' CPU rate (others).
     Figure("cpu", "Host CPU (cluster: utilization; engine: cores)", "cpu", "", _engine_cpu, reads="windowed"),
+    # The exporter's estimate over its window (exporter/slo/concurrency.py).
+    Figure(
+        "recommended_concurrency",
+        "Concurrency the SLOs allow (recommended max_num_seqs)",
+        "requests",
+        "",
+        _engine_gauge("llm_capacity_recommended_concurrency", "min"),
+        reads="windowed",
+    ),
+    Figure("slo_attainment", "SLA attainment (worst SLO dimension)", "ratio", "higher", _slo_attainment, reads="rate"),
+    Figure("cost_per_request", "GPU cost per request", "/req", "lower", _cost_per_request, reads="rate"),
 )
 FIGURES_BY_KEY = {f.key: f for f in FIGURES}
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exporter.report.build import Report
+from exporter.report.framework import after_window, framework_table
 from exporter.report.matrix import Comparison
 from exporter.report.stats import WindowValue
 
@@ -109,6 +110,10 @@ def document(report: Report) -> dict[str, Any]:
             }
             for step in report.walk
         ],
+        "framework_table": {
+            "after_window": after_window(report),
+            "rows": [row.as_json() for row in framework_table(report)],
+        },
         "causes": [asdict(c) for c in report.causes],
         "actions": report.actions,
         "fix": None if report.fix is None else asdict(report.fix),

@@ -16,12 +16,13 @@ from exporter.catalogue import QUANTILES
 from exporter.model import Histogram, Metric, QuantileSummary, Sample
 from exporter.promtext import NAMES_HEAD_CHARS, LineCache, ParsedSamples, WantedParser
 from exporter.settings import GatewayTarget
+from exporter.sources.access_log import AccessLogReceiver
 from exporter.sources.base import Source, SourceError
 from exporter.sources.gateways import MAPPINGS, detect
 from exporter.sources.gateways.common import LATENCY_KEYS, GatewayMapping, GatewayReading
 from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
-from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
+from exporter.window import DeltaWindow, histogram_vector, windowed_summary
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,9 @@ class GatewaySource(Source):
         self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
         self._shown_url = redact(target.url)
         self._windows: dict[str, DeltaWindow] = {}
+        #: per-request timings from the gateway's access log, where configured (histograms the
+        #: gateway's own metrics lack)
+        self._access_log = AccessLogReceiver(target.access_log, target.url) if target.access_log else None
 
     @property
     def gateway_type(self) -> str:
@@ -70,13 +74,20 @@ class GatewaySource(Source):
         if self._mapping is None:
             log.info("gateway %s detected as %s", self.target, mapping.gateway_type)
             self._mapping = mapping
-        return list(self._render(now, mapping.read(parsed)))
+        reading = mapping.read(parsed)
+        log_lines: list[Metric] = []
+        if self._access_log is not None:
+            reading.histograms.update(self._access_log.histograms())
+            log_lines = list(self._access_log.samples(self.labels()))
+        return [*self._render(now, reading), *log_lines]
 
     def down_metrics(self) -> list[Metric]:
         return [Sample("llm_gateway_up", self.labels(), 0.0)]
 
     def close(self) -> None:
         self._client.close()
+        if self._access_log is not None:
+            self._access_log.close()
 
     async def _scrape(self) -> tuple[GatewayMapping, ParsedSamples]:
         limits = self.config.limits
@@ -123,9 +134,4 @@ class GatewaySource(Source):
                 window.observe(now, values, histogram.bounds)
         else:
             window.observe(now, values, histogram.bounds)
-        totals = window_histogram(window)
-        if totals is None:
-            quantiles = tuple((q, math.nan) for q in QUANTILES)
-        else:
-            quantiles = tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in QUANTILES)
-        return QuantileSummary(LATENCY_FAMILIES[key], labels, quantiles, histogram.count, histogram.sum)
+        return windowed_summary(LATENCY_FAMILIES[key], labels, histogram, window, QUANTILES)

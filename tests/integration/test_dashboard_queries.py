@@ -54,6 +54,8 @@ EXPORTER_CONFIG = {
         {"name": slo.name, "objective": slo.objective, **{f"{d}_seconds": t for d, t in slo.thresholds()}}
         for slo in CONFIG.slos
     ],
+    # The SLO dashboard's cost and concurrency panels read what these settings make.
+    "capacity": {"gpu_hour_price": {"default": 2.0}, "max_num_seqs": {"default": 256}},
 }
 
 
