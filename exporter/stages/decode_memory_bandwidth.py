@@ -9,7 +9,7 @@ context grew) while the tensor pipes stay light. The band of the signal is the v
 from __future__ import annotations
 
 from exporter.settings import Thresholds
-from exporter.stages.advice import CAP_CONTEXT, enable_prefix_caching
+from exporter.stages.advice import CAP_CONTEXT, IF_NOT_ALREADY, enable_prefix_caching
 from exporter.stages.evidence import drawn, engine_gauge, engine_p95, per_engine
 from exporter.stages.panels import PanelDef, Unit, ratio
 from exporter.stages.readings import average_hides_p99
@@ -155,7 +155,9 @@ STAGE = register(
         actions=(
             enable_prefix_caching("to cut KV reads and recomputation"),
             CAP_CONTEXT,
-            "schedule shortest-job-first so short requests are not stuck behind long decodes",
+            # No engine exports its scheduling policy (and vLLM has no shortest-job-first yet):
+            # the line cannot be dropped where it is taken, so it says so.
+            f"schedule shortest-job-first, {IF_NOT_ALREADY}, so short requests are not stuck behind long decodes",
             "do not add concurrency: low SM activity here is not idle capacity; add GPUs or quantize KV/weights "
             "instead",
         ),
