@@ -77,7 +77,7 @@ def score(h: History, t: Thresholds) -> StageResult:
             lowest, highest = (decoding * ramp(v, busy, saturated) * slowed for v in dram_level.bounds)
             result.score = clamp(result.score, lowest * light, highest, result)
     if itl is not None:
-        line = f"ITL p95 {itl * 1000:.1f} ms"
+        line = f"ITL p95 {itl * 1000:.1f} ms over {t.level_seconds:g}s"
         if slowdown is not None and slowdown > 1.05:
             line += f", {slowdown:.1f}x its best over {t.baseline_seconds / 60:g} min"
         result.evidence.append(line)
