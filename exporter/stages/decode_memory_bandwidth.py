@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from exporter.settings import Thresholds
 from exporter.stages.advice import CAP_CONTEXT, IF_NOT_ALREADY, enable_prefix_caching
-from exporter.stages.evidence import drawn, engine_gauge, engine_p95, per_engine
-from exporter.stages.panels import PanelDef, Unit, ratio
+from exporter.stages.evidence import ITL, drawn, engine_gauge, itl_with_lines, per_engine
+from exporter.stages.panels import PanelDef, Query, Unit, ratio
 from exporter.stages.readings import average_hides_p99
 from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Readings, Row, Stage, StageResult
 from exporter.stages.registry import register
@@ -110,7 +110,7 @@ def _row(s: PanelScope) -> tuple[PanelDef, ...]:
             description="Memory-bandwidth-bound decode: DRAM near its practical peak while SM activity is "
             "moderate. Low SM activity here is not idle capacity.",
         ),
-        engine_p95(s, "Inter-token latency p95", "llm_engine_inter_token_latency_seconds", width=6),
+        itl_with_lines("Inter-token latency p95", Query(s.engine_p95(ITL), "{{engine}}"), s=s, width=6),
         engine_gauge(
             s, "Generated tokens/s", "llm_engine_generation_tokens_total", "sum", Unit.TOKENS_PER_SECOND, True, width=6
         ),
