@@ -70,6 +70,7 @@ class Diagnoser:
         self.states = States()
         self.generated_at: float = time.time()
         self._now = 0.0
+        self._notes: dict[EngineKey, list[str]] = {}
         #: the stages before the engine, per gateway
         self.path = PathDiagnoser()
 
@@ -125,7 +126,9 @@ class Diagnoser:
             for key in inputs
             if not self._warm_up or self._span(key) >= t.level_seconds
         }
-        for key, lines in (notes or {}).items():
+        # Notes are facts beside any verdict (an SLO's attainment): an engine without one shows them too.
+        self._notes = {key: list(lines) for key, lines in (notes or {}).items()}
+        for key, lines in self._notes.items():
             if key in self.latest:
                 self.latest[key].evidence.extend(lines)
         # An engine within its grace keeps its last verdict (and its gauges) rather than losing
@@ -143,7 +146,7 @@ class Diagnoser:
         for key in sorted(set(self.states.current) | set(self.latest)):
             verdict = self.latest.get(key)
             status = self.states.current.get(key) or Status(EngineState.UP, self.generated_at)
-            entry = verdict.as_json() if verdict is not None else _unjudged(key)
+            entry = verdict.as_json() if verdict is not None else _unjudged(key, self._notes.get(key, []))
             entry.update(status.as_json())
             entry["no_verdict"] = self._why_no_verdict(key, status, verdict)
             engines.append(entry)
@@ -214,8 +217,9 @@ class Diagnoser:
         return out
 
 
-def _unjudged(key: EngineKey) -> dict[str, Any]:
-    """An engine's /diagnosis fields without a verdict: no primary stage (null), nothing scored."""
+def _unjudged(key: EngineKey, notes: list[str]) -> dict[str, Any]:
+    """An engine's /diagnosis fields without a verdict: no primary stage (null), nothing scored;
+    its evidence is the notes from outside the stages (an SLO's attainment) alone."""
     engine, engine_type, model = key
     return {
         "engine": engine,
@@ -224,6 +228,6 @@ def _unjudged(key: EngineKey) -> dict[str, Any]:
         "primary": None,
         "scores": {},
         "active": [],
-        "evidence": [],
+        "evidence": notes,
         "actions": [],
     }
