@@ -305,20 +305,24 @@ class History:
         return answers[key]
 
     def level(self, attr: str, seconds: float) -> float | None:
-        """A latency quantile (`itl_p95`, `ttft_p95`, ...) over the last `seconds`: from the
-        increase of the engine's cumulative histogram over that span (None: nothing observed in
-        it), else the mean of the exporter's windowed quantile. That quantile spans the exporter's
-        whole window, so its mean moved a minute and a half after the tokens did: in the seed
-        case decode bandwidth stayed primary a minute after the remedies had cleared the queue."""
+        """A latency quantile (`itl_p95`, `ttft_p95`, ...) over the last `seconds`: the lower of its
+        quantile over that span, from the increase of the engine's cumulative histogram (None:
+        nothing observed in it), and the mean of the exporter's windowed quantile. The windowed
+        quantile spans the exporter's whole window, so its mean moved a minute and a half after the
+        tokens did (in the seed case decode bandwidth stayed primary a minute after the remedies had
+        cleared the queue); the span's own quantile moves with them, but one burst of slow tokens
+        moves it too. The lower of the two leaves as the tokens recover and never arrives sooner or
+        on less than before."""
         key = ("level", attr, seconds)
         answers = self._answers
         if key not in answers:
+            windowed = self.mean(attr, seconds)
             span = self._increase(attr, seconds)
             if span is None:
-                answers[key] = self.mean(attr, seconds)
+                answers[key] = windowed
             else:
                 value = histogram_quantile(_QUANTILE_OF[attr], *span)
-                answers[key] = None if math.isnan(value) else value
+                answers[key] = None if math.isnan(value) else min(value, windowed or math.inf)
         return answers[key]
 
     def _increase(self, attr: str, seconds: float) -> tuple[tuple[float, ...], list[float]] | None:
