@@ -187,6 +187,7 @@ def test_a_slow_client_network_is_client_network_and_not_the_engine(
         with serve(
             tmp_path, vllm_server, [{"url": haproxy.metrics_url, "name": "haproxy-0", "type": "haproxy"}], [probe]
         ) as exporter:
+
             def judged(report: dict[str, Any]) -> bool:
                 """The gateway reads client_network, and the engine has a verdict of its own (it is
                 judged once its history spans a level window)."""
