@@ -157,7 +157,7 @@ class Exporter:
     ) -> None:
         self.config = config
         self.rendered = RenderedSnapshot()
-        self.diagnoser = Diagnoser(config.thresholds)
+        self.diagnoser = Diagnoser(config.thresholds, warm_up=not lifetime_baseline)
         self.diagnoser.path.configure(config.gateways, config.probes)
         # OTLP request spans (opt-in), admitted within the engines' own label bounds
         limits = config.engine_defaults
@@ -205,8 +205,16 @@ class Exporter:
                 self.spans.observe(metrics, self._targets(), self.config.window_seconds)
             metrics = (*metrics, *self.slo.update(metrics, self._clock()))
             answered = {target: at for (name, target), at in snapshot.answered_at.items() if name == EngineSource.name}
+            failures = {
+                s.target: (s.error, s.message) for s in snapshot.statuses if s.source == EngineSource.name and not s.up
+            }
             diagnosed = self.diagnoser.update(
-                metrics, self._clock(), notes=self.slo.evidence, answered_at=answered, actions=self.slo.actions
+                metrics,
+                self._clock(),
+                notes=self.slo.evidence,
+                answered_at=answered,
+                failures=failures,
+                actions=self.slo.actions,
             )
             metrics = (*metrics, *diagnosed)
         # Span-made series last: what a client sends never pushes an engine's own series out.

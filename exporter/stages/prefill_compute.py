@@ -16,8 +16,8 @@ def score(h: History, t: Thresholds) -> StageResult:
     result = StageResult()
     tensor_level = gpu_level(h, "tensor_active", t, t.tensor_active_high - 0.2, t.tensor_active_high)
     tensor = tensor_level.value
-    ttft = h.mean("ttft_p95", t.level_seconds)
-    queue = h.mean("queue_p95", t.level_seconds) or 0.0
+    ttft = h.level("ttft_p95", t.level_seconds)
+    queue = h.level("queue_p95", t.level_seconds) or 0.0
     prompt_rate = h.rate("prompt_tokens_total", t.level_seconds)
     gen_rate = h.rate("generation_tokens_total", t.level_seconds)
     share = None

@@ -15,7 +15,8 @@ from statistics import fmean
 from typing import Any
 
 from exporter.catalogue import ENGINE_SETTINGS
-from exporter.model import Labels, Metric, QuantileSummary, Sample
+from exporter.model import Histogram, Labels, Metric, QuantileSummary, Sample
+from exporter.window import histogram_quantile
 
 EngineKey = tuple[str, str, str]  # engine, engine_type, model
 
@@ -59,6 +60,10 @@ class EngineInputs:
     #: the engine's serving settings from `llm_engine_config_info` (ENGINE_SETTINGS names), so
     #: advice can name a setting's value and skip what is already on
     settings: dict[str, str] = field(default_factory=dict)
+    #: the engine's cumulative latency histograms behind `ttft_p95`, `itl_p95`, ... (keyed by
+    #: those names), where its source passes them on: History.level reads a quantile over the
+    #: stages' own window from their increase
+    histograms: dict[str, Histogram] = field(default_factory=dict)
 
 
 #: the EngineInputs attributes that are numbers (or None): the columns History keeps
@@ -80,6 +85,8 @@ _ENGINE_QUANTILES = {
     ("llm_engine_queue_time_seconds", 0.95): "queue_p95",
     (_E2E_SUMMARY, 0.99): "e2e_p99",
 }
+#: each quantile attribute's quantile
+_QUANTILE_OF = {attr: q for (_, q), attr in _ENGINE_QUANTILES.items()}
 _GPU_RATIOS = {
     "llm_gpu_sm_active_ratio": "sm_active",
     "llm_gpu_dram_active_ratio": "dram_active",
@@ -125,8 +132,11 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
             for (family, q), attr in _ENGINE_QUANTILES.items():
                 if family == name:
                     value = dict(metric.quantiles).get(q)
+                    inputs = engines.setdefault(engine_key(labels), EngineInputs())
                     if value is not None and not math.isnan(value):
-                        setattr(engines.setdefault(engine_key(labels), EngineInputs()), attr, value)
+                        setattr(inputs, attr, value)
+                    if metric.histogram is not None:
+                        inputs.histograms[attr] = metric.histogram
             if name == _E2E_SUMMARY and not math.isnan(metric.sum):
                 engines.setdefault(engine_key(labels), EngineInputs()).e2e_seconds_total = metric.sum
             continue
@@ -293,6 +303,46 @@ class History:
             values = self.values(attr, seconds)
             answers[key] = min(values) if values else None
         return answers[key]
+
+    def level(self, attr: str, seconds: float) -> float | None:
+        """A latency quantile (`itl_p95`, `ttft_p95`, ...) over the last `seconds`: the lower of its
+        quantile over that span, from the increase of the engine's cumulative histogram (None:
+        nothing observed in it), and the mean of the exporter's windowed quantile. The windowed
+        quantile spans the exporter's whole window, so its mean moved a minute and a half after the
+        tokens did (in the seed case decode bandwidth stayed primary a minute after the remedies had
+        cleared the queue); the span's own quantile moves with them, but one burst of slow tokens
+        moves it too. The lower of the two leaves as the tokens recover and never arrives sooner or
+        on less than before."""
+        key = ("level", attr, seconds)
+        answers = self._answers
+        if key not in answers:
+            windowed = self.mean(attr, seconds)
+            span = self._increase(attr, seconds)
+            if span is None:
+                answers[key] = windowed
+            else:
+                value = histogram_quantile(_QUANTILE_OF[attr], *span)
+                answers[key] = None if math.isnan(value) else min(value, windowed or math.inf)
+        return answers[key]
+
+    def _increase(self, attr: str, seconds: float) -> tuple[tuple[float, ...], list[float]] | None:
+        """(bounds, bucket increases) of histogram `attr` from the earliest point within the last
+        `seconds` to the newest; None where fewer than two points carry it, or it was reset."""
+        if not self.points:
+            return None
+        newest_at, newest = self.points[-1]
+        last = newest.histograms.get(attr)
+        first = None
+        for at, point in reversed(self.points):
+            if at < newest_at - seconds or last is None:
+                break
+            histogram = point.histograms.get(attr)
+            if at < newest_at and histogram is not None and histogram.bounds == last.bounds:
+                first = histogram
+        if last is None or first is None:
+            return None
+        increase = [after - before for after, before in zip(last.cumulative, first.cumulative)]
+        return None if any(step < 0 for step in increase) else (last.bounds, increase)
 
     def node_range(self, attr: str, seconds: float) -> tuple[float, float] | None:
         """(mean of the lowest, mean of the highest) node-wide reading of GPU ratio `attr` over the
