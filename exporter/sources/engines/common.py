@@ -20,7 +20,7 @@ from typing import Literal
 
 from exporter.catalogue import LATENCY_FAMILIES
 from exporter.model import EngineReading, Histogram
-from exporter.promtext import LabelKey, ParsedSamples
+from exporter.promtext import LabelKey, ParsedSamples, parse_number
 
 Reduce = Literal["sum", "max"]
 MODEL_LABELS = ("model_name", "model", "name")
@@ -82,10 +82,8 @@ def _slot_of(
     if slot is not None:
         return slot
     labels = dict(key)
-    try:
-        bound: float | None = float(labels.get("le", "nan"))
-    except ValueError:
-        bound = None
+    # a bound as the formats write numbers (`le="1_0"` is none, though float() reads it)
+    bound = parse_number(labels.get("le", "NaN"))
     if bound is not None and math.isnan(bound):
         bound = None
     slot = (model_of(labels), _group_key(labels, ignored), _rank_order(labels, duplicate_labels), bound)

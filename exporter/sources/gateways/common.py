@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from exporter.model import Histogram
-from exporter.promtext import LabelKey, ParsedSamples
+from exporter.promtext import LabelKey, ParsedSamples, parse_number
 from exporter.sources.engines.common import first_present
 
 #: the status codes that say something about the path, kept as a `code` label; others only by class
@@ -114,11 +114,8 @@ def merged_histogram(
             if not _matches(key, match):
                 continue
             labels = dict(key)
-            try:
-                bound = float(labels.pop("le", "nan"))
-            except ValueError:
-                continue
-            if not math.isnan(bound):
+            bound = parse_number(labels.pop("le", "NaN"))  # as the formats write numbers
+            if bound is not None and not math.isnan(bound):
                 per_series.setdefault(tuple(sorted(labels.items())), {})[bound] = value
         complete = {k: layout for k, layout in per_series.items() if math.inf in layout}
         if not complete:
