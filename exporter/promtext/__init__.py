@@ -12,6 +12,7 @@ from exporter.promtext.cache import LINE_CACHE_ENTRIES, LINE_CACHE_HEAD_CHARS, L
 from exporter.promtext.grammar import DECODE_ERRORS, LabelKey, parse_number
 from exporter.promtext.parser import (
     DEFAULT_MAX_LABEL_VALUE_LENGTH,
+    MALFORMED_LINE,
     MAX_LINE_CHARS,
     DeclaredScan,
     LabelValueTooLong,
@@ -28,6 +29,7 @@ __all__ = [
     "DEFAULT_MAX_LABEL_VALUE_LENGTH",
     "LINE_CACHE_ENTRIES",
     "LINE_CACHE_HEAD_CHARS",
+    "MALFORMED_LINE",
     "MAX_LINE_CHARS",
     "MAX_NAMES",
     "NAMES_HEAD_CHARS",

@@ -53,6 +53,8 @@ class LineTooLong(TooManySeries):
     (a 16 MiB line of `x="y",` is millions of tuples), so it is refused like a long value."""
 
 
+#: the reason (llm_exporter_source_errors_total) a scrape is counted under when lines were dropped
+MALFORMED_LINE = "malformed_line"
 DEFAULT_MAX_LABEL_VALUE_LENGTH = 1024
 #: a wanted line longer than this is refused (LineTooLong); the streaming reader keeps no more of one
 MAX_LINE_CHARS = 64 * 1024

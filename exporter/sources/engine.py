@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 from exporter.budget import CARDINALITY, cap_target, keep_known_first
 from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
 from exporter.model import EngineReading, Histogram, Metric, QuantileSummary, Sample
-from exporter.promtext import NAMES_HEAD_CHARS, LineCache, WantedParser
+from exporter.promtext import MALFORMED_LINE, NAMES_HEAD_CHARS, LineCache, WantedParser
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
@@ -90,19 +90,23 @@ class EngineSource(Source):
 
     async def _readings(self, now: float, parser: WantedParser, started: float) -> list[Metric]:
         """The normalized series from a parsed scrape (the engine detected on the first)."""
-        mapping = self._mapping or detect(parser.names)
+        # Families anywhere in the body count, not only those in the head (see GatewaySource).
+        mapping = self._mapping or detect(parser.names | parser.present)
         if mapping is None:
             raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")
         parsed = parser.result
         if self._mapping is None:
             parsed = {name: parsed[name] for name in mapping.wanted() | {_PROCESS_CPU}}
-        if not any(parsed.values()) and not mapping.matches(parser.names):
+        if not parser.present & mapping.wanted() and not mapping.matches(parser.names):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
             self._mapping = mapping
         readings = mapping.read(parsed)
         readings = self._within_model_cap(readings)
+        if parser.malformed:  # lines the formats do not allow: dropped, the rest of the scrape read
+            self._counting[MALFORMED_LINE] += parser.malformed
+            self._discard_log.append(f"{parser.malformed} malformed line(s) of wanted families dropped")
         if not readings:
             # Up, but nothing served yet (families declared, no samples): still say it is up.
             readings = [EngineReading(model=self.config.model or (self._known_models or ("",))[0])]
@@ -135,6 +139,7 @@ class EngineSource(Source):
             KNOWN_TYPE_HEAD_CHARS if known else NAMES_HEAD_CHARS,
             names_on_demand=known,
             line_cache=self._line_cache,
+            declared="until_sample" if known else "whole_body",
         )
 
     def _refuse_json(self, content_type: str) -> None:
