@@ -17,8 +17,9 @@ from exporter.model import Histogram
 from exporter.promtext import LabelKey, ParsedSamples, parse_number
 from exporter.sources.engines.common import first_present
 
-#: the status codes that say something about the path, kept as a `code` label; others only by class
-CODES_OF_NOTE = frozenset({"429", "499", "502", "503", "504"})
+#: the status codes that say something about the path, kept as a `code` label; others only by class:
+#: timeouts (408 the client's, 504 the upstream's), client aborts (499), refusals and upstream failures
+CODES_OF_NOTE = frozenset({"408", "429", "499", "502", "503", "504"})
 CODE_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 #: keys of `GatewayReading.histograms` (and `.averages`), each a `llm_gateway_*_seconds` summary
 LATENCY_KEYS = ("request_duration", "time_to_first_token", "upstream_duration", "queue_time")
