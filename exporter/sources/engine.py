@@ -48,6 +48,7 @@ _COUNTERS = {
 INFO_MAX_BYTES = 1024 * 1024
 KNOWN_TYPE_HEAD_CHARS = 64 * 1024
 _EVERY_WANTED = frozenset().union(*(mapping.wanted() for mapping in MAPPINGS.values()), {_PROCESS_CPU})
+_EVERY_INFO = {name: labels for mapping in MAPPINGS.values() for name, labels in mapping.info_labels.items()}
 
 
 class EngineSource(Source):
@@ -139,6 +140,7 @@ class EngineSource(Source):
             KNOWN_TYPE_HEAD_CHARS if known else NAMES_HEAD_CHARS,
             names_on_demand=known,
             line_cache=self._line_cache,
+            info_labels=self._mapping.info_labels if self._mapping else _EVERY_INFO,
             declared="until_sample" if known else "whole_body",
         )
 

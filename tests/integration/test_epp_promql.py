@@ -33,6 +33,7 @@ def exporter_counts(text: str) -> dict[tuple[str, str], float]:
     try:
         source = GatewaySource(GatewayTarget(url=server.url("/metrics"), name="epp", type="epp"), window_seconds=60)
         metrics = collect_now(source, 0.0)
+        source.close()
     finally:
         server.close()
     assert Sample("llm_gateway_up", {"gateway": "epp", "gateway_type": "epp"}, 1.0) in metrics

@@ -92,6 +92,7 @@ def test_clients_that_abort_mid_request_are_499_and_named_in_the_ingress_evidenc
         assert named == [
             f"ingress: client aborts and timeouts: 499: {ABORTED} of {answered} responses in the window ({share})"
         ]
+        source.close()
     finally:
         gateway.close()
         engine.close()

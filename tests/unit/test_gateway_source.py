@@ -145,6 +145,7 @@ def test_an_endpoint_picker_at_its_real_size_reads_as_up_with_its_counts(capture
         target = GatewayTarget(url=server.url("/metrics"), name="gw", type="epp" if configured else None)
         gateway = GatewaySource(target, window_seconds=60)
         metrics = collect_now(gateway, 0.0)
+        gateway.close()
     finally:
         server.close()
     labels = {"gateway": "gw", "gateway_type": "epp"}
@@ -170,9 +171,10 @@ def test_a_configured_gateway_with_none_of_its_families_anywhere_is_a_parse_erro
     other = "\n".join(line for line in text.splitlines() if "epp" not in line and "inference_" not in line)
     server = RouteServer({"/metrics": respond_with(other + "\n")})
     try:
-        target = GatewayTarget(url=server.url("/metrics"), name="gw", type="epp")
+        gateway = GatewaySource(GatewayTarget(url=server.url("/metrics"), name="gw", type="epp"), window_seconds=60)
         with pytest.raises(SourceError) as caught:
-            collect_now(GatewaySource(target, window_seconds=60), 0.0)
+            collect_now(gateway, 0.0)
+        gateway.close()
     finally:
         server.close()
     assert caught.value.reason == "parse" and "no epp metrics" in str(caught.value)
@@ -191,6 +193,7 @@ def test_an_idle_endpoint_picker_with_no_request_yet_reads_as_up() -> None:
     try:
         gateway = GatewaySource(GatewayTarget(url=server.url("/metrics"), name="gw"), window_seconds=60)
         metrics = collect_now(gateway, 0.0)
+        gateway.close()
     finally:
         server.close()
     assert gateway.gateway_type == "epp"
