@@ -46,12 +46,11 @@ SAMPLE_REST = re.compile(
     rf"{_WS}(?:\{{({_WS}(?:{_PAIR}{_WS}(?:,{_WS}{_PAIR}{_WS})*+(?:,{_WS})?+)?+)\}}{_WS})?+"
     rf"({NUMBER})(?:[ \t]++{_REAL})?+(?:{_EXEMPLAR}|{_WS})\Z"
 )
-# The form every engine writes, checked first by simpler patterns: `name{k="v",...} value` or
-# `name value`, one space before the value, no escapes, no timestamp (groups: the label set's
-# inside, the value).
-_PLAIN_PAIR = r'[a-zA-Z_][a-zA-Z0-9_]*+="[^"\\\n]*+"'
-CANONICAL_LABELLED = re.compile(rf"\{{((?:{_PLAIN_PAIR},)*+{_PLAIN_PAIR})?+\}} ({NUMBER})\Z")
-CANONICAL_BARE = re.compile(rf" ({NUMBER})\Z")
+# The form every engine writes, checked first by a simpler pattern: `name{k="v",...} value`, one
+# space before the value, no escapes, no timestamp, no `__name__` label.
+_PLAIN_PAIR = r'(?!__name__=)[a-zA-Z_][a-zA-Z0-9_]*+="[^"\\\n]*+"'
+#: the whole line, read from its start (groups: the name, the label set's inside, the value)
+CANONICAL_LABELLED = re.compile(rf"([a-zA-Z_:][a-zA-Z0-9_:]*+)\{{((?:{_PLAIN_PAIR},)*+{_PLAIN_PAIR})?+\}} ({NUMBER})\Z")
 #: the pairs of a label set CANONICAL_LABELLED accepted
 CANONICAL_PAIRS = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')
 

@@ -261,20 +261,16 @@ class WantedParser:
                 kept: str | None = head
             else:
                 # `name{k="v",...} value`: ASCII, no escapes, within the caps (it holds no longer value)
-                brace = line.find("{")
-                name = line[:brace]
-                canonical = None
-                if brace > 0 and name in plain and len(line) <= fast_chars and (ascii_block or line.isascii()):
-                    canonical = CANONICAL_LABELLED.match(line, brace)
-                pairs = CANONICAL_PAIRS.findall(line, brace, canonical.end(1)) if canonical is not None else None
-                if (
-                    pairs is not None
-                    and (len(pairs) < 2 or len(dict(pairs)) == len(pairs))
-                    and "__name__" not in line  # both reserved, rare: the grammar's path says which
-                ):
+                fast = False
+                if len(line) <= fast_chars and (ascii_block or line.isascii()):
+                    canonical = CANONICAL_LABELLED.match(line)
+                    if canonical is not None:
+                        name, value_text = canonical.group(1, 3)
+                        pairs = CANONICAL_PAIRS.findall(line, len(name), canonical.end(2))
+                        fast = name in plain and (len(pairs) < 2 or len(dict(pairs)) == len(pairs))
+                if fast:
                     pairs.sort()
                     labels = tuple(pairs)
-                    value_text = canonical.group(2)  # type: ignore[union-attr]
                     value = float(value_text)
                     kept = None
                     if cache is not None:
