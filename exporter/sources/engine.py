@@ -47,7 +47,7 @@ _COUNTERS = {
 #: TGI's /info is a small JSON document (model id, a few settings): a megabyte is plenty
 INFO_MAX_BYTES = 1024 * 1024
 KNOWN_TYPE_HEAD_CHARS = 64 * 1024
-_EVERY_WANTED = frozenset().union(*(mapping.wanted() for mapping in MAPPINGS.values()), {_PROCESS_CPU})
+_EVERY_WANTED = frozenset().union(*(mapping.read_names() for mapping in MAPPINGS.values()), {_PROCESS_CPU})
 _EVERY_INFO = {name: labels for mapping in MAPPINGS.values() for name, labels in mapping.info_labels.items()}
 
 
@@ -97,8 +97,8 @@ class EngineSource(Source):
             raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")
         parsed = parser.result
         if self._mapping is None:
-            parsed = {name: parsed[name] for name in mapping.wanted() | {_PROCESS_CPU}}
-        if not parser.present & mapping.wanted() and not mapping.matches(parser.names):
+            parsed = {name: parsed[name] for name in mapping.read_names() | {_PROCESS_CPU}}
+        if not parser.present & mapping.read_names() and not mapping.matches(parser.names):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
@@ -131,7 +131,7 @@ class EngineSource(Source):
         detection reads names from the first MiB, and once the type is known a block's worth tells
         a payload that declares the families from one that is not this engine's any more."""
         limits = self.config.limits
-        wanted = self._mapping.wanted() | {_PROCESS_CPU} if self._mapping else _EVERY_WANTED
+        wanted = self._mapping.read_names() | {_PROCESS_CPU} if self._mapping else _EVERY_WANTED
         known = self._mapping is not None
         return WantedParser(
             wanted,

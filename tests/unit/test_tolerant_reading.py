@@ -87,8 +87,8 @@ def test_an_openmetrics_body_reads_as_its_text_twin_figure_by_figure() -> None:
     assert re.search(r'_bucket\{[^}]*le="\+Inf"[^}]*\} \S+ # \{trace_id=', openmetrics)
     mapping = MAPPINGS["vllm"]
 
-    assert mapping.read(parse_wanted(openmetrics, mapping.wanted())) == mapping.read(
-        parse_wanted(text, mapping.wanted())
+    assert mapping.read(parse_wanted(openmetrics, mapping.read_names())) == mapping.read(
+        parse_wanted(text, mapping.read_names())
     )
     as_text = engine_series(text)
     as_om = engine_series(openmetrics, OPENMETRICS)
@@ -103,7 +103,7 @@ def test_one_target_switching_formats_reads_the_same_every_round() -> None:
     # format meet the other, and no round reads otherwise than a fresh parse.
     text = fixture_text(CAPTURE)
     bodies = [text, as_openmetrics(text), as_openmetrics(text), text]
-    wanted = MAPPINGS["vllm"].wanted()
+    wanted = MAPPINGS["vllm"].read_names()
     cache = LineCache()
     for body in bodies:
         assert repr(parse_wanted(body, wanted, line_cache=cache)) == repr(parse_wanted(body, wanted))
@@ -119,14 +119,14 @@ vllm:num_requests_running{engine="0",model_name="m"} 3
 
 def test_a_counter_written_without_total_is_read() -> None:
     mapping = MAPPINGS["vllm"]
-    (reading,) = mapping.read(parse_wanted(COUNTERS, mapping.wanted()))
+    (reading,) = mapping.read(parse_wanted(COUNTERS, mapping.read_names()))
     assert reading.prompt_tokens_total == 120.0 and reading.requests_running == 3.0
 
 
 def test_a_counter_in_both_spellings_is_read_once_the_total_one_first() -> None:
     both = COUNTERS + 'vllm:prompt_tokens_total{engine="0",model_name="m"} 125\n'
     mapping = MAPPINGS["vllm"]
-    (reading,) = mapping.read(parse_wanted(both, mapping.wanted()))
+    (reading,) = mapping.read(parse_wanted(both, mapping.read_names()))
     assert reading.prompt_tokens_total == 125.0  # never 245
 
 
@@ -138,7 +138,7 @@ def test_deprecated_and_new_counters_served_at_once_are_read_once_the_new_first(
         'vllm:gpu_prefix_cache_queries_total{engine="0",model_name="m"} 90\n'
     )
     mapping = MAPPINGS["vllm"]
-    (reading,) = mapping.read(parse_wanted(text, mapping.wanted()))
+    (reading,) = mapping.read(parse_wanted(text, mapping.read_names()))
     assert (reading.prefix_cache_hits_total, reading.prefix_cache_queries_total) == (40.0, 100.0)
 
 
@@ -151,11 +151,11 @@ SGLANG = """\
 
 def test_sglang_through_its_gateway_ray_or_llm_d_reads_as_sglang_and_both_prefixes_count_once() -> None:
     mapping = MAPPINGS["sglang"]
-    direct = mapping.read(parse_wanted(SGLANG.format(p="sglang:"), mapping.wanted()))
-    renamed = mapping.read(parse_wanted(SGLANG.format(p="sglang_"), mapping.wanted()))
+    direct = mapping.read(parse_wanted(SGLANG.format(p="sglang:"), mapping.read_names()))
+    renamed = mapping.read(parse_wanted(SGLANG.format(p="sglang_"), mapping.read_names()))
     assert renamed == direct and direct[0].requests_running == 5.0
     both = SGLANG.format(p="sglang:") + SGLANG.format(p="sglang_").replace("} 5", "} 50").replace("} 900", "} 9000")
-    assert mapping.read(parse_wanted(both, mapping.wanted())) == direct
+    assert mapping.read(parse_wanted(both, mapping.read_names())) == direct
 
 
 class _TransferMapping(DeclarativeMapping):
@@ -189,7 +189,7 @@ class _TransferMapping(DeclarativeMapping):
 )
 def test_a_family_that_became_a_histogram_is_read_in_either_version(body: str, value: float) -> None:
     mapping = _TransferMapping()
-    (reading,) = mapping.read(parse_wanted(body, mapping.wanted()))
+    (reading,) = mapping.read(parse_wanted(body, mapping.read_names()))
     assert reading.requests_waiting == value
 
 
@@ -213,7 +213,7 @@ def test_configuration_info_of_any_size_is_read_for_its_settings_only(extra_labe
     huge = engine_series(_huge_config(text, extra_labels, value_chars))
     assert huge == plain  # up, every figure and every setting the same, no label copied
 
-    parser = WantedParser(MAPPINGS["vllm"].wanted(), info_labels=MAPPINGS["vllm"].info_labels)
+    parser = WantedParser(MAPPINGS["vllm"].read_names(), info_labels=MAPPINGS["vllm"].info_labels)
     for block in text_blocks(_huge_config(text, extra_labels, value_chars)):
         parser.feed(block)
     (labels,) = parser.result["vllm:cache_config_info"]
@@ -230,5 +230,5 @@ def test_a_bucket_bound_that_is_no_number_by_the_formats_is_left_out() -> None:
         'vllm:e2e_request_latency_seconds_sum{engine="0",model_name="m"} 9\n'
     )
     mapping = MAPPINGS["vllm"]
-    (reading,) = mapping.read(parse_wanted(text, mapping.wanted()))
+    (reading,) = mapping.read(parse_wanted(text, mapping.read_names()))
     assert reading.histograms["e2e_request_latency"].bounds == (1.0, float("inf"))

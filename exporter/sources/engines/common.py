@@ -270,7 +270,12 @@ class EngineMapping(ABC):
 
     @abstractmethod
     def wanted(self) -> frozenset[str]:
-        """Every sample name `read` looks at, so the parser keeps only those."""
+        """Every sample name `read` looks at, as the engine spells it (what a query may name)."""
+
+    def read_names(self) -> frozenset[str]:
+        """The names the parser keeps for `read`: `wanted()` and the other spellings read where
+        engines vary (a counter without `_total`); default: `wanted()`."""
+        return self.wanted()
 
     @abstractmethod
     def read(self, parsed: ParsedSamples) -> list[EngineReading]:
@@ -287,13 +292,16 @@ class DeclarativeMapping(EngineMapping):
     def wanted(self) -> frozenset[str]:
         names = set(self.extra_names) | set(self.info_labels)
         for signal in self.signals:
-            names.update(signal.spellings)
+            names.update(signal.names)
             if signal.histogram_fallback:
                 names.update(name + suffix for name in signal.names for suffix in ("_sum", "_count"))
         for hist in self.histograms:
             for base in hist.names:
                 names.update((base + "_bucket", base + "_sum", base + "_count"))
         return frozenset(names)
+
+    def read_names(self) -> frozenset[str]:
+        return self.wanted().union(*(signal.spellings for signal in self.signals))
 
     def read(self, parsed: ParsedSamples) -> list[EngineReading]:
         readings: dict[str, EngineReading] = {}
