@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -47,7 +48,29 @@ VERBS = {"GET": 118, "LIST": 9, "PATCH": 4, "PUT": 7_410, "WATCH": 46}
 API_HOST = "10.96.0.1:443"
 
 # --- buckets, as the code declares them
-GENERAL_LATENCY = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30)
+GENERAL_LATENCY: tuple[float, ...] = (
+    0.005,
+    0.025,
+    0.05,
+    0.1,
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+    1.0,
+    1.25,
+    1.5,
+    2,
+    3,
+    4,
+    5,
+    6,
+    8,
+    10,
+    15,
+    20,
+    30,
+)
 GENERAL_LATENCY += (45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600)
 TTFT = GENERAL_LATENCY[:24]
 SCHEDULER = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
@@ -56,11 +79,30 @@ RESPONSE_BYTES = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384
 TOKENS = (1, *(2**i for i in range(3, 15)), 32778, *(2**i for i in range(16, 21)))
 OUTPUT_TOKENS = TOKENS[:12]
 NTPOT = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
-RECONCILE = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+RECONCILE: tuple[float, ...] = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.15,
+    0.2,
+    0.25,
+    0.3,
+    0.35,
+    0.4,
+    0.45,
+    0.5,
+    0.6,
+    0.7,
+    0.8,
+    0.9,
+    1.0,
+)
 RECONCILE += (1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60)
 WORKQUEUE = tuple(10e-9 * 10**i for i in range(12))  # prometheus.ExponentialBuckets(10e-9, 10, 12)
 REST_LATENCY = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
-REST_BYTES = (64, 256, 512, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216)
+REST_BYTES: tuple[float, ...] = (64, 256, 512, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216)
 # (extension_point, plugin_type, plugin_name): llm-d's deploy/config/epp-config.yaml and a producer
 PLUGINS = (
     ("Filter", "decode-filter", "decode-filter"),
@@ -167,6 +209,12 @@ def controller_runtime_families() -> list[Family]:
     def each(labels: dict[str, dict[str, str]], value: float) -> list[tuple]:
         return [(one, value) for one in labels.values()]
 
+    def hist(
+        name: str, labels: dict[str, dict[str, str]], counts: dict[str, int], bounds: tuple[float, ...], *shape: float
+    ) -> Family:
+        """A histogram family of one series per key of `counts`, each of that many observations."""
+        return Family(name, "histogram", [(labels[key], *histogram(n, bounds, *shape)) for key, n in counts.items()])
+
     return [
         Family("certwatcher_read_certificate_errors_total", "counter", [({}, 0)]),
         Family("certwatcher_read_certificate_total", "counter", [({}, 3)]),
@@ -174,11 +222,7 @@ def controller_runtime_families() -> list[Family]:
         Family("controller_runtime_max_concurrent_reconciles", "gauge", each(per, 1)),
         Family("controller_runtime_reconcile_errors_total", "counter", each(per, 0)),
         Family("controller_runtime_reconcile_panics_total", "counter", each(per, 0)),
-        Family(
-            "controller_runtime_reconcile_time_seconds",
-            "histogram",
-            [(per[c], *histogram(n, RECONCILE, 0.0004, 3.0)) for c, n in RECONCILES.items()],
-        ),
+        hist("controller_runtime_reconcile_time_seconds", per, RECONCILES, RECONCILE, 0.0004, 3.0),
         Family("controller_runtime_reconcile_timeouts_total", "counter", each(per, 0)),
         Family(
             "controller_runtime_reconcile_total",
@@ -191,52 +235,28 @@ def controller_runtime_families() -> list[Family]:
         ),
         Family("controller_runtime_terminal_reconcile_errors_total", "counter", each(per, 0)),
         Family("leader_election_master_status", "gauge", [({"name": "epp-vllm-llama-3-8b.llm-d.ai"}, 1)]),
-        Family(
-            "rest_client_rate_limiter_duration_seconds",
-            "histogram",
-            [(verbs[v], *histogram(n, REST_LATENCY, 2e-06)) for v, n in VERBS.items()],
-        ),
-        Family(
-            "rest_client_request_duration_seconds",
-            "histogram",
-            [(verbs[v], *histogram(n, REST_LATENCY, 0.004)) for v, n in VERBS.items()],
-        ),
+        hist("rest_client_rate_limiter_duration_seconds", verbs, VERBS, REST_LATENCY, 2e-06),
+        hist("rest_client_request_duration_seconds", verbs, VERBS, REST_LATENCY, 0.004),
         Family("rest_client_request_retries_total", "counter", []),
-        Family(
-            "rest_client_request_size_bytes",
-            "histogram",
-            [(verbs[v], *histogram(n, REST_BYTES, 300)) for v, n in VERBS.items()],
-        ),
+        hist("rest_client_request_size_bytes", verbs, VERBS, REST_BYTES, 300),
         Family(
             "rest_client_requests_total",
             "counter",
             [({"code": "200", "host": API_HOST, "method": v}, n) for v, n in VERBS.items()]
             + [({"code": "409", "host": API_HOST, "method": "PUT"}, 3)],
         ),
-        Family(
-            "rest_client_response_size_bytes",
-            "histogram",
-            [(verbs[v], *histogram(n, REST_BYTES, 2400)) for v, n in VERBS.items()],
-        ),
+        hist("rest_client_response_size_bytes", verbs, VERBS, REST_BYTES, 2400),
         Family("workqueue_adds_total", "counter", [(queues[c], n) for c, n in RECONCILES.items()]),
         Family("workqueue_depth", "gauge", [({**q, "priority": ""}, 0) for q in queues.values()]),
         Family("workqueue_longest_running_processor_seconds", "gauge", each(queues, 0)),
-        Family(
-            "workqueue_queue_duration_seconds",
-            "histogram",
-            [(queues[c], *histogram(n, WORKQUEUE, 3e-05, 4.0)) for c, n in RECONCILES.items()],
-        ),
+        hist("workqueue_queue_duration_seconds", queues, RECONCILES, WORKQUEUE, 3e-05, 4.0),
         Family("workqueue_retries_total", "counter", each(queues, 0)),
         Family("workqueue_unfinished_work_seconds", "gauge", each(queues, 0)),
-        Family(
-            "workqueue_work_duration_seconds",
-            "histogram",
-            [(queues[c], *histogram(n, WORKQUEUE, 0.0004, 3.0)) for c, n in RECONCILES.items()],
-        ),
+        hist("workqueue_work_duration_seconds", queues, RECONCILES, WORKQUEUE, 0.0004, 3.0),
     ]
 
 
-def _by(keys: tuple[str, ...], source: dict[tuple[str, str, str, str], float]) -> dict[tuple, float]:
+def _by(keys: tuple[str, ...], source: Mapping[tuple[str, str, str, str], float]) -> dict[tuple, float]:
     """The traffic summed over the request labels not in `keys` (what a vector without them counts)."""
     out: dict[tuple, float] = {}
     for key, value in source.items():

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.samples import Sample as ClientSample
 
-from exporter.model import Sample
+from exporter.model import EngineReading, Sample
 from exporter.promtext import LineCache, WantedParser, parse_wanted, text_blocks
 from exporter.settings import EngineTarget
 from exporter.sources.base import collect_now
@@ -109,6 +109,13 @@ def test_one_target_switching_formats_reads_the_same_every_round() -> None:
         assert repr(parse_wanted(body, wanted, line_cache=cache)) == repr(parse_wanted(body, wanted))
 
 
+def vllm_reading(text: str) -> EngineReading:
+    """The one reading of `text` as the engine source reads a vLLM (read_names: every spelling)."""
+    mapping = MAPPINGS["vllm"]
+    (reading,) = mapping.read(parse_wanted(text, mapping.read_names()))
+    return reading
+
+
 COUNTERS = """\
 # TYPE vllm:prompt_tokens counter
 vllm:prompt_tokens{engine="0",model_name="m"} 120
@@ -118,15 +125,13 @@ vllm:num_requests_running{engine="0",model_name="m"} 3
 
 
 def test_a_counter_written_without_total_is_read() -> None:
-    mapping = MAPPINGS["vllm"]
-    (reading,) = mapping.read(parse_wanted(COUNTERS, mapping.read_names()))
+    reading = vllm_reading(COUNTERS)
     assert reading.prompt_tokens_total == 120.0 and reading.requests_running == 3.0
 
 
 def test_a_counter_in_both_spellings_is_read_once_the_total_one_first() -> None:
     both = COUNTERS + 'vllm:prompt_tokens_total{engine="0",model_name="m"} 125\n'
-    mapping = MAPPINGS["vllm"]
-    (reading,) = mapping.read(parse_wanted(both, mapping.read_names()))
+    reading = vllm_reading(both)
     assert reading.prompt_tokens_total == 125.0  # never 245
 
 
@@ -137,8 +142,7 @@ def test_deprecated_and_new_counters_served_at_once_are_read_once_the_new_first(
         'vllm:prefix_cache_queries_total{engine="0",model_name="m"} 100\n'
         'vllm:gpu_prefix_cache_queries_total{engine="0",model_name="m"} 90\n'
     )
-    mapping = MAPPINGS["vllm"]
-    (reading,) = mapping.read(parse_wanted(text, mapping.read_names()))
+    reading = vllm_reading(text)
     assert (reading.prefix_cache_hits_total, reading.prefix_cache_queries_total) == (40.0, 100.0)
 
 
@@ -229,6 +233,5 @@ def test_a_bucket_bound_that_is_no_number_by_the_formats_is_left_out() -> None:
         'vllm:e2e_request_latency_seconds_count{engine="0",model_name="m"} 4\n'
         'vllm:e2e_request_latency_seconds_sum{engine="0",model_name="m"} 9\n'
     )
-    mapping = MAPPINGS["vllm"]
-    (reading,) = mapping.read(parse_wanted(text, mapping.read_names()))
+    reading = vllm_reading(text)
     assert reading.histograms["e2e_request_latency"].bounds == (1.0, float("inf"))
