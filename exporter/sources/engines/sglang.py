@@ -9,11 +9,11 @@ cached/prompt token counters instead.
 
 from __future__ import annotations
 
-from exporter.sources.engines.common import DeclarativeMapping, HistogramSignal, Signal, has_prefix
+from exporter.sources.engines.common import DeclarativeMapping, HistogramSignal, Signal, has_prefix, spellings
 
 
 def _both(name: str) -> tuple[str, ...]:
-    return ("sglang:" + name, "sglang_" + name)
+    return spellings(name, "sglang:", "sglang_")
 
 
 class SglangMapping(DeclarativeMapping):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from types import MappingProxyType
 
 from exporter.model import EngineReading
 from exporter.promtext import ParsedSamples
@@ -98,7 +99,11 @@ class VllmMapping(DeclarativeMapping):
         HistogramSignal("queue_time", ("vllm:request_queue_time_seconds", "vllm:time_in_queue_requests")),
     )
 
-    extra_names = (CACHE_CONFIG_INFO,)
+    # Only the settings read, whatever else the info carries (a fork's has carried a model's whole
+    # configuration); data-parallel ranks by `engine`.
+    info_labels = MappingProxyType(
+        {CACHE_CONFIG_INFO: frozenset(CACHE_CONFIG_SETTINGS) | {KV_CACHE_MAX_CONCURRENCY, "engine"}}
+    )
 
     def matches(self, names: set[str]) -> bool:
         return has_prefix(names, "vllm:")

@@ -68,7 +68,8 @@ class EppMapping(GatewayMapping):
     )
 
     def matches(self, names: set[str]) -> bool:
-        return any(name in names for name in (*REQUESTS, *(d + "_count" for d in DURATION)))
+        # the pool's ready endpoints too: an EPP that has served no request yet has no request series
+        return any(name in names for name in (*REQUESTS, *READY, *(d + "_count" for d in DURATION)))
 
     def wanted(self) -> frozenset[str]:
         return frozenset(
