@@ -15,6 +15,7 @@ from exporter import validation as v
 from exporter.settings import (
     ENGINE_TYPES,
     GATEWAY_TYPES,
+    SLICE_DIMENSIONS,
     EngineTarget,
     GatewayTarget,
     ProbeTarget,
@@ -39,6 +40,9 @@ MAX_TIMEOUT_SECONDS = 600.0
 MAX_RESPONSE_BYTES = 1024 * 1024 * 1024
 MAX_SERIES = 10_000_000
 MAX_LABEL_VALUE_LENGTH = 1024 * 1024
+#: slices are for the few tenants, adapters and priority classes a dashboard can show; past a
+#: hundred a dimension is an identifier (a user, a request), which belongs in traces
+MAX_SLICES_PER_DIMENSION = 100
 
 
 def limits(value: Any, where: str, base: ScrapeLimits) -> ScrapeLimits:
@@ -61,7 +65,27 @@ def _checked_limits(values: Mapping[str, Any], where: str) -> ScrapeLimits:
         ),
         max_models=v.positive_int(values["max_models"], f"{where}.max_models", MAX_SERIES),
         max_exported_series=v.positive_int(values["max_exported_series"], f"{where}.max_exported_series", MAX_SERIES),
+        slice_labels=_slice_labels(values["slice_labels"], f"{where}.slice_labels"),
+        max_slices_per_dimension=v.integer(
+            values["max_slices_per_dimension"], f"{where}.max_slices_per_dimension", 0, MAX_SLICES_PER_DIMENSION
+        ),
     )
+
+
+def _slice_labels(value: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`slice_labels: {tenant: [team_alias, ...], adapter: [...], priority: [...]}`: a dimension
+    left out keeps its default labels, one given `[]` is not sliced."""
+    if isinstance(value, tuple):  # the default, already in its settled form
+        return value
+    v.section(value, where, SLICE_DIMENSIONS)
+    defaults = dict(ScrapeLimits().slice_labels)
+    settled = []
+    for dimension in SLICE_DIMENSIONS:
+        names = value.get(dimension, defaults[dimension])
+        if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(f"{where}.{dimension}", "must be a list of label names")
+        settled.append((dimension, tuple(names)))
+    return tuple(settled)
 
 
 def parse_engine_flag(text: str) -> dict[str, Any]:

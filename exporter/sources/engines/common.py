@@ -21,8 +21,9 @@ from typing import Literal
 from exporter.catalogue import LATENCY_FAMILIES
 from exporter.model import EngineReading, Histogram
 from exporter.promtext import LabelKey, ParsedSamples
+from exporter.settings import ScrapeLimits
 
-Reduce = Literal["sum", "max"]
+Reduce = Literal["sum", "max", "mean"]
 MODEL_LABELS = ("model_name", "model", "name")
 HISTOGRAM_KEYS = tuple(LATENCY_FAMILIES)
 
@@ -121,7 +122,8 @@ def reduce_by_model(
     match: Sequence[tuple[str, str]] = (),
 ) -> dict[str, float]:
     """One value per model: series that differ only in `duplicate_labels` count once (lowest
-    rank kept), the remaining series of a model (data-parallel ranks) are summed or maxed."""
+    rank kept), the remaining series of a model (data-parallel ranks) are summed, maxed or
+    averaged (a per-GPU counter: the mean of monotonic counters stays monotonic, the max does not)."""
     ignored = _ignored(duplicate_labels, tuple(match))
     chosen: dict[tuple[str, tuple], tuple[tuple[str, ...], float]] = {}
     for key, value in series.items():
@@ -134,14 +136,40 @@ def reduce_by_model(
         if group not in chosen or order < chosen[group][0]:
             chosen[group] = (order, value)
     result: dict[str, float] = {}
+    groups: dict[str, int] = {}
     for (model, _), (_, value) in chosen.items():
+        groups[model] = groups.get(model, 0) + 1
         if model not in result:
             result[model] = value
-        elif reduce == "sum":
-            result[model] += value
-        else:
+        elif reduce == "max":
             result[model] = max(result[model], value)
+        else:
+            result[model] += value
+    if reduce == "mean":
+        return {model: total / groups[model] for model, total in result.items()}
     return result
+
+
+def ranks_by_model(series: dict[LabelKey, float], rank_labels: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Per model, the ranks whose series are present, each named by its rank labels
+    ("engine=1", "dp_rank=2,tp_rank=0"); duplicate ranks (tensor-parallel copies of one scheduler)
+    are named too when the engine exports them, since each one may stop reporting on its own."""
+    found: dict[str, set[str]] = {}
+    for key in series:
+        labels = dict(key)
+        name = ",".join(f"{k}={labels[k]}" for k in rank_labels if k in labels)
+        if name:
+            found.setdefault(model_of(labels), set()).add(name)
+    return {model: tuple(sorted(names, key=_natural)) for model, names in found.items()}
+
+
+def _natural(name: str) -> tuple[tuple[str, int], ...]:
+    """"dp_rank=10" after "dp_rank=9"."""
+    parts = []
+    for pair in name.split(","):
+        key, _, value = pair.partition("=")
+        parts.append((key, int(value) if value.isdigit() else -1))
+    return tuple(parts)
 
 
 def read_histograms(
@@ -214,6 +242,9 @@ class EngineMapping(ABC):
     # The latency histograms it reads, by wire name and unit: the recording rules read the engines'
     # own histograms under these names when Prometheus scrapes the engines too.
     histograms: tuple[HistogramSignal, ...] = ()
+    # The labels that tell one rank of the engine from another (vLLM's data-parallel `engine`,
+    # SGLang's scheduler ranks): the engine source names a rank that stops reporting.
+    rank_labels: tuple[str, ...] = ()
 
     @property
     @abstractmethod
@@ -231,6 +262,10 @@ class EngineMapping(ABC):
     @abstractmethod
     def read(self, parsed: ParsedSamples) -> list[EngineReading]:
         """One reading per model, sorted by model name."""
+
+    def read_slices(self, parsed: ParsedSamples, limits: ScrapeLimits, readings: Sequence[EngineReading]) -> None:
+        """Fill each reading's slices (tenant, adapter, priority class) where the engine's series
+        carry them (exporter/slicing.py); default: the engine carries none."""
 
 
 class DeclarativeMapping(EngineMapping):
@@ -257,10 +292,13 @@ class DeclarativeMapping(EngineMapping):
                 readings[model] = EngineReading(model=model)
             return readings[model]
 
-        for signal in self.signals:
+        for index, signal in enumerate(self.signals):
             series = first_present(parsed, signal.names)
             for model, value in reduce_by_model(series, signal.reduce, self.duplicate_labels, signal.match).items():
                 setattr(reading(model), signal.field, value)
+            if index == 0 and self.rank_labels:  # the first signal (requests running) names the ranks
+                for model, ranks in ranks_by_model(series, self.rank_labels).items():
+                    reading(model).ranks = ranks
         for hist in self.histograms:
             found = read_histograms(parsed, hist.names, hist.scale, self.duplicate_labels)
             for model, histogram in found.items():
