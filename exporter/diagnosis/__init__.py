@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from exporter.diagnosis.coverage import asleep, coverage_fields, unjudged
 from exporter.diagnosis.path import PathDiagnoser
 from exporter.diagnosis.verdict import NONE, Hysteresis
 from exporter.model import Metric, Sample
 from exporter.settings import Thresholds, field_names
 from exporter.stages import ENGINE, of
 from exporter.stages.record import StageResult
-from exporter.stages.signals import EngineKey, History, engine_inputs, engine_key
+from exporter.stages.signals import EngineInputs, EngineKey, History, engine_inputs, engine_key
 
 __all__ = ["Diagnoser", "Thresholds"]
 
@@ -58,6 +59,8 @@ class Diagnoser:
         self._last_seen: dict[EngineKey, float] = {}
         self._hysteresis = Hysteresis()
         self.latest: dict[EngineKey, EngineDiagnosis] = {}
+        #: each engine's inputs of the last round: its state, what it does not report (coverage.py)
+        self.inputs: dict[EngineKey, EngineInputs] = {}
         self.generated_at: float = time.time()
         #: the stages before the engine, per gateway
         self.path = PathDiagnoser()
@@ -78,7 +81,10 @@ class Diagnoser:
         every counter rate over a 30 s level window (a counter at 0.95 cores read 0.81 with one
         round in four 4.3 s long: tests/unit/test_diagnosis.py)."""
         t = self.thresholds
-        inputs = engine_inputs(metrics)
+        self.inputs = engine_inputs(metrics)
+        # An engine asleep is not scored and keeps its history for when it wakes (coverage.py).
+        sleeping = {key for key, engine in self.inputs.items() if asleep(engine)}
+        inputs = {key: engine for key, engine in self.inputs.items() if key not in sleeping}
         answered = answered_at or {}
         for key, engine in inputs.items():
             history = self._histories.setdefault(key, History(max(t.baseline_seconds, t.level_seconds * 2)))
@@ -97,7 +103,9 @@ class Diagnoser:
             engine_key(m.labels) for m in metrics if m.name == "llm_engine_up" and isinstance(m, Sample) and not m.value
         }
         for key in [
-            k for k in self._histories if k not in inputs and (k not in down or self._last_seen[k] < forget_before)
+            k
+            for k in self._histories
+            if k not in inputs and k not in sleeping and (k not in down or self._last_seen[k] < forget_before)
         ]:
             del self._histories[key]
             del self._last_seen[key]
@@ -110,14 +118,24 @@ class Diagnoser:
             if key in self.latest:
                 self.latest[key].evidence.extend(lines)
         for key in self._histories:
-            if key not in self.latest and key in previous:
+            if key not in self.latest and key in previous and key not in sleeping:
                 self.latest[key] = previous[key]
         self.generated_at = time.time()
         return [m for d in self.latest.values() for m in self._gauges(d)] + self.path.update(metrics, now, t)
 
     def report(self) -> dict[str, Any]:
-        """The /diagnosis document (DESIGN.md contract)."""
-        engines = [d.as_json() for _, d in sorted(self.latest.items())]
+        """The /diagnosis document (DESIGN.md contract): each engine's verdict, state and what it
+        does not report; an engine asleep with its state and no verdict."""
+        engines = []
+        for key in sorted(set(self.latest) | {k for k, engine in self.inputs.items() if asleep(engine)}):
+            engine = self.inputs.get(key)
+            if key in self.latest:
+                entry = self.latest[key].as_json()
+                if engine is not None:
+                    entry.update(coverage_fields(engine))
+            else:
+                entry = unjudged(key, engine or EngineInputs())
+            engines.append(entry)
         counts: dict[str, int] = {}
         for d in self.latest.values():
             counts[d.primary] = counts.get(d.primary, 0) + 1
@@ -125,7 +143,11 @@ class Diagnoser:
             "generated_at": datetime.fromtimestamp(self.generated_at, UTC).isoformat(),
             "engines": self.path.annotate(engines),
             "gateways": self.path.report(),
-            "node": {"engines": len(engines), "primary_counts": counts},
+            "node": {
+                "engines": len(engines),
+                "primary_counts": counts,
+                "states": {state: sum(1 for e in engines if e.get("state") == state) for state in ("up", "asleep")},
+            },
             "thresholds": {k: getattr(self.thresholds, k) for k in field_names(Thresholds)},
         }
 

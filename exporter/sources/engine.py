@@ -16,14 +16,17 @@ from types import MappingProxyType
 from urllib.parse import urlsplit, urlunsplit
 
 from exporter.budget import CARDINALITY, cap_target, keep_known_first
-from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
+from exporter.catalogue import ENGINE_SUMMARIES, QUANTILES
 from exporter.model import EngineReading, Histogram, Metric, QuantileSummary, Sample
 from exporter.promtext import NAMES_HEAD_CHARS, LineCache, WantedParser
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.engines import MAPPINGS, detect
-from exporter.sources.engines.common import HISTOGRAM_KEYS, EngineMapping
+from exporter.sources.engine_ranks import RankTracker
+from exporter.sources.engine_signals import signal_samples
+from exporter.sources.engine_slices import SliceFolder
+from exporter.sources.engines.common import EngineMapping
 from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
 from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
@@ -34,6 +37,7 @@ _GAUGES = {
     "requests_running": "llm_engine_requests_running",
     "requests_waiting": "llm_engine_requests_waiting",
     "kv_cache_usage_ratio": "llm_engine_kv_cache_usage_ratio",
+    "requests_waiting_deferred": "llm_engine_requests_waiting_deferred",
 }
 _PROCESS_CPU = "process_cpu_seconds_total"
 _COUNTERS = {
@@ -41,6 +45,10 @@ _COUNTERS = {
     "preemptions_total": "llm_engine_preemptions_total",
     "prompt_tokens_total": "llm_engine_prompt_tokens_total",
     "generation_tokens_total": "llm_engine_generation_tokens_total",
+    "spec_decode_drafts_total": "llm_engine_spec_decode_drafts_total",
+    "spec_decode_draft_tokens_total": "llm_engine_spec_decode_draft_tokens_total",
+    "spec_decode_accepted_tokens_total": "llm_engine_spec_decode_accepted_tokens_total",
+    "corrupted_requests_total": "llm_engine_corrupted_requests_total",
 }
 
 
@@ -68,6 +76,8 @@ class EngineSource(Source):
         self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
         self._shown_url = redact(target.url)
         self._windows: dict[tuple[str, str], DeltaWindow] = {}
+        self._ranks = RankTracker()
+        self._slices = SliceFolder(window_seconds, lifetime_baseline)
         self._info_model: str | None = None
         self._known_models: tuple[str, ...] = ()
         #: the engine's last answered scrape carried its own process CPU, so the host source need
@@ -102,6 +112,7 @@ class EngineSource(Source):
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
             self._mapping = mapping
         readings = mapping.read(parsed)
+        mapping.read_slices(parsed, self.config.limits, readings)
         readings = self._within_model_cap(readings)
         if not readings:
             # Up, but nothing served yet (families declared, no samples): still say it is up.
@@ -118,6 +129,7 @@ class EngineSource(Source):
             reading.process_cpu_seconds_total = process_cpu
         self._known_models = tuple(r.model for r in readings)
         self._forget_windows({r.model for r in readings})
+        self._ranks.update(now, readings)
         return self._within_series_cap([metric for reading in readings for metric in self._render(now, reading)])
 
     def _parser(self) -> WantedParser:
@@ -211,7 +223,12 @@ class EngineSource(Source):
         ratio = self._prefix_hit_ratio(now, reading)
         if ratio is not None:
             yield Sample("llm_engine_prefix_cache_hit_ratio", labels, ratio)
-        for key in HISTOGRAM_KEYS:
+        yield from signal_samples(reading, labels, lambda key, values: self._observe((reading.model, key), now, values, None))
+        for rank, reporting, _ in self._ranks.states(now, reading.model):
+            yield Sample("llm_engine_rank_up", {**labels, "rank": rank}, 1.0 if reporting else 0.0)
+        slice_samples, slice_windows = self._slices.render(now, reading, labels, self.config.limits)
+        yield from slice_samples
+        for key, family in ENGINE_SUMMARIES.items():
             histogram = reading.histograms.get(key)
             if histogram is None:
                 continue
@@ -224,7 +241,7 @@ class EngineSource(Source):
                 quantiles = tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in QUANTILES)
                 windowed = Histogram(histogram.bounds, totals[0], totals[1], totals[2])
             yield QuantileSummary(
-                LATENCY_FAMILIES[key],
+                family,
                 labels,
                 quantiles,
                 histogram.count,
@@ -232,6 +249,7 @@ class EngineSource(Source):
                 histogram=histogram,
                 window=windowed,
                 window_seconds=window.span(),
+                slices=tuple(slice_windows.get(key, ())),
             )
 
     def _prefix_hit_ratio(self, now: float, reading: EngineReading) -> float | None:
@@ -256,6 +274,8 @@ class EngineSource(Source):
     def _forget_windows(self, models: set[str]) -> None:
         for key in [k for k in self._windows if k[0] not in models]:
             del self._windows[key]
+        self._ranks.forget_models(models)
+        self._slices.forget_models(models)
 
     async def _model_without_label(self, seconds_left: float) -> str:
         """TGI labels nothing with the model: take it from the config, else from its /info.

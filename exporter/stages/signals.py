@@ -16,6 +16,7 @@ from typing import Any
 
 from exporter.catalogue import ENGINE_SETTINGS
 from exporter.model import Labels, Metric, QuantileSummary, Sample
+from exporter.stages.labelled import LABELLED_ENGINE_FAMILIES, labelled_engine_input
 
 EngineKey = tuple[str, str, str]  # engine, engine_type, model
 
@@ -37,6 +38,8 @@ class EngineInputs:
     #: cumulative seconds of finished requests (the e2e summary's `_sum`): its rate is the mean
     #: number of requests in the engine by Little's law, a count no sampling can miss
     e2e_seconds_total: float | None = None
+    #: requests finished (the e2e summary's `_count`)
+    requests_finished_total: float | None = None
     process_cpu_seconds_total: float | None = None
     gpus: list[str] = field(default_factory=list)
     #: the `vendor` labels of those GPUs ("nvidia" where a series has none)
@@ -59,6 +62,27 @@ class EngineInputs:
     #: the engine's serving settings from `llm_engine_config_info` (ENGINE_SETTINGS names), so
     #: advice can name a setting's value and skip what is already on
     settings: dict[str, str] = field(default_factory=dict)
+    #: requests refused at the door (all reasons), and the reasons seen refusing
+    admission_rejections_total: float | None = None
+    rejection_reasons: list[str] = field(default_factory=list)
+    requests_waiting_deferred: float | None = None
+    prefill_p95: float | None = None
+    #: the engine's own estimate of its work per GPU (the MFU counters): FLOPs, and bytes read and
+    #: written together
+    estimated_flops_total: float | None = None
+    estimated_memory_bytes_total: float | None = None
+    spec_decode_acceptance: float | None = None
+    tokens_per_step: float | None = None
+    #: "awake", or how it sleeps (llm_engine_asleep's sleep_state); None where it has no sleep mode
+    sleep_state: str | None = None
+    #: usage of each KV pool of a hybrid model (pool → 0-1)
+    kv_pools: dict[str, float] = field(default_factory=dict)
+    #: the ranks of a multi-rank engine that stopped reporting (llm_engine_rank_up 0)
+    ranks_not_reporting: list[str] = field(default_factory=list)
+    #: the GPU model names of the engine's GPUs (for their peak FLOP/s and bandwidth)
+    gpu_models: list[str] = field(default_factory=list)
+    #: the llm_engine_* families this engine's scrape carried (what the verdict did see)
+    families: set[str] = field(default_factory=set)
 
 
 #: the EngineInputs attributes that are numbers (or None): the columns History keeps
@@ -73,12 +97,21 @@ _ENGINE_GAUGES = {
     "llm_engine_generation_tokens_total": "generation_tokens_total",
     "llm_engine_process_cpu_seconds_total": "process_cpu_seconds_total",
 }
+_ENGINE_GAUGES.update(
+    {
+        "llm_engine_requests_waiting_deferred": "requests_waiting_deferred",
+        "llm_engine_estimated_flops_total": "estimated_flops_total",
+        "llm_engine_spec_decode_acceptance_ratio": "spec_decode_acceptance",
+        "llm_engine_tokens_per_step": "tokens_per_step",
+    }
+)
 _E2E_SUMMARY = "llm_engine_e2e_request_latency_seconds"
 _ENGINE_QUANTILES = {
     ("llm_engine_time_to_first_token_seconds", 0.95): "ttft_p95",
     ("llm_engine_inter_token_latency_seconds", 0.95): "itl_p95",
     ("llm_engine_queue_time_seconds", 0.95): "queue_p95",
     (_E2E_SUMMARY, 0.99): "e2e_p99",
+    ("llm_engine_request_prefill_time_seconds", 0.95): "prefill_p95",
 }
 _GPU_RATIOS = {
     "llm_gpu_sm_active_ratio": "sm_active",
@@ -116,11 +149,14 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
     gpu_values: dict[str, dict[str, list[float]]] = {}  # engine name ("" unattributed) → field → values
     gpu_ids: dict[str, set[str]] = {}
     gpu_vendors: dict[str, set[str]] = {}
+    gpu_models: dict[str, set[str]] = {}
     rdma: dict[str, list[float]] = {}
     up: set[EngineKey] = set()
     for metric in metrics:
         name = metric.name
         labels = metric.labels
+        if name.startswith("llm_engine_") and "engine" in labels:
+            engines.setdefault(engine_key(labels), EngineInputs()).families.add(name)
         if isinstance(metric, QuantileSummary):
             for (family, q), attr in _ENGINE_QUANTILES.items():
                 if family == name:
@@ -129,6 +165,8 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
                         setattr(engines.setdefault(engine_key(labels), EngineInputs()), attr, value)
             if name == _E2E_SUMMARY and not math.isnan(metric.sum):
                 engines.setdefault(engine_key(labels), EngineInputs()).e2e_seconds_total = metric.sum
+            if name == _E2E_SUMMARY:
+                engines.setdefault(engine_key(labels), EngineInputs()).requests_finished_total = metric.count
             continue
         assert isinstance(metric, Sample)
         if name == "llm_engine_up":
@@ -140,11 +178,15 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
             }
         elif name in _ENGINE_GAUGES:
             setattr(engines.setdefault(engine_key(labels), EngineInputs()), _ENGINE_GAUGES[name], metric.value)
+        elif name in LABELLED_ENGINE_FAMILIES:
+            labelled_engine_input(engines.setdefault(engine_key(labels), EngineInputs()), metric)
         elif name in _GPU_RATIOS:
             owner = labels.get("engine", "")
             gpu_values.setdefault(owner, {}).setdefault(_GPU_RATIOS[name], []).append(metric.value)
             gpu_ids.setdefault(owner, set()).add(labels.get("gpu", "?"))
             gpu_vendors.setdefault(owner, set()).add(labels.get("vendor", "nvidia"))
+            if labels.get("gpu_model"):
+                gpu_models.setdefault(owner, set()).add(labels["gpu_model"])
         elif name in ("llm_rdma_port_transmit_utilization_ratio", "llm_rdma_port_receive_utilization_ratio"):
             rdma.setdefault("utilization", []).append(metric.value)
         elif name in ("llm_rdma_port_cnp_handled_total", "llm_rdma_port_cnp_sent_total"):
@@ -160,6 +202,7 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
         if whose is not None:
             inputs.gpus = sorted(gpu_ids[whose], key=lambda g: (len(g), g))
             inputs.gpu_vendors = sorted(gpu_vendors[whose])
+            inputs.gpu_models = sorted(gpu_models.get(whose, ()))
             for attr, values in gpu_values[whose].items():
                 setattr(inputs, attr, fmean(values))
         elif "" in gpu_ids:

@@ -18,14 +18,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from exporter.catalogue import LATENCY_FAMILIES
 from exporter.model import EngineReading, Histogram
 from exporter.promtext import LabelKey, ParsedSamples
 from exporter.settings import ScrapeLimits
 
 Reduce = Literal["sum", "max", "mean"]
 MODEL_LABELS = ("model_name", "model", "name")
-HISTOGRAM_KEYS = tuple(LATENCY_FAMILIES)
 
 
 @dataclass(frozen=True)
