@@ -13,7 +13,13 @@ from exporter.catalogue.derived import (
     REQUEST_FAMILIES,
     SLO_FAMILIES,
 )
-from exporter.catalogue.engines import ENGINE_FAMILIES, ENGINE_SETTINGS, ENGINE_SUMMARIES, LATENCY_FAMILIES, SLICE_LABELS
+from exporter.catalogue.engines import (
+    ENGINE_FAMILIES,
+    ENGINE_SETTINGS,
+    ENGINE_SUMMARIES,
+    LATENCY_FAMILIES,
+    SLICE_LABELS,
+)
 from exporter.catalogue.gpus import GPU_FAMILIES
 from exporter.catalogue.node import HOST_FAMILIES, RDMA_FAMILIES
 from exporter.catalogue.own import EXPORTER_FAMILIES

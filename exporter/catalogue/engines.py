@@ -172,7 +172,7 @@ ENGINE_FAMILIES: tuple[MetricSpec, ...] = families(
     gauge("llm_engine_slice_requests_waiting", "Requests waiting per slice.", *SLICE_LABELS),
     gauge(
         "llm_engine_slices_folded",
-        "Values of a slice dimension folded into slice=\"other\" because the dimension has more than "
+        'Values of a slice dimension folded into slice="other" because the dimension has more than '
         "max_slices_per_dimension.",
         "slice_by",
     ),

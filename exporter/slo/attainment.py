@@ -64,6 +64,10 @@ class DimensionAttainment:
     window: WithinCount | None  # None before the window has two scrapes
     lifetime: WithinCount
     requests_per_second: float  # completed requests over the window (NaN unknown)
+    #: the span the window covers (NaN unknown), and the share of the window's arrivals refused at
+    #: the door (exporter/slo/refusals.py), already counted in `window` for request dimensions
+    window_seconds: float = math.nan
+    refused_share: float = 0.0
 
     @property
     def attainment(self) -> float:
@@ -80,7 +84,10 @@ class DimensionAttainment:
     @property
     def goodput(self) -> float:
         """Requests per second within the threshold; for `itl` (events are token gaps) the
-        fraction of gaps within it applied to the request rate, an estimate."""
+        fraction of gaps within it applied to the request rate, an estimate, less the share of
+        arrivals refused (which a request dimension's attainment already counts as misses)."""
+        if self.dimension == "itl":
+            return self.attainment * self.requests_per_second * (1.0 - self.refused_share)
         return self.attainment * self.requests_per_second
 
 
@@ -103,7 +110,13 @@ def evaluate(slos: Sequence[SloTarget], metrics: Iterable[Metric]) -> list[Dimen
                 windowed = None if summary.window is None else within(threshold, summary.window)
                 result.append(
                     DimensionAttainment(
-                        slo, dimension, dict(summary.labels), windowed, within(threshold, summary.histogram), rate
+                        slo,
+                        dimension,
+                        dict(summary.labels),
+                        windowed,
+                        within(threshold, summary.histogram),
+                        rate,
+                        summary.window_seconds,
                     )
                 )
     return result

@@ -11,6 +11,7 @@ from exporter.slo.attainment import DimensionAttainment, attainment_samples, eva
 from exporter.slo.evidence import BurnTracker, evidence_lines
 from exporter.slo.headroom import CapacityEstimator
 from exporter.slo.otlp import RequestStore
+from exporter.slo.refusals import Refusals, with_refusals
 from exporter.slo.requests import request_samples
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,8 @@ class SloMonitor:
         self.requests = requests
         self.capacity = CapacityEstimator()
         self.burn = BurnTracker()
+        #: requests refused at the door, counted as misses (exporter/slo/refusals.py)
+        self.refusals = Refusals(window_seconds)
         #: diagnosis evidence lines per (engine, engine_type, model), from the last snapshot
         self.evidence: dict[tuple[str, str, str], list[str]] = {}
         #: the last snapshot's results, for the diagnosis evidence
@@ -37,7 +40,7 @@ class SloMonitor:
         if not self.slos and self.requests is None:
             return []
         try:
-            self.latest = evaluate(self.slos, metrics)
+            self.latest = with_refusals(evaluate(self.slos, metrics), self.refusals.update(metrics, now))
             out = list(attainment_samples(self.latest, self.slos))
             out += self.capacity.update(self.slos, metrics, now)
             self.evidence = evidence_lines(self.latest, self.burn.update(self.latest, now), out, metrics)

@@ -22,10 +22,10 @@ from exporter.promtext import NAMES_HEAD_CHARS, LineCache, WantedParser
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
-from exporter.sources.engines import MAPPINGS, detect
 from exporter.sources.engine_ranks import RankTracker
 from exporter.sources.engine_signals import signal_samples
 from exporter.sources.engine_slices import SliceFolder
+from exporter.sources.engines import MAPPINGS, detect
 from exporter.sources.engines.common import EngineMapping
 from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
@@ -223,7 +223,9 @@ class EngineSource(Source):
         ratio = self._prefix_hit_ratio(now, reading)
         if ratio is not None:
             yield Sample("llm_engine_prefix_cache_hit_ratio", labels, ratio)
-        yield from signal_samples(reading, labels, lambda key, values: self._observe((reading.model, key), now, values, None))
+        yield from signal_samples(
+            reading, labels, lambda key, values: self._observe((reading.model, key), now, values, None)
+        )
         for rank, reporting, _ in self._ranks.states(now, reading.model):
             yield Sample("llm_engine_rank_up", {**labels, "rank": rank}, 1.0 if reporting else 0.0)
         slice_samples, slice_windows = self._slices.render(now, reading, labels, self.config.limits)

@@ -29,9 +29,13 @@ def signal_samples(reading: EngineReading, labels: Labels, observe: Observe) -> 
         yield Sample("llm_engine_asleep", {**labels, "sleep_state": reading.sleep_state}, asleep)
     if reading.estimated_flops_total is not None:
         yield Sample("llm_engine_estimated_flops_total", labels, reading.estimated_flops_total)
-    for direction, value in (("read", reading.estimated_read_bytes_total), ("write", reading.estimated_write_bytes_total)):
-        if value is not None:
-            yield Sample("llm_engine_estimated_memory_bytes_total", {**labels, "direction": direction}, value)
+    directions: tuple[tuple[str, float | None], ...] = (
+        ("read", reading.estimated_read_bytes_total),
+        ("write", reading.estimated_write_bytes_total),
+    )
+    for direction, moved in directions:
+        if moved is not None:
+            yield Sample("llm_engine_estimated_memory_bytes_total", {**labels, "direction": direction}, moved)
     for pool, usage in sorted(reading.kv_pool_usage.items()):
         yield Sample("llm_engine_kv_cache_pool_usage_ratio", {**labels, "pool": pool}, usage)
     for state, slots in (("used", reading.lora_slots_used), ("total", reading.lora_slots_total)):

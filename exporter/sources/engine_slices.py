@@ -56,7 +56,9 @@ class SliceFolder:
                     if value is not None:
                         samples.append(Sample(family, slice_labels, value))
                 for hist_key, histogram in _folded_histograms(reading, dimension, target, folding):
-                    windows.setdefault(hist_key, []).append((key, self._windowed(now, reading.model, key, hist_key, histogram)))
+                    windows.setdefault(hist_key, []).append(
+                        (key, self._windowed(now, reading.model, key, hist_key, histogram))
+                    )
         return samples, windows
 
     def forget_models(self, models: set[str]) -> None:

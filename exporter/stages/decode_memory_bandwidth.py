@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from exporter.settings import Thresholds
 from exporter.stages.advice import CAP_CONTEXT, enable_prefix_caching
+from exporter.stages.engine_estimates import BANDWIDTH_BAND, decode_work_lines, engine_estimate
 from exporter.stages.evidence import drawn, engine_gauge, engine_p95, per_engine
 from exporter.stages.panels import PanelDef, Unit, ratio
 from exporter.stages.readings import average_hides_p99
 from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Readings, Row, Stage, StageResult
 from exporter.stages.registry import register
-from exporter.stages.engine_estimates import BANDWIDTH_BAND, decode_work_lines, engine_estimate
 from exporter.stages.scoring import (
     GpuLevel,
     clamp,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from exporter.settings import Thresholds
 from exporter.stages.advice import enable_prefix_caching
+from exporter.stages.engine_estimates import engine_estimate
 from exporter.stages.evidence import engine_gauge, engine_ratio
 from exporter.stages.panels import PanelDef, Query, Unit, timeseries
 from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Row, Stage, StageResult
 from exporter.stages.registry import register
-from exporter.stages.engine_estimates import engine_estimate
 from exporter.stages.scoring import clamp, gpu_level, no_gpu_line, ramp
 from exporter.stages.signals import History
 
@@ -19,7 +19,7 @@ def score(h: History, t: Thresholds) -> StageResult:
     tensor = tensor_level.value
     estimate = engine_estimate(h, t, "compute")
     stands_in = tensor is None and tensor_level.bounds is None and estimate is not None and estimate.share is not None
-    if stands_in:
+    if stands_in and estimate is not None:
         # No tensor-pipe counter for this engine's GPUs: the engine's own FLOPs stand in for it.
         tensor = estimate.share
     elif estimate is not None:

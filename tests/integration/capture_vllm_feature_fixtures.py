@@ -43,10 +43,9 @@ from tests.integration.capture_vllm_fixtures import (  # noqa: E402
     scrape_when,
     value,
 )
-from tests.integration.vllm_server import metric_sum  # noqa: E402
 from tests.integration.loadgen import LoadSpec  # noqa: E402
 from tests.integration.vllm_env import VLLM_VERSION  # noqa: E402
-from tests.integration.vllm_server import VllmServer  # noqa: E402
+from tests.integration.vllm_server import VllmServer, metric_sum  # noqa: E402
 
 OUT_DIR = REPO_ROOT / "tests" / "fixtures" / "engines"
 MAX_NUM_QUEUED_REQS = 6
@@ -124,7 +123,7 @@ def capture_asleep(server: VllmServer) -> bytes:
     response.raise_for_status()
     return scrape_when(
         server,
-        lambda b: b"sleep_state=\"weights_offloaded\"} 1.0" in b,
+        lambda b: b'sleep_state="weights_offloaded"} 1.0' in b,
         "engine_sleep_state weights_offloaded 1",
         30,
     )

@@ -162,7 +162,7 @@ def ranks_by_model(series: dict[LabelKey, float], rank_labels: Sequence[str]) ->
 
 
 def _natural(name: str) -> tuple[tuple[str, int], ...]:
-    """"dp_rank=10" after "dp_rank=9"."""
+    """ "dp_rank=10" after "dp_rank=9"."""
     parts = []
     for pair in name.split(","):
         key, _, value = pair.partition("=")
@@ -264,6 +264,7 @@ class EngineMapping(ABC):
     def read_slices(self, parsed: ParsedSamples, limits: ScrapeLimits, readings: Sequence[EngineReading]) -> None:
         """Fill each reading's slices (tenant, adapter, priority class) where the engine's series
         carry them (exporter/slicing.py); default: the engine carries none."""
+        return None
 
 
 class DeclarativeMapping(EngineMapping):

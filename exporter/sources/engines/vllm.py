@@ -225,7 +225,7 @@ def lora_slots(series: dict[LabelKey, float]) -> tuple[float | None, float | Non
     the time of each update under the adapters' comma-joined names, so the newest series is now."""
     if not series:
         return None, None
-    labels = dict(max(series, key=lambda key: series[key]))
+    labels = dict(max(series.items(), key=lambda item: item[1])[0])
     try:
         total: float | None = float(labels.get("max_lora", ""))
     except ValueError:
