@@ -25,7 +25,18 @@ from exporter.settings import (
 )
 from exporter.validation import ConfigError
 
-ENGINE_KEYS = ("url", "type", "name", "model", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
+ENGINE_KEYS = (
+    "url",
+    "rank_urls",
+    "type",
+    "name",
+    "model",
+    "basic_auth",
+    "bearer_token_file",
+    *field_names(ScrapeLimits),
+)
+#: a multi-node engine has a listener per node or data-parallel group: a few dozen at most
+MAX_RANK_URLS = 64
 BASIC_AUTH_KEYS = ("username", "password", "password_file")
 GATEWAY_KEYS = ("url", "type", "name", "engines", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
 PROBE_KEYS = field_names(ProbeTarget)
@@ -111,12 +122,32 @@ def engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarge
     entries = []
     for at, item, entry in _scrape_targets(value, where, "--engine", ENGINE_KEYS, ENGINE_TYPES, defaults):
         entry["model"] = v.optional_string(item.get("model"), f"{at}.model")
+        entry["rank_urls"] = _rank_urls(item.get("rank_urls", []), f"{at}.rank_urls", entry["url"])
         entries.append(entry)
     names = _unique_names(entries, where, "engine")
     return tuple(
-        EngineTarget(url=e["url"], name=name, type=e["type"], model=e["model"], limits=e["limits"], auth=e["auth"])
+        EngineTarget(
+            url=e["url"],
+            name=name,
+            type=e["type"],
+            model=e["model"],
+            limits=e["limits"],
+            auth=e["auth"],
+            rank_urls=e["rank_urls"],
+        )
         for e, name in zip(entries, names)
     )
+
+
+def _rank_urls(value: Any, where: str, first: str) -> tuple[str, ...]:
+    """The endpoints of the engine's other ranks or nodes: URLs as `url` is, each once."""
+    found = tuple(url(item, f"{where}[{i}]") for i, item in enumerate(v.sequence(value, where)))
+    if len(found) > MAX_RANK_URLS:
+        raise ConfigError(where, f"at most {MAX_RANK_URLS} URLs, not {len(found)}")
+    for i, item in enumerate(found):
+        if item == first or item in found[:i]:
+            raise ConfigError(f"{where}[{i}]", f"{item!r} is already one of the engine's URLs")
+    return found
 
 
 def _scrape_targets(

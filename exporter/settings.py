@@ -93,6 +93,8 @@ class EngineTarget:
     follow_redirects: bool = True
     #: `basic_auth` / `bearer_token_file` of this engine (none by default)
     auth: ScrapeAuth = field(default_factory=ScrapeAuth)
+    #: the endpoints of this engine's other ranks or nodes (exporter/sources/engine_urls.py)
+    rank_urls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from exporter.diagnosis.verdict import NONE, Hysteresis
 from exporter.model import Metric, Sample
 from exporter.settings import Thresholds, field_names
 from exporter.stages import ENGINE, of
+from exporter.stages.queueing import slice_score
 from exporter.stages.record import StageResult
 from exporter.stages.signals import EngineInputs, EngineKey, History, engine_inputs, engine_key
 
@@ -48,6 +49,19 @@ class EngineDiagnosis:
             "evidence": self.evidence,
             "actions": self.actions,
         }
+
+
+def _slice_scores(metrics: Sequence[Metric], judged: set[EngineKey], t: Thresholds) -> list[Metric]:
+    """`llm_bottleneck_slice_score` of each judged engine's slices (queueing: its own waiting)."""
+    out: list[Metric] = []
+    for metric in metrics:
+        if metric.name == "llm_engine_slice_requests_waiting" and isinstance(metric, Sample):
+            key = engine_key(metric.labels)
+            if key in judged:
+                labels = {"engine": key[0], "engine_type": key[1], "model": key[2], "stage": "queueing"}
+                labels.update(slice_by=metric.labels["slice_by"], slice=metric.labels["slice"])
+                out.append(Sample("llm_bottleneck_slice_score", labels, round(slice_score(metric.value, t), 4)))
+    return out
 
 
 class Diagnoser:
@@ -121,7 +135,8 @@ class Diagnoser:
             if key not in self.latest and key in previous and key not in sleeping:
                 self.latest[key] = previous[key]
         self.generated_at = time.time()
-        return [m for d in self.latest.values() for m in self._gauges(d)] + self.path.update(metrics, now, t)
+        gauges = [m for d in self.latest.values() for m in self._gauges(d)]
+        return gauges + _slice_scores(metrics, set(self.latest), t) + self.path.update(metrics, now, t)
 
     def report(self) -> dict[str, Any]:
         """The /diagnosis document (DESIGN.md contract): each engine's verdict, state and what it

@@ -7,12 +7,14 @@ from collections.abc import Sequence
 
 from exporter.model import Metric
 from exporter.settings import SloTarget
-from exporter.slo.attainment import DimensionAttainment, attainment_samples, evaluate
+from exporter.slo.attainment import DIMENSION_FAMILIES, DimensionAttainment, attainment_samples, evaluate
 from exporter.slo.evidence import BurnTracker, evidence_lines
 from exporter.slo.headroom import CapacityEstimator
 from exporter.slo.otlp import RequestStore
 from exporter.slo.refusals import Refusals, with_refusals
 from exporter.slo.requests import request_samples
+from exporter.slo.selectors import covers
+from exporter.slo.slices import evaluate_slices, slice_samples
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,8 @@ class SloMonitor:
         try:
             self.latest = with_refusals(evaluate(self.slos, metrics), self.refusals.update(metrics, now))
             out = list(attainment_samples(self.latest, self.slos))
+            engine_point = lambda slo, labels: covers(slo, labels.get("engine", ""), labels.get("model", ""))  # noqa: E731
+            out += slice_samples(evaluate_slices(self.slos, metrics, DIMENSION_FAMILIES, engine_point))
             out += self.capacity.update(self.slos, metrics, now)
             self.evidence = evidence_lines(self.latest, self.burn.update(self.latest, now), out, metrics)
             if self.requests is not None:

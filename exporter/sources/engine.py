@@ -25,6 +25,7 @@ from exporter.sources.base import Source, SourceError
 from exporter.sources.engine_ranks import RankTracker
 from exporter.sources.engine_signals import signal_samples
 from exporter.sources.engine_slices import SliceFolder
+from exporter.sources.engine_urls import URL_LABEL, Joined, scrape_all
 from exporter.sources.engines import MAPPINGS, detect
 from exporter.sources.engines.common import EngineMapping
 from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
@@ -73,7 +74,8 @@ class EngineSource(Source):
         self._lifetime_baseline = lifetime_baseline
         self._mapping: EngineMapping | None = MAPPINGS[target.type] if target.type else None
         self._client = HttpClient(follow_redirects=target.follow_redirects, auth=authorizer(target.auth))
-        self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
+        #: per URL of this target, its series parsed once (promtext.LineCache)
+        self._line_caches: dict[int, LineCache] = {}
         self._shown_url = redact(target.url)
         self._windows: dict[tuple[str, str], DeltaWindow] = {}
         self._ranks = RankTracker()
@@ -96,9 +98,15 @@ class EngineSource(Source):
     async def collect(self, now: float) -> list[Metric]:
         # A failed scrape raises and leaves the process-CPU claim as it was (see __init__).
         started = time.monotonic()
-        return await self._readings(now, await self._scrape(), started)
+        if not self.config.rank_urls:
+            return await self._readings(now, await self._scrape(), started)
+        urls = (self.config.url, *self.config.rank_urls)
+        joined = await scrape_all(self._scrape, urls, [redact(url) for url in urls])
+        return await self._readings(now, joined, started, joined)
 
-    async def _readings(self, now: float, parser: WantedParser, started: float) -> list[Metric]:
+    async def _readings(
+        self, now: float, parser: WantedParser | Joined, started: float, joined: Joined | None = None
+    ) -> list[Metric]:
         """The normalized series from a parsed scrape (the engine detected on the first)."""
         mapping = self._mapping or detect(parser.names)
         if mapping is None:
@@ -123,16 +131,19 @@ class EngineSource(Source):
                 reading.model = reading.model or model
         # prometheus_client's process collector (vLLM, SGLang, trtllm-serve) labels nothing: the
         # serving process's CPU belongs to every model it serves.
-        process_cpu = parsed[_PROCESS_CPU].get(())
+        process_cpu = parsed[_PROCESS_CPU].get(((URL_LABEL, "0"),) if joined else ())
         self.reports_process_cpu = process_cpu is not None
         for reading in readings:
             reading.process_cpu_seconds_total = process_cpu
+        if joined is not None:  # each URL of the engine is a rank of its own
+            for reading in readings:
+                reading.ranks = (*reading.ranks, *joined.answered)
         self._known_models = tuple(r.model for r in readings)
         self._forget_windows({r.model for r in readings})
-        self._ranks.update(now, readings)
+        self._ranks.update(now, readings, joined.silent if joined else ())
         return self._within_series_cap([metric for reading in readings for metric in self._render(now, reading)])
 
-    def _parser(self) -> WantedParser:
+    def _parser(self, index: int = 0) -> WantedParser:
         """A parser for this target's next scrape. Before the engine type is known every mapping's
         names are wanted, so detection needs no second pass over a body that is never held whole;
         detection reads names from the first MiB, and once the type is known a block's worth tells
@@ -146,7 +157,7 @@ class EngineSource(Source):
             limits.max_label_value_length,
             KNOWN_TYPE_HEAD_CHARS if known else NAMES_HEAD_CHARS,
             names_on_demand=known,
-            line_cache=self._line_cache,
+            line_cache=self._line_caches.setdefault(index, LineCache()),
         )
 
     def _refuse_json(self, content_type: str) -> None:
@@ -157,13 +168,14 @@ class EngineSource(Source):
                 "(trtllm-serve serves Prometheus text at /prometheus/metrics)",
             )
 
-    async def _scrape(self) -> WantedParser:
-        """Fetch and parse in one pass as the body streams in."""
-        parser = self._parser()
+    async def _scrape(self, url: str | None = None, index: int = 0) -> WantedParser:
+        """Fetch and parse in one pass as the body streams in (`url`: one of the engine's ranks)."""
+        parser = self._parser(index)
         limits = self.config.limits
-        async with open_body(self._client, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
+        url = url or self.config.url
+        async with open_body(self._client, url, self.timeout_seconds, limits.max_response_bytes) as body:
             self._refuse_json(body.content_type)
-            await feed_parser(body, parser, self._shown_url)
+            await feed_parser(body, parser, redact(url))
         return parser
 
     def down_metrics(self) -> list[Metric]:

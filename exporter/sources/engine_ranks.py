@@ -28,12 +28,14 @@ class RankTracker:
         self.forget_seconds = forget_seconds
         self._last_seen: dict[tuple[str, str], float] = {}
 
-    def update(self, now: float, readings: Sequence[EngineReading]) -> None:
-        """Note the ranks this answered scrape reported (a URL of the engine that did not answer
-        is missing from them, as its ranks' series are)."""
+    def update(self, now: float, readings: Sequence[EngineReading], silent: Sequence[str] = ()) -> None:
+        """Note the ranks this answered scrape reported; `silent`: ranks known not to answer (a URL
+        of the engine), named as not reporting even if never seen yet."""
         for reading in readings:
             for rank in reading.ranks:
                 self._last_seen[(reading.model, rank)] = now
+            for rank in silent:
+                self._last_seen.setdefault((reading.model, rank), now - 1.0)
         for key in [k for k, seen in self._last_seen.items() if seen < now - self.forget_seconds]:
             del self._last_seen[key]
 

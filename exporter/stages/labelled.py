@@ -3,12 +3,21 @@ read into one field of the diagnosis's per-engine inputs (exporter/stages/signal
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from exporter.model import Sample
 
-if TYPE_CHECKING:
-    from exporter.stages.signals import EngineInputs
+
+class EngineInputs(Protocol):
+    """The fields of exporter.stages.signals.EngineInputs read here."""
+
+    admission_rejections_total: float | None
+    estimated_memory_bytes_total: float | None
+    rejection_reasons: list[str]
+    sleep_state: str | None
+    kv_pools: dict[str, float]
+    ranks_not_reporting: list[str]
+
 
 #: labelled engine families summed over their label into one input
 ENGINE_SUMS = {

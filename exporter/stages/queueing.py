@@ -54,6 +54,12 @@ def score(h: History, t: Thresholds) -> StageResult:
     return result
 
 
+def slice_score(waiting: float, t: Thresholds) -> float:
+    """Queueing of one slice (a priority class, a tenant) from its own waiting requests, on the
+    engine's line: the KV and slow-token damping are the engine's, shared by every slice."""
+    return ramp(waiting, 0.5, t.waiting_requests)
+
+
 def refused_share(h: History, t: Thresholds) -> tuple[float | None, float | None]:
     """(refusals per second, refused share of arrivals) over the level window; (None, None) for an
     engine without an admission counter."""

@@ -54,6 +54,8 @@ POOLS = {
     "mamba": (_both("mamba_usage"), _both("mamba_used_tokens") + _both("mamba_available_tokens")),
 }
 CACHED_TOKENS = _both("cached_tokens_total")
+#: logged 0 by every scheduler, 1 or more (the bonus token) once speculative decoding runs
+SPEC_ACCEPT_LENGTH = _both("spec_accept_length")
 #: cache_source → the normalized source of llm_engine_prompt_tokens_cached_total
 CACHED_SOURCES = {"device": "local", "host": "local", "total": "local", "storage": "external"}
 LORA_SLOTS = {"lora_slots_used": _both("lora_pool_slots_used"), "lora_slots_total": _both("lora_pool_slots_total")}
@@ -93,7 +95,7 @@ class SglangMapping(DeclarativeMapping):
         HistogramSignal("e2e_request_latency", _both("e2e_request_latency_seconds")),
         HistogramSignal("queue_time", _both("queue_time_seconds")),
     )
-    extra_names = tuple(name for usage, presence in POOLS.values() for name in usage + presence)
+    extra_names = (*(name for usage, presence in POOLS.values() for name in usage + presence), *SPEC_ACCEPT_LENGTH)
 
     def matches(self, names: set[str]) -> bool:
         return has_prefix(names, "sglang:", "sglang_")
@@ -126,6 +128,10 @@ class SglangMapping(DeclarativeMapping):
                 each.kv_cache_usage_ratio = fullest
             if len(found) > 1:
                 each.kv_pool_usage = found
+        speculating = reduce_by_model(first_present(parsed, SPEC_ACCEPT_LENGTH), "max", self.duplicate_labels)
+        for model, each in readings.items():
+            if speculating.get(model, 0.0) <= 0:  # no speculative decoding: its 0 rate means nothing
+                each.spec_decode_acceptance_ratio = None
         cached = first_present(parsed, CACHED_TOKENS)
         for source in ("local", "external"):
             wire = {k for k, v in CACHED_SOURCES.items() if v == source}
