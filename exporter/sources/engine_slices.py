@@ -44,7 +44,9 @@ class SliceFolder:
             if self._kept.get((reading.model, dimension)) != folding.kept:
                 self._kept[(reading.model, dimension)] = folding.kept
                 self._forget(reading.model, dimension)
-            samples.append(Sample("llm_engine_slices_folded", {**labels, "slice_by": dimension}, len(folding.folded)))
+            samples.append(
+                Sample("llm_engine_slices_folded", {**labels, "slice_by": dimension}, float(len(folding.folded)))
+            )
             for target in (*folding.kept, *([OTHER] if folding.folded else [])):
                 key = (dimension, target)
                 slice_labels = {**labels, "slice_by": dimension, "slice": target}
