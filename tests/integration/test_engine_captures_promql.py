@@ -171,8 +171,8 @@ def check_sglang(pages: RouteServer, prometheus: Prometheus, tmp_path: Path) -> 
     pools = '{__name__=~"sglang:(full_token_usage|swa_token_usage|mamba_usage)",job="hybrid"}'
     assert hybrid[("llm_engine_kv_cache_usage_ratio", ())] == scalar(prometheus, f"max({pools})")
     for label in ("tenant", "priority"):
-        within = 'sum by ({0}) (sglang:time_to_first_token_seconds_bucket{{le="1.0",job="hybrid"}})'.format(label)
-        total = 'sum by ({0}) (sglang:time_to_first_token_seconds_count{{job="hybrid"}})'.format(label)
+        within = f'sum by ({label}) (sglang:time_to_first_token_seconds_bucket{{le="1.0",job="hybrid"}})'
+        total = f'sum by ({label}) (sglang:time_to_first_token_seconds_count{{job="hybrid"}})'
         expected = by_label(prometheus, f"{within} / {total}", label)
         got = {
             dict(labels)["slice"]: value
