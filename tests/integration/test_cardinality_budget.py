@@ -117,7 +117,7 @@ def test_slices_of_ten_tenants_ten_adapters_three_priorities_stay_within_budget(
         )
         config = Config(gpu=GpuSettings("none"), slos=(SloTarget("chat", 0.9, ttft_seconds=1.0, e2e_seconds=5.0),))
         clock = [0.0]
-        exporter = Exporter(config, clock=lambda: clock[0], pipeline=Pipeline([EngineSource(target, 60.0)], []))
+        exporter = Exporter(config, clock=lambda c=clock: c[0], pipeline=Pipeline([EngineSource(target, 60.0)], []))
         try:
             for step, requests in enumerate((4, 8)):
                 page.routes["/metrics"] = respond_with(sglang_page(requests))
