@@ -42,6 +42,13 @@ class WithinCount:
     total: float
 
 
+def lower_share(window: WithinCount | None) -> float:
+    """The window's share of events certainly within the threshold (NaN with no events)."""
+    if window is None or window.total <= 0:
+        return math.nan
+    return window.lower / window.total
+
+
 def within(threshold: float, histogram: Histogram) -> WithinCount:
     lower = upper = 0.0
     for bound, count in zip(histogram.bounds, histogram.cumulative):
@@ -71,9 +78,7 @@ class DimensionAttainment:
 
     @property
     def attainment(self) -> float:
-        if self.window is None or self.window.total <= 0:
-            return math.nan
-        return self.window.lower / self.window.total
+        return lower_share(self.window)
 
     @property
     def attainment_upper(self) -> float:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from exporter.model import Metric, QuantileSummary, Sample, SliceHistograms, SliceKey
 from exporter.settings import SloTarget
-from exporter.slo.attainment import REQUESTS_FAMILY, WithinCount, within
+from exporter.slo.attainment import REQUESTS_FAMILY, WithinCount, lower_share, within
 
 Covers = Callable[[SloTarget, Mapping[str, str]], bool]
 
@@ -41,9 +41,7 @@ class SliceAttainment:
 
     @property
     def attainment(self) -> float:
-        if self.window is None or self.window.total <= 0:
-            return math.nan
-        return self.window.lower / self.window.total
+        return lower_share(self.window)
 
     @property
     def goodput(self) -> float:

@@ -30,7 +30,7 @@ from exporter.sources.engines import MAPPINGS, detect
 from exporter.sources.engines.common import EngineMapping
 from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
-from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
+from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, observed, window_histogram
 
 log = logging.getLogger(__name__)
 
@@ -276,14 +276,7 @@ class EngineSource(Source):
         return reading.prefix_cache_hit_ratio
 
     def _observe(self, key: tuple[str, str], now: float, values: tuple[float, ...], shape: object) -> DeltaWindow:
-        window = self._windows.get(key)
-        if window is None:
-            window = self._windows[key] = DeltaWindow(self._window_seconds)
-            if self._lifetime_baseline:
-                window.seed_lifetime(now, values, shape)
-                return window
-        window.observe(now, values, shape)
-        return window
+        return observed(self._windows, key, self._window_seconds, self._lifetime_baseline, now, values, shape)
 
     def _forget_windows(self, models: set[str]) -> None:
         for key in [k for k in self._windows if k[0] not in models]:

