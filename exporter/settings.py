@@ -56,7 +56,7 @@ class ScrapeLimits:
     # Slices (exporter/slicing.py): per dimension, the wire labels that name a slice, first present
     # wins, and how many values each dimension keeps before folding the rest into `other`.
     slice_labels: tuple[tuple[str, tuple[str, ...]], ...] = (
-        ("tenant", ("tenant", "team_alias", "api_key_alias")),
+        ("tenant", ("tenant", "fairness_id", "team_alias", "api_key_alias")),
         ("adapter", ("adapter", "lora_name")),
         ("priority", ("priority",)),
     )

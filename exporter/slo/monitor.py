@@ -13,8 +13,14 @@ from exporter.slo.headroom import CapacityEstimator
 from exporter.slo.otlp import RequestStore
 from exporter.slo.refusals import Refusals, with_refusals
 from exporter.slo.requests import request_samples
-from exporter.slo.selectors import covers
-from exporter.slo.slices import evaluate_slices, slice_samples
+from exporter.slo.slices import (
+    GATEWAY_FAMILIES,
+    GATEWAY_REQUESTS_FAMILY,
+    engine_point,
+    evaluate_slices,
+    gateway_point,
+    slice_samples,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +50,10 @@ class SloMonitor:
         try:
             self.latest = with_refusals(evaluate(self.slos, metrics), self.refusals.update(metrics, now))
             out = list(attainment_samples(self.latest, self.slos))
-            engine_point = lambda slo, labels: covers(slo, labels.get("engine", ""), labels.get("model", ""))  # noqa: E731
             out += slice_samples(evaluate_slices(self.slos, metrics, DIMENSION_FAMILIES, engine_point))
+            out += slice_samples(
+                evaluate_slices(self.slos, metrics, GATEWAY_FAMILIES, gateway_point, GATEWAY_REQUESTS_FAMILY)
+            )
             out += self.capacity.update(self.slos, metrics, now)
             self.evidence = evidence_lines(self.latest, self.burn.update(self.latest, now), out, metrics)
             if self.requests is not None:

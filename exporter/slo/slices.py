@@ -24,8 +24,23 @@ from dataclasses import dataclass
 from exporter.model import Metric, QuantileSummary, Sample, SliceHistograms, SliceKey
 from exporter.settings import SloTarget
 from exporter.slo.attainment import REQUESTS_FAMILY, WithinCount, lower_share, within
+from exporter.slo.selectors import covers
 
 Covers = Callable[[SloTarget, Mapping[str, str]], bool]
+#: the gateway's summary each dimension is judged on there, and its requests
+GATEWAY_FAMILIES = {"ttft": "llm_gateway_time_to_first_token_seconds", "e2e": "llm_gateway_request_duration_seconds"}
+GATEWAY_REQUESTS_FAMILY = "llm_gateway_request_duration_seconds"
+
+
+def engine_point(slo: SloTarget, labels: Mapping[str, str]) -> bool:
+    """An SLO applies to an engine's slices where it covers the engine and model."""
+    return covers(slo, labels.get("engine", ""), labels.get("model", ""))
+
+
+def gateway_point(slo: SloTarget, labels: Mapping[str, str]) -> bool:
+    """An SLO applies to a gateway's slices only when it selects no engine or model: a gateway's
+    histograms hold every request through it, whatever engine and model served it."""
+    return slo.engine is None and slo.model is None
 
 
 @dataclass(frozen=True)

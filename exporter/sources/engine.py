@@ -240,7 +240,7 @@ class EngineSource(Source):
         )
         for rank, reporting, _ in self._ranks.states(now, reading.model):
             yield Sample("llm_engine_rank_up", {**labels, "rank": rank}, 1.0 if reporting else 0.0)
-        slice_samples, slice_windows = self._slices.render(now, reading, labels, self.config.limits)
+        slice_samples, slice_windows = self._slices.render(now, reading, labels, self.config.limits, reading.model)
         yield from slice_samples
         for key, family in ENGINE_SUMMARIES.items():
             histogram = reading.histograms.get(key)

@@ -1,4 +1,4 @@
-"""An engine's slices folded to the target's bound, with windows over each kept slice.
+"""An engine's (or a gateway's) slices folded to the target's bound, with windows over each kept slice.
 
 The mapping reads every slice the engine's series carry (exporter/sources/engines/slices.py); here
 each dimension keeps `max_slices_per_dimension` values (exporter/slicing.py), the rest are added
@@ -13,8 +13,9 @@ values, and its counts before and after cannot be subtracted.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
-from exporter.model import EngineReading, Histogram, Labels, Sample, SliceHistograms, SliceKey
+from exporter.model import Histogram, Labels, Sample, SliceHistograms, SliceKey
 from exporter.settings import ScrapeLimits
 from exporter.slicing import OTHER, Fold, add_histograms, fold
 from exporter.window import DeltaWindow, histogram_vector, observed, window_histogram
@@ -32,20 +33,27 @@ class SliceFolder:
         self._windows: dict[tuple[str, SliceKey, str], DeltaWindow] = {}
 
     def render(
-        self, now: float, reading: EngineReading, labels: Labels, limits: ScrapeLimits
+        self,
+        now: float,
+        reading: Sliced,
+        labels: Labels,
+        limits: ScrapeLimits,
+        model: str = "",
+        prefix: str = "llm_engine",
     ) -> tuple[list[Sample], SliceWindows]:
-        """The slice gauges of one model and, per histogram key, its slices' histograms."""
+        """The slice gauges of one model (an engine's; a gateway's is "") and, per histogram key,
+        its slices' histograms; `prefix` names the families (`llm_engine`, `llm_gateway`)."""
         samples: list[Sample] = []
         windows: SliceWindows = {}
         for dimension in sorted({d for d, _ in _keys(reading)}):
             values = {v for d, v in _keys(reading) if d == dimension}
             activity = {v: _activity(reading, (dimension, v)) for v in values}
-            folding = fold(activity, limits.max_slices_per_dimension, self._kept.get((reading.model, dimension), ()))
-            if self._kept.get((reading.model, dimension)) != folding.kept:
-                self._kept[(reading.model, dimension)] = folding.kept
-                self._forget(reading.model, dimension)
+            folding = fold(activity, limits.max_slices_per_dimension, self._kept.get((model, dimension), ()))
+            if self._kept.get((model, dimension)) != folding.kept:
+                self._kept[(model, dimension)] = folding.kept
+                self._forget(model, dimension)
             samples.append(
-                Sample("llm_engine_slices_folded", {**labels, "slice_by": dimension}, float(len(folding.folded)))
+                Sample(f"{prefix}_slices_folded", {**labels, "slice_by": dimension}, float(len(folding.folded)))
             )
             for target in (*folding.kept, *([OTHER] if folding.folded else [])):
                 key = (dimension, target)
@@ -58,9 +66,7 @@ class SliceFolder:
                     if value is not None:
                         samples.append(Sample(family, slice_labels, value))
                 for hist_key, histogram in _folded_histograms(reading, dimension, target, folding):
-                    windows.setdefault(hist_key, []).append(
-                        (key, self._windowed(now, reading.model, key, hist_key, histogram))
-                    )
+                    windows.setdefault(hist_key, []).append((key, self._windowed(now, model, key, hist_key, histogram)))
         return samples, windows
 
     def forget_models(self, models: set[str]) -> None:
@@ -88,11 +94,19 @@ class SliceFolder:
         return SliceHistograms(histogram, windowed, window.span())
 
 
-def _keys(reading: EngineReading) -> set[SliceKey]:
+class Sliced(Protocol):
+    """What a reading carries of its slices (EngineReading, GatewayReading)."""
+
+    slice_running: dict[SliceKey, float]
+    slice_waiting: dict[SliceKey, float]
+    slice_histograms: dict[SliceKey, dict[str, Histogram]]
+
+
+def _keys(reading: Sliced) -> set[SliceKey]:
     return set(reading.slice_running) | set(reading.slice_waiting) | set(reading.slice_histograms)
 
 
-def _activity(reading: EngineReading, key: SliceKey) -> float:
+def _activity(reading: Sliced, key: SliceKey) -> float:
     histograms = reading.slice_histograms.get(key, {})
     requests = max((h.count for k, h in histograms.items() if k != "inter_token_latency"), default=0.0)
     return requests + reading.slice_running.get(key, 0.0) + reading.slice_waiting.get(key, 0.0)
@@ -103,9 +117,7 @@ def _folded_value(values: dict[SliceKey, float], dimension: str, target: str, fo
     return sum(found) if found else None
 
 
-def _folded_histograms(
-    reading: EngineReading, dimension: str, target: str, folding: Fold
-) -> Iterator[tuple[str, Histogram]]:
+def _folded_histograms(reading: Sliced, dimension: str, target: str, folding: Fold) -> Iterator[tuple[str, Histogram]]:
     merged: dict[str, Histogram | None] = {}
     for (d, value), histograms in sorted(reading.slice_histograms.items()):
         if d != dimension or folding.target(value) != target:

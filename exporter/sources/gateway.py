@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 
 from exporter.catalogue import QUANTILES
 from exporter.model import Histogram, Metric, QuantileSummary, Sample
 from exporter.promtext import NAMES_HEAD_CHARS, LineCache, ParsedSamples, WantedParser
 from exporter.settings import GatewayTarget
 from exporter.sources.base import Source, SourceError
+from exporter.sources.engine_slices import SliceFolder
+from exporter.sources.gateway_slices import read_gateway_slices
 from exporter.sources.gateways import MAPPINGS, detect
 from exporter.sources.gateways.common import LATENCY_KEYS, GatewayMapping, GatewayReading
 from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
@@ -57,6 +60,7 @@ class GatewaySource(Source):
         self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
         self._shown_url = redact(target.url)
         self._windows: dict[str, DeltaWindow] = {}
+        self._slices = SliceFolder(window_seconds, lifetime_baseline)
 
     @property
     def gateway_type(self) -> str:
@@ -70,7 +74,9 @@ class GatewaySource(Source):
         if self._mapping is None:
             log.info("gateway %s detected as %s", self.target, mapping.gateway_type)
             self._mapping = mapping
-        return list(self._render(now, mapping.read(parsed)))
+        reading = mapping.read(parsed)
+        read_gateway_slices(mapping, parsed, self.config.limits, reading)
+        return list(self._render(now, reading))
 
     def down_metrics(self) -> list[Metric]:
         return [Sample("llm_gateway_up", self.labels(), 0.0)]
@@ -104,13 +110,17 @@ class GatewaySource(Source):
                 yield Sample(family, labels, value)
         for state, count in sorted(reading.backends.items()):
             yield Sample("llm_gateway_backends", {**labels, "state": state}, count)
+        slice_samples, slice_windows = self._slices.render(
+            now, reading, labels, self.config.limits, prefix="llm_gateway"
+        )
+        yield from slice_samples
         for key in LATENCY_KEYS:
             average = reading.averages.get(key)
             if average is not None and math.isfinite(average):
                 yield Sample("llm_gateway_average_seconds", {**labels, "phase": key}, average)
             histogram = reading.histograms.get(key)
             if histogram is not None:
-                yield self._summary(now, key, histogram, labels)
+                yield replace(self._summary(now, key, histogram, labels), slices=tuple(slice_windows.get(key, ())))
 
     def _summary(self, now: float, key: str, histogram: Histogram, labels: dict[str, str]) -> QuantileSummary:
         window = self._windows.get(key)

@@ -29,6 +29,19 @@ def partition(series: Mapping[LabelKey, float], limits: ScrapeLimits) -> dict[Sl
     return parts
 
 
+def sliced_series(parsed: ParsedSamples, base: str, limits: ScrapeLimits) -> dict[SliceKey, ParsedSamples]:
+    """A histogram's series (`base` + _bucket, _sum, _count) of each slice, as a parse of their own."""
+    parts = {suffix: partition(parsed.get(base + suffix, {}), limits) for suffix in ("_bucket", "_sum", "_count")}
+    return {
+        slice_key: {
+            base + "_bucket": buckets,
+            base + "_sum": parts["_sum"].get(slice_key, {}),
+            base + "_count": parts["_count"].get(slice_key, {}),
+        }
+        for slice_key, buckets in parts["_bucket"].items()
+    }
+
+
 def read_engine_slices(
     mapping: DeclarativeMapping,
     parsed: ParsedSamples,
@@ -55,13 +68,7 @@ def read_engine_slices(
         base = next((name for name in signal.names if parsed.get(name + "_bucket")), None)
         if base is None:
             continue
-        parts = {suffix: partition(parsed.get(base + suffix, {}), limits) for suffix in ("_bucket", "_sum", "_count")}
-        for slice_key, buckets in parts["_bucket"].items():
-            sliced: ParsedSamples = {
-                base + "_bucket": buckets,
-                base + "_sum": parts["_sum"].get(slice_key, {}),
-                base + "_count": parts["_count"].get(slice_key, {}),
-            }
+        for slice_key, sliced in sliced_series(parsed, base, limits).items():
             for model, histogram in read_histograms(sliced, (base,), signal.scale, duplicates).items():
                 if model in by_model:
                     by_model[model].slice_histograms.setdefault(slice_key, {})[signal.key] = histogram
