@@ -19,7 +19,7 @@ from exporter.simulate.exporter_view import ExporterView
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.scenario import parse_scenario
 from exporter.sources.engine import EngineSource
-from tests.support import RouteServer, respond_with
+from tests.support import RouteServer, respond_with, sglang_sliced_page
 
 pytestmark = pytest.mark.integration
 
@@ -76,32 +76,6 @@ def test_a_node_at_its_documented_size_and_each_added_part_stay_within_budget():
     assert 0 < per_port <= PER_PORT_BUDGET, per_port
 
 
-def sglang_page(requests: int) -> str:
-    """An SGLang 0.5.23 page (labels as tests/fixtures/engines/sglang-0.5.23-hybrid-priority.prom)
-    whose requests came from 15 tenants and 15 adapters (custom labels) at 3 priority classes, 60
-    combinations in all, `requests` per combination; TTFT and e2e histograms with SGLang's buckets."""
-    base = 'engine_type="unified",model_name="m"'
-    lines = ["# TYPE sglang:num_running_reqs gauge", "# TYPE sglang:num_queue_reqs gauge"]
-    for priority in ("", "0", "1", "2"):
-        for name in ("num_running_reqs", "num_queue_reqs"):
-            lines.append(
-                f'sglang:{name}{{{base},priority="{priority}",tp_rank="0",pp_rank="0"}} {3 if priority else 9}'
-            )
-    for family, edges in (
-        ("time_to_first_token_seconds", (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0)),
-        ("e2e_request_latency_seconds", (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)),
-    ):
-        lines.append(f"# TYPE sglang:{family} histogram")
-        for i in range(60):
-            labels = f'{base},adapter="lora-{(i * 7) % 15}",priority="{i % 3}",tenant="team-{i % 15}"'
-            for k, edge in enumerate((*edges, "+Inf")):
-                count = requests * min(1.0, (k + 1) / 4)
-                lines.append(f'sglang:{family}_bucket{{{labels},le="{edge}"}} {count}')
-            lines.append(f"sglang:{family}_count{{{labels}}} {requests}")
-            lines.append(f"sglang:{family}_sum{{{labels}}} {requests * 0.5}")
-    return "\n".join(lines) + "\n"
-
-
 def test_slices_of_ten_tenants_ten_adapters_three_priorities_stay_within_budget() -> None:
     limits = ScrapeLimits(
         slice_labels=(("tenant", ("tenant",)), ("adapter", ("adapter",)), ("priority", ("priority",)))
@@ -120,7 +94,7 @@ def test_slices_of_ten_tenants_ten_adapters_three_priorities_stay_within_budget(
         exporter = Exporter(config, clock=lambda c=clock: c[0], pipeline=Pipeline([EngineSource(target, 60.0)], []))
         try:
             for step, requests in enumerate((4, 8)):
-                page.routes["/metrics"] = respond_with(sglang_page(requests))
+                page.routes["/metrics"] = respond_with(sglang_sliced_page(requests))
                 clock[0] = 10.0 * step
                 snapshot = exporter.collect_once()
             text = render_text(snapshot).decode()
