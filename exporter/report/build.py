@@ -18,6 +18,7 @@ from exporter.report.fix import FixVerdict, fix_verdict
 from exporter.report.matrix import GroupKey, Row, build_rows, group_key
 from exporter.report.prometheus import PrometheusClient, Series
 from exporter.report.queries import FIGURES_BY_KEY, LEVELS, Level, QueryContext, all_figures, presence_expr
+from exporter.report.slices import slice_figures
 from exporter.report.walk import NONE, EngineStages, StageStep, cluster_primary, walk
 from exporter.report.windows import Window
 from exporter.stages import get as stage_record
@@ -100,6 +101,7 @@ def build_report(
     step: float,
     engine_selector: str = "",
     plots: bool = True,
+    chosen_slice: tuple[str, str] | None = None,
 ) -> Report:
     began = time.monotonic()
     windows = [w.aligned(step) for w in windows]
@@ -116,7 +118,7 @@ def build_report(
             return []
         return client.query_range(expr, window.start + step, window.end, step)
 
-    figures = all_figures()
+    figures = all_figures() + slice_figures(chosen_slice)
     jobs: list[tuple[str, Level, str, Window]] = []
     for figure in figures:
         for level in LEVELS:

@@ -18,6 +18,7 @@ from exporter.monitoring.promql import parse
 from exporter.report.build import NoData, auto_step, build_report
 from exporter.report.prometheus import PrometheusClient, PrometheusError, PrometheusOptions
 from exporter.report.queries import QueryContext
+from exporter.report.slices import parse_slice
 from exporter.report.windows import Window, WindowError, parse_duration, parse_window
 from exporter.settings import ScrapeAuth
 
@@ -47,6 +48,11 @@ def add_report_parser(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
         default="",
         metavar="{...}",
         help="matchers of engine series scraped directly (histograms, config info)",
+    )
+    p.add_argument(
+        "--slice",
+        metavar="DIMENSION=VALUE",
+        help="add one slice's rows (tenant=team-a, adapter=sql-lora, priority=1; docs/metrics.md, Slices)",
     )
     p.add_argument("--out", metavar="FILE", help="write here (default stdout); its suffix picks the format")
     p.add_argument("--format", choices=("html", "markdown", "json"), help="default: from --out's suffix, else html")
@@ -146,6 +152,7 @@ def run_report(args: argparse.Namespace) -> int:
         windows = windows_of(args, time.time())
         step = parse_duration(args.step) if args.step else auto_step(windows)
         parse_duration(args.rate_interval)
+        chosen_slice = parse_slice(args.slice) if args.slice else None
     except (WindowError, ValueError) as exc:
         raise ReportError(str(exc)) from None
     if step <= 0:
@@ -155,7 +162,9 @@ def run_report(args: argparse.Namespace) -> int:
     engine_selector = _matchers("--engine-selector", args.engine_selector)
     client = PrometheusClient(_options(args))
     try:
-        report = build_report(client, ctx, windows, step, engine_selector, plots=fmt != "json")
+        report = build_report(
+            client, ctx, windows, step, engine_selector, plots=fmt != "json", chosen_slice=chosen_slice
+        )
     except (PrometheusError, NoData) as exc:
         raise ReportError(str(exc)) from None
     finally:

@@ -17,6 +17,7 @@ from exporter.report.causes import config_causes, mix_causes
 from exporter.report.fix import fix_verdict
 from exporter.report.matrix import Row, build_rows
 from exporter.report.queries import FIGURES, FIGURES_BY_KEY, LEVELS, QueryContext
+from exporter.report.slices import parse_slice, slice_figures
 from exporter.report.stats import WindowValue, change, mann_whitney_p
 from exporter.report.walk import EngineStages, cluster_primary, verdict
 from exporter.report.windows import Window, WindowError, parse_duration, parse_time, parse_window
@@ -222,6 +223,27 @@ def test_every_figure_is_valid_promql_reading_only_exported_or_engine_names() ->
     assert built >= 2 * len(FIGURES)
 
 
+def test_a_slice_adds_its_own_rows_reading_only_that_slice() -> None:
+    ctx = QueryContext('job="x", model="m"', "2m", LabelNames())
+    rows = slice_figures(parse_slice("tenant=team-a"))
+    assert [f.key for f in rows] == ["slice_attainment", "slice_goodput", "slice_waiting", "slice_queueing"]
+    for figure in rows:
+        for level in LEVELS:
+            expr = figure.build(ctx, level)
+            assert expr is not None and names_read(parse(expr)) <= set(CATALOGUE), (figure.key, level)
+            assert 'slice_by="tenant"' in expr and 'slice="team-a"' in expr and 'model="m"' in expr
+    assert slice_figures(None) == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("team-a", "is not DIMENSION=VALUE"), ("user=bob", "is not a slice dimension"), ('tenant=a"b', "quote")],
+)
+def test_a_bad_slice_is_refused(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_slice(text)
+
+
 def test_engine_level_figures_group_by_engine() -> None:
     ctx = QueryContext('job="x"', "1m", LabelNames())
     assert "by (cluster, engine, model)" in FIGURES_BY_KEY["running"].build(ctx, "engine")  # type: ignore[operator]
@@ -245,6 +267,7 @@ def _closed_port() -> int:
         (["--selector", "{model=}"], "--selector: '{model=}' is not a PromQL selector"),
         (["--selector", "model=x"], "--selector: 'model=x' is not a selector"),
         (["--step", "fast"], "is not a duration"),
+        (["--slice", "tenant"], "--slice: 'tenant' is not DIMENSION=VALUE"),
         (["--key-file", "/etc/hostname"], "--key-file needs --cert-file"),
         (
             ["--bearer-token-file", "/nonexistent/token"],
