@@ -59,10 +59,10 @@ MAX_SLICES_PER_DIMENSION = 100
 def limits(value: Any, where: str, base: ScrapeLimits) -> ScrapeLimits:
     v.section(value, where, field_names(ScrapeLimits))
     merged = {name: value.get(name, getattr(base, name)) for name in field_names(ScrapeLimits)}
-    return _checked_limits(merged, where)
+    return _checked_limits(merged, where, base)
 
 
-def _checked_limits(values: Mapping[str, Any], where: str) -> ScrapeLimits:
+def _checked_limits(values: Mapping[str, Any], where: str, base: ScrapeLimits) -> ScrapeLimits:
     return ScrapeLimits(
         timeout_seconds=v.number(
             values["timeout_seconds"], f"{where}.timeout_seconds", MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS
@@ -76,20 +76,21 @@ def _checked_limits(values: Mapping[str, Any], where: str) -> ScrapeLimits:
         ),
         max_models=v.positive_int(values["max_models"], f"{where}.max_models", MAX_SERIES),
         max_exported_series=v.positive_int(values["max_exported_series"], f"{where}.max_exported_series", MAX_SERIES),
-        slice_labels=_slice_labels(values["slice_labels"], f"{where}.slice_labels"),
+        slice_labels=_slice_labels(values["slice_labels"], f"{where}.slice_labels", base),
         max_slices_per_dimension=v.integer(
             values["max_slices_per_dimension"], f"{where}.max_slices_per_dimension", 0, MAX_SLICES_PER_DIMENSION
         ),
     )
 
 
-def _slice_labels(value: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _slice_labels(value: Any, where: str, base: ScrapeLimits) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """`slice_labels: {tenant: [team_alias, ...], adapter: [...], priority: [...]}`: a dimension
-    left out keeps its default labels, one given `[]` is not sliced."""
-    if isinstance(value, tuple):  # the default, already in its settled form
+    left out keeps the labels it has in `engine_defaults` (else the built-in ones), one given `[]`
+    is not sliced."""
+    if isinstance(value, tuple):  # the defaults', already in its settled form
         return value
     v.section(value, where, SLICE_DIMENSIONS)
-    defaults = dict(ScrapeLimits().slice_labels)
+    defaults = dict(base.slice_labels)
     settled = []
     for dimension in SLICE_DIMENSIONS:
         names = value.get(dimension, defaults[dimension])
@@ -173,7 +174,7 @@ def _scrape_targets(
                 "url": url(item["url"], f"{at}.url" if at != flag else at),
                 "type": None if kind is None else v.choice(kind, f"{at}.type", types),
                 "name": v.optional_string(item.get("name"), f"{at}.name"),
-                "limits": _checked_limits(limits, at),
+                "limits": _checked_limits(limits, at, defaults),
                 "auth": _auth(item, at),
             },
         )
