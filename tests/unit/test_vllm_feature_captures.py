@@ -164,3 +164,36 @@ def test_diagnosis_lists_what_the_engine_does_not_report(engine: RouteServer) ->
     assert entry["state"] == "up"
     assert [item["family"] for item in entry["not_reported"]] == ["llm_engine_estimated_flops_total"]
     assert entry["not_reported"][0]["why"] == "not reported by this engine"
+
+
+def test_speculative_decoding_lora_and_corrupted_requests_read_as_vllm_0_32_prints_them() -> None:
+    """Families the CPU captures lack (no draft model, no LoRA, no NaN check there), inline with the
+    names, labels and label order of vllm/v1/spec_decode/metrics.py (SpecDecodingProm) and
+    vllm/v1/metrics/loggers.py (lora_requests_info: an info gauge set to the time of each update,
+    one series per set of adapters ever seen; corrupted_requests)."""
+    base = 'engine="0",model_name="m"'
+    text = "\n".join(
+        [
+            f"vllm:num_requests_running{{{base}}} 3.0",
+            f"vllm:spec_decode_num_drafts_total{{{base}}} 100.0",
+            f"vllm:spec_decode_num_draft_tokens_total{{{base}}} 300.0",
+            f"vllm:spec_decode_num_accepted_tokens_total{{{base}}} 210.0",
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{base},position="0"}} 90.0',
+            f"vllm:corrupted_requests_total{{{base}}} 2.0",
+            'vllm:lora_requests_info{max_lora="4",running_lora_adapters="sql,chat",waiting_lora_adapters=""} '
+            "1.79648e+09",
+            'vllm:lora_requests_info{max_lora="4",running_lora_adapters="sql,chat,code",waiting_lora_adapters="law"} '
+            "1.79649e+09",
+            f'vllm:num_requests_waiting_by_reason{{{base},reason="deferred"}} 4.0',
+        ]
+    )
+    mapping = MAPPINGS["vllm"]
+    (r,) = mapping.read(parse_wanted(text + "\n", mapping.wanted()))
+    assert (r.spec_decode_drafts_total, r.spec_decode_draft_tokens_total, r.spec_decode_accepted_tokens_total) == (
+        100.0,
+        300.0,
+        210.0,
+    )
+    assert r.corrupted_requests_total == 2.0
+    assert (r.lora_slots_used, r.lora_slots_total) == (3.0, 4.0)  # the newest set: three adapters running
+    assert r.requests_waiting_deferred == 4.0
