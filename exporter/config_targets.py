@@ -18,6 +18,7 @@ from exporter.settings import (
     SLICE_DIMENSIONS,
     EngineTarget,
     GatewayTarget,
+    PlannerTarget,
     ProbeTarget,
     ScrapeAuth,
     ScrapeLimits,
@@ -38,7 +39,19 @@ ENGINE_KEYS = (
 #: a multi-node engine has a listener per node or data-parallel group: a few dozen at most
 MAX_RANK_URLS = 64
 BASIC_AUTH_KEYS = ("username", "password", "password_file")
-GATEWAY_KEYS = ("url", "type", "name", "engines", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
+GATEWAY_KEYS = (
+    "url",
+    "type",
+    "name",
+    "engines",
+    "access_log",
+    "basic_auth",
+    "bearer_token_file",
+    *field_names(ScrapeLimits),
+)
+PLANNER_KEYS = ("url", "name", "model", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
+#: gateways whose access log the exporter can read (exporter/sources/access_log.py)
+ACCESS_LOG_TYPES = ("haproxy",)
 PROBE_KEYS = field_names(ProbeTarget)
 #: a probe more often than every 5 s is load, not a measurement; one longer than 10 min is a typo
 MIN_PROBE_INTERVAL_SECONDS = 5.0
@@ -254,10 +267,41 @@ def gateways(
                     f"{at}.engines",
                     f"no engine named {name!r} (engines: {', '.join(sorted(known)) or 'none configured'})",
                 )
-        entries.append({**entry, "engines": behind})
+        entries.append({**entry, "engines": behind, "access_log": _access_log(item, at, entry["type"])})
     names = _unique_names(entries, where, "gateway")
     return tuple(
-        GatewayTarget(url=e["url"], name=name, type=e["type"], limits=e["limits"], auth=e["auth"], engines=e["engines"])
+        GatewayTarget(
+            url=e["url"],
+            name=name,
+            type=e["type"],
+            limits=e["limits"],
+            auth=e["auth"],
+            engines=e["engines"],
+            access_log=e["access_log"],
+        )
+        for e, name in zip(entries, names)
+    )
+
+
+def _access_log(item: Mapping[str, Any], at: str, kind: str | None) -> str | None:
+    """`access_log: HOST:PORT`, for a gateway whose log format the exporter reads (its type stated)."""
+    value = item.get("access_log")
+    if value is None:
+        return None
+    if kind not in ACCESS_LOG_TYPES:
+        raise ConfigError(f"{at}.access_log", f"needs type: {' or '.join(ACCESS_LOG_TYPES)} (the log format it reads)")
+    host, port = v.parse_listen(value, f"{at}.access_log")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def planners(value: Any, where: str, defaults: ScrapeLimits) -> tuple[PlannerTarget, ...]:
+    """`planners:`: Dynamo planners' metrics endpoints, each with the model it plans for."""
+    entries = []
+    for at, item, entry in _scrape_targets(value, where, "", PLANNER_KEYS, (), defaults):
+        entries.append({**entry, "model": v.optional_string(item.get("model"), f"{at}.model")})
+    names = _unique_names(entries, where, "planner")
+    return tuple(
+        PlannerTarget(url=e["url"], name=name, model=e["model"], limits=e["limits"], auth=e["auth"])
         for e, name in zip(entries, names)
     )
 

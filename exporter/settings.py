@@ -108,6 +108,10 @@ class GatewayTarget:
     auth: ScrapeAuth = field(default_factory=ScrapeAuth)
     #: names of the engines behind it; empty means every configured engine of this node
     engines: tuple[str, ...] = ()
+    #: HOST:PORT where the exporter receives this gateway's access log as syslog over UDP
+    #: (HAProxy's `log` with `option httplog`): per-request timings, so latency histograms of a
+    #: gateway whose own metrics have only averages (exporter/sources/access_log.py)
+    access_log: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,19 @@ class ProbeTarget:
     #: a file holding the API key the gateway wants (LiteLLM's virtual keys), sent as a bearer token
     #: on the gateway path only; re-read at each probe
     bearer_token_file: str | None = None
+
+
+@dataclass(frozen=True)
+class PlannerTarget:
+    """An autoscaling planner's metrics endpoint (`planners:`): NVIDIA Dynamo's planner, whose
+    recommended replicas and estimated latencies are read beside the exporter's own."""
+
+    url: str
+    name: str
+    #: the model it plans for, where its series carry no `model_name` label
+    model: str | None = None
+    limits: ScrapeLimits = field(default_factory=ScrapeLimits)
+    auth: ScrapeAuth = field(default_factory=ScrapeAuth)
 
 
 @dataclass(frozen=True)
@@ -240,6 +257,27 @@ class SloTarget:
         return tuple((d, t) for d, t in zip(SLO_DIMENSIONS, values) if t is not None)
 
 
+@dataclass(frozen=True)
+class CapacitySettings:
+    """Decisions from the capacity estimate (`capacity:`, docs/capacity.md): replicas, the
+    concurrency to run at and what a request costs."""
+
+    #: the share of a replica's capacity under the SLO an autoscaler should fill: replicas are
+    #: added before the SLO breaks (HPA's and KEDA's targets read the same way)
+    target_utilization: float = 0.8
+    #: the desired replicas fall only when they have been lower for this long (HPA's scale-down
+    #: stabilization window, 300 s by default there too): a dip in load does not drop a replica
+    scale_down_stabilization_seconds: float = 300.0
+    #: a configured concurrency this far (as a fraction) above or below the recommended one is
+    #: reported as an action
+    concurrency_tolerance: float = 0.25
+    #: engine name -> the max_num_seqs it runs with, where the engine does not export it (vLLM)
+    max_num_seqs: Mapping[str, int] = field(default_factory=dict)
+    #: price of one GPU-hour by GPU model (the `gpu_model` label), `default` for any other; empty:
+    #: no cost figures
+    gpu_hour_price: Mapping[str, float] = field(default_factory=dict)
+
+
 #: `otlp.senders`: spans only from an engine's own address, or from any client the web config lets in
 OTLP_SENDERS = ("engines", "any")
 #: `otlp.models`: spans only for models the engines' own series report, or any model of a known engine
@@ -295,6 +333,10 @@ class Config:
     slos: tuple[SloTarget, ...] = ()
     #: per-request spans for joint attainment and the request mix (`otlp:`); off by default
     otlp: OtlpSettings = field(default_factory=OtlpSettings)
+    #: replicas, concurrency and cost from the capacity estimate (`capacity:`)
+    capacity: CapacitySettings = field(default_factory=CapacitySettings)
+    #: autoscaling planners read beside the exporter's own figures (`planners:`)
+    planners: tuple[PlannerTarget, ...] = ()
 
     @property
     def listen(self) -> str:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import reduce
 from operator import add, lt, sub
 from typing import Any
 
-from exporter.model import Histogram
+from exporter.model import Histogram, QuantileSummary
 
 
 class DeltaWindow:
@@ -213,3 +213,27 @@ def observed(
             return window
     window.observe(now, values, shape)
     return window
+
+
+def windowed_summary(
+    name: str, labels: Mapping[str, str], histogram: Histogram, window: DeltaWindow, quantiles: Sequence[float]
+) -> QuantileSummary:
+    """The summary sample of a cumulative histogram already observed into `window`: quantiles over
+    the window's increase, the cumulative count and sum, and both histograms for the SLO
+    attainment (exporter/slo/)."""
+    totals = window_histogram(window)
+    if totals is None:
+        return QuantileSummary(
+            name, labels, tuple((q, math.nan) for q in quantiles), histogram.count, histogram.sum, histogram=histogram
+        )
+    windowed = Histogram(histogram.bounds, totals[0], totals[1], totals[2])
+    return QuantileSummary(
+        name,
+        labels,
+        tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in quantiles),
+        histogram.count,
+        histogram.sum,
+        histogram=histogram,
+        window=windowed,
+        window_seconds=window.span(),
+    )

@@ -10,6 +10,8 @@ from __future__ import annotations
 from exporter.catalogue.derived import (
     BOTTLENECK_FAMILIES,
     CAPACITY_FAMILIES,
+    COST_FAMILIES,
+    PLANNER_FAMILIES,
     REQUEST_FAMILIES,
     SLO_FAMILIES,
 )
@@ -53,6 +55,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         + SLO_FAMILIES
         + REQUEST_FAMILIES
         + CAPACITY_FAMILIES
+        + COST_FAMILIES
+        + PLANNER_FAMILIES
         + EXPORTER_FAMILIES
     )
 }

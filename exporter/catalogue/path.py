@@ -10,8 +10,9 @@ GATEWAY_FAMILIES: tuple[MetricSpec, ...] = families(
     gauge("llm_gateway_up", "1 if the last scrape of the gateway succeeded and parsed, else 0."),
     counter(
         "llm_gateway_requests_total",
-        "Responses the gateway sent, by status class (1xx-5xx); code carries 429, 499, 502, 503 or 504 where the "
-        "gateway reports single codes, else it is empty.",
+        "Responses the gateway sent, by status class (1xx-5xx); code carries 408, 429, 499, 502, 503 or 504 where "
+        "the gateway reports single codes, else it is empty. Requests the client abandoned before a response are "
+        '4xx with code 499 (HAProxy counts them as code="other").',
         "code_class",
         "code",
     ),
@@ -47,6 +48,17 @@ GATEWAY_FAMILIES: tuple[MetricSpec, ...] = families(
         "state",
     ),
     counter("llm_gateway_upstream_connection_errors_total", "Failed connections from the gateway to its backends."),
+    gauge(
+        "llm_gateway_access_log_up",
+        "1 while the exporter listens for the gateway's access log (gateways[].access_log), else 0.",
+    ),
+    counter(
+        "llm_gateway_access_log_lines_total",
+        "Access-log lines received, by result: counted (in the latency histograms), not_counted (a failure the "
+        "gateway answered, an aborted or early-logged request, the stats frontend), unparsed, refused_sender "
+        "(a datagram from neither loopback nor the gateway's address).",
+        "result",
+    ),
     gauge(
         "llm_gateway_latency_component_seconds",
         "Mean latency of one part of the path over the diagnosis window, from means (never quantiles): "

@@ -1,12 +1,10 @@
-"""What a verdict did not see: the engine families an engine does not report, its ranks that stopped
-reporting, and an engine asleep.
+"""What a verdict did not see: the engine families an engine does not report, and its ranks that
+stopped reporting.
 
 A family the engine's version or options do not have (TGI has no KV usage, vLLM without
 `--enable-mfu-metrics` no FLOPs, an engine before 0.32 no admission counter) is absent from the
 exposition, never a zero; /diagnosis lists it per engine with what it would have told, so a verdict
-reached without it reads as such. An engine asleep (vLLM's sleep mode) is listed with its own state
-and scored on nothing: it serves no request, so neither its idle GPUs nor its empty queue say
-anything of a bottleneck, and it is not down either.
+reached without it reads as such. An engine's state (asleep among them) is states.py's.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from exporter.stages.signals import EngineInputs
+from exporter.stages.inputs import EngineInputs
 
 #: the engine families the stages and the SLOs read, and what each tells them
 WATCHED: Mapping[str, str] = {
@@ -33,7 +31,6 @@ WATCHED: Mapping[str, str] = {
     "llm_engine_estimated_flops_total": "the engine-side roofline (MFU counters)",
 }
 NOT_REPORTED = "not reported by this engine"
-ASLEEP = "the engine is asleep: it serves nothing to judge"
 
 
 def not_reported(inputs: EngineInputs) -> list[dict[str, str]]:
@@ -45,35 +42,10 @@ def not_reported(inputs: EngineInputs) -> list[dict[str, str]]:
     ]
 
 
-def asleep(inputs: EngineInputs) -> bool:
-    return inputs.sleep_state is not None and inputs.sleep_state != "awake"
-
-
 def coverage_fields(inputs: EngineInputs) -> dict[str, Any]:
-    """The /diagnosis fields of one engine beside its verdict: its state, what it does not report,
-    its ranks that stopped reporting."""
-    fields: dict[str, Any] = {"state": "asleep" if asleep(inputs) else "up"}
-    if asleep(inputs):
-        fields["state_reason"] = inputs.sleep_state
-        fields["no_verdict"] = ASLEEP
-    fields["not_reported"] = not_reported(inputs)
+    """The /diagnosis fields of one engine beside its verdict and state (states.py): what it does
+    not report, its ranks that stopped reporting."""
+    fields: dict[str, Any] = {"not_reported": not_reported(inputs)}
     if inputs.ranks_not_reporting:
         fields["ranks_not_reporting"] = sorted(inputs.ranks_not_reporting)
     return fields
-
-
-def unjudged(key: tuple[str, str, str], inputs: EngineInputs) -> dict[str, Any]:
-    """An engine's /diagnosis entry without a verdict (asleep): no primary stage, nothing scored."""
-    engine, engine_type, model = key
-    entry: dict[str, Any] = {
-        "engine": engine,
-        "engine_type": engine_type,
-        "model": model,
-        "primary": None,
-        "scores": {},
-        "active": [],
-        "evidence": [],
-        "actions": [],
-    }
-    entry.update(coverage_fields(inputs))
-    return entry

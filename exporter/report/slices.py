@@ -2,9 +2,11 @@
 
 A slice is a tenant, a LoRA adapter or a priority class (docs/metrics.md, Slices). The matrix's
 figures are the engine's, shared by every slice; these rows are the slice's: its SLO attainment
-and goodput (each SLO dimension's lowest and sum), its waiting requests and its queueing score,
-compared between the windows like every other row. `other` is a slice too (the values folded past
-the bound).
+and goodput (the lowest SLO dimension's), its waiting requests and its queueing score, compared
+between the windows like every other row. `other` is a slice too (the values folded past the
+bound). Attainment and goodput are read as the matrix's SLA attainment is: cluster-wide at the
+measuring point nearest the client that has the slice (the gateway, else the engines), per model
+and engine at the engines; both are the exporter's figures over its own window.
 """
 
 from __future__ import annotations
@@ -26,12 +28,30 @@ def parse_slice(text: str) -> tuple[str, str]:
     return dimension, value
 
 
+def _matchers(chosen: tuple[str, str]) -> tuple[str, str]:
+    return f'slice_by="{chosen[0]}"', f'slice="{chosen[1]}"'
+
+
 def _of(family: str, op: str, chosen: tuple[str, str], *extra: str) -> Builder:
-    dimension, value = chosen
+    def build(ctx: QueryContext, level: Level) -> str:
+        return f"{op} by ({ctx.grouping(level)}) ({series(family, ctx.selector, *_matchers(chosen), *extra)})"
+
+    return build
+
+
+def _at_point(family: str, op: str, chosen: tuple[str, str]) -> Builder:
+    """Per SLO and dimension `op` over the slice's series at one measuring point (the gateway's where
+    it has them, cluster-wide), then the lowest dimension."""
 
     def build(ctx: QueryContext, level: Level) -> str:
-        selected = series(family, ctx.selector, f'slice_by="{dimension}"', f'slice="{value}"', *extra)
-        return f"{op} by ({ctx.grouping(level)}) ({selected})"
+        by = f"{ctx.grouping(level)}, slo, dimension"
+
+        def at(point: str) -> str:
+            measured_at = f'measured_at="{point}"'
+            return f"{op} by ({by}) ({series(family, ctx.selector, *_matchers(chosen), measured_at)})"
+
+        points = ("gateway", "engine") if level == "cluster" else ("engine",)
+        return f"min by ({ctx.grouping(level)}) (\n" + f"\nor on ({by})\n".join(at(p) for p in points) + "\n)"
 
     return build
 
@@ -47,15 +67,18 @@ def slice_figures(chosen: tuple[str, str] | None) -> tuple[Figure, ...]:
             f"SLO attainment, {name} (lowest dimension)",
             "ratio",
             "higher",
-            _of("llm_slo_slice_attainment_ratio", "min", chosen),
+            _at_point("llm_slo_slice_attainment_ratio", "min", chosen),
+            reads="windowed",
         ),
         Figure(
             "slice_goodput",
-            f"Goodput, {name}",
+            f"Goodput, {name} (lowest dimension)",
             "req/s",
             "higher",
-            _of("llm_slo_slice_goodput_requests_per_second", "sum", chosen),
+            _at_point("llm_slo_slice_goodput_requests_per_second", "sum", chosen),
+            reads="windowed",
         ),
+        # Gauges of now: the slice's queue, and the queueing score worked out from it alone.
         Figure(
             "slice_waiting",
             f"Waiting requests, {name}",

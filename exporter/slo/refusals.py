@@ -15,17 +15,24 @@ threshold (inference-perf #169, vLLM PR #55812; shared/research/field-2026.md §
   its goodput estimate takes the refused share off the same way.
 
 Engines count their refusals per engine and model; a gateway per gateway (`code` 429 and 503 of
-`llm_gateway_requests_total`), for attainment measured at the gateway. Windows follow the SLO
-monitor's rounds, as the engine source's windows follow its scrapes: the same span, within a round.
+`llm_gateway_requests_total`), for attainment measured at the gateway; a prober's requests are its
+own and count none. A gateway whose latency histograms already hold its refused responses
+(`GatewayMapping.refusals_in_histograms`: ingress-nginx observes every request, HAProxy's access log
+every response below 500) has them among its events already, most likely as fast ones within any
+threshold: they are taken off its good events instead of added again, which keeps the attainment a
+lower bound (at most that many of the good events were refusals). Windows follow the SLO monitor's
+rounds, as the engine source's windows follow its scrapes: the same span, within a round.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from exporter.model import Metric, Sample
 from exporter.slo.attainment import DimensionAttainment, WithinCount
+from exporter.sources.gateways import MAPPINGS as GATEWAYS
 from exporter.window import DeltaWindow
 
 #: the HTTP statuses of a refusal at a gateway: rate limited, or shed for overload
@@ -35,24 +42,45 @@ REQUEST_DIMENSIONS = ("ttft", "e2e")
 PointKey = tuple[str, ...]
 
 
+class Refused(NamedTuple):
+    """Refusals of one measuring point: those its histograms lack (`added` as misses) and those
+    they already hold as requests (`held`, moved from the good events to the misses)."""
+
+    added: float = 0.0
+    held: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.added + self.held
+
+
 def point_key(labels: Mapping[str, str]) -> PointKey:
-    """The measuring point a series belongs to: a gateway, or an engine and model."""
+    """The measuring point a series belongs to: a gateway, a probe, or an engine and model."""
     if "gateway" in labels:
         return ("gateway", labels["gateway"])
+    if "probe" in labels:
+        return ("probe", labels["probe"])
     return ("engine", labels.get("engine", ""), labels.get("model", ""))
 
 
-def refusal_counts(metrics: Iterable[Metric]) -> dict[PointKey, float]:
+def refusal_counts(metrics: Iterable[Metric]) -> dict[PointKey, Refused]:
     """Each measuring point's cumulative refusals in this snapshot."""
-    counts: dict[PointKey, float] = {}
+    counts: dict[PointKey, Refused] = {}
     for metric in metrics:
         if not isinstance(metric, Sample):
             continue
-        if metric.name == "llm_engine_admission_rejections_total" or (
-            metric.name == "llm_gateway_requests_total" and metric.labels.get("code") in REFUSED_CODES
-        ):
-            key = point_key(metric.labels)
-            counts[key] = counts.get(key, 0.0) + metric.value
+        held = False
+        if metric.name == "llm_gateway_requests_total":
+            code = metric.labels.get("code")
+            if code not in REFUSED_CODES:
+                continue
+            mapping = GATEWAYS.get(metric.labels.get("gateway_type", ""))
+            held = mapping is not None and code in mapping.refusals_in_histograms
+        elif metric.name != "llm_engine_admission_rejections_total":
+            continue
+        key = point_key(metric.labels)
+        added, kept = counts.get(key, Refused())
+        counts[key] = Refused(added, kept + metric.value) if held else Refused(added + metric.value, kept)
     return counts
 
 
@@ -62,23 +90,23 @@ class Refusals:
     def __init__(self, window_seconds: float) -> None:
         self._window_seconds = window_seconds
         self._windows: dict[PointKey, DeltaWindow] = {}
-        self._lifetime: dict[PointKey, float] = {}
+        self._lifetime: dict[PointKey, Refused] = {}
 
     def update(self, metrics: Sequence[Metric], now: float) -> Refusals:
         counts = refusal_counts(metrics)
         for key in [k for k in self._windows if k not in counts]:
             del self._windows[key]
         for key, count in counts.items():
-            self._windows.setdefault(key, DeltaWindow(self._window_seconds)).observe(now, (count,))
+            self._windows.setdefault(key, DeltaWindow(self._window_seconds)).observe(now, count)
         self._lifetime = counts
         return self
 
-    def window(self, labels: Mapping[str, str]) -> float | None:
+    def window(self, labels: Mapping[str, str]) -> Refused | None:
         window = self._windows.get(point_key(labels))
         totals = window.total() if window is not None else None
-        return None if totals is None else totals[0]
+        return None if totals is None else Refused(*totals[:2])
 
-    def lifetime(self, labels: Mapping[str, str]) -> float | None:
+    def lifetime(self, labels: Mapping[str, str]) -> Refused | None:
         return self._lifetime.get(point_key(labels))
 
 
@@ -87,20 +115,27 @@ def with_refusals(results: Sequence[DimensionAttainment], refusals: Refusals) ->
     out = []
     for item in results:
         refused, lifetime = refusals.window(item.labels), refusals.lifetime(item.labels)
-        if not refused and not lifetime:
+        if not (refused and refused.total) and not (lifetime and lifetime.total):
             out.append(item)
             continue
         window, share = item.window, item.refused_share
-        if window is not None and refused:
-            served = window.total if item.dimension in REQUEST_DIMENSIONS else item.requests_per_second
-            share = _share(refused, item, served)
-            if item.dimension in REQUEST_DIMENSIONS:
-                window = WithinCount(window.lower, window.upper, window.total + refused)
+        request_events = item.dimension in REQUEST_DIMENSIONS
+        if window is not None and refused and refused.total:
+            served = window.total - refused.held if request_events else item.requests_per_second
+            share = _share(refused.total, item, served)
+            if request_events:
+                window = _as_misses(window, refused)
         life = item.lifetime
-        if lifetime and item.dimension in REQUEST_DIMENSIONS:
-            life = dataclasses.replace(life, total=life.total + lifetime)
+        if lifetime and request_events:
+            life = _as_misses(life, lifetime)
         out.append(dataclasses.replace(item, window=window, lifetime=life, refused_share=share))
     return out
+
+
+def _as_misses(count: WithinCount, refused: Refused) -> WithinCount:
+    """`count` with the refusals as misses: those it lacked added to its events, those it held
+    taken off the events certainly within (never below none)."""
+    return WithinCount(max(0.0, count.lower - refused.held), count.upper, count.total + refused.added)
 
 
 def _share(refused: float, item: DimensionAttainment, served: float) -> float:

@@ -8,10 +8,12 @@ apportioned: an engine's admission counter carries no tenant, so a slice's attai
 served requests, and the engine's own figure is where refusals count (refusals.py).
 
 Interface (called by the SLO monitor once per snapshot, beside `evaluate`):
-`evaluate_slices(slos, metrics, families, covers)` → a list of SliceAttainment for every summary of
-`families` (dimension → summary family: the engine's DIMENSION_FAMILIES, or a gateway's) whose
-measuring point `covers(slo, labels)` says the SLO applies to; `slice_samples(results)` → the
-`llm_slo_slice_*` samples, labelled with the measuring point's labels, `slo`, `dimension`,
+`evaluate_slices(slos, metrics, families, covers, requests_family, measured_at)` → a list of
+SliceAttainment for every summary of `families` (dimension → summary family: the engine's
+DIMENSION_FAMILIES, or a gateway's, points.GATEWAY_FAMILIES) whose measuring point
+`covers(slo, labels)` says the SLO applies to (`engine_point`; at a gateway the rule its whole
+attainment is judged by, points.gateway_covers); `slice_samples(results)` → the `llm_slo_slice_*`
+samples, labelled with the measuring point's labels, `measured_at`, `slo`, `dimension`,
 `slice_by` and `slice`.
 """
 
@@ -27,20 +29,11 @@ from exporter.slo.attainment import REQUESTS_FAMILY, WithinCount, lower_share, w
 from exporter.slo.selectors import covers
 
 Covers = Callable[[SloTarget, Mapping[str, str]], bool]
-#: the gateway's summary each dimension is judged on there, and its requests
-GATEWAY_FAMILIES = {"ttft": "llm_gateway_time_to_first_token_seconds", "e2e": "llm_gateway_request_duration_seconds"}
-GATEWAY_REQUESTS_FAMILY = "llm_gateway_request_duration_seconds"
 
 
 def engine_point(slo: SloTarget, labels: Mapping[str, str]) -> bool:
     """An SLO applies to an engine's slices where it covers the engine and model."""
     return covers(slo, labels.get("engine", ""), labels.get("model", ""))
-
-
-def gateway_point(slo: SloTarget, labels: Mapping[str, str]) -> bool:
-    """An SLO applies to a gateway's slices only when it selects no engine or model: a gateway's
-    histograms hold every request through it, whatever engine and model served it."""
-    return slo.engine is None and slo.model is None
 
 
 @dataclass(frozen=True)
@@ -53,6 +46,7 @@ class SliceAttainment:
     slice: SliceKey
     window: WithinCount | None
     requests_per_second: float
+    measured_at: str = "engine"
 
     @property
     def attainment(self) -> float:
@@ -75,10 +69,12 @@ def evaluate_slices(
     families: Mapping[str, str],
     covers: Covers,
     requests_family: str = REQUESTS_FAMILY,
+    measured_at: str = "engine",
 ) -> list[SliceAttainment]:
+    read = {*families.values(), requests_family}  # this measuring point's summaries only
     by_point: dict[tuple[tuple[str, str], ...], dict[str, QuantileSummary]] = {}
     for metric in metrics:
-        if isinstance(metric, QuantileSummary) and metric.slices:
+        if isinstance(metric, QuantileSummary) and metric.slices and metric.name in read:
             by_point.setdefault(tuple(sorted(metric.labels.items())), {})[metric.name] = metric
     results = []
     for point, summaries in by_point.items():
@@ -93,7 +89,8 @@ def evaluate_slices(
                     continue
                 for key, histograms in summary.slices:
                     window = None if histograms.window is None else within(threshold, histograms.window)
-                    results.append(SliceAttainment(slo, dimension, labels, key, window, _rate(requests.get(key))))
+                    rate = _rate(requests.get(key))
+                    results.append(SliceAttainment(slo, dimension, labels, key, window, rate, measured_at))
     return results
 
 
@@ -101,6 +98,7 @@ def slice_samples(results: Iterable[SliceAttainment]) -> Iterator[Sample]:
     for item in results:
         labels = {
             **item.labels,
+            "measured_at": item.measured_at,
             "slo": item.slo.name,
             "dimension": item.dimension,
             "slice_by": item.slice[0],

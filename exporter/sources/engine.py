@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 from exporter.budget import CARDINALITY, cap_target, keep_known_first
 from exporter.catalogue import ENGINE_SUMMARIES, QUANTILES
 from exporter.model import EngineReading, Histogram, Metric, QuantileSummary, Sample
-from exporter.promtext import NAMES_HEAD_CHARS, LineCache, WantedParser
+from exporter.promtext import MALFORMED_LINE, NAMES_HEAD_CHARS, LineCache, WantedParser
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
@@ -56,7 +56,8 @@ _COUNTERS = {
 #: TGI's /info is a small JSON document (model id, a few settings): a megabyte is plenty
 INFO_MAX_BYTES = 1024 * 1024
 KNOWN_TYPE_HEAD_CHARS = 64 * 1024
-_EVERY_WANTED = frozenset().union(*(mapping.wanted() for mapping in MAPPINGS.values()), {_PROCESS_CPU})
+_EVERY_WANTED = frozenset().union(*(mapping.read_names() for mapping in MAPPINGS.values()), {_PROCESS_CPU})
+_EVERY_INFO = {name: labels for mapping in MAPPINGS.values() for name, labels in mapping.info_labels.items()}
 
 
 class EngineSource(Source):
@@ -108,13 +109,14 @@ class EngineSource(Source):
         self, now: float, parser: WantedParser | Joined, started: float, joined: Joined | None = None
     ) -> list[Metric]:
         """The normalized series from a parsed scrape (the engine detected on the first)."""
-        mapping = self._mapping or detect(parser.names)
+        # Families anywhere in the body count, not only those in the head (see GatewaySource).
+        mapping = self._mapping or detect(parser.names | parser.present)
         if mapping is None:
             raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")
         parsed = parser.result
         if self._mapping is None:
-            parsed = {name: parsed[name] for name in mapping.wanted() | {_PROCESS_CPU}}
-        if not any(parsed.values()) and not mapping.matches(parser.names):
+            parsed = {name: parsed[name] for name in mapping.read_names() | {_PROCESS_CPU}}
+        if not parser.present & mapping.read_names() and not mapping.matches(parser.names):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
@@ -122,6 +124,9 @@ class EngineSource(Source):
         readings = mapping.read(parsed)
         mapping.read_slices(parsed, self.config.limits, readings)
         readings = self._within_model_cap(readings)
+        if parser.malformed:  # lines the formats do not allow: dropped, the rest of the scrape read
+            self._counting[MALFORMED_LINE] += parser.malformed
+            self._discard_log.append(f"{parser.malformed} malformed line(s) of wanted families dropped")
         if not readings:
             # Up, but nothing served yet (families declared, no samples): still say it is up.
             readings = [EngineReading(model=self.config.model or (self._known_models or ("",))[0])]
@@ -149,7 +154,7 @@ class EngineSource(Source):
         detection reads names from the first MiB, and once the type is known a block's worth tells
         a payload that declares the families from one that is not this engine's any more."""
         limits = self.config.limits
-        wanted = self._mapping.wanted() | {_PROCESS_CPU} if self._mapping else _EVERY_WANTED
+        wanted = self._mapping.read_names() | {_PROCESS_CPU} if self._mapping else _EVERY_WANTED
         known = self._mapping is not None
         return WantedParser(
             wanted,
@@ -158,6 +163,8 @@ class EngineSource(Source):
             KNOWN_TYPE_HEAD_CHARS if known else NAMES_HEAD_CHARS,
             names_on_demand=known,
             line_cache=self._line_caches.setdefault(index, LineCache()),
+            info_labels=self._mapping.info_labels if self._mapping else _EVERY_INFO,
+            declared="until_sample" if known else "whole_body",
         )
 
     def _refuse_json(self, content_type: str) -> None:

@@ -28,11 +28,19 @@ URL_LABEL = "rank_url"
 class Joined:
     """The answered URLs' parses joined, in the shape the engine source reads a parser in."""
 
-    names: set[str] = field(default_factory=set)
+    #: wanted names with samples or declared, and malformed lines dropped, over every URL
+    present: set[str] = field(default_factory=set)
+    malformed: int = 0
     result: ParsedSamples = field(default_factory=dict)
     #: "url=<shown URL>" of each URL that answered, and of each that did not
     answered: list[str] = field(default_factory=list)
     silent: list[str] = field(default_factory=list)
+    parsers: list[WantedParser] = field(default_factory=list)
+
+    @property
+    def names(self) -> set[str]:
+        """The sample names seen at every answered URL, read only when asked (as a parser's are)."""
+        return set().union(*(parser.names for parser in self.parsers))
 
 
 def rank_name(shown_url: str) -> str:
@@ -54,7 +62,9 @@ async def scrape_all(
             joined.silent.append(rank_name(shown[index]))
             continue
         joined.answered.append(rank_name(shown[index]))
-        joined.names |= outcome.names
+        joined.parsers.append(outcome)
+        joined.present |= outcome.present
+        joined.malformed += outcome.malformed
         tag = (URL_LABEL, str(index))
         for name, series in outcome.result.items():
             into = joined.result.setdefault(name, {})

@@ -1,5 +1,6 @@
-"""The engine families with a label of their own (a reason, a pool, a rank, a sleep state), each
-read into one field of the diagnosis's per-engine inputs (exporter/stages/signals.py)."""
+"""The engine families with a label of their own (a reason, a pool, a rank), each read into one
+field of the diagnosis's per-engine inputs (exporter/stages/inputs.py). An engine's sleep state is
+its state, not an input: exporter/diagnosis/states.py reads `llm_engine_asleep`."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ from exporter.model import Sample
 
 
 class EngineInputs(Protocol):
-    """The fields of exporter.stages.signals.EngineInputs read here."""
+    """The fields of exporter.stages.inputs.EngineInputs read here."""
 
     admission_rejections_total: float | None
     estimated_memory_bytes_total: float | None
     rejection_reasons: list[str]
-    sleep_state: str | None
     kv_pools: dict[str, float]
     ranks_not_reporting: list[str]
 
@@ -24,9 +24,7 @@ ENGINE_SUMS = {
     "llm_engine_admission_rejections_total": "admission_rejections_total",
     "llm_engine_estimated_memory_bytes_total": "estimated_memory_bytes_total",
 }
-LABELLED_ENGINE_FAMILIES = frozenset(
-    {*ENGINE_SUMS, "llm_engine_asleep", "llm_engine_kv_cache_pool_usage_ratio", "llm_engine_rank_up"}
-)
+LABELLED_ENGINE_FAMILIES = frozenset({*ENGINE_SUMS, "llm_engine_kv_cache_pool_usage_ratio", "llm_engine_rank_up"})
 
 
 def labelled_engine_input(inputs: EngineInputs, metric: Sample) -> None:
@@ -37,8 +35,6 @@ def labelled_engine_input(inputs: EngineInputs, metric: Sample) -> None:
         setattr(inputs, attr, (getattr(inputs, attr) or 0.0) + value)
         if name == "llm_engine_admission_rejections_total" and value > 0:
             inputs.rejection_reasons.append(labels.get("reason", ""))
-    elif name == "llm_engine_asleep":
-        inputs.sleep_state = labels.get("sleep_state", "") if value else "awake"
     elif name == "llm_engine_kv_cache_pool_usage_ratio":
         inputs.kv_pools[labels.get("pool", "")] = value
     elif name == "llm_engine_rank_up" and not value:

@@ -24,8 +24,8 @@ def score(h: History, t: Thresholds) -> StageResult:
         tensor = estimate.share
     elif estimate is not None:
         result.evidence.append(estimate.line)
-    ttft = h.mean("ttft_p95", t.level_seconds)
-    queue = h.mean("queue_p95", t.level_seconds) or 0.0
+    ttft = h.level("ttft_p95", t.level_seconds)
+    queue = h.level("queue_p95", t.level_seconds) or 0.0
     prompt_rate = h.rate("prompt_tokens_total", t.level_seconds)
     gen_rate = h.rate("generation_tokens_total", t.level_seconds)
     share = None

@@ -19,7 +19,7 @@ def score(h: History, t: Thresholds) -> StageResult:
         result.evidence.append("no waiting-queue gauge from this engine: queueing not assessed")
         return result
     growth = h.trend("waiting", t.level_seconds * 2)
-    queue_p95 = h.mean("queue_p95", t.level_seconds)
+    queue_p95 = h.level("queue_p95", t.level_seconds)
     kv = h.maximum("kv_usage", t.level_seconds)
     level = ramp(waiting, 0.5, t.waiting_requests)
     if growth is not None and growth > 0:

@@ -63,6 +63,8 @@ EXPORTER_CONFIG = {
         {"name": slo.name, "objective": slo.objective, **{f"{d}_seconds": t for d, t in slo.thresholds()}}
         for slo in CONFIG.slos
     ],
+    # The SLO dashboard's cost and concurrency panels read what these settings make.
+    "capacity": {"gpu_hour_price": {"default": 2.0}, "max_num_seqs": {"default": 256}},
 }
 
 
@@ -218,8 +220,9 @@ def _prometheus_config(nodes: list[Node]) -> dict:
         {"targets": [f"127.0.0.1:{node.exporter.port}"], "labels": {CONFIG.labels.cluster: node.cluster}}
         for node in nodes
     ]
-    # One replica per simulated node feeds the engine-histogram records (latency heatmaps, quantiles).
-    jobs["llm-engines"]["static_configs"] = [
+    # One replica per simulated node feeds the engine-histogram records (latency heatmaps, quantiles)
+    # through the engines' job, which the recipe leaves commented out (which path depends on the engine).
+    engines = [
         {
             "targets": [url.split("/")[2]],
             "labels": {CONFIG.labels.cluster: node.cluster, "__metrics_path__": "/" + url.split("/", 3)[3]},
@@ -227,6 +230,7 @@ def _prometheus_config(nodes: list[Node]) -> dict:
         for node in nodes
         for url in node.engine_urls[:1]
     ]
+    config["scrape_configs"].append({"job_name": "llm-engines", "static_configs": engines})
     return config
 
 

@@ -59,9 +59,13 @@ def test_not_ready_until_the_first_collection_completed() -> None:
 def test_publish_joins_process_samples_and_adds_reloads_and_the_diagnosis() -> None:
     source = GatedSource()
     source.gate.set()
-    exporter = exporter_with(source)
+    clock = [0.0]
+    config = Config(gpu=GpuSettings("none"), interval_seconds=60.0, window_seconds=60.0)
+    exporter = Exporter(config, pipeline=Pipeline([source], []), clock=lambda: clock[0])
     try:
-        snapshot = exporter.collect_once()
+        while clock[0] <= config.thresholds.level_seconds:  # an engine is judged after a level window
+            snapshot = exporter.collect_once()
+            clock[0] += 5.0
     finally:
         exporter.stop()
     by_name: dict[str, list[Metric]] = {}

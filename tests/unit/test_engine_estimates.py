@@ -8,7 +8,8 @@ from __future__ import annotations
 from exporter.settings import Thresholds
 from exporter.stages import decode_memory_bandwidth, prefill_compute
 from exporter.stages.engine_estimates import peak_of
-from exporter.stages.signals import EngineInputs, History
+from exporter.stages.inputs import EngineInputs
+from exporter.stages.signals import History
 
 H100 = "NVIDIA H100 80GB HBM3"
 T = Thresholds()

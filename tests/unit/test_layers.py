@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "exporter.sanity",
             "exporter.budget",
             "exporter.slicing",
+            "exporter.buckets",
         ),
     ),
     # A stage's record and scorer (exporter/stages/<id>.py): plain data and pure functions of

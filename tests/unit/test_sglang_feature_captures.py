@@ -78,7 +78,7 @@ def engine() -> Iterator[RouteServer]:
 def once(target: EngineTarget, slos: tuple[SloTarget, ...] = ()) -> Exporter:
     config = Config(gpu=GpuSettings("none"), slos=slos)
     source = EngineSource(target, 60.0, lifetime_baseline=True)
-    exporter = Exporter(config, clock=lambda: 0.0, pipeline=Pipeline([source], []))
+    exporter = Exporter(config, lifetime_baseline=True, clock=lambda: 0.0, pipeline=Pipeline([source], []))
     exporter.collect_once()
     return exporter
 
@@ -90,7 +90,7 @@ def test_attainment_goodput_and_queueing_per_slice(engine: RouteServer) -> None:
         found = samples(exporter, "llm_")
     finally:
         exporter.stop()
-    ttft = {"dimension": "ttft", "slo": "ttft-1s"}
+    ttft = {"dimension": "ttft", "slo": "ttft-1s", "measured_at": "engine"}
     assert found[key("llm_slo_attainment_ratio", **ttft)] == pytest.approx(42 / 60)
     for (dimension, value), within in {
         ("tenant", "team-a"): 1.0,
@@ -114,7 +114,7 @@ def test_past_the_bound_a_dimension_folds_into_other_and_says_how_many(engine: R
         found = samples(exporter, "llm_")
     finally:
         exporter.stop()
-    ttft = {"dimension": "ttft", "slo": "ttft-1s"}
+    ttft = {"dimension": "ttft", "slo": "ttft-1s", "measured_at": "engine"}
     # Both tenants served 30 requests: the first by name keeps its slice, the other is `other`.
     assert found[key("llm_slo_slice_attainment_ratio", **ttft, slice_by="tenant", slice="team-a")] == 1.0
     assert found[key("llm_slo_slice_attainment_ratio", **ttft, slice_by="tenant", slice="other")] == 0.4

@@ -23,7 +23,8 @@ def responses(n429: float, n503: float, n200: float) -> list[Sample]:
 
 
 def item(labels: dict[str, str], dimension: str, window: WithinCount, rate: float) -> DimensionAttainment:
-    return DimensionAttainment(SLO, dimension, labels, window, window, rate, 10.0)
+    point = "gateway" if "gateway" in labels else "engine"
+    return DimensionAttainment(SLO, dimension, labels, window, window, rate, point, window_seconds=10.0)
 
 
 def test_a_gateway_s_429_and_503_are_misses_of_its_request_dimensions() -> None:
@@ -53,3 +54,34 @@ def test_a_point_without_refusals_is_left_as_it_was() -> None:
     before = item(ENGINE, "ttft", WithinCount(9, 10, 10), 1.0)
     assert with_refusals([before], refusals) == [before]
     assert not math.isnan(before.attainment)
+
+
+def gateway_responses(kind: str, n429: float, n503: float) -> list[Sample]:
+    labels = {"gateway": "gw", "gateway_type": kind}
+    codes = (("4xx", "429", n429), ("5xx", "503", n503))
+    return [Sample("llm_gateway_requests_total", {**labels, "code_class": c, "code": code}, v) for c, code, v in codes]
+
+
+@pytest.mark.parametrize(
+    ("kind", "held", "added"),
+    [
+        ("ingress-nginx", 20.0, 0.0),  # every request is in its histogram, whatever its status
+        ("haproxy", 15.0, 5.0),  # its access log's histograms take statuses below 500: the 429s
+        ("litellm", 0.0, 20.0),  # it times only the requests it served
+    ],
+)
+def test_a_gateway_whose_histogram_holds_its_refusals_counts_them_once(kind: str, held: float, added: float) -> None:
+    """Refusals a gateway's histogram already holds as (fast) requests are moved from its good
+    events to its misses; those it lacks are added. Either way each counts once, and the share
+    within stays a lower bound."""
+    refusals = Refusals(60.0)
+    refusals.update(gateway_responses(kind, 0, 0), 0.0)
+    refusals.update(gateway_responses(kind, 15, 5), 10.0)
+    labels = {"gateway": "gw", "gateway_type": kind}
+    # The histogram's 100 events: 80 served (72 within) and, where it holds them, the fast refusals.
+    events = 80.0 + held
+    ttft = with_refusals([item(labels, "ttft", WithinCount(72 + held, 72 + held, events), 8.0)], refusals)[0]
+    assert ttft.window == WithinCount(72.0, 72.0 + held, 100.0)
+    assert ttft.attainment == pytest.approx(0.72)
+    assert ttft.refused_share == pytest.approx(0.2)
+    assert (ttft.lifetime.lower, ttft.lifetime.total) == (72.0, 100.0)

@@ -109,7 +109,7 @@ def test_refusals_are_slo_misses_and_goodput_is_the_served_share(engine: RouteSe
         exporter.stop()
     served = 653.0 - 191.0  # line 393 of each capture: e2e counts
     refused = 353.0 - 0.0  # line 173 of each
-    e2e = (("dimension", "e2e"), ("slo", "lenient"))
+    e2e = (("dimension", "e2e"), ("measured_at", "engine"), ("slo", "lenient"))
     assert slo[("llm_slo_attainment_ratio", e2e)] == pytest.approx(served / (served + refused))
     assert slo[("llm_slo_goodput_requests_per_second", e2e)] == pytest.approx(
         served / SECONDS_BETWEEN * served / (served + refused)
@@ -152,7 +152,8 @@ def test_a_sleeping_engine_is_listed_asleep_and_scored_on_nothing(engine: RouteS
     assert found[("llm_engine_asleep", (("sleep_state", "weights_offloaded"),))] == 1.0
     assert not any(name.startswith("llm_bottleneck_") for name, _ in found)
     assert (entry["state"], entry["state_reason"], entry["primary"]) == ("asleep", "weights_offloaded", None)
-    assert entry["no_verdict"] == "the engine is asleep: it serves nothing to judge"
+    assert entry["no_verdict"] == "the engine is asleep: it serves nothing to judge (weights_offloaded)"
+    assert exporter.diagnosis()["node"]["states"] == {"asleep": 1}
 
 
 def test_diagnosis_lists_what_the_engine_does_not_report(engine: RouteServer) -> None:

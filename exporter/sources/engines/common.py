@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from types import MappingProxyType
 from typing import Literal
 
 from exporter.model import EngineReading, Histogram
-from exporter.promtext import LabelKey, ParsedSamples
+from exporter.promtext import LabelKey, ParsedSamples, parse_number
 from exporter.settings import ScrapeLimits
 
 Reduce = Literal["sum", "max", "mean"]
@@ -28,12 +29,59 @@ MODEL_LABELS = ("model_name", "model", "name")
 
 @dataclass(frozen=True)
 class Signal:
-    """A gauge or counter: the EngineReading field it fills and the wire names, newest first."""
+    """A gauge or counter: the EngineReading field it fills and the wire names, newest first.
+
+    Read as engines vary (`spellings`): a counter is also read without `_total` (an exporter that
+    writes its counters bare), right after its `_total` spelling, so a newer name in either spelling
+    wins over an older one and one family is never read twice. `histogram_fallback`: a family that
+    became a histogram in later versions under the same base name (SGLang's `kv_transfer_*`) is read
+    as the mean of what it observed (`_sum / _count`) where no gauge series is there.
+    """
 
     field: str
     names: tuple[str, ...]
     reduce: Reduce = "sum"
     match: tuple[tuple[str, str], ...] = ()
+    histogram_fallback: bool = False
+
+    @cached_property
+    def spellings(self) -> tuple[str, ...]:
+        return counter_spellings(self.names)
+
+
+def counter_spellings(names: Sequence[str]) -> tuple[str, ...]:
+    """`names` in order, each counter (`…_total`) followed by its bare spelling: OpenMetrics names
+    the family without `_total` and its sample with it, and exporters that write the text format by
+    hand name counters either way."""
+    out: list[str] = []
+    for name in names:
+        out.append(name)
+        if name.endswith("_total") and len(name) > len("_total"):
+            out.append(name[: -len("_total")])
+    return tuple(dict.fromkeys(out))
+
+
+def spellings(name: str, *prefixes: str) -> tuple[str, ...]:
+    """`name` under each prefix, in order of preference: one engine's families as it writes them
+    and as a gateway or a framework in front of it renames them (SGLang's `sglang:` and `sglang_`)."""
+    return tuple(prefix + name for prefix in prefixes)
+
+
+def read_counter(parsed: ParsedSamples, name: str) -> dict[LabelKey, float]:
+    """A counter's series under its `_total` spelling, else its bare one (what `finish()` reads of
+    `extra_names`, which `read_names` keeps in both spellings)."""
+    return first_present(parsed, counter_spellings((name,)))
+
+
+def histogram_means(parsed: ParsedSamples, names: Iterable[str]) -> dict[LabelKey, float]:
+    """Per series of the first name with a `_count`, the mean it observed (`_sum / _count`), for a
+    family read as a gauge that became a histogram; series that observed nothing are left out."""
+    for name in names:
+        counts = parsed.get(name + "_count")
+        if counts:
+            sums = parsed.get(name + "_sum", {})
+            return {key: sums[key] / count for key, count in counts.items() if count > 0 and key in sums}
+    return {}
 
 
 @dataclass(frozen=True)
@@ -81,10 +129,8 @@ def _slot_of(
     if slot is not None:
         return slot
     labels = dict(key)
-    try:
-        bound: float | None = float(labels.get("le", "nan"))
-    except ValueError:
-        bound = None
+    # a bound as the formats write numbers (`le="1_0"` is none, though float() reads it)
+    bound = parse_number(labels.get("le", "NaN"))
     if bound is not None and math.isnan(bound):
         bound = None
     slot = (model_of(labels), _group_key(labels, ignored), _rank_order(labels, duplicate_labels), bound)
@@ -243,6 +289,10 @@ class EngineMapping(ABC):
     # The labels that tell one rank of the engine from another (vLLM's data-parallel `engine`,
     # SGLang's scheduler ranks): the engine source names a rank that stops reporting.
     rank_labels: tuple[str, ...] = ()
+    # Info metrics it reads (a configuration's settings as labels) and the labels it reads of each:
+    # the parser keeps only those, bounded, whatever the size of the label set (vLLM's config info
+    # can carry a model's whole configuration).
+    info_labels: Mapping[str, frozenset[str]] = MappingProxyType({})
 
     @property
     @abstractmethod
@@ -255,7 +305,12 @@ class EngineMapping(ABC):
 
     @abstractmethod
     def wanted(self) -> frozenset[str]:
-        """Every sample name `read` looks at, so the parser keeps only those."""
+        """Every sample name `read` looks at, as the engine spells it (what a query may name)."""
+
+    def read_names(self) -> frozenset[str]:
+        """The names the parser keeps for `read`: `wanted()` and the other spellings read where
+        engines vary (a counter without `_total`); default: `wanted()`."""
+        return self.wanted()
 
     @abstractmethod
     def read(self, parsed: ParsedSamples) -> list[EngineReading]:
@@ -275,13 +330,18 @@ class DeclarativeMapping(EngineMapping):
     extra_names: tuple[str, ...] = ()  # wire names read only by finish()
 
     def wanted(self) -> frozenset[str]:
-        names = set(self.extra_names)
+        names = set(self.extra_names) | set(self.info_labels)
         for signal in self.signals:
             names.update(signal.names)
+            if signal.histogram_fallback:
+                names.update(name + suffix for name in signal.names for suffix in ("_sum", "_count"))
         for hist in self.histograms:
             for base in hist.names:
                 names.update((base + "_bucket", base + "_sum", base + "_count"))
         return frozenset(names)
+
+    def read_names(self) -> frozenset[str]:
+        return self.wanted().union(counter_spellings(self.extra_names), *(signal.spellings for signal in self.signals))
 
     def read(self, parsed: ParsedSamples) -> list[EngineReading]:
         readings: dict[str, EngineReading] = {}
@@ -292,7 +352,9 @@ class DeclarativeMapping(EngineMapping):
             return readings[model]
 
         for index, signal in enumerate(self.signals):
-            series = first_present(parsed, signal.names)
+            series = first_present(parsed, signal.spellings)
+            if not series and signal.histogram_fallback:
+                series = histogram_means(parsed, signal.names)
             for model, value in reduce_by_model(series, signal.reduce, self.duplicate_labels, signal.match).items():
                 setattr(reading(model), signal.field, value)
             if index == 0 and self.rank_labels:  # the first signal (requests running) names the ranks

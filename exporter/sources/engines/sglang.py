@@ -33,15 +33,17 @@ from exporter.sources.engines.common import (
     DeclarativeMapping,
     HistogramSignal,
     Signal,
+    counter_spellings,
     first_present,
     has_prefix,
     reduce_by_model,
+    spellings,
 )
 from exporter.sources.engines.slices import read_engine_slices
 
 
 def _both(name: str) -> tuple[str, ...]:
-    return ("sglang:" + name, "sglang_" + name)
+    return spellings(name, "sglang:", "sglang_")
 
 
 #: QueueCount gauges: the total under priority="", a breakdown per priority class beside it
@@ -132,7 +134,7 @@ class SglangMapping(DeclarativeMapping):
         for model, each in readings.items():
             if speculating.get(model, 0.0) <= 0:  # no speculative decoding: its 0 rate means nothing
                 each.spec_decode_acceptance_ratio = None
-        cached = first_present(parsed, CACHED_TOKENS)
+        cached = first_present(parsed, counter_spellings(CACHED_TOKENS))
         for source in ("local", "external"):
             wire = {k for k, v in CACHED_SOURCES.items() if v == source}
             picked = {key: value for key, value in cached.items() if dict(key).get("cache_source", "total") in wire}

@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from types import MappingProxyType
 
 from exporter.model import EngineReading
-from exporter.promtext import LabelKey, ParsedSamples
+from exporter.promtext import LabelKey, ParsedSamples, parse_number
 from exporter.sources.engines.common import (
     DeclarativeMapping,
     HistogramSignal,
     Signal,
     has_prefix,
     model_of,
+    read_counter,
     reduce_by_model,
 )
 
@@ -136,13 +138,15 @@ class VllmMapping(DeclarativeMapping):
     )
     rank_labels = ("engine",)
 
-    extra_names = (
-        CACHE_CONFIG_INFO,
-        ADMISSION_REJECTIONS,
-        PROMPT_TOKENS_BY_SOURCE,
-        PROMPT_TOKENS_CACHED,
-        SLEEP_STATE,
-        LORA_INFO,
+    extra_names = (ADMISSION_REJECTIONS, PROMPT_TOKENS_BY_SOURCE, PROMPT_TOKENS_CACHED, SLEEP_STATE)
+    # Only the settings read, whatever else the info carries (a fork's has carried a model's whole
+    # configuration); data-parallel ranks by `engine`. The LoRA info's adapter lists are kept
+    # only while under the label value cap (an adapter list over it leaves the slots unknown).
+    info_labels = MappingProxyType(
+        {
+            CACHE_CONFIG_INFO: frozenset(CACHE_CONFIG_SETTINGS) | {KV_CACHE_MAX_CONCURRENCY, "engine"},
+            LORA_INFO: frozenset({"max_lora", "running_lora_adapters", "waiting_lora_adapters", "engine"}),
+        }
     )
 
     def matches(self, names: set[str]) -> bool:
@@ -158,15 +162,15 @@ class VllmMapping(DeclarativeMapping):
         settings = cache_config_settings(parsed)
         for each in readings.values():
             each.settings = dict(settings)
-        for (model, reason), value in per_label(parsed.get(ADMISSION_REJECTIONS, {}), "reason").items():
+        for (model, reason), value in per_label(read_counter(parsed, ADMISSION_REJECTIONS), "reason").items():
             reading(model).admission_rejections_total[reason] = value
-        by_source = per_label(parsed.get(PROMPT_TOKENS_BY_SOURCE, {}), "source")
+        by_source = per_label(read_counter(parsed, PROMPT_TOKENS_BY_SOURCE), "source")
         if by_source:
             for (model, source), value in by_source.items():
                 if source in CACHED_SOURCES:
                     reading(model).prompt_tokens_cached_total[CACHED_SOURCES[source]] = value
         else:  # before the split: every cached token counted as the engine's own
-            for model, value in reduce_by_model(parsed.get(PROMPT_TOKENS_CACHED, {}), "sum").items():
+            for model, value in reduce_by_model(read_counter(parsed, PROMPT_TOKENS_CACHED), "sum").items():
                 reading(model).prompt_tokens_cached_total["local"] = value
         for model, state in sleep_states(parsed.get(SLEEP_STATE, {})).items():
             reading(model).sleep_state = state
@@ -226,9 +230,8 @@ def lora_slots(series: dict[LabelKey, float]) -> tuple[float | None, float | Non
     if not series:
         return None, None
     labels = dict(max(series.items(), key=lambda item: item[1])[0])
-    try:
-        total: float | None = float(labels.get("max_lora", ""))
-    except ValueError:
-        total = None
-    running = [name for name in labels.get("running_lora_adapters", "").split(",") if name]
+    total = parse_number(labels.get("max_lora", ""))
+    if "running_lora_adapters" not in labels:  # left out by the parser: a list over the label cap
+        return None, total
+    running = [name for name in labels["running_lora_adapters"].split(",") if name]
     return float(len(running)), total

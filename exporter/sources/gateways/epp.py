@@ -72,7 +72,8 @@ class EppMapping(GatewayMapping):
     sliced_histograms = (("request_duration", DURATION),)
 
     def matches(self, names: set[str]) -> bool:
-        return any(name in names for name in (*REQUESTS, *(d + "_count" for d in DURATION)))
+        # the pool's ready endpoints too: an EPP that has served no request yet has no request series
+        return any(name in names for name in (*REQUESTS, *READY, *(d + "_count" for d in DURATION)))
 
     def wanted(self) -> frozenset[str]:
         return frozenset(
