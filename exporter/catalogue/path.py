@@ -76,6 +76,12 @@ GATEWAY_FAMILIES: tuple[MetricSpec, ...] = families(
         "One-hot over stage (the stages before the engine, and none): the path's main bottleneck before the engine.",
         "stage",
     ),
+    gauge(
+        "llm_gateway_slices_folded",
+        "Values of a slice dimension (docs/metrics.md, Slices: LiteLLM's team or key alias, the EPP's objective, "
+        'target model and priority) folded into slice="other" past max_slices_per_dimension.',
+        "slice_by",
+    ),
 )
 PROBE_FAMILIES: tuple[MetricSpec, ...] = families(
     PROBE_LABELS,

@@ -1,6 +1,6 @@
 """Bottleneck diagnosis: the framework of DESIGN.md as `llm_bottleneck_*` gauges and a report.
 
-Reads only normalized metrics (exporter/stages/signals.py), scores every engine-scope stage of the
+Reads only normalized metrics (exporter/stages/inputs.py), scores every engine-scope stage of the
 registry (exporter/stages/) from several signals, applies hysteresis so `llm_bottleneck_active`
 does not flap (verdict.py), and names one primary stage per engine with the evidence and the
 actions worded for its settings. An engine is judged once it is up and its history spans a level
@@ -16,14 +16,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from exporter.diagnosis.coverage import coverage_fields
 from exporter.diagnosis.path import PathDiagnoser
 from exporter.diagnosis.states import EngineState, States, Status
 from exporter.diagnosis.verdict import NONE, Hysteresis
 from exporter.model import Metric, Sample
 from exporter.settings import Thresholds, field_names
 from exporter.stages import ENGINE, of
+from exporter.stages.inputs import EngineInputs, EngineKey, engine_inputs, engine_key
+from exporter.stages.queueing import slice_score
 from exporter.stages.record import StageResult
-from exporter.stages.signals import EngineKey, History, engine_inputs, engine_key
+from exporter.stages.signals import History
 
 __all__ = ["Diagnoser", "Thresholds"]
 
@@ -54,6 +57,19 @@ class EngineDiagnosis:
         }
 
 
+def _slice_scores(metrics: Sequence[Metric], judged: set[EngineKey], t: Thresholds) -> list[Metric]:
+    """`llm_bottleneck_slice_score` of each judged engine's slices (queueing: its own waiting)."""
+    out: list[Metric] = []
+    for metric in metrics:
+        if metric.name == "llm_engine_slice_requests_waiting" and isinstance(metric, Sample):
+            key = engine_key(metric.labels)
+            if key in judged:
+                labels = {"engine": key[0], "engine_type": key[1], "model": key[2], "stage": "queueing"}
+                labels.update(slice_by=metric.labels["slice_by"], slice=metric.labels["slice"])
+                out.append(Sample("llm_bottleneck_slice_score", labels, round(slice_score(metric.value, t), 4)))
+    return out
+
+
 class Diagnoser:
     """Keeps each engine's recent inputs and turns every new snapshot into a diagnosis."""
 
@@ -66,7 +82,9 @@ class Diagnoser:
         self._last_seen: dict[EngineKey, float] = {}
         self._hysteresis = Hysteresis()
         self.latest: dict[EngineKey, EngineDiagnosis] = {}
-        #: every engine scraped, with its state (up, down with its source's reason, ...)
+        #: each engine's inputs of the last round: what it does not report (coverage.py)
+        self.inputs: dict[EngineKey, EngineInputs] = {}
+        #: every engine scraped, with its state (up, down with its source's reason, asleep, ...)
         self.states = States()
         self.generated_at: float = time.time()
         self._now = 0.0
@@ -96,7 +114,10 @@ class Diagnoser:
         t = self.thresholds
         self._now = now
         self.states.update(metrics, failures or {}, time.time())
-        inputs = engine_inputs(metrics)
+        self.inputs = engine_inputs(metrics)
+        # An engine asleep is not scored (it serves nothing) and keeps its history for when it wakes.
+        sleeping = self.states.asleep()
+        inputs = {key: engine for key, engine in self.inputs.items() if key not in sleeping}
         answered = answered_at or {}
         for key, engine in inputs.items():
             history = self._histories.setdefault(key, History(max(t.baseline_seconds, t.level_seconds * 2)))
@@ -115,7 +136,9 @@ class Diagnoser:
             engine_key(m.labels) for m in metrics if m.name == "llm_engine_up" and isinstance(m, Sample) and not m.value
         }
         for key in [
-            k for k in self._histories if k not in inputs and (k not in down or self._last_seen[k] < forget_before)
+            k
+            for k in self._histories
+            if k not in inputs and k not in sleeping and (k not in down or self._last_seen[k] < forget_before)
         ]:
             del self._histories[key]
             del self._last_seen[key]
@@ -139,14 +162,15 @@ class Diagnoser:
         # An engine within its grace keeps its last verdict (and its gauges) rather than losing
         # them for one collection; /diagnosis says the verdict is its last.
         for key in self._histories:
-            if key not in inputs and key in previous:
+            if key not in inputs and key in previous and key not in sleeping:
                 self.latest[key] = previous[key]
         self.generated_at = time.time()
-        return [m for d in self.latest.values() for m in self._gauges(d)] + self.path.update(metrics, now, t)
+        gauges = [m for d in self.latest.values() for m in self._gauges(d)]
+        return gauges + _slice_scores(metrics, set(self.latest), t) + self.path.update(metrics, now, t)
 
     def report(self) -> dict[str, Any]:
         """The /diagnosis document (DESIGN.md contract): every engine scraped, its verdict where
-        it has one, its state, and why it has no verdict where it has none."""
+        it has one, its state, why it has no verdict where it has none, and what it does not report."""
         engines = []
         for key in sorted(set(self.states.current) | set(self.latest)):
             verdict = self.latest.get(key)
@@ -154,6 +178,8 @@ class Diagnoser:
             entry = verdict.as_json() if verdict is not None else _unjudged(key, self._notes.get(key, []))
             entry.update(status.as_json())
             entry["no_verdict"] = self._why_no_verdict(key, status, verdict)
+            if key in self.inputs:  # a live engine: the families its scrape lacked, its silent ranks
+                entry.update(coverage_fields(self.inputs[key]))
             engines.append(entry)
         counts: dict[str, int] = {}
         for d in self.latest.values():

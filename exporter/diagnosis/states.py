@@ -4,8 +4,11 @@ Every engine the exporter scrapes (configured or discovered) exports `llm_engine
 each is listed, a failing one too, with the reason its source gave (`llm_exporter_source_up` and
 `llm_exporter_source_errors_total{reason}` know it; the message is the one the exporter logs).
 The state is an enumeration with a reason so that the states an engine reports of itself slot in
-beside `down` as their sources learn them (vLLM's `engine_sleep_state`, its start-up metrics): only
-an engine that is up and has a level window of history gets a verdict; any other says why not.
+beside `down` as their sources learn them (vLLM's start-up metrics): only an engine that is up and
+has a level window of history gets a verdict; any other says why not. An engine that answers but
+reports itself asleep (`llm_engine_asleep 1`, from vLLM's `engine_sleep_state`) is `asleep`, its
+sleep state the reason: it serves no request, so neither its idle GPUs nor its empty queue say
+anything of a bottleneck, and it is not down either.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from exporter.model import Metric, Sample
-from exporter.stages.signals import EngineKey, engine_key
+from exporter.stages.inputs import EngineKey, engine_key
 
 
 class EngineState(StrEnum):
@@ -74,12 +77,20 @@ class States:
 
     def update(self, metrics: Iterable[Metric], failures: Mapping[str, tuple[str, str]], wall: float) -> None:
         """`failures`: per `engine` label, (reason, message) of its source's failed collection."""
-        seen: dict[EngineKey, Status] = {}
+        up: dict[EngineKey, float] = {}
+        sleeping: dict[EngineKey, str] = {}
         for metric in metrics:
-            if metric.name != "llm_engine_up" or not isinstance(metric, Sample):
+            if not isinstance(metric, Sample):
                 continue
-            key = engine_key(metric.labels)
-            if metric.value == 1.0:
+            if metric.name == "llm_engine_up":
+                up[engine_key(metric.labels)] = metric.value
+            elif metric.name == "llm_engine_asleep" and metric.value == 1.0:
+                sleeping[engine_key(metric.labels)] = metric.labels.get("sleep_state", "")
+        seen: dict[EngineKey, Status] = {}
+        for key, value in up.items():
+            if value == 1.0 and key in sleeping:
+                state, reason, message = EngineState.ASLEEP, sleeping[key], ""
+            elif value == 1.0:
                 state, reason, message = EngineState.UP, "", ""
             else:
                 reason, message = failures.get(key[0], ("", ""))
@@ -88,6 +99,9 @@ class States:
             since = before.since if before is not None and before.state is state else wall
             seen[key] = Status(state, since, reason, message)
         self.current = seen
+
+    def asleep(self) -> set[EngineKey]:
+        return {key for key, status in self.current.items() if status.state is EngineState.ASLEEP}
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 
 from exporter.catalogue import QUANTILES
@@ -19,11 +20,13 @@ from exporter.promtext import MALFORMED_LINE, NAMES_HEAD_CHARS, LineCache, Wante
 from exporter.settings import GatewayTarget
 from exporter.sources.access_log import AccessLogReceiver
 from exporter.sources.base import Source, SourceError
+from exporter.sources.engine_slices import SliceFolder
+from exporter.sources.gateway_slices import read_gateway_slices
 from exporter.sources.gateways import MAPPINGS, detect
 from exporter.sources.gateways.common import LATENCY_KEYS, GatewayMapping, GatewayReading
 from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
-from exporter.window import DeltaWindow, histogram_vector, windowed_summary
+from exporter.window import DeltaWindow, histogram_vector, observed, windowed_summary
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,7 @@ class GatewaySource(Source):
         self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
         self._shown_url = redact(target.url)
         self._windows: dict[str, DeltaWindow] = {}
+        self._slices = SliceFolder(window_seconds, lifetime_baseline)
         #: per-request timings from the gateway's access log, where configured (histograms the
         #: gateway's own metrics lack)
         self._access_log = AccessLogReceiver(target.access_log, target.url) if target.access_log else None
@@ -89,6 +93,7 @@ class GatewaySource(Source):
             log.warning("gateway %s: %s malformed line(s) of wanted families dropped", self.target, parser.malformed)
         self.discards = MappingProxyType(discards)
         reading = mapping.read(parser.result)
+        read_gateway_slices(mapping, parser.result, self.config.limits, reading)
         log_lines: list[Metric] = []
         if self._access_log is not None:
             reading.histograms.update(self._access_log.histograms())
@@ -137,23 +142,19 @@ class GatewaySource(Source):
                 yield Sample(family, labels, value)
         for state, count in sorted(reading.backends.items()):
             yield Sample("llm_gateway_backends", {**labels, "state": state}, count)
+        slice_samples, slice_windows = self._slices.render(
+            now, reading, labels, self.config.limits, prefix="llm_gateway"
+        )
+        yield from slice_samples
         for key in LATENCY_KEYS:
             average = reading.averages.get(key)
             if average is not None and math.isfinite(average):
                 yield Sample("llm_gateway_average_seconds", {**labels, "phase": key}, average)
             histogram = reading.histograms.get(key)
             if histogram is not None:
-                yield self._summary(now, key, histogram, labels)
+                yield replace(self._summary(now, key, histogram, labels), slices=tuple(slice_windows.get(key, ())))
 
     def _summary(self, now: float, key: str, histogram: Histogram, labels: dict[str, str]) -> QuantileSummary:
-        window = self._windows.get(key)
-        values = histogram_vector(histogram)
-        if window is None:
-            window = self._windows[key] = DeltaWindow(self._window_seconds)
-            if self._lifetime_baseline:
-                window.seed_lifetime(now, values, histogram.bounds)
-            else:
-                window.observe(now, values, histogram.bounds)
-        else:
-            window.observe(now, values, histogram.bounds)
+        vector, bounds = histogram_vector(histogram), histogram.bounds
+        window = observed(self._windows, key, self._window_seconds, self._lifetime_baseline, now, vector, bounds)
         return windowed_summary(LATENCY_FAMILIES[key], labels, histogram, window, QUANTILES)

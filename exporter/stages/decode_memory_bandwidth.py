@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from exporter.settings import Thresholds
 from exporter.stages.advice import CAP_CONTEXT, IF_NOT_ALREADY, enable_prefix_caching
+from exporter.stages.engine_estimates import BANDWIDTH_BAND, decode_work_lines, engine_estimate
 from exporter.stages.evidence import ITL, drawn, engine_gauge, itl_with_lines, per_engine
 from exporter.stages.panels import PanelDef, Query, Unit, ratio
 from exporter.stages.readings import average_hides_p99
 from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Readings, Row, Stage, StageResult
 from exporter.stages.registry import register
 from exporter.stages.scoring import (
+    GpuLevel,
     clamp,
     gpu_level,
     host_busy,
@@ -27,7 +29,7 @@ from exporter.stages.scoring import (
     slowing,
 )
 from exporter.stages.signals import History
-from exporter.stages.vendors import bandwidth_signal, missing_bandwidth_reason
+from exporter.stages.vendors import BandwidthSignal, bandwidth_signal, missing_bandwidth_reason
 
 
 def score(h: History, t: Thresholds) -> StageResult:
@@ -38,6 +40,15 @@ def score(h: History, t: Thresholds) -> StageResult:
     busy, saturated = signal.band(t)
     dram_level = gpu_level(h, "dram_active", t, busy, saturated)
     dram = dram_level.value
+    estimate = engine_estimate(h, t, "bandwidth")
+    if dram is None and dram_level.bounds is None and estimate is not None and estimate.share is not None:
+        # No memory-activity counter for this engine's GPUs: the engine's own bytes stand in for it,
+        # on the band of a share of peak bandwidth.
+        dram, (busy, saturated) = estimate.share, BANDWIDTH_BAND
+        signal = BandwidthSignal(f"{estimate.line}, in place of DRAM activity (none from this engine's GPU source);")
+        dram_level = GpuLevel(dram, "share of peak")
+    elif estimate is not None:
+        result.evidence.append(estimate.line)
     sm = h.mean("sm_active", t.level_seconds)
     sm_range = h.node_range("sm_active", t.level_seconds) if sm is None else None
     tensor_level = gpu_level(h, "tensor_active", t, t.tensor_active_high, t.tensor_active_high + 0.3)
@@ -81,6 +92,7 @@ def score(h: History, t: Thresholds) -> StageResult:
         if slowdown is not None and slowdown > 1.05:
             line += f", {slowdown:.1f}x its best over {t.baseline_seconds / 60:g} min"
         result.evidence.append(line)
+    result.evidence += decode_work_lines(h, t, slowdown)
     waiting_trend = h.trend("waiting", t.level_seconds * 2)
     if waiting_trend is not None and waiting_trend > 0:
         result.evidence.append(f"waiting requests rising ({waiting_trend:+.0f} over {2 * t.level_seconds:g}s)")

@@ -110,6 +110,24 @@ def test_engine_source_drops_a_malformed_line_counts_it_and_reads_the_rest() -> 
     assert snapshot.error_counts == {("engine", "e", "malformed_line"): 1}
 
 
+def test_a_malformed_line_at_any_url_of_a_multi_url_engine_is_counted() -> None:
+    """An engine at several URLs (`rank_urls`) reads each into its own parser: the lines one of
+    them drops count in the engine's discards as a single URL's would, the rest of it still read."""
+    good = fixture_text(KV_SATURATED)
+    bad = good.replace('model_name="tiny-llama"} 4.0', 'model_name="tiny-llama"} 4_0', 1)
+    server = RouteServer({"/a": respond_with(good), "/b": respond_with(bad)})
+    try:
+        target = EngineTarget(url=server.url("/a"), name="e", type="vllm", rank_urls=(server.url("/b"),))
+        source = EngineSource(target, 60.0)
+        metrics = collect_now(source, 0.0)
+    finally:
+        server.close()
+    values = {m.name: m.value for m in metrics if isinstance(m, Sample) and "rank" not in m.labels}
+    assert values["llm_engine_up"] == 1.0 and values["llm_engine_requests_waiting"] == 40.0  # 20 at each
+    assert values["llm_engine_requests_running"] == 4.0  # the first URL's; the second's line was dropped
+    assert source.discards == {"malformed_line": 1}
+
+
 # --- issue "Hardening": memory, deadlines and credentials of every outbound fetch -------------
 
 MiB = 1024 * 1024

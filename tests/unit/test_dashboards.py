@@ -252,9 +252,14 @@ def test_dashboard_uids_are_fixed_and_unique():
 
 def test_the_dashboards_together_offer_every_variable_the_issue_names():
     names = {v["name"] for name in DASHBOARDS for v in _committed(name)["templating"]["list"]}
-    assert names == {"datasource", "cluster", "namespace", "node", "model", "engine"}
+    assert names == {"datasource", "cluster", "namespace", "node", "model", "engine", "slice_by", "slice"}
     engine = next(v for v in _committed("engine-detail")["templating"]["list"] if v["name"] == "engine")
     assert not engine["includeAll"] and not engine["multi"]
+    # The SLO dashboard filters by slice (issue #44): the values a dimension has, within the engines shown.
+    slo = {v["name"]: v for v in _committed("slo")["templating"]["list"]}
+    assert 'slice_by=~"$slice_by"' in slo["slice"]["query"] and slo["slice"]["includeAll"]
+    panels = [p for p in _committed("slo")["panels"] if p.get("title") == "Attainment per slice"]
+    assert panels and all('slice=~"$slice"' in t["expr"] for p in panels for t in p["targets"])
 
 
 def test_panel_ids_do_not_move_when_a_panel_is_inserted_before_them():
@@ -338,6 +343,9 @@ def test_rare_panels_say_what_fills_them():
         "Gateway 5xx by code",
         "Probe end-to-end p95 by path",
         "Requests queued at the gateway",
+        # slices exist only where a source labels its requests with a tenant, adapter or priority
+        "Attainment per slice",
+        "Goodput and queue per slice",
     }
     for name in DASHBOARDS:
         for panel in _all_panels(_committed(name)):

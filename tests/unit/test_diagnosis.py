@@ -522,7 +522,8 @@ def test_history_windows_answer_as_a_walk_over_every_point_would() -> None:
     import random
     from statistics import fmean
 
-    from exporter.stages.signals import EngineInputs, History
+    from exporter.stages.inputs import EngineInputs
+    from exporter.stages.signals import History
 
     rng = random.Random(6)
     history = History(horizon_seconds=40, max_points=25)

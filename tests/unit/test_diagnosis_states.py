@@ -73,6 +73,25 @@ def test_a_down_engine_within_its_grace_shows_its_last_verdict_and_says_so() -> 
     )
 
 
+def test_an_engine_that_falls_asleep_is_listed_asleep_keeps_no_verdict_and_is_judged_again_on_waking() -> None:
+    """vLLM's sleep mode (`llm_engine_asleep 1`): up, but serving nothing, so neither judged nor
+    down; unlike a down engine it keeps no last verdict, and its history waits for it to wake."""
+    diagnoser = Diagnoser()
+    run(diagnoser, 8, lambda i: engine_metrics(waiting=20, kv=0.97))
+    asleep = Sample("llm_engine_asleep", {**ENGINE, "sleep_state": "discard_all"}, 1.0)
+    gauges = diagnoser.update([*engine_metrics(running=0, kv=0.0), asleep], 40.0)
+    report = diagnoser.report()
+    (entry,) = report["engines"]
+    assert (entry["state"], entry["state_reason"], entry["primary"]) == ("asleep", "discard_all", None)
+    assert entry["no_verdict"] == "the engine is asleep: it serves nothing to judge (discard_all)"
+    assert not [m for m in gauges if m.name.startswith("llm_bottleneck_")]
+    assert report["node"]["states"] == {"asleep": 1}
+    awake = Sample("llm_engine_asleep", {**ENGINE, "sleep_state": "awake"}, 0.0)
+    diagnoser.update([*engine_metrics(waiting=20, kv=0.97), awake], 45.0)
+    (entry,) = diagnoser.report()["engines"]
+    assert entry["state"] == "up" and entry["primary"] == "kv_cache_capacity" and entry["no_verdict"] is None
+
+
 # ---- a verdict leaves with its evidence --------------------------------------------------------
 
 

@@ -146,6 +146,37 @@ def test_deprecated_and_new_counters_served_at_once_are_read_once_the_new_first(
     assert (reading.prefix_cache_hits_total, reading.prefix_cache_queries_total) == (40.0, 100.0)
 
 
+def test_the_labelled_counters_read_after_the_signals_are_read_in_either_spelling_too() -> None:
+    """vLLM's admission rejections and cached prompt tokens (read in `finish()`, by their labels)
+    written without `_total`, as a hand-written exposition may: read, and once where both are."""
+    bare = (
+        'vllm:num_requests_running{engine="0",model_name="m"} 1\n'
+        'vllm:admission_rejections{model_name="m",reason="max_num_queued_reqs"} 7\n'
+        'vllm:prompt_tokens_by_source{engine="0",model_name="m",source="local_cache_hit"} 64\n'
+    )
+    reading = vllm_reading(bare)
+    assert reading.admission_rejections_total == {"max_num_queued_reqs": 7.0}
+    assert reading.prompt_tokens_cached_total == {"local": 64.0}
+    both = bare + 'vllm:admission_rejections_total{model_name="m",reason="max_num_queued_reqs"} 9\n'
+    assert vllm_reading(both).admission_rejections_total == {"max_num_queued_reqs": 9.0}  # never 16
+
+
+def test_lora_adapter_lists_are_read_as_info_labels_and_a_list_over_the_cap_leaves_the_slots_unknown() -> None:
+    """`lora_requests_info` carries the adapters' names joined in one label: the engine source reads
+    it as an info metric (its chosen labels only), so a list past the label value cap costs the
+    count of adapters running, never the scrape."""
+    mapping = MAPPINGS["vllm"]
+    running = ",".join(f"adapter-{i:03d}" for i in range(100))  # 1,099 characters
+    text = (
+        'vllm:num_requests_running{engine="0",model_name="m"} 1\n'
+        f'vllm:lora_requests_info{{max_lora="128",running_lora_adapters="{running}",waiting_lora_adapters=""}} 1.7e9\n'
+    )
+    (reading,) = mapping.read(parse_wanted(text, mapping.read_names(), info_labels=mapping.info_labels))
+    assert (reading.lora_slots_used, reading.lora_slots_total) == (None, 128.0)
+    (within,) = mapping.read(parse_wanted(text, mapping.read_names(), 1 << 20, 2048, info_labels=mapping.info_labels))
+    assert (within.lora_slots_used, within.lora_slots_total) == (100.0, 128.0)
+
+
 SGLANG = """\
 {p}num_running_reqs{{model_name="m",tp_rank="0",dp_rank="0"}} 5
 {p}num_queue_reqs{{model_name="m",tp_rank="0",dp_rank="0"}} 2

@@ -26,7 +26,7 @@ GRID_COLUMNS = 24
 SCHEMA_VERSION = 39
 TAGS = ["llm", "llm-bottleneck-exporter"]
 # The order the variables are chained in: each one's values are filtered by the ones before it.
-VARIABLE_ORDER = ("datasource", "cluster", "namespace", "node", "model", "engine")
+VARIABLE_ORDER = ("datasource", "cluster", "namespace", "node", "model", "engine", "slice_by", "slice")
 
 
 def slug(text: str) -> str:
@@ -87,6 +87,8 @@ def variables(config: MonitoringConfig, names: tuple[str, ...], single_engine: b
         "namespace": 'namespace=~"$namespace"',
         "node": f'{node}=~"$node"',
         "model": 'model=~"$model"',
+        "engine": 'engine=~"$engine"',
+        "slice_by": 'slice_by=~"$slice_by"',
     }
     # (family the values come from, its label, the earlier variables that family can be filtered by)
     sources = {
@@ -95,8 +97,19 @@ def variables(config: MonitoringConfig, names: tuple[str, ...], single_engine: b
         "node": ("llm_exporter_build_info", node, ("cluster",)),
         "model": ("llm_engine_up", "model", ("cluster", "namespace", "node")),
         "engine": ("llm_engine_up", "engine", ("cluster", "namespace", "node", "model")),
+        # Slices (docs/metrics.md): the dimensions and values the SLOs are judged per.
+        "slice_by": ("llm_slo_slice_attainment_ratio", "slice_by", ("cluster", "model", "engine")),
+        "slice": ("llm_slo_slice_attainment_ratio", "slice", ("cluster", "model", "engine", "slice_by")),
     }
-    labels = {"cluster": "Cluster", "namespace": "Namespace", "node": "Node", "model": "Model", "engine": "Engine"}
+    labels = {
+        "cluster": "Cluster",
+        "namespace": "Namespace",
+        "node": "Node",
+        "model": "Model",
+        "engine": "Engine",
+        "slice_by": "Slice by",
+        "slice": "Slice",
+    }
     result: list[Template] = []
     for name in (n for n in VARIABLE_ORDER if n in names):
         if name == "datasource":

@@ -62,6 +62,9 @@ class Scope:
             matchers.append('model=~"$model"')
         if engine and "engine" in self.variables and "engine" in labels:
             matchers.append(_GPU_ENGINE if name.startswith("llm_gpu_") else 'engine=~"$engine"')
+        for label in ("slice_by", "slice"):
+            if label in self.variables and label in labels:
+                matchers.append(f'{label}=~"${label}"')
         return series(name, *matchers, *extra)
 
     def record(self, name: str, *extra: str) -> str:

@@ -44,6 +44,11 @@ class GatewayReading:
     #: backends (servers, endpoints, deployments) by state: "up", "down"
     backends: dict[str, float] = field(default_factory=dict)
     upstream_connection_errors_total: float | None = None
+    #: per slice (tenant, adapter, priority class: exporter/slicing.py) where the gateway labels its
+    #: histograms with one (exporter/sources/gateway_slices.py); the queue is not read per slice
+    slice_histograms: dict[tuple[str, str], dict[str, Histogram]] = field(default_factory=dict)
+    slice_running: dict[tuple[str, str], float] = field(default_factory=dict)
+    slice_waiting: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def count(self, status: str, value: float) -> None:
         """Add `value` responses of HTTP `status` ("503", or a class such as "5xx")."""
@@ -65,6 +70,13 @@ class GatewayMapping(ABC):
 
     #: where its time-to-first-token clock starts and stops (docs/metrics.md), None if it has none
     ttft_clock: str | None = None
+    #: the histograms read per slice as well (reading key, wire base names newest first): those
+    #: whose series carry the request's tenant, adapter or priority labels
+    sliced_histograms: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: the refusal statuses (429, 503) whose responses its latency histograms already hold as
+    #: requests, each within a few milliseconds: an SLO judged there moves them from its good events
+    #: to its misses rather than adding them again (exporter/slo/refusals.py)
+    refusals_in_histograms: frozenset[str] = frozenset()
 
     @property
     @abstractmethod

@@ -43,6 +43,9 @@ def _serving(series: Mapping[LabelKey, float]) -> dict[LabelKey, float]:
 
 class HaproxyMapping(GatewayMapping):
     gateway_type = "haproxy"
+    # its histograms are its access log's, which takes every response below 500: its own 429s
+    # (a `deny_status 429` rate limit) are in them, its 503s are not (exporter/sources/access_log.py)
+    refusals_in_histograms = frozenset({"429"})
 
     def matches(self, names: set[str]) -> bool:
         return RESPONSES in names or SERVER_STATUS in names
