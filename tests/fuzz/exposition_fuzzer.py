@@ -19,13 +19,14 @@ with atheris.instrument_imports(include=["exporter"]):
     import exporter.sources.device_exporter as exporter_ingest_module
     import exporter.sources.engine as engine_module
     from exporter.settings import EngineTarget
-    from exporter.sources.dcgm_exporter import DcgmExporterSource
     from exporter.sources.engine import EngineSource
+    from exporter.sources.engines import MAPPINGS as ENGINES
+    from exporter.sources.gpu_exporters.dcgm_exporter import DcgmExporterSource
 
 from tests.fuzz.harness import run  # noqa: E402
 from tests.fuzz.properties import assert_renders_and_parses_back, canned_open_body, collect  # noqa: E402
 
-ENGINE_TYPES = (None, "vllm", "sglang", "tgi", "trtllm", "triton")
+ENGINE_TYPES = (None, *ENGINES.names())
 URL = "http://127.0.0.1:9/metrics"
 _payload: list[bytes] = [b""]
 
@@ -40,10 +41,11 @@ def test_one_input(data: bytes) -> None:
     if not data:
         return
     pick, body = data[0], data[1:]
-    if pick % 7 == 6:
+    choice = pick % (len(ENGINE_TYPES) + 1)
+    if choice == len(ENGINE_TYPES):
         source = DcgmExporterSource(URL)
     else:
-        engine_type = ENGINE_TYPES[pick % 7]
+        engine_type = ENGINE_TYPES[choice]
         source = EngineSource(
             EngineTarget(url=URL, name="e", type=engine_type, model="m" if engine_type == "tgi" else None), 60.0
         )

@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "exporter",
             "exporter.validation",
+            "exporter.registry",
             "exporter.model",
             "exporter.catalogue",
             "exporter.window",
@@ -36,9 +37,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # A stage's record and scorer (exporter/stages/<id>.py): plain data and pure functions of
     # normalized samples, read by the diagnosis and by the rules, dashboards, report and demo.
     ("stages", ("exporter.stages",)),
-    ("config", ("exporter.config", "exporter.config_targets")),
     ("attribution", ("exporter.attribution",)),
     ("sources", ("exporter.sources",)),
+    # The configuration reads the names the sources register (engine and gateway types, GPU modes).
+    ("config", ("exporter.config", "exporter.config_targets")),
     ("discovery", ("exporter.discovery",)),
     ("pipeline", ("exporter.loop", "exporter.diagnosis", "exporter.exposition", "exporter.render", "exporter.slo")),
     (

@@ -10,6 +10,7 @@ cached/prompt token counters instead.
 from __future__ import annotations
 
 from exporter.sources.engines.common import DeclarativeMapping, HistogramSignal, Signal, has_prefix
+from exporter.sources.engines.registry import MAPPINGS
 
 
 def _both(name: str) -> tuple[str, ...]:
@@ -41,3 +42,6 @@ class SglangMapping(DeclarativeMapping):
 
     def matches(self, names: set[str]) -> bool:
         return has_prefix(names, "sglang:", "sglang_")
+
+
+MAPPINGS.register(SglangMapping(), order=30)

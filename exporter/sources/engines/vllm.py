@@ -14,6 +14,7 @@ from collections.abc import Callable
 from exporter.model import EngineReading
 from exporter.promtext import ParsedSamples
 from exporter.sources.engines.common import DeclarativeMapping, HistogramSignal, Signal, has_prefix
+from exporter.sources.engines.registry import MAPPINGS
 
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
 # vLLM's CacheConfig fields (labels of `vllm:cache_config_info`, vllm/v1/metrics/loggers.py
@@ -113,3 +114,6 @@ class VllmMapping(DeclarativeMapping):
         settings = cache_config_settings(parsed)
         for each in readings.values():
             each.settings = dict(settings)
+
+
+MAPPINGS.register(VllmMapping(), order=20)
