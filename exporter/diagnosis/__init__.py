@@ -1,4 +1,4 @@
-"""Bottleneck diagnosis: the framework of DESIGN.md as `llm_bottleneck_*` gauges and a report.
+"""Bottleneck diagnosis: the framework of docs/design.md as `llm_bottleneck_*` gauges and a report.
 
 Reads only normalized metrics (exporter/stages/signals.py), scores every engine-scope stage of the
 registry (exporter/stages/) from several signals, applies hysteresis so `llm_bottleneck_active`
@@ -116,7 +116,7 @@ class Diagnoser:
         return [m for d in self.latest.values() for m in self._gauges(d)] + self.path.update(metrics, now, t)
 
     def report(self) -> dict[str, Any]:
-        """The /diagnosis document (DESIGN.md contract)."""
+        """The /diagnosis document (docs/design.md#http-endpoints)."""
         engines = [d.as_json() for _, d in sorted(self.latest.items())]
         counts: dict[str, int] = {}
         for d in self.latest.values():

@@ -52,7 +52,7 @@ import bcrypt  # noqa: E402
 import psutil  # noqa: E402
 
 from tests.perf import node_under_test as perf_node  # noqa: E402
-from tests.perf.scrape_latency import percentile  # noqa: E402
+from tests.perf.node_under_test import percentile  # noqa: E402
 from tests.perf.table import Row, print_rows  # noqa: E402
 from tests.support import ExporterProcess  # noqa: E402
 

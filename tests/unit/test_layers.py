@@ -1,5 +1,5 @@
 """The package's layers, bottom to top: a module may import its own layer and the ones below,
-never one above (DESIGN.md, "Layout"). Lazy imports inside functions count too: an import that
+never one above (docs/design.md#layout). Lazy imports inside functions count too: an import that
 climbs back up is a two-way tie whether it runs at start-up or later.
 """
 
@@ -74,7 +74,7 @@ def layer_of(module: str) -> int:
             if (module == prefix or nested) and len(prefix) > best_length:
                 best, best_length = index, len(prefix)
     if best < 0:
-        raise KeyError(f"{module} is in no layer: add it to LAYERS (and to DESIGN.md)")
+        raise KeyError(f"{module} is in no layer: add it to LAYERS (and to docs/design.md#layout)")
     return best
 
 
