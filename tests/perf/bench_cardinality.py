@@ -34,7 +34,7 @@ import psutil  # noqa: E402
 
 from exporter.settings import ScrapeLimits  # noqa: E402
 from tests.many_models import model_names, vllm_text  # noqa: E402
-from tests.perf.node_under_test import changing_captures  # noqa: E402
+from tests.perf.node_under_test import Cycling, changing_captures  # noqa: E402
 from tests.perf.table import Row, print_rows  # noqa: E402
 from tests.support import ExporterProcess, RouteServer, series_value  # noqa: E402
 
@@ -46,23 +46,6 @@ class PatientExporter(ExporterProcess):
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         super().wait_ready(timeout)
-
-
-def changing(text: str, variants: int = 8):  # type: ignore[no-untyped-def]
-    """A responder answering the text as successive scrapes would read it, one variant a request."""
-    bodies = changing_captures(text.encode(), variants)
-    served = [0]
-
-    def respond(handler) -> None:  # type: ignore[no-untyped-def]
-        body = bodies[served[0] % len(bodies)]
-        served[0] += 1
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/plain; version=0.0.4")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-
-    return respond
 
 
 def measure(label: str, url: str, rounds: int, interval: float, config: str | None) -> tuple[int, float, float]:
@@ -97,8 +80,9 @@ def main() -> int:
     parser.add_argument("--lifted", action="store_true", help="also run with every cap lifted (slow)")
     args = parser.parse_args()
     server = RouteServer()
-    server.routes["/one/metrics"] = changing(vllm_text(model_names(1)))
-    server.routes["/many/metrics"] = changing(vllm_text(model_names(args.models)))
+    # Eight successive scrapes each: the values change every scrape, as a real engine's do.
+    server.routes["/one/metrics"] = Cycling(changing_captures(vllm_text(model_names(1)).encode(), 8))
+    server.routes["/many/metrics"] = Cycling(changing_captures(vllm_text(model_names(args.models)).encode(), 8))
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".yaml") as lifted:
             lifted.write(

@@ -37,7 +37,7 @@ from exporter.sources.base import Source, collect_now  # noqa: E402
 from exporter.sources.engine import EngineSource  # noqa: E402
 from exporter.sources.rdma import RdmaSource  # noqa: E402
 from tests import nvml_stub  # noqa: E402
-from tests.perf.node_under_test import CAPTURE, changing_captures  # noqa: E402
+from tests.perf.node_under_test import CAPTURE, Cycling, changing_captures  # noqa: E402
 from tests.perf.table import Row, print_rows  # noqa: E402
 from tests.support import RouteServer  # noqa: E402
 from tests.sysfs_trees import LiveTree, bench_tree  # noqa: E402
@@ -66,9 +66,8 @@ class Replayed(Source):
 
 def engine_metrics() -> list[Metric]:
     """One engine's second collection: the capture, then the capture as it reads a scrape later."""
-    bodies = iter(changing_captures(CAPTURE.read_bytes(), 2))
     server = RouteServer()
-    server.routes["/metrics"] = lambda handler: _answer(handler, next(bodies))
+    server.routes["/metrics"] = Cycling(changing_captures(CAPTURE.read_bytes(), 2))
     try:
         source = EngineSource(EngineTarget(name="engine", url=server.url("/metrics"), type="vllm"), 60.0)
         collect_now(source, 0.0)
@@ -77,14 +76,6 @@ def engine_metrics() -> list[Metric]:
     finally:
         server.close()
     return metrics
-
-
-def _answer(handler, body: bytes) -> None:  # type: ignore[no-untyped-def]
-    handler.send_response(200)
-    handler.send_header("Content-Type", "text/plain; version=0.0.4")
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
 
 
 def node_sources(directory: Path) -> list[Source]:
