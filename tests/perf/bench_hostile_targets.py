@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -207,6 +208,7 @@ def main() -> int:
         for server in (hostile, info_trickle):
             server.close()
         node.close()
+        shutil.rmtree(workdir, ignore_errors=True)
     took = time.monotonic() - started
     print(
         f"phases of {args.phase_seconds:g} s (hostile {2 * args.phase_seconds:g} s, their timeout "
