@@ -157,6 +157,17 @@ def wait_until_serving(
         time.sleep(poll)
 
 
+def wait_until(condition: Callable[[], object], what: str, bound: float = CONDITION_BOUND_SECONDS, poll: float = 0.05):
+    """Poll until `condition()` returns something true, and return that. A condition that the
+    test's own process or its next collection rounds make true; `bound` only catches a hang."""
+    deadline = time.monotonic() + bound
+    while not (result := condition()):
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: not within {bound:g}s")
+        time.sleep(poll)
+    return result
+
+
 def answers(url: str, auth: tuple[str, str] | None = None, verify: bool | str = True) -> bool:
     """Whether `url` answers 200 (a readiness probe for wait_until_serving)."""
     return requests.get(url, auth=auth, timeout=REQUEST_BOUND_SECONDS, verify=verify).status_code == 200
