@@ -31,7 +31,7 @@ from tests.integration.monitoring_stack import (
     alertmanager_config,
     require_binary,
 )
-from tests.support import REPO, ExporterProcess, free_port
+from tests.support import REPO, REQUEST_BOUND_SECONDS, START_BOUND_SECONDS, ExporterProcess, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +50,11 @@ EXPORTER_CONFIG = "engine_defaults:\n  timeout_seconds: 5\n"
 
 def _require_simulator() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "exporter", "simulate", "--list"], cwd=REPO, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "exporter", "simulate", "--list"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=START_BOUND_SECONDS,
     )
     if result.returncode != 0:
         pytest.fail(
@@ -100,7 +104,7 @@ class SimulatedNode:
             self.workdir,
             f"{self.base}/healthz",
         )
-        index = requests.get(f"{self.base}/", timeout=5).json()
+        index = requests.get(f"{self.base}/", timeout=REQUEST_BOUND_SECONDS).json()
         self.engine_urls = [self.base + engine["url"] for engine in index["engines"]]
         engines = [arg for url in self.engine_urls for arg in ("--engine", f"vllm={url}")]
         config = self.workdir / "exporter.yaml"
@@ -147,7 +151,7 @@ class Stack:
     def diagnostics(self, scenario: str) -> str:
         node = self.nodes[scenario]
         try:
-            diagnosis = requests.get(node.exporter.base_url + "/diagnosis", timeout=5).text[:3000]
+            diagnosis = requests.get(node.exporter.base_url + "/diagnosis", timeout=REQUEST_BOUND_SECONDS).text[:3000]
         except requests.RequestException as exc:
             diagnosis = f"(no /diagnosis: {exc})"
         firing = self.prometheus.query(f'ALERTS{{scenario="{scenario}"}}')
@@ -168,7 +172,7 @@ def _generate_rules(workdir: Path) -> Path:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=START_BOUND_SECONDS,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     rules = out / "alerts" / "generated" / "llm-bottleneck.rules.yaml"

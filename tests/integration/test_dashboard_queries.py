@@ -36,7 +36,7 @@ from exporter.simulate.dcgm_text import POD_NAMESPACE
 from tests import nvml_stub
 from tests.integration.gpu_helpers import stub_dir
 from tests.integration.monitoring_stack import LOCAL, ManagedProcess, Prometheus, require_binary
-from tests.support import FIXTURES, REPO, ExporterProcess, RouteServer, free_port, respond_with
+from tests.support import FIXTURES, REPO, REQUEST_BOUND_SECONDS, ExporterProcess, RouteServer, free_port, respond_with
 
 pytestmark = pytest.mark.integration
 
@@ -119,7 +119,7 @@ def _simulated_node(scenario: str, workdir: Path) -> Node:
         f"{base}/healthz",
     )
     try:
-        index = requests.get(f"{base}/", timeout=5).json()
+        index = requests.get(f"{base}/", timeout=REQUEST_BOUND_SECONDS).json()
         engines = [{"name": e["pod"], "type": "vllm", "url": base + e["url"]} for e in index["engines"]]
         config = {
             **EXPORTER_CONFIG,
@@ -321,7 +321,9 @@ def test_every_panel_query_is_valid_promql_for_prometheus(stack: Stack):
     invalid = {}
     for query in QUERIES:
         expr = re.sub(r"\$(\w+)", ".*", query.expr)
-        response = requests.get(f"{stack.prometheus.url}/api/v1/query", params={"query": expr}, timeout=10)
+        response = requests.get(
+            f"{stack.prometheus.url}/api/v1/query", params={"query": expr}, timeout=REQUEST_BOUND_SECONDS
+        )
         if response.status_code != 200:
             invalid[query.name] = response.json().get("error")
     assert not invalid, invalid
