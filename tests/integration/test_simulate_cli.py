@@ -212,7 +212,9 @@ def test_demo_runs_for_its_duration_and_stops_everything(tmp_path):
     assert lines[0].startswith("llm-bottleneck-exporter demo: scenario prompt-growth")
     assert any("/engine/0/metrics" in line for line in lines if "once --engine vllm=" in line)  # a command to try
     frames = [line for line in lines if line.startswith("t=")]
-    assert len(frames) >= 3, done.stdout  # 20 s at a 5 s refresh
+    # 20 s at a 5 s refresh: at least one refresh. Each frame waits its 5 s after reading the
+    # exporter, and on a loaded machine those reads alone can take seconds, so not four frames.
+    assert len(frames) >= 2, done.stdout
     # the RDMA rate needs two collections: "–" (never "-") until then
     frame = re.compile(
         r"t=\d+s phase=baseline expected=none( window_filling=\d+/60s)? engines=8 primary=\S+ .*dram=0\.\d\d.*"
