@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 
@@ -80,6 +81,13 @@ class LiveRun:
 def _wait_for(url: str, process: subprocess.Popen, log: Path) -> None:
     """Until `url` answers 200; follows the process (see wait_until_serving)."""
     wait_until_serving(process, lambda: answers(url), url, lambda: log_tail(log, 1500), poll=0.3)
+
+
+def _behind(report: dict) -> float:
+    """Seconds the exporter's diagnosis is behind the clock: as old as its last collection, which
+    on a loaded machine is seconds behind the simulator. A read counts once the phase has filled
+    the exporter's window in what it has collected, not on the simulator's clock alone."""
+    return max(0.0, time.time() - datetime.fromisoformat(report["generated_at"]).timestamp())
 
 
 def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
@@ -141,8 +149,8 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
             if started is None:
                 started, wall_started = now, time.monotonic()
             phase = index["phase"]
-            since = now - max(float(phase["start_seconds"]), started)
-            evaluated = since >= WINDOW_SECONDS
+            phase_started = max(float(phase["start_seconds"]), started)
+            evaluated = now - _behind(report) - phase_started >= WINDOW_SECONDS
             run.reads.append((phase["name"], evaluated, [e["primary"] for e in report["engines"]]))
             expected = run.expected.get(phase["name"])
             for role, document in (("config", report), ("plain", plain_report)):
@@ -161,7 +169,8 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
                             }
                         )
             plain_primaries = [e["primary"] for e in plain_report["engines"]]
-            run.plain_reads.append((phase["name"], since >= WINDOW_SECONDS, plain_primaries))
+            plain_evaluated = now - _behind(plain_report) - phase_started >= WINDOW_SECONDS
+            run.plain_reads.append((phase["name"], plain_evaluated, plain_primaries))
             run.plain_evidence = [e["evidence"] for e in plain_report["engines"]]
             if now >= end:
                 break

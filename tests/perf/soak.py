@@ -190,7 +190,11 @@ def soak(watched, scraper, simulator, described, control_start, total: int, hour
             if each.rounds - each.sampled_at >= SAMPLE_ROUNDS:
                 each.sample(each.rounds // HOUR + 1, scraper, BESIDE if beside and name == "soaked" else None)
         if soaked.rounds >= next_restart:
-            simulator.restart(SCENARIOS[(simulator.restarts + 1) % len(SCENARIOS)])
+            try:
+                simulator.restart(SCENARIOS[(simulator.restarts + 1) % len(SCENARIOS)])
+            except RuntimeError as exc:
+                print(f"soak: the simulator did not start again: {exc}")
+                return 2
             next_restart += RESTART_ROUNDS
         hour = soaked.rounds // HOUR
         if hour > hour_started[1] and hour <= hours:
