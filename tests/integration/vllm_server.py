@@ -34,6 +34,7 @@ STOP_GRACE_S = 20.0
 LOG_TAIL_LINES = 80
 POLL_INTERVAL_S = 0.5
 LOG_DIR = CACHE_DIR / "vllm-logs"
+TEMP_DIR = CACHE_DIR / "vllm-home" / "tmp"
 
 DEFAULT_ENGINE_ARGS: Mapping[str, object] = {
     "dtype": "float32",
@@ -47,9 +48,12 @@ DEFAULT_ENGINE_ARGS: Mapping[str, object] = {
 DEFAULT_ENV: Mapping[str, str] = {
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; the block override decides the usable size
     # Compile caches stay in the git-ignored repo cache, not the user's home nor the shared
-    # temporary directory (torch inductor's default, some 300 MB a run), and are reused by the next run.
+    # temporary directory, and are reused by the next run. Torch inductor's precompiled headers
+    # (300-450 MB) go to tempfile's directory whatever TORCHINDUCTOR_CACHE_DIR says, hence TMPDIR,
+    # which also takes vLLM's IPC sockets and scratch files out of /tmp.
     "VLLM_CACHE_ROOT": str(CACHE_DIR / "vllm-home"),
     "TORCHINDUCTOR_CACHE_DIR": str(CACHE_DIR / "vllm-home" / "torchinductor"),
+    "TMPDIR": str(TEMP_DIR),
     # Nothing may leave the machine: no hub lookups, no usage reporting.
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -181,6 +185,7 @@ class VllmServer:
         python = ensure_vllm_venv()
         model_dir = self.model_dir or ensure_tiny_model(python, self.seed)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        TEMP_DIR.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with self.log_path.open("ab") as log:
             log.write(f"\n=== starting on port {self.port} at {time.ctime()}\n".encode())

@@ -119,126 +119,135 @@ def main() -> int:
     if args.hours < 3:
         parser.error("--hours: at least 3 (a warm-up hour, hour 2, and a last hour)")
     with work_folder("soak") as (work, status):
-        status[0] = run(work, args.hours, args.interval, args.scrapes_per_second)
+        status[0] = Soak(work, args.hours, args.interval, args.scrapes_per_second).run()
         return status[0]
 
 
-def run(work: Path, hours: int, interval: float, per_second: float) -> int:
-    ports_file = work / "targets.json"
-    command = [sys.executable, str(REPO / "tests/perf/soak_targets.py"), "--ports-file", str(ports_file)]
-    targets = start_logged([*command, "--deadline", str(interval)], work / "targets.log")
-    simulator = Simulator(work)
-    scraper = Scraper(per_second)
-    watched: dict[str, Watched] = {}
-    try:
-        wait_until_serving(targets, ports_file.exists, "soak targets", lambda: log_tail(work / "targets.log"))
-        described = json.loads(ports_file.read_text())
-        simulator.start(SCENARIOS[0])
+class Soak:
+    """One run: the targets' process, the simulator, the scraper and the watched exporters."""
+
+    def __init__(self, work: Path, hours: int, interval: float, per_second: float) -> None:
+        self.work, self.hours, self.interval, self.per_second = work, hours, interval, per_second
+        self.total = hours * HOUR
+        self.simulator = Simulator(work)
+        self.scraper = Scraper(per_second)
+        self.watched: dict[str, Watched] = {}
+        self.targets: dict[str, dict[str, str]] = {}
+        self.rounds_url = ""
+
+    def start_exporter(self, name: str) -> Watched:
+        simulator = self.simulator
         args = ("--gpu", f"dcgm-exporter={simulator.gpu_url}", "--sysfs", str(simulator.sysfs))
-        soaked_config = config(described["sets"]["soaked"], simulator, interval)
-        watched["soaked"] = Watched(Exporter("soaked", work, soaked_config, *args))
-        watched["soaked"].exporter.wait_ready()
-        total = hours * HOUR
+        exporter = Exporter(name, self.work, config(self.targets[name], simulator, self.interval), *args)
+        self.watched[name] = watched = Watched(exporter)
+        exporter.wait_ready()
+        self.scraper.add(name, exporter.url, 1)
+        return watched
+
+    def run(self) -> int:
+        ports_file = self.work / "targets.json"
+        command = [sys.executable, str(REPO / "tests/perf/soak_targets.py"), "--ports-file", str(ports_file)]
+        targets = start_logged([*command, "--deadline", str(self.interval)], self.work / "targets.log")
+        try:
+            wait_until_serving(targets, ports_file.exists, "soak targets", lambda: log_tail(self.work / "targets.log"))
+            described = json.loads(ports_file.read_text())
+            self.targets, self.rounds_url = described["sets"], described["rounds_url"]
+            self.simulator.start(SCENARIOS[0])
+            self.start_exporter("soaked")
+            print(
+                f"soak: {self.hours} h of {ROUND_SECONDS:g} s rounds = {self.total} rounds, run every "
+                f"{self.interval:g} s (~{self.total * self.interval / 60:.0f} min); {ENGINES} simulated engines "
+                f"restarted every {RESTART_ROUNDS} rounds + churning, flapping, slow and hostile targets; "
+                f"{self.per_second:g} scrapes/s; logs in {self.work}",
+                flush=True,
+            )
+            print(
+                f"{'hour':>4} {'rounds':>6} {'rss_mb':>7} {'fds':>4} {'thr':>4} {'p99_ms':>7} {'collect_ms':>10} "
+                f"{'rounds/s':>8} {'load1':>5} {'restarts':>8}",
+                flush=True,
+            )
+            self.scraper.start()
+            return self.rounds() or self.verdict()
+        finally:
+            self.scraper.stop_event.set()
+            for each in self.watched.values():
+                each.exporter.stop()
+            self.simulator.stop()
+            stop_group(targets)
+
+    def rounds(self) -> int:
+        """Round after round until the soaked exporter's last hour and the fresh one's hour 2 are
+        done: 0, or 2 when a process died or collection stalled."""
+        soaked, watched, scraper = self.watched["soaked"], self.watched, self.scraper
+        next_restart, last_progress, hour_started = RESTART_ROUNDS, time.monotonic(), (time.monotonic(), 0)
+        while soaked.rounds < self.total or ("control" in watched and watched["control"].rounds < 2 * HOUR):
+            time.sleep(0.1)
+            counts = requests.get(self.rounds_url, timeout=REQUEST_BOUND_SECONDS).json()
+            if counts["soaked"] > soaked.rounds:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > STALL_SECONDS:
+                print(f"soak: no collection round for {STALL_SECONDS:g} s; see {soaked.exporter.log_path}")
+                return 2
+            for name, each in watched.items():
+                if not each.exporter.alive():
+                    code, log = each.exporter.process.returncode, each.exporter.log_path
+                    print(f"soak: exporter {name} died (exit {code}); see {log}")
+                    return 2
+                each.rounds = counts[name]
+            control = watched.get("control")
+            beside = control is not None and control.rounds // HOUR + 1 == 2
+            scraper.bucket["soaked"] = BESIDE if beside else soaked.rounds // HOUR + 1
+            if control is not None:
+                scraper.bucket["control"] = control.rounds // HOUR + 1
+            for name, each in watched.items():
+                if each.rounds - each.sampled_at >= SAMPLE_ROUNDS:
+                    each.sample(each.rounds // HOUR + 1, scraper, BESIDE if beside and name == "soaked" else None)
+            if soaked.rounds >= next_restart:
+                try:
+                    self.simulator.restart(SCENARIOS[(self.simulator.restarts + 1) % len(SCENARIOS)])
+                except RuntimeError as exc:
+                    print(f"soak: the simulator did not start again: {exc}")
+                    return 2
+                next_restart += RESTART_ROUNDS
+            hour = soaked.rounds // HOUR
+            if hour_started[1] < hour <= self.hours:
+                rate = (soaked.rounds - hour_started[1] * HOUR) / (time.monotonic() - hour_started[0])
+                self.progress(hour, rate)
+                hour_started = (time.monotonic(), hour)
+            if control is None and soaked.rounds >= self.total - 2 * HOUR - 60:
+                self.start_exporter("control")
+        scraper.stop()
+        return 0
+
+    def progress(self, hour: int, rate: float) -> None:
+        """One line per simulated hour of the soaked exporter."""
+        window = self.watched["soaked"].window(hour)
+        latencies = self.scraper.taken("soaked", hour) or self.scraper.taken("soaked", BESIDE)
+        collect = statistics.median(window.collect_seconds) * 1000 if window.collect_seconds else float("nan")
         print(
-            f"soak: {hours} h of {ROUND_SECONDS:g} s rounds = {total} rounds, run every {interval:g} s "
-            f"(~{total * interval / 60:.0f} min); {ENGINES} simulated engines restarted every "
-            f"{RESTART_ROUNDS} rounds + churning, flapping, slow and hostile targets; "
-            f"{per_second:g} scrapes/s; logs in {work}",
+            f"{hour:4d} {self.watched['soaked'].rounds:6d} {statistics.fmean(window.rss_mb or [0]):7.1f} "
+            f"{statistics.median(window.fds or [0]):4g} {statistics.median(window.threads or [0]):4g} "
+            f"{p99(latencies) * 1000:7.2f} {collect:10.2f} {rate:8.2f} {os.getloadavg()[0]:5.2f} "
+            f"{self.simulator.restarts:8d}",
             flush=True,
         )
+
+    def verdict(self) -> int:
+        soaked, control = self.watched["soaked"], self.watched["control"]
+        for name, each in self.watched.items():
+            for key, window in each.hours.items():
+                window.latencies = self.scraper.taken(name, key)
+        leak = (soaked.window(2), soaked.window(self.hours))
+        fresh, old = control.window(2), soaked.window(BESIDE)
+        fresh.label, old.label = "a fresh exporter's hour 2", f"hour {self.hours}, over the same minutes"
+        speed = (fresh, old)
         print(
-            f"{'hour':>4} {'rounds':>6} {'rss_mb':>7} {'fds':>4} {'thr':>4} {'p99_ms':>7} {'collect_ms':>10} "
-            f"{'rounds/s':>8} {'load1':>5} {'restarts':>8}",
-            flush=True,
+            f"\nfor reference, the soaked exporter's own hour 2 (other minutes, other load; not judged): "
+            f"/metrics p99 {p99(leak[0].latencies) * 1000:.2f} ms over {len(leak[0].latencies)} scrapes, "
+            f"collection {statistics.median(leak[0].collect_seconds or [float('nan')]) * 1000:.2f} ms"
         )
-        scraper.add("soaked", watched["soaked"].exporter.url, 1)
-        scraper.start()
-        return soak(watched, scraper, simulator, described, (work, interval, args), total, hours)
-    finally:
-        scraper.stop_event.set()
-        for each in watched.values():
-            each.exporter.stop()
-        simulator.stop()
-        stop_group(targets)
-
-
-def soak(watched, scraper, simulator, described, control_start, total: int, hours: int) -> int:  # noqa: ANN001
-    """Round after round until the soaked exporter's last hour and the fresh one's hour 2 are done."""
-    soaked = watched["soaked"]
-    next_restart, last_progress, hour_started = RESTART_ROUNDS, time.monotonic(), (time.monotonic(), 0)
-    rounds_url = described["rounds_url"]
-    while soaked.rounds < total or ("control" in watched and watched["control"].rounds < 2 * HOUR):
-        time.sleep(0.1)
-        counts = requests.get(rounds_url, timeout=REQUEST_BOUND_SECONDS).json()
-        if counts["soaked"] > soaked.rounds:
-            last_progress = time.monotonic()
-        elif time.monotonic() - last_progress > STALL_SECONDS:
-            print(f"soak: no collection round for {STALL_SECONDS:g} s; see {soaked.exporter.log_path}")
-            return 2
-        for name, each in watched.items():
-            if not each.exporter.alive():
-                code, log = each.exporter.process.returncode, each.exporter.log_path
-                print(f"soak: exporter {name} died (exit {code}); see {log}")
-                return 2
-            each.rounds = counts[name]
-        control = watched.get("control")
-        beside = control is not None and control.rounds // HOUR + 1 == 2
-        scraper.bucket["soaked"] = BESIDE if beside else soaked.rounds // HOUR + 1
-        if control is not None:
-            scraper.bucket["control"] = control.rounds // HOUR + 1
-        for name, each in watched.items():
-            if each.rounds - each.sampled_at >= SAMPLE_ROUNDS:
-                each.sample(each.rounds // HOUR + 1, scraper, BESIDE if beside and name == "soaked" else None)
-        if soaked.rounds >= next_restart:
-            try:
-                simulator.restart(SCENARIOS[(simulator.restarts + 1) % len(SCENARIOS)])
-            except RuntimeError as exc:
-                print(f"soak: the simulator did not start again: {exc}")
-                return 2
-            next_restart += RESTART_ROUNDS
-        hour = soaked.rounds // HOUR
-        if hour > hour_started[1] and hour <= hours:
-            rate = (soaked.rounds - hour_started[1] * HOUR) / (time.monotonic() - hour_started[0])
-            progress(soaked, scraper, hour, rate, simulator.restarts)
-            hour_started = (time.monotonic(), hour)
-        if control is None and soaked.rounds >= total - 2 * HOUR - 60:
-            work, interval, args = control_start
-            fresh = Exporter("control", work, config(described["sets"]["control"], simulator, interval), *args)
-            watched["control"] = Watched(fresh)
-            fresh.wait_ready()
-            scraper.add("control", fresh.url, 1)
-    scraper.stop()
-    return verdict(watched, scraper, hours)
-
-
-def progress(soaked: Watched, scraper: Scraper, hour: int, rate: float, restarts: int) -> None:
-    window = soaked.window(hour)
-    latencies = scraper.taken("soaked", hour) or scraper.taken("soaked", BESIDE)
-    collect = statistics.median(window.collect_seconds) * 1000 if window.collect_seconds else float("nan")
-    print(
-        f"{hour:4d} {soaked.rounds:6d} {statistics.fmean(window.rss_mb or [0]):7.1f} "
-        f"{statistics.median(window.fds or [0]):4g} {statistics.median(window.threads or [0]):4g} "
-        f"{p99(latencies) * 1000:7.2f} {collect:10.2f} {rate:8.2f} {os.getloadavg()[0]:5.2f} {restarts:8d}",
-        flush=True,
-    )
-
-
-def verdict(watched: dict[str, Watched], scraper: Scraper, hours: int) -> int:
-    soaked, control = watched["soaked"], watched["control"]
-    for name, each in watched.items():
-        for key, window in each.hours.items():
-            window.latencies = scraper.taken(name, key)
-    leak = (soaked.window(2), soaked.window(hours))
-    fresh, old = control.window(2), soaked.window(BESIDE)
-    fresh.label, old.label = "a fresh exporter's hour 2", f"hour {hours}, over the same minutes"
-    speed = (fresh, old)
-    print(
-        f"\nfor reference, the soaked exporter's own hour 2 (other minutes, other load; not judged): "
-        f"/metrics p99 {p99(leak[0].latencies) * 1000:.2f} ms over {len(leak[0].latencies)} scrapes, "
-        f"collection {statistics.median(leak[0].collect_seconds or [float('nan')]) * 1000:.2f} ms"
-    )
-    failures = sum(scraper.failures.values())
-    return print_verdicts(judge(leak, speed, failures), leak, speed)
+        failures = sum(self.scraper.failures.values())
+        return print_verdicts(judge(leak, speed, failures), leak, speed)
 
 
 if __name__ == "__main__":
