@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import time
@@ -118,6 +119,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.hours < 3:
         parser.error("--hours: at least 3 (a warm-up hour, hour 2, and a last hour)")
+    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C: the processes are stopped, the logs kept.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     with work_folder("soak") as (work, status):
         status[0] = Soak(work, args.hours, args.interval, args.scrapes_per_second).run()
         return status[0]
