@@ -24,8 +24,14 @@ import pytest
 from tests.raw_server import RawServer
 from tests.support import SUITE_MARK, RouteServer
 
-_SHARED_TEMP = Path(tempfile.gettempdir())
+#: where files of the run would outlive it: the shared temporary directory and shared memory
+#: (a vLLM engine killed mid-run leaves its segments there)
+_SHARED_DIRS = tuple(path for path in (Path(tempfile.gettempdir()), Path("/dev/shm")) if path.is_dir())
 _state: dict[str, object] = {}
+
+
+def _shared_entries() -> set[Path]:
+    return {directory / name for directory in _SHARED_DIRS for name in os.listdir(directory)}
 
 
 def _marked_processes() -> list[psutil.Process]:
@@ -66,7 +72,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ[SUITE_MARK] = f"{os.getpid()}-{uuid.uuid4().hex}"  # a fresh one for a nested run too
-    _state["shared_before"] = set(os.listdir(_SHARED_TEMP))
+    _state["shared_before"] = _shared_entries()
     atexit.register(_kill_left_behind)  # a backstop for an exit that skips pytest_sessionfinish
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupt)
@@ -80,9 +86,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     before = _state.get("shared_before", set())
     assert isinstance(before, set)
-    _state["new_shared"] = sorted(
-        name for name in set(os.listdir(_SHARED_TEMP)) - before if not name.startswith("pytest-of-")
-    )
+    _state["new_shared"] = sorted(path for path in _shared_entries() - before if not path.name.startswith("pytest-of-"))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # noqa: ANN001
@@ -93,13 +97,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             terminalreporter.line(line)
     new_shared = _state.get("new_shared") or []
     if new_shared:
-        terminalreporter.section(f"new in the shared temporary directory {_SHARED_TEMP} during this run", yellow=True)
+        where = " and ".join(str(d) for d in _SHARED_DIRS)
+        terminalreporter.section(f"new in {where} during this run", yellow=True)
         terminalreporter.line(
             "The run's own processes write to TMPDIR (a folder of pytest's base directory), so these"
             " came from a path written into a program, or from a neighbour on this machine:"
         )
-        for name in new_shared:  # type: ignore[union-attr]
-            terminalreporter.line(f"  {_SHARED_TEMP / name}")
+        for path in new_shared:  # type: ignore[union-attr]
+            terminalreporter.line(f"  {path}")
 
 
 @pytest.fixture(scope="session", autouse=True)
