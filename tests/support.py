@@ -1,5 +1,5 @@
-"""Test helpers shared by the tiers: loopback HTTP servers that misbehave on purpose, and the
-real `serve` process.
+"""Test helpers shared by the tiers: loopback HTTP servers that misbehave on purpose, the real
+`serve` process, and how the suite waits for and stops the processes it starts.
 
 Everything binds to 127.0.0.1 on a free port and stops itself; nothing reaches past loopback.
 """
@@ -9,10 +9,13 @@ from __future__ import annotations
 import itertools
 import os
 import selectors
+import shutil
+import signal
 import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -20,14 +23,27 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import psutil
 import requests
 
 from exporter.model import Metric, Sample
-from exporter.process_group import terminate_group
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 ENGINE_FIXTURES = FIXTURES / "engines"
+
+# Bounds on the suite's waits. Each wait returns as soon as its condition holds, so a generous
+# bound costs nothing on a quiet machine; on a 2-core machine at load average 25+ a Python process
+# took over 20 s to import and serve, and a loopback request seconds. Only a hang exceeds these.
+#: a process started by a test, until it serves; a process that exits first fails the wait at once
+START_BOUND_SECONDS = 180.0
+#: one request to a loopback server of the test's own (a socket timeout, not a measurement)
+REQUEST_BOUND_SECONDS = 30.0
+#: a condition the exporter's next collection rounds make true (polled, never slept for)
+CONDITION_BOUND_SECONDS = 120.0
+#: Set by tests/conftest.py to a value unique to the pytest run, and inherited by every process the
+#: run starts (grandchildren included): the session-end sweep finds what a test left behind by it.
+SUITE_MARK = "LLM_EXPORTER_TEST_RUN"
 
 
 def free_port() -> int:
@@ -149,6 +165,91 @@ class RouteServer:
         self._server.server_close()
 
 
+def log_tail(path: Path, chars: int = 6000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return f"<no log at {path}>"
+
+
+def wait_until_serving(
+    process: subprocess.Popen,
+    ready: Callable[[], bool],
+    what: str,
+    log: Callable[[], str],
+    bound: float = START_BOUND_SECONDS,
+    poll: float = 0.1,
+) -> None:
+    """Poll `ready()` until it holds. Follows the process: one that exits first fails at once, with
+    `log()`; one still running after `bound` seconds is reported as hung. `ready` raising a
+    requests or socket error (nothing listening yet) counts as not ready."""
+    deadline = time.monotonic() + bound
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode} before it was ready:\n{log()}")
+        try:
+            if ready():
+                return
+        except (requests.RequestException, OSError):
+            pass
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"{what} still not ready after {bound:g}s, though running (a hang?):\n{log()}")
+        time.sleep(poll)
+
+
+def wait_until(condition: Callable[[], object], what: str, bound: float = CONDITION_BOUND_SECONDS, poll: float = 0.05):
+    """Poll until `condition()` returns something true, and return that. A condition that the
+    test's own process or its next collection rounds make true; `bound` only catches a hang."""
+    deadline = time.monotonic() + bound
+    while not (result := condition()):
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: not within {bound:g}s")
+        time.sleep(poll)
+    return result
+
+
+def answers(url: str, auth: tuple[str, str] | None = None, verify: bool | str = True) -> bool:
+    """Whether `url` answers 200 (a readiness probe for wait_until_serving)."""
+    return requests.get(url, auth=auth, timeout=REQUEST_BOUND_SECONDS, verify=verify).status_code == 200
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """The live (not zombie) processes of process group `pgid`. A zombie counts as alive to
+    kill(0), and this machine's init may leave orphans' zombies unreaped for a while."""
+    members = []
+    for process in psutil.process_iter():
+        try:
+            if os.getpgid(process.pid) == pgid and process.status() != psutil.STATUS_ZOMBIE:
+                members.append(process)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def stop_group(process: subprocess.Popen, grace: float = 10.0) -> None:
+    """Stop a process started with `start_new_session=True` and everything it started: SIGTERM to
+    its group, SIGKILL to whatever of the group is left after `grace` seconds (members that outlive
+    their leader included), then reap the leader. Safe after the leader died, and twice."""
+    pgid = process.pid
+    signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    signal_group(pgid, signal.SIGKILL)
+    process.wait()
+
+
 class ExporterProcess:
     """The real `llm-bottleneck-exporter serve` as a subprocess on a free loopback port."""
 
@@ -161,14 +262,23 @@ class ExporterProcess:
         nofile: int | None = None,
         python: str | Path = sys.executable,
         cwd: Path = REPO,
+        log_dir: Path | None = None,
     ) -> None:
         """`auth`: basic auth credentials for the readiness checks and `metrics()`; `nofile`: the
         server's descriptor limit (RLIMIT_NOFILE), to see what it does when it runs short;
-        `python` and `cwd`: another interpreter (an install under test) and where it starts."""
+        `python` and `cwd`: another interpreter (an install under test) and where it starts;
+        `log_dir`: where `exporter-<port>.log` goes. By default the temporary directory, which
+        under pytest is the run's own (tests/conftest.py); outside pytest (the perf scripts) a
+        directory of its own, removed at close."""
         self.auth = auth
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"exporter-{self.port}.log"
+        self._scratch: Path | None = None
+        if log_dir is None and SUITE_MARK in os.environ:
+            log_dir = Path(tempfile.gettempdir())
+        elif log_dir is None:
+            log_dir = self._scratch = Path(tempfile.mkdtemp(prefix="exporter-"))
+        self.log_path = log_dir / f"exporter-{self.port}.log"
         command = [
             str(python),
             "-m",
@@ -198,43 +308,38 @@ class ExporterProcess:
             self.close()
             raise
 
-    def wait_ready(self, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"exporter exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                if (
-                    requests.get(self.base_url + "/healthz", auth=self.auth, timeout=1).status_code == 200
-                    and "llm_exporter_build_info" in self.metrics()
-                ):
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"exporter not ready after {timeout}s:\n{self.log()}")
+    def wait_ready(self, timeout: float = START_BOUND_SECONDS) -> None:
+        """Until /healthz says the first collection completed and /metrics serves; follows the
+        process (exited: fail at once with its log), `timeout` only bounds a hang."""
+
+        def ready() -> bool:
+            return answers(self.base_url + "/healthz", self.auth) and "llm_exporter_build_info" in self.metrics()
+
+        wait_until_serving(self.process, ready, "exporter", self.log, timeout)
 
     def metrics(self) -> str:
-        return requests.get(self.base_url + "/metrics", auth=self.auth, timeout=5).text
+        return requests.get(self.base_url + "/metrics", auth=self.auth, timeout=REQUEST_BOUND_SECONDS).text
 
-    def wait_for(self, predicate: Callable[[str], bool], timeout: float = 15.0) -> str:
-        """Poll /metrics until `predicate(text)` holds; return that text."""
+    def wait_for(self, predicate: Callable[[str], bool], timeout: float = CONDITION_BOUND_SECONDS) -> str:
+        """Poll /metrics until `predicate(text)` holds; return that text. `timeout` bounds a hang."""
         deadline = time.monotonic() + timeout
-        text = ""
-        while time.monotonic() < deadline:
+        while True:
             text = self.metrics()
             if predicate(text):
                 return text
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"condition not met within {timeout:g}s; last /metrics:\n{text[:4000]}")
             time.sleep(0.1)
-        raise AssertionError(f"condition not met within {timeout}s; last /metrics:\n{text[:4000]}")
 
     def log(self) -> str:
         self._log.flush()
-        return self.log_path.read_text(errors="replace")[-6000:]
+        return log_tail(self.log_path)
 
     def close(self) -> None:
-        terminate_group(self.process)
+        stop_group(self.process)
         self._log.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __enter__(self) -> ExporterProcess:
         return self

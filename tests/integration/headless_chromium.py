@@ -9,7 +9,6 @@ at http://report.test/PATH by the proxy; console messages come back through Chro
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.process_group import terminate_group
+from tests.support import stop_group
 
 PAGE_HOST = "report.test"
 
@@ -94,11 +93,7 @@ def chromium(
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     finally:
-        terminate_group(process)
-        try:  # helpers (zygote, utility processes) the browser left in its group
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        stop_group(process)  # helpers (zygote, utility processes) the browser left in its group too
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 

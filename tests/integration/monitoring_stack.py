@@ -22,8 +22,16 @@ import pytest
 import requests
 import yaml
 
-from exporter.process_group import terminate_group
-from tests.support import REPO, free_port
+from tests.support import (
+    REPO,
+    REQUEST_BOUND_SECONDS,
+    START_BOUND_SECONDS,
+    answers,
+    free_port,
+    log_tail,
+    stop_group,
+    wait_until_serving,
+)
 
 LOCAL = REPO / "deploy" / "local"
 INSTALL_HINT = (
@@ -39,7 +47,7 @@ def require_binary(name: str) -> str:
     return path
 
 
-def run_tool(*args: str, cwd: Path = REPO, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_tool(*args: str, cwd: Path = REPO, timeout: float = START_BOUND_SECONDS) -> subprocess.CompletedProcess[str]:
     require_binary(args[0])
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
@@ -100,35 +108,25 @@ class WebhookReceiver:
 class ManagedProcess:
     """A subprocess in its own process group with its output in a log file."""
 
-    def __init__(self, name: str, command: list[str], workdir: Path, ready_url: str, ready_timeout: float = 30) -> None:
+    def __init__(self, name: str, command: list[str], workdir: Path, ready_url: str) -> None:
         self.name = name
         self.log_path = workdir / f"{name}.log"
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
             command, stdout=self._log, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True, env={**os.environ}
         )
-        self._wait_ready(ready_url, ready_timeout)
-
-    def _wait_ready(self, url: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                if requests.get(url, timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        self.close()
-        raise RuntimeError(f"{self.name} not ready at {url} after {timeout}s:\n{self.log()}")
+        try:
+            wait_until_serving(self.process, lambda: answers(ready_url), f"{name} at {ready_url}", self.log, poll=0.2)
+        except BaseException:
+            self.close()
+            raise
 
     def log(self) -> str:
         self._log.flush()
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return log_tail(self.log_path, 4000)
 
     def close(self) -> None:
-        terminate_group(self.process)
+        stop_group(self.process)
         self._log.close()
 
 
@@ -154,11 +152,11 @@ class Alertmanager(ManagedProcess):
         )
 
     def post_alerts(self, alerts: list[dict[str, Any]]) -> None:
-        response = requests.post(f"{self.url}/api/v2/alerts", json=alerts, timeout=5)
+        response = requests.post(f"{self.url}/api/v2/alerts", json=alerts, timeout=REQUEST_BOUND_SECONDS)
         response.raise_for_status()
 
     def alerts(self) -> list[dict[str, Any]]:
-        return requests.get(f"{self.url}/api/v2/alerts", timeout=5).json()
+        return requests.get(f"{self.url}/api/v2/alerts", timeout=REQUEST_BOUND_SECONDS).json()
 
 
 class Prometheus(ManagedProcess):
@@ -182,12 +180,12 @@ class Prometheus(ManagedProcess):
         )
 
     def query(self, expr: str) -> list[dict[str, Any]]:
-        response = requests.get(f"{self.url}/api/v1/query", params={"query": expr}, timeout=10)
+        response = requests.get(f"{self.url}/api/v1/query", params={"query": expr}, timeout=REQUEST_BOUND_SECONDS)
         response.raise_for_status()
         return response.json()["data"]["result"]
 
     def rules(self) -> list[dict[str, Any]]:
-        response = requests.get(f"{self.url}/api/v1/rules", timeout=10)
+        response = requests.get(f"{self.url}/api/v1/rules", timeout=REQUEST_BOUND_SECONDS)
         response.raise_for_status()
         return [rule for group in response.json()["data"]["groups"] for rule in group["rules"]]
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.monitoring_stack import Alertmanager, WebhookReceiver, alertmanager_config
+from tests.support import CONDITION_BOUND_SECONDS
 
 pytestmark = pytest.mark.integration
 
@@ -48,14 +49,14 @@ def delivered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Webhoo
                 lambda a, n=name, k=key: (
                     a["labels"]["alertname"] == n and k in (a["labels"].get("engine"), a["labels"].get("instance"))
                 ),
-                timeout=20,
+                timeout=CONDITION_BOUND_SECONDS,
             )
         # The tickets are grouped per instance, so node-2's and node-3's come in notifications of
         # their own: each is waited for (one CI run read the tickets between the two).
         for name, instance in (("LLMRDMAPortErrors", "node-3:9477"), ("LLMExporterAbsent", "node-2:9477")):
             webhook.wait_for(
                 lambda a, n=name, i=instance: a["labels"]["alertname"] == n and a["labels"].get("instance") == i,
-                timeout=20,
+                timeout=CONDITION_BOUND_SECONDS,
             )
         yield webhook, manager
     finally:

@@ -39,6 +39,7 @@ from tests.integration.monitoring_stack import LOCAL, ManagedProcess, Prometheus
 from tests.support import (
     FIXTURES,
     REPO,
+    REQUEST_BOUND_SECONDS,
     ExporterProcess,
     RouteServer,
     free_port,
@@ -130,7 +131,7 @@ def _simulated_node(scenario: str, workdir: Path) -> Node:
         f"{base}/healthz",
     )
     try:
-        index = requests.get(f"{base}/", timeout=5).json()
+        index = requests.get(f"{base}/", timeout=REQUEST_BOUND_SECONDS).json()
         engines = [{"name": e["pod"], "type": "vllm", "url": base + e["url"]} for e in index["engines"]]
         config = {
             **EXPORTER_CONFIG,
@@ -352,7 +353,9 @@ def test_every_panel_query_is_valid_promql_for_prometheus(stack: Stack):
     invalid = {}
     for query in QUERIES:
         expr = re.sub(r"\$(\w+)", ".*", query.expr)
-        response = requests.get(f"{stack.prometheus.url}/api/v1/query", params={"query": expr}, timeout=10)
+        response = requests.get(
+            f"{stack.prometheus.url}/api/v1/query", params={"query": expr}, timeout=REQUEST_BOUND_SECONDS
+        )
         if response.status_code != 200:
             invalid[query.name] = response.json().get("error")
     assert not invalid, invalid

@@ -27,7 +27,7 @@ import yaml
 from tests.integration.gateway_procs import DelayingProxy, Haproxy, Litellm
 from tests.integration.litellm_env import ensure_litellm_venv
 from tests.integration.vllm_server import SERVED_MODEL_NAME, VllmServer
-from tests.support import ExporterProcess, series_value
+from tests.support import REQUEST_BOUND_SECONDS, ExporterProcess, series_value
 
 # The first test also starts the engine (minutes on a busy host), and verdicts may take two minutes.
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600)]
@@ -51,7 +51,7 @@ def serve(
 
 
 def diagnosis(exporter: ExporterProcess) -> dict[str, Any]:
-    return requests.get(exporter.base_url + "/diagnosis", timeout=5).json()
+    return requests.get(exporter.base_url + "/diagnosis", timeout=REQUEST_BOUND_SECONDS).json()
 
 
 def gateway_verdict(exporter: ExporterProcess, name: str) -> dict[str, Any]:
@@ -246,7 +246,9 @@ def test_an_engine_killed_behind_the_gateway_is_named_down_not_ingress(
         vllm_server.stop()
         for _ in range(10):  # clients keep coming: HAProxy answers them 502/503
             requests.post(
-                haproxy.base_url + "/v1/completions", json={"model": SERVED_MODEL_NAME, "prompt": "x"}, timeout=10
+                haproxy.base_url + "/v1/completions",
+                json={"model": SERVED_MODEL_NAME, "prompt": "x"},
+                timeout=REQUEST_BOUND_SECONDS,
             )
 
         def engine_named_down() -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -21,7 +20,7 @@ from exporter.app import build_pipeline, join_process_samples
 from exporter.model import Sample
 from exporter.settings import Config, EngineTarget, GpuSettings
 from exporter.sources.host import HostSource
-from tests.support import free_port, sample_value
+from tests.support import CONDITION_BOUND_SECONDS, free_port, sample_value, stop_group, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -54,36 +53,33 @@ _ENGINE_SCRIPT = textwrap.dedent("""
 
 # The child's CPU, plus two interpreters starting, took over 20 s of wall time
 # once in a CI run with the main and vLLM tiers side by side; what is waited for is the CPU.
-def _wait_for(path: Path, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} did not appear"
-        time.sleep(0.05)
+def _wait_for(path: Path) -> None:
+    wait_until(path.exists, f"{path} to appear")
+
+
+def _start_engine(port: int, workdir: Path) -> subprocess.Popen:
+    """The stand-in in a session of its own: stop_group ends its child too, a failed test included."""
+    return subprocess.Popen([sys.executable, "-c", _ENGINE_SCRIPT, str(port), str(workdir)], start_new_session=True)
+
+
+def _wait_listening(process: subprocess.Popen, port: int) -> None:
+    def listening() -> bool:
+        connections = psutil.Process(process.pid).net_connections()
+        return any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in connections)
+
+    wait_until(listening, "the stand-in engine listening")
 
 
 @pytest.fixture
 def engine_process(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen, Path]]:
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-c", _ENGINE_SCRIPT, str(port), str(tmp_path)])
+    process = _start_engine(port, tmp_path)
     try:
         _wait_for(tmp_path / "burned")
-        deadline = time.monotonic() + 10
-        while not any(
-            c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
-            for c in psutil.Process(process.pid).net_connections()
-        ):
-            assert time.monotonic() < deadline, "the stand-in engine is not listening"
-            time.sleep(0.05)
+        _wait_listening(process, port)
         yield port, process, tmp_path
     finally:
-        child_pid = tmp_path / "child_pid"
-        if child_pid.exists():
-            try:
-                os.kill(int(child_pid.read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        process.kill()
-        process.wait()
+        stop_group(process)
 
 
 def _target(port: int, host: str = "127.0.0.1") -> EngineTarget:
@@ -108,8 +104,8 @@ def test_cpu_of_an_exited_child_stays_counted(engine_process: tuple[int, subproc
     before = sample_value(source.collect(0.0), "llm_engine_process_cpu_seconds_total", **ENGINE_LABELS)
     child = psutil.Process(int((workdir / "child_pid").read_text()))
     child.kill()
-    child.wait(timeout=10)  # the listener's reaper thread collects it
-    deadline = time.monotonic() + 10
+    child.wait(timeout=CONDITION_BOUND_SECONDS)  # the listener's reaper thread collects it
+    deadline = time.monotonic() + CONDITION_BOUND_SECONDS
     while True:
         after = source.collect(1.0)
         if sample_value(after, "llm_engine_process_threads", **ENGINE_LABELS) == 3 or time.monotonic() > deadline:
@@ -135,23 +131,20 @@ def test_an_engine_nobody_listens_for_yet_is_found_on_a_later_lookup(tmp_path: P
     clock = [0.0]
     source = HostSource([_target(port)], window_seconds=60, rescan_seconds=30, clock=lambda: clock[0])
     assert not [m for m in source.collect(0.0) if m.name.startswith("llm_engine_process_")]
-    process = subprocess.Popen([sys.executable, "-c", _ENGINE_SCRIPT, str(port), str(tmp_path)])
+    process = _start_engine(port, tmp_path)
     try:
-        _wait_for(tmp_path / "child_pid")
-        time.sleep(0.3)
+        _wait_listening(process, port)  # a lookup now would find it
         clock[0] = 10.0  # inside the rescan interval: not looked up again
         assert sample_value(source.collect(10.0), "llm_engine_process_threads", **ENGINE_LABELS) is None
         clock[0] = 31.0
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + CONDITION_BOUND_SECONDS
         while sample_value(metrics := source.collect(31.0), "llm_engine_process_threads", **ENGINE_LABELS) is None:
             assert time.monotonic() < deadline, "engine process never found"
             clock[0] += 31.0
             time.sleep(0.1)
         assert sample_value(metrics, "llm_engine_process_cpu_seconds_total", **ENGINE_LABELS) is not None
     finally:
-        os.kill(int((tmp_path / "child_pid").read_text()), signal.SIGKILL)
-        process.kill()
-        process.wait()
+        stop_group(process)
 
 
 def test_an_owner_psutil_cannot_see_is_omitted(engine_process: tuple[int, subprocess.Popen, Path]) -> None:

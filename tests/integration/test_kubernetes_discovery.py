@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.support import FIXTURES, ExporterProcess, fixture_text, series_value
+from tests.support import FIXTURES, START_BOUND_SECONDS, ExporterProcess, fixture_text, series_value, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -150,6 +149,11 @@ class ReplayedApi:
 def node() -> Iterator[dict]:
     """Engines on loopback addresses for the node's pods, the trap, and the replayed API."""
     trap_hits: list[str] = []
+    proxy_hits: list[str] = []
+
+    def proxy_handler(handler: BaseHTTPRequestHandler) -> None:
+        proxy_hits.append(handler.path)
+        reply(handler, 302, b"", headers={"Location": f"http://127.0.0.9:{trap.port}/metrics"})
 
     def trap_handler(handler: BaseHTTPRequestHandler) -> None:
         trap_hits.append(handler.path)  # answers like an engine, so a naive client would be pleased
@@ -160,9 +164,7 @@ def node() -> Iterator[dict]:
         "127.0.0.2", lambda h: reply(h, 200, fixture_text("vllm-v1-docs-design-metrics-sample.prom").encode())
     )
     sglang = Server("127.0.0.3", lambda h: reply(h, 200, fixture_text("sglang-2025-07-pr7944.prom").encode()))
-    proxy = Server(
-        "127.0.0.4", lambda h: reply(h, 302, b"", headers={"Location": f"http://127.0.0.9:{trap.port}/metrics"})
-    )
+    proxy = Server("127.0.0.4", proxy_handler)
     ports = {"8000": vllm.port, "30000": sglang.port, "8080": proxy.port, "9100": trap.port}
 
     def localize(text: str) -> str:
@@ -171,7 +173,7 @@ def node() -> Iterator[dict]:
         return re.sub(r"(?<![\d.])(8000|30000|8080|9100)(?![\d])", lambda m: str(ports[m.group(1)]), text)
 
     api = ReplayedApi(localize)
-    yield {"api": api, "trap_hits": trap_hits}
+    yield {"api": api, "trap_hits": trap_hits, "proxy_hits": proxy_hits}
     for server in (api, trap, vllm, sglang, proxy):
         server.close()
 
@@ -241,7 +243,8 @@ def test_annotations_cannot_point_the_exporter_at_another_host(node, tmp_path):
         )
         # The proxy pod was scraped at its own IP only, and its redirect to the trap not followed.
         assert engine_up(text, PROXY_ENGINE) == 0
-        time.sleep(1.5)  # a few more rounds: still nothing may reach the trap
+        seen = len(node["proxy_hits"])  # three more rounds: still nothing may reach the trap
+        wait_until(lambda: len(node["proxy_hits"]) >= seen + 3, "three more fetches of the redirecting pod")
         text = exporter.metrics()
         log = exporter.log()
     assert node["trap_hits"] == []
@@ -260,9 +263,7 @@ def test_deleted_pod_stops_being_scraped_and_410_gone_relists(node, tmp_path):
         assert engine_up(text, SGLANG_ENGINE) == 1
         assert VLLM_ENGINE not in text  # every series of the deleted pod, error counters included
         api.gates["expire"].set()
-        deadline = time.monotonic() + 15
-        while len(api.watches()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: len(api.watches()) >= 2, "a second watch, after the relist")
         lists = [q for q in api.requests if "watch" not in q]
         assert len(lists) == 2, api.requests
         assert api.watches()[1]["resourceVersion"] == ["1651090"]  # resumed from the relist
@@ -282,7 +283,7 @@ def test_discovery_without_a_node_name_exits_2_naming_the_key(tmp_path):
         [sys.executable, "-m", "exporter", "once", "--config", str(config), "--gpu", "none"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=START_BOUND_SECONDS,
         env={"PATH": "/usr/bin:/bin"},
     )
     assert result.returncode == 2, result.stderr

@@ -16,9 +16,7 @@ once (about 4 minutes).
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +24,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from exporter.simulate import load_scenario
 from exporter.simulate.exporter_view import exporter_settings
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.scenario import builtin_names
-from tests.support import REPO, free_port
+from tests.support import REPO, REQUEST_BOUND_SECONDS, answers, free_port, log_tail, stop_group, wait_until_serving
 
 pytestmark = pytest.mark.integration
 
@@ -79,33 +78,16 @@ class LiveRun:
     error: str = ""
 
 
-def _wait_for(url: str, process: subprocess.Popen, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"{url}: process exited with {process.returncode}")
-        try:
-            if requests.get(url, timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"{url} did not answer within {seconds:g} s")
+def _wait_for(url: str, process: subprocess.Popen, log: Path) -> None:
+    """Until `url` answers 200; follows the process (see wait_until_serving)."""
+    wait_until_serving(process, lambda: answers(url), url, lambda: log_tail(log, 1500), poll=0.3)
 
 
-def _stop(process: subprocess.Popen) -> None:
-    """Stop the process group; one that already exited (its group gone) is only reaped."""
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
-    except ProcessLookupError:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait(timeout=10)
+def _behind(report: dict) -> float:
+    """Seconds the exporter's diagnosis is behind the clock: as old as its last collection, which
+    on a loaded machine is seconds behind the simulator. A read counts once the phase has filled
+    the exporter's window in what it has collected, not on the simulator's clock alone."""
+    return max(0.0, time.time() - datetime.fromisoformat(report["generated_at"]).timestamp())
 
 
 def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
@@ -131,7 +113,7 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
     )
     exporter = plain = None
     try:
-        _wait_for(sim_url + "/", sim, 120)
+        _wait_for(sim_url + "/", sim, logs["simulate"])
         node = SimulatedNode(load_scenario(str(scenario_file)))
         config = workdir / f"{name}-exporter.yaml"
         config.write_text(yaml.safe_dump(exporter_settings(node, sim_url, str(sysfs), INTERVAL_SECONDS)))
@@ -148,8 +130,8 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
             stderr=logs["serve-plain"].open("w"),
             **popen,
         )
-        _wait_for(f"http://127.0.0.1:{exporter_port}/healthz", exporter, 60)
-        _wait_for(f"http://127.0.0.1:{plain_port}/healthz", plain, 60)
+        _wait_for(f"http://127.0.0.1:{exporter_port}/healthz", exporter, logs["serve"])
+        _wait_for(f"http://127.0.0.1:{plain_port}/healthz", plain, logs["serve-plain"])
         started: float | None = None
         wall_started = 0.0
         run.expected = {p.name: p.expected_stage for p in node.scenario.phases}
@@ -157,17 +139,18 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
         while time.monotonic() < deadline:
             time.sleep(POLL_SECONDS)
             try:
-                index = requests.get(sim_url + "/", timeout=10).json()
-                report = requests.get(f"http://127.0.0.1:{exporter_port}/diagnosis", timeout=10).json()
-                plain_report = requests.get(f"http://127.0.0.1:{plain_port}/diagnosis", timeout=10).json()
+                index = requests.get(sim_url + "/", timeout=REQUEST_BOUND_SECONDS).json()
+                report = requests.get(f"http://127.0.0.1:{exporter_port}/diagnosis", timeout=REQUEST_BOUND_SECONDS)
+                plain_report = requests.get(f"http://127.0.0.1:{plain_port}/diagnosis", timeout=REQUEST_BOUND_SECONDS)
+                report, plain_report = report.json(), plain_report.json()
             except requests.RequestException:
                 continue  # a read lost to a busy host is not a verdict
             now = float(index["simulated_seconds"])
             if started is None:
                 started, wall_started = now, time.monotonic()
             phase = index["phase"]
-            since = now - max(float(phase["start_seconds"]), started)
-            evaluated = since >= WINDOW_SECONDS
+            phase_started = max(float(phase["start_seconds"]), started)
+            evaluated = now - _behind(report) - phase_started >= WINDOW_SECONDS
             # An engine asleep (the sleeping-replica scenario) is listed with no verdict by design.
             report["engines"] = [e for e in report["engines"] if e.get("state") != "asleep"]
             plain_report["engines"] = [e for e in plain_report["engines"] if e.get("state") != "asleep"]
@@ -189,7 +172,8 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
                             }
                         )
             plain_primaries = [e["primary"] for e in plain_report["engines"]]
-            run.plain_reads.append((phase["name"], since >= WINDOW_SECONDS, plain_primaries))
+            plain_evaluated = now - _behind(plain_report) - phase_started >= WINDOW_SECONDS
+            run.plain_reads.append((phase["name"], plain_evaluated, plain_primaries))
             run.plain_evidence = [e["evidence"] for e in plain_report["engines"]]
             if now >= end:
                 break
@@ -200,10 +184,9 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
             if process is not None and process.poll() is not None:
                 tail = logs[role].read_text(errors="replace")[-1500:]
                 run.error += f"\n{role} exited with {process.returncode}: {tail}"
-        for process in (exporter, plain):
+        for process in (exporter, plain, sim):
             if process is not None:
-                _stop(process)
-        _stop(sim)
+                stop_group(process)
     return run
 
 

@@ -71,10 +71,10 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     try:
         with ExporterProcess("--config", str(config)) as exporter:
             stack = Stack(exporter, otlp_port)
-            exporter.wait_for(lambda t: ENGINE_UP in t, timeout=20)
+            exporter.wait_for(lambda t: ENGINE_UP in t)
             # The engine's own spans: every request within the SLO.
             assert stack.send(export(*[(0.1, 0.3, 8)] * 20, model=MODEL), ENGINE_ADDRESS) == 200
-            exporter.wait_for(lambda t: "llm_slo_joint_attainment_ratio{" in t, timeout=20)
+            exporter.wait_for(lambda t: "llm_slo_joint_attainment_ratio{" in t)
             yield stack
     finally:
         engine.close()

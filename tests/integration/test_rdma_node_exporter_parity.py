@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +18,17 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import REPO, ExporterProcess, free_port
+from tests.support import (
+    REPO,
+    REQUEST_BOUND_SECONDS,
+    START_BOUND_SECONDS,
+    ExporterProcess,
+    answers,
+    free_port,
+    log_tail,
+    stop_group,
+    wait_until_serving,
+)
 from tests.sysfs_trees import (
     FIXTURE_DEVICES,
     ROCE_COUNTERS,
@@ -89,45 +98,35 @@ class NodeExporter:
     def __init__(self, sysfs: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/metrics"
-        self.process = subprocess.Popen(
-            [
-                NODE_EXPORTER,
-                f"--path.sysfs={sysfs}",
-                "--collector.disable-defaults",
-                "--collector.infiniband",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 20
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"node_exporter exited: {self.process.stdout.read().decode(errors='replace')}")
-            try:
-                if requests.get(self.url, timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                self.close()
-                raise RuntimeError("node_exporter did not answer within 20 s")
-            time.sleep(0.05)
+        self.log_path = sysfs.with_name(sysfs.name + "-node-exporter.log")
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                [
+                    NODE_EXPORTER,
+                    f"--path.sysfs={sysfs}",
+                    "--collector.disable-defaults",
+                    "--collector.infiniband",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            wait_until_serving(
+                self.process, lambda: answers(self.url), "node_exporter", lambda: log_tail(self.log_path)
+            )
+        except BaseException:
+            self.close()
+            raise
 
     def scrape(self) -> str:
-        response = requests.get(self.url, timeout=10)
+        response = requests.get(self.url, timeout=REQUEST_BOUND_SECONDS)
         response.raise_for_status()
         return response.text
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process.stdout.close()
+        stop_group(self.process)
 
     def __enter__(self) -> NodeExporter:
         return self
@@ -142,7 +141,7 @@ def run_once(sysfs: Path) -> str:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=START_BOUND_SECONDS,
     )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr, result.stderr

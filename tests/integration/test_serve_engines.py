@@ -28,7 +28,18 @@ import yaml
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import REPO, ExporterProcess, RouteServer, fixture_text, free_port, respond_with, series_value
+from tests.support import (
+    CONDITION_BOUND_SECONDS,
+    REPO,
+    REQUEST_BOUND_SECONDS,
+    START_BOUND_SECONDS,
+    ExporterProcess,
+    RouteServer,
+    fixture_text,
+    free_port,
+    respond_with,
+    series_value,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +64,7 @@ SCRAPED_FAMILIES = (
 )
 # The largest finite bucket bound of the vLLM V1 latency layouts (e2e and queue time).
 LARGEST_FINITE_BOUND = 7680.0
-TEXT_TIMEOUT = 60.0  # generous: these run on loaded 2-core CI machines
+TEXT_TIMEOUT = CONDITION_BOUND_SECONDS  # a bound on a hang: these run on loaded 2-core machines
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -225,7 +236,7 @@ def quantile(text: str, family: str, q: str, **labels: str) -> float | None:
 
 def raw_get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes, float]:
     """GET with exactly the given headers (requests adds its own Accept-Encoding); returns seconds taken."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_BOUND_SECONDS)
     started = time.monotonic()
     try:
         connection.request("GET", path, headers=headers or {})
@@ -323,7 +334,7 @@ def test_once_prints_the_kv_saturated_capture_normalized(route_server: RouteServ
         [sys.executable, "-m", "exporter", "once", "--engine", f"vllm=http://127.0.0.1:{route_server.port}/metrics"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=START_BOUND_SECONDS,
         cwd=REPO,
     )
     assert result.returncode == 0, result.stderr
@@ -338,8 +349,10 @@ def test_once_prints_the_kv_saturated_capture_normalized(route_server: RouteServ
 def test_once_bounds_a_trickling_target_by_its_timeout(route_server: RouteServer, release: Release) -> None:
     # 52 KB at 16 bytes per 0.2 s would take ten minutes; the 2 s timeout must cut it off, and
     # `once` must not wait for the trickle at exit either.
+    body = fixture_text(KV_SATURATED).encode()
+    trickle_seconds = len(body) / 16 * 0.2
     route_server.routes["/good/metrics"] = respond_with(fixture_text(KV_SATURATED))
-    route_server.routes["/bad/metrics"] = trickle(fixture_text(KV_SATURATED).encode(), release)
+    route_server.routes["/bad/metrics"] = trickle(body, release)
     started = time.monotonic()
     result = subprocess.run(
         [
@@ -356,7 +369,7 @@ def test_once_bounds_a_trickling_target_by_its_timeout(route_server: RouteServer
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=START_BOUND_SECONDS,
         cwd=REPO,
     )
     elapsed = time.monotonic() - started
@@ -366,7 +379,8 @@ def test_once_bounds_a_trickling_target_by_its_timeout(route_server: RouteServer
     assert error_reasons(result.stdout, bad) == {"timeout": 1}
     good = f"127.0.0.1:{route_server.port}/good/metrics"
     assert series_value(result.stdout, "llm_engine_requests_waiting", engine=good) == 20
-    assert elapsed < 30, f"once took {elapsed:.1f}s against a trickling target with a 2 s timeout"
+    # A small part of the trickle's ten minutes, with room for a Python start on a loaded machine.
+    assert elapsed < trickle_seconds / 5, f"once took {elapsed:.1f}s against a trickling target with a 2 s timeout"
 
 
 # --- one bad target beside a healthy one ------------------------------------------------------
@@ -598,10 +612,12 @@ def test_scrapes_stay_fast_while_a_collection_is_blocked_for_ten_seconds(
     capture = fixture_text(KV_SATURATED)
     stall_wanted, stall_started, stall_over = threading.Event(), threading.Event(), threading.Event()
 
+    stall_seconds = 10.0
+
     def slow_once(handler) -> None:
         if stall_wanted.is_set() and not stall_started.is_set():
             stall_started.set()
-            release.wait(10)
+            release.wait(stall_seconds)
             # Set before answering: the round that waited cannot publish before this is seen.
             stall_over.set()
         respond_with(capture)(handler)
@@ -633,8 +649,11 @@ def test_scrapes_stay_fast_while_a_collection_is_blocked_for_ten_seconds(
             during_stall.append((time.monotonic(), body))
         time.sleep(0.1)
 
-    assert len(during_stall) >= 20, "expected scrapes all through the 10 s stall"
-    assert max(latencies) < 1.0, f"slowest scrape {max(latencies):.3f}s while a collection was blocked"
+    assert len(during_stall) >= 5, "expected scrapes all through the 10 s stall"
+    # A scrape that waited for the blocked collection would take what is left of the stall, seconds
+    # more than a loaded machine's scheduling adds to one that does not.
+    slowest = max(latencies)
+    assert slowest < stall_seconds / 2, f"slowest scrape {slowest:.3f}s while a collection was blocked"
     # Proof that collection really was blocked meanwhile: one snapshot served throughout.
     assert len({body for _, body in during_stall}) == 1
     assert during_stall[-1][0] - during_stall[0][0] > 8

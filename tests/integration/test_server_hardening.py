@@ -30,7 +30,17 @@ import requests
 from exporter.validation import ConfigError
 from exporter.webconfig import load_web_config
 from tests.integration.test_web_config import CertificateAuthority, write_web_config
-from tests.support import REPO, ExporterProcess, closed_by_server, free_port, open_idle
+from tests.support import (
+    CONDITION_BOUND_SECONDS,
+    REPO,
+    REQUEST_BOUND_SECONDS,
+    START_BOUND_SECONDS,
+    ExporterProcess,
+    closed_by_server,
+    free_port,
+    open_idle,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +54,9 @@ def basic(user: str, password: str) -> str:
 
 def status_from(source: str, port: int, authorization: str | None = None, method: str = "GET") -> int:
     """One request to /metrics from the loopback address `source` (the client's IP, as the server sees it)."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10, source_address=(source, 0))
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=REQUEST_BOUND_SECONDS, source_address=(source, 0)
+    )
     try:
         connection.request(method, "/metrics", headers={"Authorization": authorization} if authorization else {})
         response = connection.getresponse()
@@ -65,11 +77,11 @@ def test_idle_connections_past_the_descriptor_limit_neither_starve_a_scrape_nor_
     """Was: 200 idle connections with 128 descriptors spun the accept loop (EMFILE) and scrapes timed out."""
     idle = open_idle(low_descriptor_exporter.port, 200)
     try:
-        response = requests.get(low_descriptor_exporter.base_url + "/metrics", timeout=10)
+        response = requests.get(low_descriptor_exporter.base_url + "/metrics", timeout=REQUEST_BOUND_SECONDS)
         assert response.status_code == 200 and "llm_exporter_build_info" in response.text
         # The excess is closed promptly (each newcomer evicts the longest idle one), not left to hold
         # a thread and a descriptor; what stays open is within the connection cap.
-        assert closed_by_server(idle, within=10, enough=200 - 64) >= 200 - 64
+        assert closed_by_server(idle, within=REQUEST_BOUND_SECONDS, enough=200 - 64) >= 200 - 64
     finally:
         for sock in idle:
             sock.close()
@@ -106,7 +118,8 @@ def test_out_of_descriptors_pending_connections_are_closed_not_spun_on():
         port = int(server.stdout.readline())  # type: ignore[union-attr]
         clients = open_idle(port, 3)
         try:
-            assert closed_by_server(clients, within=15) == 3  # one at a time, each with the reserve descriptor
+            # one at a time, each with the reserve descriptor
+            assert closed_by_server(clients, within=REQUEST_BOUND_SECONDS) == 3
         finally:
             for sock in clients:
                 sock.close()
@@ -121,7 +134,8 @@ def test_a_connection_that_sends_nothing_or_trickles_its_headers_is_closed():
         silent = open_idle(exporter.port, 1)[0]
         trickling = open_idle(exporter.port, 1, b"GET /metrics HTTP/1.1\r\n")[0]
         try:
-            deadline = time.monotonic() + 25  # the header timeout is 10 s; the old server never closed them
+            # the header timeout is 10 s; the old server never closed them (the bound only ends that wait)
+            deadline = time.monotonic() + CONDITION_BOUND_SECONDS
             trickled_until_closed = True
             while time.monotonic() < deadline:
                 try:
@@ -141,8 +155,8 @@ def test_a_connection_that_sends_nothing_or_trickles_its_headers_is_closed():
 def test_head_answers_metrics_and_healthz_without_a_body():
     with ExporterProcess() as exporter:
         for path in ("/metrics", "/healthz"):
-            got = requests.get(exporter.base_url + path, timeout=5)
-            head = requests.head(exporter.base_url + path, timeout=5)
+            got = requests.get(exporter.base_url + path, timeout=REQUEST_BOUND_SECONDS)
+            head = requests.head(exporter.base_url + path, timeout=REQUEST_BOUND_SECONDS)
             assert head.status_code == 200, path  # was 501
             assert head.content == b""
             assert head.headers["Content-Type"] == got.headers["Content-Type"]
@@ -186,7 +200,7 @@ def test_a_wrong_password_sent_again_is_answered_from_the_cache_and_throttles_no
 
 def _flood(port: int, stop: threading.Event, distinct: bool, answers: list[int]) -> None:
     """Wrong passwords from 127.0.0.1 (the scraper's own address) until `stop`, on one keep-alive connection."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_BOUND_SECONDS)
     try:
         for attempt in itertools.count():
             if stop.is_set():
@@ -215,10 +229,7 @@ def test_the_right_password_is_served_during_a_wrong_password_flood_from_its_own
         for thread in flooders:
             thread.start()
         try:
-            deadline = time.monotonic() + 30  # the flood is under way before the scraper comes
-            while len(answers) < 40 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert len(answers) >= 40
+            wait_until(lambda: len(answers) >= 40, "the flood under way before the scraper comes")
             scrapes = [status_from("127.0.0.1", exporter.port, basic(USER, PASSWORD)) for _ in range(3)]
         finally:
             stop.set()
@@ -360,7 +371,7 @@ def _server_auth():  # noqa: ANN202 - an x509 OID
 
 def _reload_noticed(exporter: ExporterProcess, marker: str, seen: int) -> None:
     """Poll (requests trigger the re-read) until the log has more than `seen` lines with `marker`."""
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + CONDITION_BOUND_SECONDS
     while exporter.log().count(marker) <= seen and time.monotonic() < deadline:
         status_from("127.0.0.4", exporter.port)
         time.sleep(0.2)
@@ -379,11 +390,14 @@ def test_a_web_config_truncated_or_broken_at_run_time_keeps_auth_on(auth_exporte
 
 
 def _serve_exit(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
-    """`serve` with this web config; it should exit at once, the old one served (hence the timeout)."""
+    """`serve` with this web config; it should exit at once, the old one served (hence the timeout,
+    a bound on a Python start on a loaded machine)."""
     path = write_web_config(tmp_path, text)
     command = [sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{free_port()}", "--gpu", "none"]
     try:
-        return subprocess.run([*command, "--web.config.file", str(path)], capture_output=True, text=True, timeout=30)
+        return subprocess.run(
+            [*command, "--web.config.file", str(path)], capture_output=True, text=True, timeout=START_BOUND_SECONDS
+        )
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"serve kept running with the web config {text!r}") from exc
 
@@ -435,11 +449,11 @@ def test_a_nested_quantifier_slo_selector_against_an_engine_chosen_model_name_do
         )
     )
     try:
-        # ExporterProcess waits (20 s, a generous bound for what takes milliseconds) for /healthz,
-        # which turns 200 only once a complete snapshot, SLOs judged, is published.
+        # ExporterProcess waits (while the process runs, up to a bound only a hang exceeds) for
+        # /healthz, which turns 200 only once a complete snapshot, SLOs judged, is published.
         with ExporterProcess("--config", str(config)) as exporter:
             for _ in range(3):
-                text = exporter.wait_for(lambda t: f'model="{model}"' in t, timeout=20)
+                text = exporter.wait_for(lambda t: f'model="{model}"' in t)
                 assert f'llm_engine_up{{engine="vllm-0",engine_type="vllm",model="{model}"}} 1' in text
     finally:
         engine.close()

