@@ -7,10 +7,10 @@ scenario is compressed to its first two phases: 90 s of the first (after `warmup
 fast-forwarded) and 120 s of the second. A read counts once the exporter's 60 s window has filled
 in its phase; then every engine must read the phase's expected stage in >= 85 % of the reads of an
 incident phase and `none` in >= 95 % of a healthy one. A second `serve` reads the same simulator
-with plain CLI flags and no GPU attribution: there no engine of a multi-engine node may take the
-node's unattributed GPUs for its own, the evidence must say they are read node-wide, and the
-verdicts must hold as well (docs/diagnosis.md, "GPUs no engine is tied to"). All scenarios run at
-once (about 4 minutes).
+with plain CLI flags (its file holds only the scrape deadline) and no GPU attribution: there no
+engine of a multi-engine node may take the node's unattributed GPUs for its own, the evidence must
+say they are read node-wide, and the verdicts must hold as well (docs/diagnosis.md, "GPUs no engine
+is tied to"). All scenarios run at once (about 4 minutes).
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ WINDOW_SECONDS = 60.0  # the exporter's quantile window (exporter_settings: max(
 INTERVAL_SECONDS = 5.0
 POLL_SECONDS = 5.0
 MAX_MISSES = 12
+# One simulator process serves a node's eight engines; on a machine shared with a whole test tier it
+# can be starved past the 2 s default deadline for a minute, and every engine reads as down. What is
+# tested is the verdicts, not the deadline: scrapes get room.
+ROOMY = {"engine_defaults": {"timeout_seconds": REQUEST_BOUND_SECONDS}}
 
 
 def compressed(name: str) -> tuple[str, float]:
@@ -116,7 +120,10 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
         _wait_for(sim_url + "/", sim, logs["simulate"])
         node = SimulatedNode(load_scenario(str(scenario_file)))
         config = workdir / f"{name}-exporter.yaml"
-        config.write_text(yaml.safe_dump(exporter_settings(node, sim_url, str(sysfs), INTERVAL_SECONDS)))
+        config.write_text(yaml.safe_dump({**exporter_settings(node, sim_url, str(sysfs), INTERVAL_SECONDS), **ROOMY}))
+        # The plain flags' exporter reads this file for the scrape deadline alone.
+        roomy = workdir / f"{name}-deadline.yaml"
+        roomy.write_text(yaml.safe_dump(ROOMY))
         exporter = subprocess.Popen(
             [*command, "serve", "--config", str(config), "--listen", f"127.0.0.1:{exporter_port}"],
             stderr=logs["serve"].open("w"),
@@ -125,8 +132,8 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
         plain_port = free_port()
         engines = [a for i in range(len(node.replicas)) for a in ("--engine", f"vllm={sim_url}/engine/{i}/metrics")]
         plain = subprocess.Popen(
-            [*command, "serve", *engines, "--gpu", f"dcgm-exporter={sim_url}/gpu/metrics", "--sysfs", str(sysfs)]
-            + ["--listen", f"127.0.0.1:{plain_port}"],
+            [*command, "serve", "--config", str(roomy), *engines, "--gpu", f"dcgm-exporter={sim_url}/gpu/metrics"]
+            + ["--sysfs", str(sysfs), "--listen", f"127.0.0.1:{plain_port}"],
             stderr=logs["serve-plain"].open("w"),
             **popen,
         )
@@ -167,6 +174,8 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
                                 "exporter": role,
                                 "engine": engine["engine"],
                                 "primary": engine["primary"],
+                                "state": engine.get("state"),
+                                "no_verdict": engine.get("no_verdict"),
                                 "scores": {k: round(v, 2) for k, v in engine.get("scores", {}).items() if v >= 0.1},
                                 "evidence": engine["evidence"],
                             }
