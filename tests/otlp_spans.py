@@ -18,19 +18,21 @@ def attribute(key: str, value: float | int | str) -> KeyValue:
 
 
 def export(
-    *requests_: tuple[float, float, int], model: str = "tiny", extra_span: bool = False, service: str = "vllm"
+    *requests_: tuple[float, float, int], model: str | None = "tiny", extra_span: bool = False, service: str = "vllm"
 ) -> bytes:
     """An export as vLLM's OTLPSpanExporter sends it: one `llm_request` span per request with
-    (ttft, e2e, completion tokens), attribute names as vllm/tracing/utils.py spells them."""
+    (ttft, e2e, completion tokens), attribute names as vllm/tracing/utils.py spells them; `model`
+    None leaves `gen_ai.response.model` out, as vLLM's output processor does."""
     payload = ExportTraceServiceRequest()
     resource = payload.resource_spans.add()
     resource.resource.attributes.append(attribute("service.name", service))
     scope = resource.scope_spans.add()
     for ttft, e2e, tokens in requests_:
         span = scope.spans.add(name="llm_request")
+        if model is not None:
+            span.attributes.append(attribute("gen_ai.response.model", model))
         span.attributes.extend(
             [
-                attribute("gen_ai.response.model", model),
                 attribute("gen_ai.latency.time_to_first_token", ttft),
                 attribute("gen_ai.latency.e2e", e2e),
                 attribute("gen_ai.latency.time_in_queue", 0.01),

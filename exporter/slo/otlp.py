@@ -3,7 +3,8 @@
 vLLM (vllm/tracing/utils.py, 0.32) ends each request with a span carrying its latencies and token
 counts as attributes: `gen_ai.latency.time_to_first_token`, `gen_ai.latency.e2e`,
 `gen_ai.latency.time_in_queue` (seconds, doubles), `gen_ai.usage.prompt_tokens`,
-`gen_ai.usage.completion_tokens` (ints) and `gen_ai.response.model`. One span is one request, so
+`gen_ai.usage.completion_tokens` (ints); it defines `gen_ai.response.model` but leaves it unset,
+so a span naming no model is its sender's, where that engine reports one. One span is one request, so
 every threshold of an SLO can be judged on the same request — joint attainment, which separate
 histograms cannot give (exporter/slo/attainment.py). The protobuf is decoded with the
 OpenTelemetry project's own generated classes (opentelemetry-proto).
@@ -178,6 +179,15 @@ class KnownEngines:
         return cached[1]
 
 
+def _sole_model(senders: set[str], engines: Mapping[str, tuple[str, set[str]]], service: str) -> str:
+    """The model of a span that names none (vLLM defines `gen_ai.response.model` but does not set
+    it): the one model its sender reports, the sender told apart by its service name
+    (OTEL_SERVICE_NAME) where several engines share the address; "" where that is not one model."""
+    candidates = [engine for engine in senders if engine == service] or sorted(senders)
+    models = {model for engine in candidates for model in engines[engine][1]}
+    return next(iter(models)) if len(models) == 1 else ""
+
+
 def _resolve_host(host: str) -> set[str]:
     try:
         return {str(info[4][0]) for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
@@ -330,7 +340,10 @@ class SpanSink:
             return "label_too_long"
         if not senders:
             return "unknown_sender"
-        serving = [e for e in senders if span.model in engines[e][1]]
+        span_model = span.model or _sole_model(senders, engines, span.service)
+        if not span_model:
+            return "unknown_model"
+        serving = [e for e in senders if span_model in engines[e][1]]
         if not serving:
             if self.settings.models != "any":
                 return "unknown_model"
@@ -342,11 +355,11 @@ class SpanSink:
             serving = named
         engine = serving[0]
         kind, models = engines[engine]
-        model = next((m for m in models if m == span.model), None)  # the engine's own string, not the span's
+        model = next((m for m in models if m == span_model), None)  # the engine's own string, not the span's
         if model is None:
             held = extra.setdefault(engine, set())
-            if span.model not in held and len(held) + len(models) >= self.max_models:
+            if span_model not in held and len(held) + len(models) >= self.max_models:
                 return "too_many_models"
-            held.add(span.model)
-            model = span.model
+            held.add(span_model)
+            model = span_model
         return (engine, kind, model)

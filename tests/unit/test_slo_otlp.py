@@ -122,6 +122,18 @@ def test_spans_for_a_model_no_engine_reports_are_dropped_and_counted() -> None:
     assert sink.store.totals == {}
 
 
+def test_a_span_naming_no_model_is_its_engine_s_one_model() -> None:
+    """vLLM's request spans carry no `gen_ai.response.model`: once every one was refused as
+    an unknown model, and joint attainment never appeared for a real vLLM."""
+    sink = make_sink()
+    assert refused(sink, export((0.1, 0.2, 2), model=None)) == {"span_recorded": 1}
+    assert {key[2] for key in sink.store.totals} == {"tiny"}
+    two_models = make_sink()
+    second = Sample("llm_engine_up", {**ENGINE_UP.labels, "model": "other"}, 1.0)
+    two_models.observe([ENGINE_UP, second], [ENGINE], 60.0)
+    assert refused(two_models, export((0.1, 0.2, 2), model=None)) == {"span_unknown_model": 1}
+
+
 def test_spans_from_an_address_that_is_no_engine_are_dropped() -> None:
     """Was: anyone who could reach the port set the real model's attainment (forged spans)."""
     sink = make_sink()
