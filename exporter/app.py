@@ -24,6 +24,7 @@ from exporter.attribution import Attributor
 from exporter.budget import SeriesBudget
 from exporter.diagnosis import Diagnoser
 from exporter.exposition import RenderedSnapshot
+from exporter.health.evaluate import NodeHealth
 from exporter.loop import CollectionLoop, Snapshot
 from exporter.model import Metric, Sample
 from exporter.otlp_listener import OtlpHTTPServer
@@ -37,6 +38,7 @@ from exporter.sources.engine import EngineSource
 from exporter.sources.gateway import GatewaySource
 from exporter.sources.gpu import build_gpu_source
 from exporter.sources.host import HostSource
+from exporter.sources.link_health import LinkHealthSource
 from exporter.sources.planner import PlannerSource
 from exporter.sources.probe import ProbeSource
 from exporter.sources.rdma import RdmaSource
@@ -103,6 +105,7 @@ def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:
         sources.append(gpu_source)
     if os.path.isdir(os.path.join(config.sysfs, "class", "infiniband")):
         sources.append(RdmaSource(config.sysfs, config.window_seconds))
+        sources.append(LinkHealthSource(config.sysfs, config.health.refresh_seconds))
     else:
         log.info("rdma: no %s/class/infiniband; RDMA families are absent", config.sysfs)
 
@@ -159,6 +162,7 @@ class Exporter:
         self.rendered = RenderedSnapshot()
         self.diagnoser = Diagnoser(config.thresholds)
         self.diagnoser.path.configure(config.gateways, config.probes)
+        self.node_health = NodeHealth(config.health)  # links, fabric configuration, starts, host pauses
         # OTLP request spans (opt-in), admitted within the engines' own label bounds
         limits = config.engine_defaults
         self.spans = (
@@ -205,10 +209,17 @@ class Exporter:
                 self.spans.observe(metrics, self._targets(), self.config.window_seconds)
             metrics = (*metrics, *self.slo.update(metrics, self._clock()))
             answered = {target: at for (name, target), at in snapshot.answered_at.items() if name == EngineSource.name}
+            health = self.node_health.update(metrics, self._clock(), time.time())
             diagnosed = self.diagnoser.update(
-                metrics, self._clock(), notes=self.slo.evidence, answered_at=answered, actions=self.slo.actions
+                metrics,
+                self._clock(),
+                notes=self.slo.evidence,
+                answered_at=answered,
+                actions=self.slo.actions,
+                findings=health.findings,
+                cold=health.cold(),
             )
-            metrics = (*metrics, *diagnosed)
+            metrics = (*metrics, *health.gauges, *diagnosed)
         # Span-made series last: what a client sends never pushes an engine's own series out.
         limit = self.config.max_exported_series
         kept, error_counts = self.series_budget.apply(metrics, snapshot.error_counts, limit, last=from_spans)
@@ -217,8 +228,16 @@ class Exporter:
         self.rendered.publish(enriched)
 
     def diagnosis(self) -> dict[str, Any]:
-        """The /diagnosis document: the diagnosis, and the SLOs' measuring points and decisions."""
-        return {**self.diagnoser.report(), "slo": self.slo.report()}
+        """The /diagnosis document: the diagnosis, the node's health findings and each engine's
+        start-up, and the SLOs' measuring points and decisions."""
+        document = self.diagnoser.report()
+        health = self.node_health.latest
+        document["node"]["findings"] = health.report()
+        for engine in document["engines"]:
+            startup = health.startups.get(engine["engine"])
+            if startup is not None:
+                engine["startup"] = startup.as_json()
+        return {**document, "slo": self.slo.report()}
 
     @staticmethod
     def _slo_monitor(config: Config, store: RequestStore | None) -> SloMonitor:
@@ -285,6 +304,7 @@ class Exporter:
             self._targets = pipeline.targets
             self.config = new
             self.diagnoser.thresholds = new.thresholds
+            self.node_health.settings = new.health
             self.diagnoser.path.configure(new.gateways, new.probes)
             if not self.slo.same_settings(new.slos, new.window_seconds, new.capacity):
                 self.slo = self._slo_monitor(new, self.slo.requests)

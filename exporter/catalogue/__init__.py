@@ -17,6 +17,7 @@ from exporter.catalogue.derived import (
 )
 from exporter.catalogue.engines import ENGINE_FAMILIES, ENGINE_SETTINGS, LATENCY_FAMILIES
 from exporter.catalogue.gpus import GPU_FAMILIES
+from exporter.catalogue.health import HEALTH_FAMILIES
 from exporter.catalogue.node import HOST_FAMILIES, RDMA_FAMILIES
 from exporter.catalogue.own import EXPORTER_FAMILIES
 from exporter.catalogue.path import GATEWAY_FAMILIES, PROBE_FAMILIES
@@ -34,6 +35,7 @@ CATALOGUE: dict[str, MetricSpec] = {
         + GPU_FAMILIES
         + RDMA_FAMILIES
         + HOST_FAMILIES
+        + HEALTH_FAMILIES
         + BOTTLENECK_FAMILIES
         + GATEWAY_FAMILIES
         + PROBE_FAMILIES

@@ -16,6 +16,7 @@ from typing import Any
 
 from exporter.diagnosis.path import PathDiagnoser
 from exporter.diagnosis.verdict import NONE, Hysteresis
+from exporter.health.finding import Finding
 from exporter.model import Metric, Sample
 from exporter.settings import Thresholds, field_names
 from exporter.stages import ENGINE, of
@@ -69,6 +70,8 @@ class Diagnoser:
         notes: Mapping[EngineKey, Sequence[str]] | None = None,
         answered_at: Mapping[str, float] | None = None,
         actions: Mapping[EngineKey, Sequence[str]] | None = None,
+        findings: Sequence[Finding] = (),
+        cold: Mapping[str, str] | None = None,
     ) -> list[Metric]:
         """Diagnose every live engine in `metrics` (monotonic `now`); return the gauges. `notes`:
         evidence lines from outside the stages (the SLOs' attainment and headroom), per engine;
@@ -78,7 +81,10 @@ class Diagnoser:
         a round lasts as long as its slowest source, and an answer that missed its round's
         deadline is published a round later, so stamping all at `now` put seconds of error into
         every counter rate over a 30 s level window (a counter at 0.95 cores read 0.81 with one
-        round in four 4.3 s long: tests/unit/test_diagnosis.py)."""
+        round in four 4.3 s long: tests/unit/test_diagnosis.py). `findings`: the node's health
+        findings (exporter/health/), which the stages they explain quote; `cold`: per `engine`
+        label, why it is in its cold regime (it started or woke moments ago): its stages are
+        scored, none is active, its verdict is none."""
         t = self.thresholds
         inputs = engine_inputs(metrics)
         answered = answered_at or {}
@@ -88,6 +94,7 @@ class Diagnoser:
             if history.points:  # a point never goes before the one it follows
                 at = max(at, history.points[-1][0])
             history.add(at, engine)
+            history.findings = tuple(f for f in findings if not f.engine or f.engine == key[0])
             self._last_seen[key] = now
         # An engine missing from one collection (a scrape that timed out on a busy host) keeps its
         # history and hysteresis: dropping them would restart its ITL baseline in the middle of an
@@ -107,7 +114,8 @@ class Diagnoser:
         # An engine within its grace keeps its last verdict (and its row in /diagnosis) rather
         # than vanishing for one collection.
         previous = self.latest
-        self.latest = {key: self._diagnose(key, self._histories[key]) for key in inputs}
+        cold = cold or {}
+        self.latest = {key: self._diagnose(key, self._histories[key], cold.get(key[0], "")) for key in inputs}
         for key, lines in (notes or {}).items():
             if key in self.latest:
                 self.latest[key].evidence.extend(lines)
@@ -134,11 +142,14 @@ class Diagnoser:
             "thresholds": {k: getattr(self.thresholds, k) for k in field_names(Thresholds)},
         }
 
-    def _diagnose(self, key: EngineKey, history: History) -> EngineDiagnosis:
+    def _diagnose(self, key: EngineKey, history: History, cold: str = "") -> EngineDiagnosis:
         t = self.thresholds
         stages = of(ENGINE)
         results = {stage.id: stage.score(history, t) for stage in stages}
         scores = {stage_id: r.score for stage_id, r in results.items()}
+        if cold:  # its warm-up, not a bottleneck: no stage held over from before it either
+            self._hysteresis.forget(key)
+            return EngineDiagnosis(key, scores, dict.fromkeys(scores, False), results, NONE, [cold], [])
         active, primary = self._hysteresis.judge(key, stages, scores, t)
         ordered = sorted(stages, key=lambda s: (not active[s.id], -scores[s.id]))
         evidence = []

@@ -15,6 +15,7 @@ from statistics import fmean
 from typing import Any
 
 from exporter.catalogue import ENGINE_SETTINGS
+from exporter.health.finding import Finding
 from exporter.model import Labels, Metric, QuantileSummary, Sample
 
 EngineKey = tuple[str, str, str]  # engine, engine_type, model
@@ -211,6 +212,9 @@ class History:
         #: the node's unattributed GPUs as last seen (a point whose GPU source missed the round
         #: has none, while the window's node-wide readings still count)
         self._unattributed: list[str] = []
+        #: the node's health findings this round (exporter/health/): evidence the stages quote
+        #: where a finding of their topic explains them (`finding.lines_for`)
+        self.findings: tuple[Finding, ...] = ()
 
     def add(self, now: float, inputs: EngineInputs) -> None:
         self.points.append((now, inputs))
