@@ -10,6 +10,7 @@ reading served in between: links go down and errors accumulate over minutes, not
 from __future__ import annotations
 
 import ctypes
+import functools
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -96,7 +97,9 @@ def _read_nvlinks(nvml: ModuleType, query: Query, handle: Any) -> NvLinks | None
         if counter is None:
             continue
         for link in range(len(states)):
-            value = query(f"nvlink_{kind}", lambda: nvml.nvmlDeviceGetNvLinkErrorCounter(handle, link, counter))
+            value = query(
+                f"nvlink_{kind}", functools.partial(nvml.nvmlDeviceGetNvLinkErrorCounter, handle, link, counter)
+            )
             if value is not None:
                 errors[kind] = errors.get(kind, 0) + int(value)
     active = sum(1 for state in states if state)
