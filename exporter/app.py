@@ -38,6 +38,7 @@ from exporter.sources.engine import EngineSource
 from exporter.sources.gateway import GatewaySource
 from exporter.sources.gpu import build_gpu_source
 from exporter.sources.host import HostSource
+from exporter.sources.host_pressure import HostPressureSource
 from exporter.sources.link_health import LinkHealthSource
 from exporter.sources.planner import PlannerSource
 from exporter.sources.probe import ProbeSource
@@ -48,6 +49,14 @@ from exporter.webguard import WebGuard
 log = logging.getLogger(__name__)
 
 PROCESS_FAMILIES = ("llm_engine_process_cpu_seconds_total", "llm_engine_process_threads")
+#: host-read families labelled by `engine` alone, joined like the process families; the start time
+#: gives way to the engine's own where it exports one
+HOST_ENGINE_FAMILIES = (
+    "llm_engine_process_start_time_seconds",
+    "llm_engine_cgroup_cpu_periods_total",
+    "llm_engine_cgroup_cpu_throttled_periods_total",
+    "llm_engine_cgroup_cpu_throttled_seconds_total",
+)
 #: what may change on reload only with a restart (bound at start-up)
 FIXED_AT_START = ("listen_host", "listen_port", "web_config_file", "otlp")
 
@@ -115,6 +124,7 @@ def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:
         return {s.target for s in found if isinstance(s, EngineSource) and s.reports_process_cpu}
 
     sources.append(HostSource(targets, config.window_seconds, lifetime_baseline, reporting_own_cpu=reporting_own_cpu))
+    sources.append(HostPressureSource(targets, config.sysfs, config.health.refresh_seconds))
     sources += [GatewaySource(target, config.window_seconds, lifetime_baseline) for target in config.gateways]
     if not lifetime_baseline:  # `once` has no time to probe: probes run in `serve` only
         sources += [ProbeSource(probe, config.window_seconds) for probe in config.probes]
@@ -127,19 +137,21 @@ def join_process_samples(metrics: Sequence[Metric]) -> list[Metric]:
     engine's own series, so they join; drop them for an engine that exports its own process CPU
     (one series per engine, never two)."""
     engine_labels: dict[str, list[dict[str, str]]] = {}
-    reports_own: set[str] = set()
+    reports_own: set[tuple[str, str]] = set()
+    joined = (*PROCESS_FAMILIES, *HOST_ENGINE_FAMILIES)
     for metric in metrics:
         if metric.name == "llm_engine_up":
             engine_labels.setdefault(metric.labels["engine"], []).append(dict(metric.labels))
-        elif metric.name == PROCESS_FAMILIES[0] and "engine_type" in metric.labels:
-            reports_own.add(metric.labels["engine"])
+        elif metric.name in joined and "engine_type" in metric.labels:
+            reports_own.add((metric.name, metric.labels["engine"]))
     out: list[Metric] = []
     for metric in metrics:
-        if metric.name not in PROCESS_FAMILIES or "engine_type" in metric.labels:
+        if metric.name not in joined or "engine_type" in metric.labels:
             out.append(metric)
             continue
         engine = metric.labels["engine"]
-        if engine in reports_own:
+        own = PROCESS_FAMILIES[0] if metric.name in PROCESS_FAMILIES else metric.name
+        if (own, engine) in reports_own:
             continue
         assert isinstance(metric, Sample)
         for labels in engine_labels.get(engine) or [{"engine": engine, "engine_type": "unknown", "model": ""}]:
