@@ -23,9 +23,9 @@ from types import MappingProxyType
 from typing import Any
 
 from exporter import validation as v
-from exporter.settings import SloTarget, Thresholds
 from exporter.health.evaluate import NodeHealth  # noqa: F401 - registers every finding kind
 from exporter.health.record import alerts as finding_alerts
+from exporter.settings import SloTarget, Thresholds
 from exporter.stages import stages
 from exporter.validation import ConfigError, load_file
 
