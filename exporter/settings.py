@@ -319,7 +319,7 @@ class HealthSettings:
     #: share of the time a priority may be paused by PFC before the port is in a pause storm
     pause_time_ratio: float = 0.1
     #: after a start or a wake, how long the engine is cold: its slowdowns are its warm-up
-    warmup_seconds: float = 180.0
+    warmup_seconds: float = 60.0
     #: spread (coefficient of variation) of time per output token over the window that is jitter
     #: (the framework's "more than 15 %")
     jitter_ratio: float = 0.15

@@ -116,7 +116,13 @@ class EngineStarts:
         served = engine.served_total
         if track.served_baseline is None:
             track.served_baseline = served
-            track.seen_late = track.seen_late or (start is None and bool(served))
+            # Without a start time there is no evidence of a start at first sight: serving.
+            track.seen_late = track.seen_late or start is None
+        elif served is not None and served < track.served_baseline and start is None:
+            # Its counters reset and it exports no start time: a restart, seen now.
+            track.restarts.append(wall)
+            track.started_at, track.first_served_at, track.seen_late = wall, None, False
+            track.served_baseline = served
         elif served is not None and track.first_served_at is None and served > track.served_baseline:
             track.first_served_at = wall
         return self._cold(engine, track, wall, s)

@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # A stage's record and scorer (exporter/stages/<id>.py): plain data and pure functions of
     # normalized samples, read by the diagnosis and by the rules, dashboards, report and demo.
     ("stages", ("exporter.stages", "exporter.health")),
-    ("config", ("exporter.config", "exporter.config_targets")),
+    ("config", ("exporter.config", "exporter.config_targets", "exporter.config_health")),
     ("attribution", ("exporter.attribution",)),
     ("sources", ("exporter.sources",)),
     ("discovery", ("exporter.discovery",)),
