@@ -41,7 +41,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("attribution", ("exporter.attribution",)),
     ("sources", ("exporter.sources",)),
     ("discovery", ("exporter.discovery",)),
-    ("pipeline", ("exporter.loop", "exporter.diagnosis", "exporter.exposition", "exporter.render", "exporter.slo")),
+    (
+        "pipeline",
+        (
+            "exporter.loop",
+            "exporter.diagnosis",
+            "exporter.exposition",
+            "exporter.render",
+            "exporter.slo",
+            "exporter.profile",
+        ),
+    ),
     (
         "serving",
         (
