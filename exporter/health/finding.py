@@ -35,7 +35,7 @@ class Finding:
         return f"{self.device}: {self.text} ({self.source})"
 
     def as_json(self) -> dict[str, Any]:
-        found = {"kind": self.kind, "topic": self.topic, "device": self.device, "text": self.text}
+        found: dict[str, Any] = {"kind": self.kind, "topic": self.topic, "device": self.device, "text": self.text}
         found |= {"source": self.source, "value": round(self.value, 4)}
         return found | ({"engine": self.engine} if self.engine else {})
 

@@ -52,7 +52,7 @@ class TraceSummary:
 
 def load_trace(path: Path) -> dict[str, Any]:
     opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8") as handle:
         document = json.load(handle)
     return document if isinstance(document, dict) else {"traceEvents": document}
 
