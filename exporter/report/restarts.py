@@ -25,7 +25,7 @@ def restart_warnings(
             continue
         warm_filter = selector + ", " if selector else ""
         warming = client.query(
-            f'count_over_time(llm_engine_phase{{{warm_filter}phase="warming_up"}}[{span}] == 1)', end
+            f'sum_over_time(llm_engine_phase{{{warm_filter}phase="warming_up"}}[{span}])', end
         )
         scrapes = {s.labels.get("engine", ""): s.points[-1][1] for s in warming if s.points}
         engines = []
