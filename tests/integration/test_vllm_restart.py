@@ -80,7 +80,7 @@ def wait_for(exporter: ExporterProcess, what: str, predicate, timeout: float, se
 
 
 def test_a_restart_is_read_warmed_up_without_a_verdict_and_named_in_the_case_review(
-    vllm_server: VllmServer, stack: tuple[ExporterProcess, Prometheus]
+    vllm_server: VllmServer, stack: tuple[ExporterProcess, Prometheus], tmp_path: Path
 ) -> None:
     exporter, prometheus = stack
     seen: list[tuple[float, str | None, str]] = []
@@ -120,13 +120,14 @@ def test_a_restart_is_read_warmed_up_without_a_verdict_and_named_in_the_case_rev
     phases_during_restart = sorted({p for t, p, _ in seen if restart_began <= t <= up_at and p})
     end = time.time()
 
+    review = tmp_path / "review.md"  # its plots are written beside it, in the test's own directory
     report = subprocess.run(
-        [sys.executable, "-m", "exporter", "report", "--prometheus", prometheus.url, "--format", "markdown",
+        [sys.executable, "-m", "exporter", "report", "--prometheus", prometheus.url, "--out", str(review),
          "--baseline", f"{baseline_start:.0f}/{restart_began:.0f}", "--incident", f"{restart_began:.0f}/{end:.0f}"],
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )  # fmt: skip
     assert report.returncode == 0, report.stderr[-2000:]
-    restart_lines = [line for line in report.stdout.splitlines() if "restarted within the window" in line]
+    restart_lines = [line for line in review.read_text().splitlines() if "restarted within the window" in line]
     assert restart_lines and "incident:" in restart_lines[0] and "baseline:" not in "".join(restart_lines)
     print(
         f"\nrestart: phases while restarting {phases_during_restart}; restart took {up_at - restart_began:.0f}s; "
