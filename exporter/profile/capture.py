@@ -33,7 +33,10 @@ from exporter.sources.http_fetch import HttpClient
 MAX_SECONDS = 120.0
 #: how long the engine may take to write its trace after it stopped (vLLM warns a large model's
 #: flush takes minutes; a small one's seconds)
-FLUSH_SECONDS = 120.0
+FLUSH_SECONDS = 600.0
+#: the most engine steps vLLM profiles (`max_iterations` of /start_profile, its own bound): the
+#: trace, and the minutes vLLM takes to flush it, stay bounded even if the stop never arrives
+MAX_ITERATIONS = 200
 TRACE_PATTERNS = ("*.pt.trace.json.gz", "*.pt.trace.json", "*.trace.json.gz", "*.trace.json")
 VLLM_HINT = (
     'launch vLLM with --profiler-config \'{"profiler": "torch", "torch_profiler_dir": "/abs/dir"}\' '
@@ -120,7 +123,7 @@ def take(
             held.__enter__()
         try:
             if kind == "vllm":
-                _post(client, f"{base}/start_profile", None, target.name)
+                _post(client, f"{base}/start_profile", {"max_iterations": MAX_ITERATIONS}, target.name)
                 sleep(seconds)
                 _post(client, f"{base}/stop_profile", None, target.name)
             else:
@@ -150,7 +153,12 @@ def _post(client: HttpClient, url: str, body: dict[str, Any] | None, engine: str
             finally:
                 response.release()
 
-    status, text = event_loop.run(send())
+    try:
+        status, text = event_loop.run(send())
+    except TimeoutError:
+        raise ProfilingOff(
+            f"{engine}: {url} did not answer within {FLUSH_SECONDS:g}s (a trace still flushing)"
+        ) from None
     if status in (404, 405):
         raise ProfilingOff(
             f"{engine}: {url} answers {status}: the engine was not launched with profiling on; {VLLM_HINT}"
