@@ -172,7 +172,7 @@ class Exporter:
     ) -> None:
         self.config = config
         self.rendered = RenderedSnapshot()
-        self.diagnoser = Diagnoser(config.thresholds)
+        self.diagnoser = Diagnoser(config.thresholds, warm_up=not lifetime_baseline)
         self.diagnoser.path.configure(config.gateways, config.probes)
         self.node_health = NodeHealth(config.health)  # links, fabric configuration, starts, host pauses
         # OTLP request spans (opt-in), admitted within the engines' own label bounds
@@ -222,14 +222,18 @@ class Exporter:
             metrics = (*metrics, *self.slo.update(metrics, self._clock()))
             answered = {target: at for (name, target), at in snapshot.answered_at.items() if name == EngineSource.name}
             health = self.node_health.update(metrics, self._clock(), time.time())
+            failures = {
+                s.target: (s.error, s.message) for s in snapshot.statuses if s.source == EngineSource.name and not s.up
+            }
             diagnosed = self.diagnoser.update(
                 metrics,
                 self._clock(),
                 notes=self.slo.evidence,
                 answered_at=answered,
+                failures=failures,
                 actions=self.slo.actions,
                 findings=health.findings,
-                cold=health.cold(),
+                starts=health.startups,
             )
             metrics = (*metrics, *health.gauges, *diagnosed)
         # Span-made series last: what a client sends never pushes an engine's own series out.

@@ -15,6 +15,7 @@ from exporter import validation as v
 from exporter.settings import (
     ENGINE_TYPES,
     GATEWAY_TYPES,
+    SLICE_DIMENSIONS,
     EngineTarget,
     GatewayTarget,
     PlannerTarget,
@@ -25,7 +26,18 @@ from exporter.settings import (
 )
 from exporter.validation import ConfigError
 
-ENGINE_KEYS = ("url", "type", "name", "model", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
+ENGINE_KEYS = (
+    "url",
+    "rank_urls",
+    "type",
+    "name",
+    "model",
+    "basic_auth",
+    "bearer_token_file",
+    *field_names(ScrapeLimits),
+)
+#: a multi-node engine has a listener per node or data-parallel group: a few dozen at most
+MAX_RANK_URLS = 64
 BASIC_AUTH_KEYS = ("username", "password", "password_file")
 GATEWAY_KEYS = (
     "url",
@@ -52,15 +64,18 @@ MAX_TIMEOUT_SECONDS = 600.0
 MAX_RESPONSE_BYTES = 1024 * 1024 * 1024
 MAX_SERIES = 10_000_000
 MAX_LABEL_VALUE_LENGTH = 1024 * 1024
+#: slices are for the few tenants, adapters and priority classes a dashboard can show; past a
+#: hundred a dimension is an identifier (a user, a request), which belongs in traces
+MAX_SLICES_PER_DIMENSION = 100
 
 
 def limits(value: Any, where: str, base: ScrapeLimits) -> ScrapeLimits:
     v.section(value, where, field_names(ScrapeLimits))
     merged = {name: value.get(name, getattr(base, name)) for name in field_names(ScrapeLimits)}
-    return _checked_limits(merged, where)
+    return _checked_limits(merged, where, base)
 
 
-def _checked_limits(values: Mapping[str, Any], where: str) -> ScrapeLimits:
+def _checked_limits(values: Mapping[str, Any], where: str, base: ScrapeLimits) -> ScrapeLimits:
     return ScrapeLimits(
         timeout_seconds=v.number(
             values["timeout_seconds"], f"{where}.timeout_seconds", MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS
@@ -74,7 +89,28 @@ def _checked_limits(values: Mapping[str, Any], where: str) -> ScrapeLimits:
         ),
         max_models=v.positive_int(values["max_models"], f"{where}.max_models", MAX_SERIES),
         max_exported_series=v.positive_int(values["max_exported_series"], f"{where}.max_exported_series", MAX_SERIES),
+        slice_labels=_slice_labels(values["slice_labels"], f"{where}.slice_labels", base),
+        max_slices_per_dimension=v.integer(
+            values["max_slices_per_dimension"], f"{where}.max_slices_per_dimension", 0, MAX_SLICES_PER_DIMENSION
+        ),
     )
+
+
+def _slice_labels(value: Any, where: str, base: ScrapeLimits) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`slice_labels: {tenant: [team_alias, ...], adapter: [...], priority: [...]}`: a dimension
+    left out keeps the labels it has in `engine_defaults` (else the built-in ones), one given `[]`
+    is not sliced."""
+    if isinstance(value, tuple):  # the defaults', already in its settled form
+        return value
+    v.section(value, where, SLICE_DIMENSIONS)
+    defaults = dict(base.slice_labels)
+    settled = []
+    for dimension in SLICE_DIMENSIONS:
+        names = value.get(dimension, defaults[dimension])
+        if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(f"{where}.{dimension}", "must be a list of label names")
+        settled.append((dimension, tuple(names)))
+    return tuple(settled)
 
 
 def parse_engine_flag(text: str) -> dict[str, Any]:
@@ -100,12 +136,32 @@ def engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarge
     entries = []
     for at, item, entry in _scrape_targets(value, where, "--engine", ENGINE_KEYS, ENGINE_TYPES, defaults):
         entry["model"] = v.optional_string(item.get("model"), f"{at}.model")
+        entry["rank_urls"] = _rank_urls(item.get("rank_urls", []), f"{at}.rank_urls", entry["url"])
         entries.append(entry)
     names = _unique_names(entries, where, "engine")
     return tuple(
-        EngineTarget(url=e["url"], name=name, type=e["type"], model=e["model"], limits=e["limits"], auth=e["auth"])
+        EngineTarget(
+            url=e["url"],
+            name=name,
+            type=e["type"],
+            model=e["model"],
+            limits=e["limits"],
+            auth=e["auth"],
+            rank_urls=e["rank_urls"],
+        )
         for e, name in zip(entries, names)
     )
+
+
+def _rank_urls(value: Any, where: str, first: str) -> tuple[str, ...]:
+    """The endpoints of the engine's other ranks or nodes: URLs as `url` is, each once."""
+    found = tuple(url(item, f"{where}[{i}]") for i, item in enumerate(v.sequence(value, where)))
+    if len(found) > MAX_RANK_URLS:
+        raise ConfigError(where, f"at most {MAX_RANK_URLS} URLs, not {len(found)}")
+    for i, item in enumerate(found):
+        if item == first or item in found[:i]:
+            raise ConfigError(f"{where}[{i}]", f"{item!r} is already one of the engine's URLs")
+    return found
 
 
 def _scrape_targets(
@@ -131,7 +187,7 @@ def _scrape_targets(
                 "url": url(item["url"], f"{at}.url" if at != flag else at),
                 "type": None if kind is None else v.choice(kind, f"{at}.type", types),
                 "name": v.optional_string(item.get("name"), f"{at}.name"),
-                "limits": _checked_limits(limits, at),
+                "limits": _checked_limits(limits, at, defaults),
                 "auth": _auth(item, at),
             },
         )

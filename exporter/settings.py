@@ -29,6 +29,8 @@ GPU_MODES = (
 #: GPU modes that ingest another exporter and so need `=URL`
 GPU_URL_MODES = ("dcgm-exporter", "amd-exporter", "ascend-exporter", "gaudi-exporter")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+#: the dimensions a target's series can be sliced by (exporter/slicing.py)
+SLICE_DIMENSIONS = ("tenant", "adapter", "priority")
 GATEWAY_TYPES = ("envoy-ai-gateway", "epp", "haproxy", "ingress-nginx", "litellm")  # sources/gateways/
 
 
@@ -51,6 +53,14 @@ class ScrapeLimits:
     # fit in 300; the documented node (8 engines) stays near its 1,500-series budget with one or two each.
     max_models: int = 10
     max_exported_series: int = 300
+    # Slices (exporter/slicing.py): per dimension, the wire labels that name a slice, first present
+    # wins, and how many values each dimension keeps before folding the rest into `other`.
+    slice_labels: tuple[tuple[str, tuple[str, ...]], ...] = (
+        ("tenant", ("tenant", "fairness_id", "team_alias", "api_key_alias")),
+        ("adapter", ("adapter", "lora_name")),
+        ("priority", ("priority",)),
+    )
+    max_slices_per_dimension: int = 10
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,8 @@ class EngineTarget:
     follow_redirects: bool = True
     #: `basic_auth` / `bearer_token_file` of this engine (none by default)
     auth: ScrapeAuth = field(default_factory=ScrapeAuth)
+    #: the endpoints of this engine's other ranks or nodes (exporter/sources/engine_urls.py)
+    rank_urls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

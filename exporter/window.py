@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from functools import reduce
 from operator import add, lt, sub
+from typing import Any
 
 from exporter.model import Histogram, QuantileSummary
 
@@ -190,6 +191,28 @@ def window_histogram(window: DeltaWindow) -> tuple[tuple[float, ...], float, flo
 def histogram_vector(histogram: Histogram) -> tuple[float, ...]:
     """The layout stored in a histogram window: cumulative buckets, then sum, then count."""
     return histogram.cumulative + (histogram.sum, histogram.count)
+
+
+def observed(
+    windows: dict[Any, DeltaWindow],
+    key: Any,
+    window_seconds: float,
+    lifetime_baseline: bool,
+    now: float,
+    values: Sequence[float],
+    shape: object = None,
+) -> DeltaWindow:
+    """The window of `key` in `windows` after it observed `values`: made on first use, and then
+    seeded with the values as one increment when `lifetime_baseline` (one-shot collection, which
+    has no earlier scrape to subtract)."""
+    window = windows.get(key)
+    if window is None:
+        window = windows[key] = DeltaWindow(window_seconds)
+        if lifetime_baseline:
+            window.seed_lifetime(now, values, shape)
+            return window
+    window.observe(now, values, shape)
+    return window
 
 
 def windowed_summary(

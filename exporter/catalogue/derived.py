@@ -5,6 +5,7 @@ latency SLOs (exporter/slo/, docs/slo.md), per-request data from the engines' OT
 
 from __future__ import annotations
 
+from exporter.catalogue.engines import SLICE_LABELS
 from exporter.catalogue.spec import (
     ENGINE_LABELS,
     ENGINE_SERIES_LABELS,
@@ -23,6 +24,20 @@ BOTTLENECK_FAMILIES: tuple[MetricSpec, ...] = families(
     gauge("llm_bottleneck_score", "How strongly the evidence points at this stage as the bottleneck, 0-1.", "stage"),
     gauge("llm_bottleneck_active", "1 while the stage's score is past its threshold (with hysteresis).", "stage"),
     gauge("llm_bottleneck_primary", "One-hot over stage (including none): the engine's main bottleneck now.", "stage"),
+    gauge(
+        "llm_engine_state",
+        "One-hot over state, the engine's state in the diagnosis (docs/diagnosis.md): up (judged), down, asleep, "
+        "loading (its process runs, its metrics do not answer), warming_up (the cold regime after a start or wake).",
+        "state",
+    ),
+    gauge(
+        "llm_bottleneck_slice_score",
+        "Per slice (docs/metrics.md, Slices), the score of the stages a slice can suffer alone: queueing, from the "
+        "slice's own waiting requests (a low priority class waits while a high one runs). The other stages are "
+        "the engine's, shared by every slice.",
+        "stage",
+        *SLICE_LABELS,
+    ),
 )
 SLO_FAMILIES: tuple[MetricSpec, ...] = (
     families(
@@ -35,9 +50,10 @@ SLO_FAMILIES: tuple[MetricSpec, ...] = (
         gauge(
             "llm_slo_attainment_ratio",
             "Fraction of the window's events within the SLO threshold, a lower bound: counted at the largest bucket "
-            "edge at or below the threshold. Events are requests (ttft, e2e) or inter-token gaps (itl). measured_at "
-            "says where: engine (its own histograms), gateway (the gateway's, every request through it), probe (the "
-            "prober's own requests through the gateway).",
+            "edge at or below the threshold. Events are requests (ttft, e2e; a request refused at the door is one, "
+            "missed) or inter-token gaps (itl). measured_at says where: engine (its own histograms and admission "
+            "rejections), gateway (the gateway's, every request through it, and its 429/503), probe (the prober's "
+            "own requests through the gateway).",
         ),
         gauge(
             "llm_slo_attainment_upper_bound_ratio",
@@ -46,16 +62,31 @@ SLO_FAMILIES: tuple[MetricSpec, ...] = (
         ),
         gauge(
             "llm_slo_goodput_requests_per_second",
-            "Requests per second within the SLO threshold over the window (the lower-bound attainment times the "
-            "completed-request rate).",
+            "The completed-request rate over the window times the lower-bound attainment, whose events count the "
+            "requests refused at the door (admission limits, a gateway's 429/503) as misses: the rate of requests "
+            "served within the SLO, discounted by the share of demand refused.",
         ),
         counter(
             "llm_slo_events_total",
-            "Events the SLO dimension judges (the engine histogram's count): the error-budget rules rate it.",
+            "Events the SLO dimension judges (the measuring point's histogram count, and the requests refused at "
+            "the door it lacks, for ttft and e2e): the error-budget rules rate it.",
         ),
         counter(
             "llm_slo_good_events_total",
-            "Of those, events within the threshold (lower bound, at the largest bucket edge at or below it).",
+            "Of those, events within the threshold (lower bound, at the largest bucket edge at or below it; less the "
+            "refusals a gateway's histogram holds as requests).",
+        ),
+        gauge(
+            "llm_slo_slice_attainment_ratio",
+            "llm_slo_attainment_ratio per slice (tenant, adapter, priority class: docs/metrics.md, Slices), from the "
+            "slice's own histogram where the source carries one, at the engine or the gateway (measured_at); over "
+            "its served requests (refusals carry no slice).",
+            *SLICE_LABELS,
+        ),
+        gauge(
+            "llm_slo_slice_goodput_requests_per_second",
+            "llm_slo_goodput_requests_per_second per slice: its attainment times its completed-request rate.",
+            *SLICE_LABELS,
         ),
     )
     + families(

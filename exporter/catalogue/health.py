@@ -79,11 +79,6 @@ HEALTH_FAMILIES: tuple[MetricSpec, ...] = (
             "llm_engine_startup_duration_seconds",
             "From the engine's process start to the first request it served after it.",
         ),
-        gauge(
-            "llm_engine_phase",
-            "1 for the engine's phase now: loading, warming_up (cold regime after a start or wake), serving, asleep.",
-            "phase",
-        ),
         counter(
             "llm_engine_gc_collections_total",
             "Garbage collections of the engine's Python process by generation (python_gc_collections_total).",

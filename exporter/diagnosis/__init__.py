@@ -1,9 +1,11 @@
 """Bottleneck diagnosis: the framework of DESIGN.md as `llm_bottleneck_*` gauges and a report.
 
-Reads only normalized metrics (exporter/stages/signals.py), scores every engine-scope stage of the
+Reads only normalized metrics (exporter/stages/inputs.py), scores every engine-scope stage of the
 registry (exporter/stages/) from several signals, applies hysteresis so `llm_bottleneck_active`
 does not flap (verdict.py), and names one primary stage per engine with the evidence and the
-actions worded for its settings. The stages before the engine are scored per gateway (path.py).
+actions worded for its settings. An engine is judged once it is up and its history spans a level
+window; /diagnosis lists every engine the exporter scrapes with its state, and says why one has no
+verdict (states.py). The stages before the engine are scored per gateway (path.py).
 """
 
 from __future__ import annotations
@@ -14,14 +16,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from exporter.diagnosis.coverage import coverage_fields
 from exporter.diagnosis.path import PathDiagnoser
+from exporter.diagnosis.states import EngineState, States, Status
 from exporter.diagnosis.verdict import NONE, Hysteresis
 from exporter.health.finding import Finding
+from exporter.health.startup import Startup
 from exporter.model import Metric, Sample
 from exporter.settings import Thresholds, field_names
 from exporter.stages import ENGINE, of
+from exporter.stages.inputs import EngineInputs, EngineKey, engine_inputs, engine_key
+from exporter.stages.queueing import slice_score
 from exporter.stages.record import StageResult
-from exporter.stages.signals import EngineKey, History, engine_inputs, engine_key
+from exporter.stages.signals import History
 
 __all__ = ["Diagnoser", "Thresholds"]
 
@@ -35,6 +42,8 @@ class EngineDiagnosis:
     primary: str = NONE
     evidence: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
+    #: the (monotonic) time of the round that judged it
+    at: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
         engine, engine_type, model = self.key
@@ -50,16 +59,38 @@ class EngineDiagnosis:
         }
 
 
+def _slice_scores(metrics: Sequence[Metric], judged: set[EngineKey], t: Thresholds) -> list[Metric]:
+    """`llm_bottleneck_slice_score` of each judged engine's slices (queueing: its own waiting)."""
+    out: list[Metric] = []
+    for metric in metrics:
+        if metric.name == "llm_engine_slice_requests_waiting" and isinstance(metric, Sample):
+            key = engine_key(metric.labels)
+            if key in judged:
+                labels = {"engine": key[0], "engine_type": key[1], "model": key[2], "stage": "queueing"}
+                labels.update(slice_by=metric.labels["slice_by"], slice=metric.labels["slice"])
+                out.append(Sample("llm_bottleneck_slice_score", labels, round(slice_score(metric.value, t), 4)))
+    return out
+
+
 class Diagnoser:
     """Keeps each engine's recent inputs and turns every new snapshot into a diagnosis."""
 
-    def __init__(self, thresholds: Thresholds | None = None) -> None:
+    def __init__(self, thresholds: Thresholds | None = None, warm_up: bool = True) -> None:
+        """`warm_up`: judge an engine only once its history spans a level window; `once` (one
+        collection whose counters span the engines' lifetimes) judges its only point."""
         self.thresholds = thresholds or Thresholds()
+        self._warm_up = warm_up
         self._histories: dict[EngineKey, History] = {}
         self._last_seen: dict[EngineKey, float] = {}
         self._hysteresis = Hysteresis()
         self.latest: dict[EngineKey, EngineDiagnosis] = {}
+        #: each engine's inputs of the last round: what it does not report (coverage.py)
+        self.inputs: dict[EngineKey, EngineInputs] = {}
+        #: every engine scraped, with its state (up, down with its source's reason, asleep, ...)
+        self.states = States()
         self.generated_at: float = time.time()
+        self._now = 0.0
+        self._notes: dict[EngineKey, list[str]] = {}
         #: the stages before the engine, per gateway
         self.path = PathDiagnoser()
 
@@ -70,8 +101,9 @@ class Diagnoser:
         notes: Mapping[EngineKey, Sequence[str]] | None = None,
         answered_at: Mapping[str, float] | None = None,
         actions: Mapping[EngineKey, Sequence[str]] | None = None,
+        failures: Mapping[str, tuple[str, str]] | None = None,
         findings: Sequence[Finding] = (),
-        cold: Mapping[str, str] | None = None,
+        starts: Mapping[str, Startup] | None = None,
     ) -> list[Metric]:
         """Diagnose every live engine in `metrics` (monotonic `now`); return the gauges. `notes`:
         evidence lines from outside the stages (the SLOs' attainment and headroom), per engine;
@@ -81,12 +113,18 @@ class Diagnoser:
         a round lasts as long as its slowest source, and an answer that missed its round's
         deadline is published a round later, so stamping all at `now` put seconds of error into
         every counter rate over a 30 s level window (a counter at 0.95 cores read 0.81 with one
-        round in four 4.3 s long: tests/unit/test_diagnosis.py). `findings`: the node's health
-        findings (exporter/health/), which the stages they explain quote; `cold`: per `engine`
-        label, why it is in its cold regime (it started or woke moments ago): its stages are
-        scored, none is active, its verdict is none."""
+        round in four 4.3 s long: tests/unit/test_diagnosis.py). `failures`: per `engine` label,
+        the (reason, message) of its source's failed collection, for /diagnosis. `findings`: the
+        node's health findings (exporter/health/), which the stages they explain quote. `starts`:
+        per `engine` label, its start-up (exporter/health/startup.py): whether it is loading or in
+        its cold regime, which states.py makes its state."""
         t = self.thresholds
-        inputs = engine_inputs(metrics)
+        self._now = now
+        self.states.update(metrics, failures or {}, time.time(), starts or {})
+        self.inputs = engine_inputs(metrics)
+        # An engine asleep is not scored (it serves nothing) and keeps its history for when it wakes.
+        sleeping = self.states.asleep()
+        inputs = {key: engine for key, engine in self.inputs.items() if key not in sleeping}
         answered = answered_at or {}
         for key, engine in inputs.items():
             history = self._histories.setdefault(key, History(max(t.baseline_seconds, t.level_seconds * 2)))
@@ -106,31 +144,57 @@ class Diagnoser:
             engine_key(m.labels) for m in metrics if m.name == "llm_engine_up" and isinstance(m, Sample) and not m.value
         }
         for key in [
-            k for k in self._histories if k not in inputs and (k not in down or self._last_seen[k] < forget_before)
+            k
+            for k in self._histories
+            if k not in inputs and k not in sleeping and (k not in down or self._last_seen[k] < forget_before)
         ]:
             del self._histories[key]
             del self._last_seen[key]
             self._hysteresis.forget(key)
-        # An engine within its grace keeps its last verdict (and its row in /diagnosis) rather
-        # than vanishing for one collection.
+        # An engine is judged once its history spans a level window: before that its means and
+        # rates rest on a few points, and its "best" inter-token latency on the first one. One
+        # warming up (a start or a wake moments ago) is not judged: its slowness is its warm-up.
+        # Its history grows meanwhile, so it is judged as soon as it is warm; no stage it had
+        # active before its restart is held over.
+        warming = self.states.warming_up()
+        for key in warming:
+            self._hysteresis.forget(key)
         previous = self.latest
-        cold = cold or {}
-        self.latest = {key: self._diagnose(key, self._histories[key], cold.get(key[0], "")) for key in inputs}
-        for key, lines in (notes or {}).items():
+        self.latest = {
+            key: self._diagnose(key, self._histories[key], now)
+            for key in inputs
+            if key not in warming and (not self._warm_up or self._span(key) >= t.level_seconds)
+        }
+        # Notes are facts beside any verdict (an SLO's attainment): an engine without one shows them too.
+        self._notes = {key: list(lines) for key, lines in (notes or {}).items()}
+        for key, lines in self._notes.items():
             if key in self.latest:
                 self.latest[key].evidence.extend(lines)
-        for key, lines in (actions or {}).items():
+        for key, advised in (actions or {}).items():
             if key in self.latest:
-                self.latest[key].actions.extend(lines)
+                self.latest[key].actions.extend(advised)
+        # An engine within its grace keeps its last verdict (and its gauges) rather than losing
+        # them for one collection; /diagnosis says the verdict is its last.
         for key in self._histories:
-            if key not in self.latest and key in previous:
+            if key not in inputs and key in previous and key not in sleeping:
                 self.latest[key] = previous[key]
         self.generated_at = time.time()
-        return [m for d in self.latest.values() for m in self._gauges(d)] + self.path.update(metrics, now, t)
+        gauges = [m for d in self.latest.values() for m in self._gauges(d)] + self.states.gauges()
+        return gauges + _slice_scores(metrics, set(self.latest), t) + self.path.update(metrics, now, t)
 
     def report(self) -> dict[str, Any]:
-        """The /diagnosis document (DESIGN.md contract)."""
-        engines = [d.as_json() for _, d in sorted(self.latest.items())]
+        """The /diagnosis document (DESIGN.md contract): every engine scraped, its verdict where
+        it has one, its state, why it has no verdict where it has none, and what it does not report."""
+        engines = []
+        for key in sorted(set(self.states.current) | set(self.latest)):
+            verdict = self.latest.get(key)
+            status = self.states.current.get(key) or Status(EngineState.UP, self.generated_at)
+            entry = verdict.as_json() if verdict is not None else _unjudged(key, self._notes.get(key, []))
+            entry.update(status.as_json())
+            entry["no_verdict"] = self._why_no_verdict(key, status, verdict)
+            if key in self.inputs:  # a live engine: the families its scrape lacked, its silent ranks
+                entry.update(coverage_fields(self.inputs[key]))
+            engines.append(entry)
         counts: dict[str, int] = {}
         for d in self.latest.values():
             counts[d.primary] = counts.get(d.primary, 0) + 1
@@ -138,24 +202,42 @@ class Diagnoser:
             "generated_at": datetime.fromtimestamp(self.generated_at, UTC).isoformat(),
             "engines": self.path.annotate(engines),
             "gateways": self.path.report(),
-            "node": {"engines": len(engines), "primary_counts": counts},
+            "node": {"engines": len(engines), "primary_counts": counts, "states": self.states.counts()},
             "thresholds": {k: getattr(self.thresholds, k) for k in field_names(Thresholds)},
         }
 
-    def _diagnose(self, key: EngineKey, history: History, cold: str = "") -> EngineDiagnosis:
+    def _span(self, key: EngineKey) -> float:
+        points = self._histories[key].points
+        return points[-1][0] - points[0][0] if points else 0.0
+
+    def _why_no_verdict(self, key: EngineKey, status: Status, verdict: EngineDiagnosis | None) -> str | None:
+        """None for a verdict of this round; else why there is none (or only the last one)."""
+        if verdict is not None and verdict.at == self._now:
+            return None
+        t = self.thresholds
+        if verdict is not None:  # down within its grace: the last verdict is kept
+            return (
+                f"{status.why_no_verdict()}: the verdict shown is its last, {self._now - verdict.at:.0f}s old, "
+                f"kept while it is down for up to {2 * t.level_seconds:g}s"
+            )
+        if status.state is EngineState.UP:
+            span = self._span(key) if key in self._histories else 0.0
+            return f"not enough history yet: {span:.0f}s of the {t.level_seconds:g}s level window"
+        return status.why_no_verdict()
+
+    def _diagnose(self, key: EngineKey, history: History, now: float) -> EngineDiagnosis:
         t = self.thresholds
         stages = of(ENGINE)
         results = {stage.id: stage.score(history, t) for stage in stages}
         scores = {stage_id: r.score for stage_id, r in results.items()}
-        if cold:  # its warm-up, not a bottleneck: no stage held over from before it either
-            self._hysteresis.forget(key)
-            return EngineDiagnosis(key, scores, dict.fromkeys(scores, False), results, NONE, [cold], [])
-        active, primary = self._hysteresis.judge(key, stages, scores, t)
+        active, primary = self._hysteresis.judge(key, stages, scores, t, now)
         ordered = sorted(stages, key=lambda s: (not active[s.id], -scores[s.id]))
         evidence = []
         for stage in ordered:
             if active[stage.id] or stage is ordered[0]:
-                evidence += [f"{stage.id} {scores[stage.id]:.2f}: {line}" for line in results[stage.id].evidence]
+                held = self._hysteresis.held(key, stage.id, t, now)
+                lines = [*results[stage.id].evidence, *([held] if held else [])]
+                evidence += [f"{stage.id} {scores[stage.id]:.2f}: {line}" for line in lines]
         unattributed = history.unattributed_gpus(t.level_seconds)
         if unattributed:
             # Said once per engine whatever stage leads: its verdict was reached without GPU data.
@@ -165,7 +247,7 @@ class Diagnoser:
             )
         settings = history.latest().settings
         actions = [a for s in ordered if active[s.id] for a in s.actions_for(settings)]
-        return EngineDiagnosis(key, scores, active, results, primary, evidence, actions)
+        return EngineDiagnosis(key, scores, active, results, primary, evidence, actions, now)
 
     def _gauges(self, d: EngineDiagnosis) -> list[Metric]:
         engine, engine_type, model = d.key
@@ -178,3 +260,19 @@ class Diagnoser:
         for stage in (*d.scores, NONE):
             out.append(Sample("llm_bottleneck_primary", {**base, "stage": stage}, 1.0 if d.primary == stage else 0.0))
         return out
+
+
+def _unjudged(key: EngineKey, notes: list[str]) -> dict[str, Any]:
+    """An engine's /diagnosis fields without a verdict: no primary stage (null), nothing scored;
+    its evidence is the notes from outside the stages (an SLO's attainment) alone."""
+    engine, engine_type, model = key
+    return {
+        "engine": engine,
+        "engine_type": engine_type,
+        "model": model,
+        "primary": None,
+        "scores": {},
+        "active": [],
+        "evidence": notes,
+        "actions": [],
+    }

@@ -1,5 +1,6 @@
 """Each round, the node's findings: every registered kind's check over the round's view, and the
-engines' start-up phases; as `llm_health_finding` gauges and as evidence for the diagnosis."""
+engines' starts; as `llm_health_finding` gauges and as evidence for the diagnosis (whose
+states.py makes an engine's start `loading` or `warming_up`)."""
 
 from __future__ import annotations
 
@@ -22,13 +23,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class HealthRound:
     findings: list[Finding] = field(default_factory=list)
-    #: per engine name: its phase and start-up figures
+    #: per engine name: its start-up figures, whether it is loading or cold
     startups: dict[str, Startup] = field(default_factory=dict)
     gauges: list[Metric] = field(default_factory=list)
-
-    def cold(self) -> dict[str, str]:
-        """Engine name -> why its slowdowns are its start's, for engines in their cold regime."""
-        return {name: s.cold_reason for name, s in self.startups.items() if s.cold_reason}
 
     def report(self) -> list[dict[str, Any]]:
         return [f.as_json() for f in self.findings]

@@ -1,5 +1,7 @@
-"""Engines starting: the phase of each (loading, warming up, serving, asleep), its start-up figures,
-and the cold regime during which a slowdown is the engine's warm-up, not a bottleneck.
+"""Engines starting: whether each is loading, its start-up figures, and the cold regime during
+which a slowdown is the engine's warm-up, not a bottleneck. The state these make (`loading`,
+`warming_up`) is decided with the others in exporter/diagnosis/states.py: this module reads the
+evidence (start times, first requests, wakes), the state model stays one.
 
 The start is the serving process's own start time (`llm_engine_process_start_time_seconds`: the
 engine's `process_start_time_seconds`, else the listening process's from the host), so a restart
@@ -21,17 +23,16 @@ from exporter.health.view import EngineFacts, NodeView
 from exporter.model import Labels, Metric, Sample
 from exporter.settings import HealthSettings
 
-LOADING, WARMING_UP, SERVING, ASLEEP = "loading", "warming_up", "serving", "asleep"
-PHASES = (LOADING, WARMING_UP, SERVING, ASLEEP)
+#: what began a cold regime: the `state_reason` of a warming-up engine
+START, RESTART, WAKE = "start", "restart", "wake"
 #: a start time that moved by less is the same process (sources round it differently)
 SAME_START_SECONDS = 2.0
 
 
 @dataclass
 class Startup:
-    """One engine's phase now and its last start's figures (wall clock seconds)."""
+    """One engine's last start's figures (wall clock seconds), and whether it is loading or cold."""
 
-    phase: str
     started_at: float | None = None
     first_served_at: float | None = None
     cold_until: float | None = None
@@ -39,7 +40,11 @@ class Startup:
     own: dict[str, float] = field(default_factory=dict)
     #: wall times of the restarts the exporter saw
     restarts: list[float] = field(default_factory=list)
+    #: why it is in its cold regime now ("" when it is not), and what began it (START, RESTART, WAKE)
     cold_reason: str = ""
+    cold_cause: str = ""
+    #: how long its process has run without its metrics answering (None: not loading)
+    loading_seconds: float | None = None
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -50,22 +55,19 @@ class Startup:
         return max(0.0, self.first_served_at - self.started_at)
 
     def gauges(self, labels: Labels) -> list[Metric]:
+        if self.startup_seconds is None:
+            return []
         base = {k: labels[k] for k in ("engine", "engine_type", "model") if k in labels}
-        out: list[Metric] = [Sample("llm_engine_phase", {**base, "phase": p}, float(p == self.phase)) for p in PHASES]
-        if self.startup_seconds is not None:
-            out.append(Sample("llm_engine_startup_duration_seconds", base, self.startup_seconds))
-        return out
+        return [Sample("llm_engine_startup_duration_seconds", base, self.startup_seconds)]
 
     def as_json(self) -> dict[str, object]:
         return {
-            "phase": self.phase,
             "started_at": self.started_at,
             "startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 1),
             "first_served_at": self.first_served_at,
             "cold_until": self.cold_until,
             "engine_figures": {k: round(v, 2) for k, v in self.own.items()},
             "restarts_seen": len(self.restarts),
-            "cold": self.cold_reason,
         }
 
 
@@ -109,7 +111,7 @@ class EngineStarts:
             return self._not_up(name, engine, track, wall)
         if engine.asleep:
             track.was_asleep = True
-            return Startup(ASLEEP, track.started_at, own=dict(engine.startup_seconds), restarts=list(track.restarts))
+            return Startup(track.started_at, own=dict(engine.startup_seconds), restarts=list(track.restarts))
         if track.was_asleep:
             track.was_asleep, track.woke_at = False, wall
             track.served_baseline, track.first_served_at = engine.served_total, None
@@ -129,39 +131,43 @@ class EngineStarts:
 
     def _not_up(self, name: str, engine: EngineFacts, track: _Track, wall: float) -> Startup:
         if engine.start_time is None:  # no process seen: down, not loading (the diagnosis says so)
-            return Startup("", restarts=list(track.restarts))
+            return Startup(restarts=list(track.restarts))
         loading = wall - engine.start_time
         text = f"its process has run {loading:.0f} s without serving its metrics or a request"
         finding = Finding("engine_loading", STARTUP, name, text, "llm_engine_process_start_time_seconds", loading)
-        return Startup(LOADING, engine.start_time, restarts=list(track.restarts), findings=[finding])
+        return Startup(engine.start_time, restarts=list(track.restarts), loading_seconds=loading, findings=[finding])
 
     def _cold(self, engine: EngineFacts, track: _Track, wall: float, s: HealthSettings) -> Startup:
         startup = Startup(
-            SERVING, track.started_at, track.first_served_at, own=dict(engine.startup_seconds),
-            restarts=list(track.restarts),
-        )  # fmt: skip
+            track.started_at, track.first_served_at, own=dict(engine.startup_seconds), restarts=list(track.restarts)
+        )
+        if s.warmup_seconds <= 0:  # the cold regime turned off
+            return startup
         since = track.woke_at if track.woke_at is not None else track.started_at
+        if track.woke_at is not None:
+            cause, what = WAKE, "woke from sleep"
+        else:
+            cause, what = (RESTART, "restarted") if track.restarts else (START, "started")
+        ago = f" {wall - since:.0f} s ago" if since is not None else ""
         if track.seen_late and track.woke_at is None:
+            # First seen after it had served: cold, if at all, only for the length after its start.
             if track.started_at is None or wall - track.started_at >= s.warmup_seconds:
                 return startup
             startup.cold_until = track.started_at + s.warmup_seconds
+            after = "its start"
         elif track.first_served_at is not None:
             startup.cold_until = track.first_served_at + s.warmup_seconds
+            after = "its first request"
         elif since is not None or track.served_baseline == 0:
-            startup.phase = WARMING_UP
-            what = "woke" if track.woke_at is not None else "started"
-            ago = f" {wall - since:.0f} s ago" if since is not None else ""
-            startup.cold_reason = f"warming up: {what}{ago} and has served no request since"
+            startup.cold_cause = cause
+            startup.cold_reason = f"{what}{ago} and has served no request since"
             return startup
         else:
             return startup
         if wall < startup.cold_until:
-            startup.phase = WARMING_UP
-            what = "woke from sleep" if track.woke_at is not None else "started"
-            ago = f" {wall - since:.0f} s ago" if since is not None else ""
+            startup.cold_cause = cause
             startup.cold_reason = (
-                f"warming up: {what}{ago}, cold for {startup.cold_until - wall:.0f} s more "
-                f"({s.warmup_seconds:g} s after its first request): a slowdown now is its warm-up "
-                "(compilation, graph capture, caches), not a bottleneck"
+                f"{what}{ago}, cold for {startup.cold_until - wall:.0f} s more ({s.warmup_seconds:g} s after "
+                f"{after}): a slowdown now is its warm-up (compilation, graph capture, caches), not a bottleneck"
             )
         return startup

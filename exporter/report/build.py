@@ -21,6 +21,7 @@ from exporter.report.prometheus import PrometheusClient, Series
 from exporter.report.queries import FIGURES_BY_KEY, LEVELS, Level, QueryContext, all_figures, histograms_expr
 from exporter.report.render_text import fmt_seconds
 from exporter.report.restarts import restart_warnings
+from exporter.report.slices import slice_figures
 from exporter.report.timing import (
     Extent,
     Plan,
@@ -148,6 +149,7 @@ def build_report(
     settings: ReadSettings = DEFAULT_SETTINGS,
     labels: LabelNames = DEFAULT_LABELS,
     plots: bool = True,
+    chosen_slice: tuple[str, str] | None = None,
 ) -> Report:
     """The report over `windows`; NoData or timing.TooShort where a window cannot be judged."""
     began = time.monotonic()
@@ -164,7 +166,7 @@ def build_report(
     def ranged(expr: str, plan: Plan | None) -> list[Series]:
         return [] if plan is None else client.query_range(expr, plan.first, plan.last, plan.spacing)
 
-    figures = all_figures()
+    figures = all_figures() + slice_figures(chosen_slice)
     jobs: list[tuple[str, Level, str, Window, Plan | None]] = []
     unread: dict[str, dict[str, str]] = {}  # figure key -> window -> why it has no value there
     for figure in figures:

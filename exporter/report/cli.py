@@ -17,6 +17,7 @@ from exporter.monitoring.promql import parse
 from exporter.report.build import NoData, ReadSettings, build_report
 from exporter.report.extra import missing_report_extra
 from exporter.report.prometheus import PrometheusClient, PrometheusError, PrometheusOptions
+from exporter.report.slices import parse_slice
 from exporter.report.timing import TooShort
 from exporter.report.windows import Window, WindowError, parse_duration, parse_window
 from exporter.settings import Config, ScrapeAuth
@@ -47,6 +48,11 @@ def add_report_parser(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
         default="",
         metavar="{...}",
         help="matchers of engine series scraped directly (histograms, config info)",
+    )
+    p.add_argument(
+        "--slice",
+        metavar="DIMENSION=VALUE",
+        help="add one slice's rows (tenant=team-a, adapter=sql-lora, priority=1; docs/metrics.md, Slices)",
     )
     p.add_argument("--out", metavar="FILE", help="write here (default stdout); its suffix picks the format")
     p.add_argument("--format", choices=("html", "markdown", "json"), help="default: from --out's suffix, else html")
@@ -147,7 +153,8 @@ def run_report(args: argparse.Namespace) -> int:
     require_report_extra()
     try:
         windows = windows_of(args, time.time())
-    except WindowError as exc:
+        chosen_slice = parse_slice(args.slice) if args.slice else None
+    except (WindowError, ValueError) as exc:
         raise ReportError(str(exc)) from None
     settings = ReadSettings(
         step=_duration("--step", args.step) if args.step else None,
@@ -161,7 +168,9 @@ def run_report(args: argparse.Namespace) -> int:
     selector = _matchers("--selector", args.selector)
     client = PrometheusClient(_options(args))
     try:
-        report = build_report(client, selector, windows, settings, LabelNames(), plots=fmt != "json")
+        report = build_report(
+            client, selector, windows, settings, LabelNames(), plots=fmt != "json", chosen_slice=chosen_slice
+        )
     except (PrometheusError, NoData, TooShort) as exc:
         raise ReportError(str(exc)) from None
     finally:

@@ -1,7 +1,7 @@
 """Restarts inside the case review's windows: an engine whose process started again in a window
 spent its first minutes loading and warming up (docs/health.md), so that window's figures are not
 its steady state, and the review says so. Read from `llm_engine_process_start_time_seconds`
-changing within the window, and the time it spent in the warming-up phase (`llm_engine_phase`)."""
+changing within the window, and the time it spent warming up (`llm_engine_state{state="warming_up"}`)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,7 @@ def restart_warnings(
         if not changed:
             continue
         warm_filter = selector + ", " if selector else ""
-        warming = client.query(
-            f'sum_over_time(llm_engine_phase{{{warm_filter}phase="warming_up"}}[{span}])', end
-        )
+        warming = client.query(f'sum_over_time(llm_engine_state{{{warm_filter}state="warming_up"}}[{span}])', end)
         scrapes = {s.labels.get("engine", ""): s.points[-1][1] for s in warming if s.points}
         engines = []
         for series in changed:

@@ -46,6 +46,13 @@ class WithinCount:
     total: float
 
 
+def lower_share(window: WithinCount | None) -> float:
+    """The window's share of events certainly within the threshold (NaN with no events)."""
+    if window is None or window.total <= 0:
+        return math.nan
+    return window.lower / window.total
+
+
 def within(threshold: float, histogram: Histogram) -> WithinCount:
     lower = upper = 0.0
     for bound, count in zip(histogram.bounds, histogram.cumulative):
@@ -71,12 +78,14 @@ class DimensionAttainment:
     #: where the latency was measured (MEASURING_POINTS): the engine's own clock, or a clock
     #: nearer the client that also sees what happens before the engine (exporter/slo/points.py)
     measured_at: str = "engine"
+    #: the span the window covers (NaN unknown), and the share of the window's arrivals refused at
+    #: the door (exporter/slo/refusals.py), already counted in `window` for request dimensions
+    window_seconds: float = math.nan
+    refused_share: float = 0.0
 
     @property
     def attainment(self) -> float:
-        if self.window is None or self.window.total <= 0:
-            return math.nan
-        return self.window.lower / self.window.total
+        return lower_share(self.window)
 
     @property
     def attainment_upper(self) -> float:
@@ -87,7 +96,10 @@ class DimensionAttainment:
     @property
     def goodput(self) -> float:
         """Requests per second within the threshold; for `itl` (events are token gaps) the
-        fraction of gaps within it applied to the request rate, an estimate."""
+        fraction of gaps within it applied to the request rate, an estimate, less the share of
+        arrivals refused (which a request dimension's attainment already counts as misses)."""
+        if self.dimension == "itl":
+            return self.attainment * self.requests_per_second * (1.0 - self.refused_share)
         return self.attainment * self.requests_per_second
 
 
@@ -121,9 +133,10 @@ def judge(
         if summary is None or summary.histogram is None:
             continue
         windowed = None if summary.window is None else within(threshold, summary.window)
+        lifetime = within(threshold, summary.histogram)
         out.append(
             DimensionAttainment(
-                slo, dimension, dict(summary.labels), windowed, within(threshold, summary.histogram), rate, measured_at
+                slo, dimension, dict(summary.labels), windowed, lifetime, rate, measured_at, summary.window_seconds
             )
         )
     return out

@@ -27,7 +27,7 @@ from typing import Any
 
 from exporter.model import Metric, QuantileSummary, Sample
 from exporter.slo.replicas import Estimate
-from exporter.stages.signals import gpu_owner
+from exporter.stages.inputs import gpu_owner
 from exporter.window import RateWindow
 
 PROMPT, GENERATED = "llm_engine_prompt_tokens_total", "llm_engine_generation_tokens_total"

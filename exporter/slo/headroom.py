@@ -38,7 +38,7 @@ from exporter.settings import SloTarget
 from exporter.slo.attainment import DIMENSION_FAMILIES, REQUESTS_FAMILY
 from exporter.slo.queueing import queueing_utilization
 from exporter.slo.selectors import covers
-from exporter.stages.signals import gpu_owner
+from exporter.stages.inputs import gpu_owner
 from exporter.window import histogram_quantile
 
 #: load points kept per engine and model: at a 5 s interval, the last hour

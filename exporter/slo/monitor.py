@@ -15,7 +15,7 @@ from typing import Any
 
 from exporter.model import Metric
 from exporter.settings import CapacitySettings, GatewayTarget, ProbeTarget, SloTarget
-from exporter.slo.attainment import DimensionAttainment, attainment_samples, evaluate
+from exporter.slo.attainment import DIMENSION_FAMILIES, DimensionAttainment, attainment_samples, evaluate
 from exporter.slo.concurrency import ConcurrencyAdvice, advise
 from exporter.slo.concurrency import samples as concurrency_samples
 from exporter.slo.cost import EngineCost, MixWindow, costs
@@ -24,9 +24,11 @@ from exporter.slo.gap import Gap, explain
 from exporter.slo.headroom import CapacityEstimator
 from exporter.slo.otlp import RequestStore
 from exporter.slo.planners import compare
-from exporter.slo.points import PathLayout, evaluate_client_side
+from exporter.slo.points import GATEWAY_FAMILIES, PathLayout, evaluate_client_side, gateway_covers
+from exporter.slo.refusals import Refusals, with_refusals
 from exporter.slo.replicas import ReplicaPlanner, estimates
 from exporter.slo.requests import request_samples
+from exporter.slo.slices import engine_point, evaluate_slices, slice_samples
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ class SloMonitor:
         self.layout = PathLayout.of(gateways, probes)
         self.capacity = CapacityEstimator()
         self.burn = BurnTracker()
+        #: requests refused at the door, counted as misses at their measuring point (refusals.py)
+        self.refusals = Refusals(window_seconds)
         self.replicas = ReplicaPlanner(self.settings, window_seconds)
         self.mix = MixWindow(window_seconds)
         #: diagnosis evidence lines and actions per (engine, engine_type, model), from the last snapshot
@@ -76,9 +80,19 @@ class SloMonitor:
             return []
 
     def _update(self, metrics: Sequence[Metric], now: float) -> list[Metric]:
-        engine_side = evaluate(self.slos, metrics)
-        self.latest = engine_side + evaluate_client_side(self.slos, metrics, self.layout)
+        # Each point counts the refusals it sees as misses: an engine its admission rejections, a
+        # gateway its 429s and 503s (an engine's 503 passed through among them).
+        refusals = self.refusals.update(metrics, now)
+        engine_side = with_refusals(evaluate(self.slos, metrics), refusals)
+        client_side = with_refusals(evaluate_client_side(self.slos, metrics, self.layout), refusals)
+        self.latest = engine_side + client_side
         out = list(attainment_samples(self.latest, self.slos))
+        out += slice_samples(evaluate_slices(self.slos, metrics, DIMENSION_FAMILIES, engine_point))
+        at_gateway = gateway_covers(self.layout, metrics)
+        gateway_requests = GATEWAY_FAMILIES["e2e"]
+        out += slice_samples(
+            evaluate_slices(self.slos, metrics, GATEWAY_FAMILIES, at_gateway, gateway_requests, "gateway")
+        )
         capacity = self.capacity.update(self.slos, metrics, now, self.settings.max_num_seqs)
         out += capacity
         found = estimates(capacity)

@@ -9,7 +9,8 @@ therefore judged at every point that measures it, each series labelled `measured
 - `gateway`: the gateway's own histograms (LiteLLM, Envoy AI Gateway, the EPP, ingress-nginx; for
   HAProxy its access log, exporter/sources/access_log.py) of every request through it: `e2e` on
   its request duration, `ttft` where it times a first token. A gateway's histograms cover every
-  engine and model behind it, so an SLO is judged there only when it covers all of them;
+  engine and model behind it, so an SLO is judged there only when it covers all of them (one that
+  selects no engine or model covers them all, scraped here or not);
 - `probe`: the prober's own requests through the gateway (exporter/sources/probe.py), `ttft` only:
   its tiny completion waits for a first token as any request does, but its four-token answer says
   nothing of an SLO's end-to-end time. Its requests are few (one per interval), so its attainment
@@ -19,7 +20,7 @@ therefore judged at every point that measures it, each series labelled `measured
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from exporter.model import Metric, QuantileSummary, Sample
@@ -62,6 +63,26 @@ def behind(layout: PathLayout, gateway: str, pairs: set[tuple[str, str]]) -> set
     return {(e, m) for e, m in pairs if not engines or e in engines}
 
 
+def judged_at_gateway(slo: SloTarget, engines_behind: set[tuple[str, str]]) -> bool:
+    """Whether an SLO is judged on a gateway's histograms: they hold every request through it, so
+    only where the SLO covers every (engine, model) behind it that this exporter scrapes, or selects
+    no engine or model at all (it covers whatever is behind, engines on other nodes too)."""
+    if slo.engine is None and slo.model is None:
+        return True
+    return bool(engines_behind) and all(covers(slo, e, m) for e, m in engines_behind)
+
+
+def gateway_covers(layout: PathLayout, metrics: Iterable[Metric]) -> Callable[[SloTarget, Mapping[str, str]], bool]:
+    """`judged_at_gateway` for a gateway's series labels, over this snapshot's engines (the
+    slices' measuring-point test, exporter/slo/slices.py)."""
+    pairs = served(metrics)
+
+    def at_gateway(slo: SloTarget, labels: Mapping[str, str]) -> bool:
+        return judged_at_gateway(slo, behind(layout, labels.get("gateway", ""), pairs))
+
+    return at_gateway
+
+
 def evaluate_client_side(
     slos: Sequence[SloTarget], metrics: Sequence[Metric], layout: PathLayout
 ) -> list[DimensionAttainment]:
@@ -81,7 +102,7 @@ def evaluate_client_side(
         mine = behind(layout, name, pairs)
         rate = request_rate(families.get(GATEWAY_FAMILIES["e2e"]))
         for slo in slos:
-            if mine and all(covers(slo, e, m) for e, m in mine):
+            if judged_at_gateway(slo, mine):
                 result += judge(slo, families, GATEWAY_FAMILIES, rate, "gateway")
     for name, families in sorted(probes.items()):
         model, gateway = layout.probes.get(name, ("", None))

@@ -16,19 +16,23 @@ from types import MappingProxyType
 from urllib.parse import urlsplit, urlunsplit
 
 from exporter.budget import CARDINALITY, cap_target, keep_known_first
-from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
+from exporter.catalogue import ENGINE_SUMMARIES, QUANTILES
 from exporter.model import EngineReading, Histogram, Metric, QuantileSummary, Sample
-from exporter.promtext import NAMES_HEAD_CHARS, LineCache, WantedParser
+from exporter.promtext import MALFORMED_LINE, NAMES_HEAD_CHARS, LineCache, WantedParser
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.engine_process import NAMES as PROCESS_NAMES
 from exporter.sources.engine_process import process_samples
+from exporter.sources.engine_ranks import RankTracker
+from exporter.sources.engine_signals import signal_samples
+from exporter.sources.engine_slices import SliceFolder
+from exporter.sources.engine_urls import URL_LABEL, Joined, scrape_all
 from exporter.sources.engines import MAPPINGS, detect
-from exporter.sources.engines.common import HISTOGRAM_KEYS, EngineMapping
+from exporter.sources.engines.common import EngineMapping
 from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
-from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
+from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, observed, window_histogram
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +40,7 @@ _GAUGES = {
     "requests_running": "llm_engine_requests_running",
     "requests_waiting": "llm_engine_requests_waiting",
     "kv_cache_usage_ratio": "llm_engine_kv_cache_usage_ratio",
+    "requests_waiting_deferred": "llm_engine_requests_waiting_deferred",
 }
 _PROCESS_CPU = "process_cpu_seconds_total"
 _COUNTERS = {
@@ -43,13 +48,20 @@ _COUNTERS = {
     "preemptions_total": "llm_engine_preemptions_total",
     "prompt_tokens_total": "llm_engine_prompt_tokens_total",
     "generation_tokens_total": "llm_engine_generation_tokens_total",
+    "spec_decode_drafts_total": "llm_engine_spec_decode_drafts_total",
+    "spec_decode_draft_tokens_total": "llm_engine_spec_decode_draft_tokens_total",
+    "spec_decode_accepted_tokens_total": "llm_engine_spec_decode_accepted_tokens_total",
+    "corrupted_requests_total": "llm_engine_corrupted_requests_total",
 }
 
 
 #: TGI's /info is a small JSON document (model id, a few settings): a megabyte is plenty
 INFO_MAX_BYTES = 1024 * 1024
 KNOWN_TYPE_HEAD_CHARS = 64 * 1024
-_EVERY_WANTED = frozenset().union(*(mapping.wanted() for mapping in MAPPINGS.values()), {_PROCESS_CPU}, PROCESS_NAMES)
+_EVERY_WANTED = frozenset().union(
+    *(mapping.read_names() for mapping in MAPPINGS.values()), {_PROCESS_CPU}, PROCESS_NAMES
+)
+_EVERY_INFO = {name: labels for mapping in MAPPINGS.values() for name, labels in mapping.info_labels.items()}
 
 
 class EngineSource(Source):
@@ -67,9 +79,12 @@ class EngineSource(Source):
         self._lifetime_baseline = lifetime_baseline
         self._mapping: EngineMapping | None = MAPPINGS[target.type] if target.type else None
         self._client = HttpClient(follow_redirects=target.follow_redirects, auth=authorizer(target.auth))
-        self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
+        #: per URL of this target, its series parsed once (promtext.LineCache)
+        self._line_caches: dict[int, LineCache] = {}
         self._shown_url = redact(target.url)
         self._windows: dict[tuple[str, str], DeltaWindow] = {}
+        self._ranks = RankTracker()
+        self._slices = SliceFolder(window_seconds, lifetime_baseline)
         self._info_model: str | None = None
         self._known_models: tuple[str, ...] = ()
         #: the engine's last answered scrape carried its own process CPU, so the host source need
@@ -88,23 +103,34 @@ class EngineSource(Source):
     async def collect(self, now: float) -> list[Metric]:
         # A failed scrape raises and leaves the process-CPU claim as it was (see __init__).
         started = time.monotonic()
-        return await self._readings(now, await self._scrape(), started)
+        if not self.config.rank_urls:
+            return await self._readings(now, await self._scrape(), started)
+        urls = (self.config.url, *self.config.rank_urls)
+        joined = await scrape_all(self._scrape, urls, [redact(url) for url in urls])
+        return await self._readings(now, joined, started, joined)
 
-    async def _readings(self, now: float, parser: WantedParser, started: float) -> list[Metric]:
+    async def _readings(
+        self, now: float, parser: WantedParser | Joined, started: float, joined: Joined | None = None
+    ) -> list[Metric]:
         """The normalized series from a parsed scrape (the engine detected on the first)."""
-        mapping = self._mapping or detect(parser.names)
+        # Families anywhere in the body count, not only those in the head (see GatewaySource).
+        mapping = self._mapping or detect(parser.names | parser.present)
         if mapping is None:
             raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")
         parsed = parser.result
         if self._mapping is None:
-            parsed = {name: parsed[name] for name in mapping.wanted() | {_PROCESS_CPU} | PROCESS_NAMES}
-        if not any(parsed.values()) and not mapping.matches(parser.names):
+            parsed = {name: parsed[name] for name in mapping.read_names() | {_PROCESS_CPU} | PROCESS_NAMES}
+        if not parser.present & mapping.read_names() and not mapping.matches(parser.names):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
             self._mapping = mapping
         readings = mapping.read(parsed)
+        mapping.read_slices(parsed, self.config.limits, readings)
         readings = self._within_model_cap(readings)
+        if parser.malformed:  # lines the formats do not allow: dropped, the rest of the scrape read
+            self._counting[MALFORMED_LINE] += parser.malformed
+            self._discard_log.append(f"{parser.malformed} malformed line(s) of wanted families dropped")
         if not readings:
             # Up, but nothing served yet (families declared, no samples): still say it is up.
             readings = [EngineReading(model=self.config.model or (self._known_models or ("",))[0])]
@@ -114,23 +140,27 @@ class EngineSource(Source):
                 reading.model = reading.model or model
         # prometheus_client's process collector (vLLM, SGLang, trtllm-serve) labels nothing: the
         # serving process's CPU belongs to every model it serves.
-        process_cpu = parsed[_PROCESS_CPU].get(())
+        process_cpu = parsed[_PROCESS_CPU].get(((URL_LABEL, "0"),) if joined else ())
         self.reports_process_cpu = process_cpu is not None
         for reading in readings:
             reading.process_cpu_seconds_total = process_cpu
+        if joined is not None:  # each URL of the engine is a rank of its own
+            for reading in readings:
+                reading.ranks = (*reading.ranks, *joined.answered)
         self._known_models = tuple(r.model for r in readings)
         self._forget_windows({r.model for r in readings})
+        self._ranks.update(now, readings, joined.silent if joined else ())
         metrics = [metric for reading in readings for metric in self._render(now, reading)]
         metrics += [m for r in readings for m in process_samples(parsed, self._labels(r.model), r.model)]
         return self._within_series_cap(metrics)
 
-    def _parser(self) -> WantedParser:
+    def _parser(self, index: int = 0) -> WantedParser:
         """A parser for this target's next scrape. Before the engine type is known every mapping's
         names are wanted, so detection needs no second pass over a body that is never held whole;
         detection reads names from the first MiB, and once the type is known a block's worth tells
         a payload that declares the families from one that is not this engine's any more."""
         limits = self.config.limits
-        wanted = self._mapping.wanted() | {_PROCESS_CPU} | PROCESS_NAMES if self._mapping else _EVERY_WANTED
+        wanted = self._mapping.read_names() | {_PROCESS_CPU} | PROCESS_NAMES if self._mapping else _EVERY_WANTED
         known = self._mapping is not None
         return WantedParser(
             wanted,
@@ -138,7 +168,9 @@ class EngineSource(Source):
             limits.max_label_value_length,
             KNOWN_TYPE_HEAD_CHARS if known else NAMES_HEAD_CHARS,
             names_on_demand=known,
-            line_cache=self._line_cache,
+            line_cache=self._line_caches.setdefault(index, LineCache()),
+            info_labels=self._mapping.info_labels if self._mapping else _EVERY_INFO,
+            declared="until_sample" if known else "whole_body",
         )
 
     def _refuse_json(self, content_type: str) -> None:
@@ -149,13 +181,14 @@ class EngineSource(Source):
                 "(trtllm-serve serves Prometheus text at /prometheus/metrics)",
             )
 
-    async def _scrape(self) -> WantedParser:
-        """Fetch and parse in one pass as the body streams in."""
-        parser = self._parser()
+    async def _scrape(self, url: str | None = None, index: int = 0) -> WantedParser:
+        """Fetch and parse in one pass as the body streams in (`url`: one of the engine's ranks)."""
+        parser = self._parser(index)
         limits = self.config.limits
-        async with open_body(self._client, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
+        url = url or self.config.url
+        async with open_body(self._client, url, self.timeout_seconds, limits.max_response_bytes) as body:
             self._refuse_json(body.content_type)
-            await feed_parser(body, parser, self._shown_url)
+            await feed_parser(body, parser, redact(url))
         return parser
 
     def down_metrics(self) -> list[Metric]:
@@ -215,7 +248,14 @@ class EngineSource(Source):
         ratio = self._prefix_hit_ratio(now, reading)
         if ratio is not None:
             yield Sample("llm_engine_prefix_cache_hit_ratio", labels, ratio)
-        for key in HISTOGRAM_KEYS:
+        yield from signal_samples(
+            reading, labels, lambda key, values: self._observe((reading.model, key), now, values, None)
+        )
+        for rank, reporting, _ in self._ranks.states(now, reading.model):
+            yield Sample("llm_engine_rank_up", {**labels, "rank": rank}, 1.0 if reporting else 0.0)
+        slice_samples, slice_windows = self._slices.render(now, reading, labels, self.config.limits, reading.model)
+        yield from slice_samples
+        for key, family in ENGINE_SUMMARIES.items():
             histogram = reading.histograms.get(key)
             if histogram is None:
                 continue
@@ -228,7 +268,7 @@ class EngineSource(Source):
                 quantiles = tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in QUANTILES)
                 windowed = Histogram(histogram.bounds, totals[0], totals[1], totals[2])
             yield QuantileSummary(
-                LATENCY_FAMILIES[key],
+                family,
                 labels,
                 quantiles,
                 histogram.count,
@@ -236,6 +276,7 @@ class EngineSource(Source):
                 histogram=histogram,
                 window=windowed,
                 window_seconds=window.span(),
+                slices=tuple(slice_windows.get(key, ())),
             )
 
     def _prefix_hit_ratio(self, now: float, reading: EngineReading) -> float | None:
@@ -248,18 +289,13 @@ class EngineSource(Source):
         return reading.prefix_cache_hit_ratio
 
     def _observe(self, key: tuple[str, str], now: float, values: tuple[float, ...], shape: object) -> DeltaWindow:
-        window = self._windows.get(key)
-        if window is None:
-            window = self._windows[key] = DeltaWindow(self._window_seconds)
-            if self._lifetime_baseline:
-                window.seed_lifetime(now, values, shape)
-                return window
-        window.observe(now, values, shape)
-        return window
+        return observed(self._windows, key, self._window_seconds, self._lifetime_baseline, now, values, shape)
 
     def _forget_windows(self, models: set[str]) -> None:
         for key in [k for k in self._windows if k[0] not in models]:
             del self._windows[key]
+        self._ranks.forget_models(models)
+        self._slices.forget_models(models)
 
     async def _model_without_label(self, seconds_left: float) -> str:
         """TGI labels nothing with the model: take it from the config, else from its /info.

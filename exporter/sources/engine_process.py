@@ -2,7 +2,8 @@
 time and Python's garbage collector from prometheus_client's process and GC collectors (vLLM,
 SGLang and trtllm-serve serve them unlabelled), and the start-up figures the engines that have them
 export (field-2026.md §3.1). Read by the engine source beside the engine's own mapping, since the
-names are the same in every engine that has them."""
+names are the same in every engine that has them. An engine served at several URLs (`rank_urls`)
+is read at its first: its own process, as for the process CPU."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator, Mapping
 
 from exporter.model import Sample
 from exporter.promtext import ParsedSamples
+from exporter.sources.engine_urls import URL_LABEL
 
 PROCESS_START = "process_start_time_seconds"
 GC_COLLECTIONS = "python_gc_collections_total"
@@ -29,11 +31,11 @@ NAMES = frozenset({PROCESS_START, GC_COLLECTIONS, *STARTUP_GAUGES, *MODELEXPRESS
 
 def process_samples(parsed: ParsedSamples, labels: Mapping[str, str], model: str) -> Iterator[Sample]:
     """The process and start-up samples of one reading (one model of the engine)."""
-    start = (parsed.get(PROCESS_START) or {}).get(())
-    if start is not None and start > 0:
-        yield Sample("llm_engine_process_start_time_seconds", labels, start)
+    starts = [value for key, value in (parsed.get(PROCESS_START) or {}).items() if _first_url(key)]
+    if starts and starts[0] > 0:
+        yield Sample("llm_engine_process_start_time_seconds", labels, starts[0])
     for key, value in sorted((parsed.get(GC_COLLECTIONS) or {}).items()):
-        generation = dict(key).get("generation")
+        generation = dict(key).get("generation") if _first_url(key) else None
         if generation is not None:
             yield Sample("llm_engine_gc_collections_total", {**labels, "generation": generation}, value)
     figures: dict[str, float] = {}
@@ -48,3 +50,8 @@ def process_samples(parsed: ParsedSamples, labels: Mapping[str, str], model: str
         figures["load"] = total / count
     for phase, value in sorted(figures.items()):
         yield Sample("llm_engine_startup_seconds", {**labels, "phase": phase}, value)
+
+
+def _first_url(key: tuple[tuple[str, str], ...]) -> bool:
+    """A series of the engine's first URL (or of its only one)."""
+    return dict(key).get(URL_LABEL, "0") == "0"

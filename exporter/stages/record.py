@@ -17,7 +17,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 
 from exporter.settings import Thresholds
 from exporter.stages.advice import Action, Settings, tailored
-from exporter.stages.panels import Line, PanelDef
+from exporter.stages.panels import Line, PanelDef, Query
 from exporter.stages.signals import History
 
 In = TypeVar("In")
@@ -189,6 +189,11 @@ class PanelScope(Protocol):
 
     def score_lines(self) -> tuple[Line, ...]:
         """exit_score and enter_score, drawn on every score panel."""
+        ...
+
+    def itl_lines(self) -> tuple[Query, ...]:
+        """Inter-token latency's lines as series: the model's own baseline times the slowdown
+        ratio, and the threshold of an SLO that bounds it."""
         ...
 
 

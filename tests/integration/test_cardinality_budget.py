@@ -12,18 +12,29 @@ from __future__ import annotations
 
 import pytest
 
+from exporter.app import Exporter, Pipeline
 from exporter.exposition import render_text
+from exporter.settings import Config, EngineTarget, GpuSettings, ScrapeLimits, SloTarget
 from exporter.simulate.exporter_view import ExporterView
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.scenario import parse_scenario
+from exporter.sources.engine import EngineSource
+from tests.support import RouteServer, respond_with, sglang_sliced_page
 
 pytestmark = pytest.mark.integration
 
 NODE_BUDGET = 1500
-# Measured (printed by the test): 710 series at the documented size; an engine adds 50 (its
-# families, latency summaries with three quantiles, a bottleneck score/active/primary per stage,
-# its source's self-observability), a GPU 15, a port 22. The budgets leave about a fifth of room.
-PER_ENGINE_BUDGET = 60
+# Measured (printed by the test): 886 series at the documented size; an engine adds 72 (its
+# families, latency and prefill/decode summaries with three quantiles, the 2026 families: refusals,
+# cached prompt tokens and reuse, sleep state, MFU counters, tokens per step; a bottleneck
+# score/active/primary per stage, its source's self-observability), a GPU 15, a port 22. The
+# budgets leave about a fifth of room.
+PER_ENGINE_BUDGET = 86
+# Slices (docs/metrics.md): 10 tenants, 10 adapters and 3 priority classes kept, 5 tenants and 5
+# adapters folded into `other`, one SLO of two dimensions: measured 112 more series for the engine
+# (25 slices x 2 dimensions x attainment and goodput, the queue of each priority class and its
+# queueing score, one fold count per dimension). A fifth of room.
+SLICED_ENGINE_BUDGET = 135
 PER_GPU_BUDGET = 18
 PER_PORT_BUDGET = 27
 
@@ -63,3 +74,39 @@ def test_a_node_at_its_documented_size_and_each_added_part_stay_within_budget():
     assert 0 < per_engine <= PER_ENGINE_BUDGET, per_engine
     assert 0 < per_gpu <= PER_GPU_BUDGET, per_gpu
     assert 0 < per_port <= PER_PORT_BUDGET, per_port
+
+
+def test_slices_of_ten_tenants_ten_adapters_three_priorities_stay_within_budget() -> None:
+    limits = ScrapeLimits(
+        slice_labels=(("tenant", ("tenant",)), ("adapter", ("adapter",)), ("priority", ("priority",)))
+    )
+    counts = {}
+    for sliced in (False, True):
+        page = RouteServer()
+        target = EngineTarget(
+            url=page.url("/metrics"),
+            name="s",
+            type="sglang",
+            limits=limits if sliced else ScrapeLimits(max_slices_per_dimension=0),
+        )
+        config = Config(gpu=GpuSettings("none"), slos=(SloTarget("chat", 0.9, ttft_seconds=1.0, e2e_seconds=5.0),))
+        clock = [0.0]
+        exporter = Exporter(config, clock=lambda c=clock: c[0], pipeline=Pipeline([EngineSource(target, 60.0)], []))
+        try:
+            for step, requests in enumerate((4, 8)):
+                page.routes["/metrics"] = respond_with(sglang_sliced_page(requests))
+                clock[0] = 10.0 * step
+                snapshot = exporter.collect_once()
+            text = render_text(snapshot).decode()
+        finally:
+            exporter.stop()
+            page.close()
+        counts[sliced] = sum(
+            1 for line in text.splitlines() if line and not line.startswith("#") and 'engine="s"' in line
+        )
+        if sliced:
+            assert 'llm_engine_slices_folded{engine="s",engine_type="sglang",model="m",slice_by="tenant"} 5.0' in text
+            assert text.count("llm_slo_slice_attainment_ratio{") == 2 * (11 + 11 + 3)
+    added = counts[True] - counts[False]
+    print(f"series of one engine: {counts[False]} unsliced, {counts[True]} with slices (+{added})")
+    assert 0 < added <= SLICED_ENGINE_BUDGET, added

@@ -36,7 +36,16 @@ from exporter.simulate.dcgm_text import POD_NAMESPACE
 from tests import nvml_stub
 from tests.integration.gpu_helpers import stub_dir
 from tests.integration.monitoring_stack import LOCAL, ManagedProcess, Prometheus, require_binary
-from tests.support import FIXTURES, REPO, ExporterProcess, RouteServer, free_port, respond_with
+from tests.support import (
+    FIXTURES,
+    REPO,
+    ExporterProcess,
+    RouteServer,
+    free_port,
+    growing,
+    respond_with,
+    sglang_sliced_page,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -152,18 +161,31 @@ def _simulated_node(scenario: str, workdir: Path) -> Node:
 
 def _injected_node(workdir: Path) -> Node:
     """GPUs from the NVML stand-in (an XID on GPU 5, clock-event reasons on all), an engine
-    target nothing listens on (source errors), and a gateway: HAProxy's real exposition with its
-    server down (tests/fixtures/gateways), with a probe through it that cannot connect."""
+    target nothing listens on (source errors), an SGLang engine with slices (tenants, adapters,
+    priority classes), and a gateway: HAProxy's real exposition with its server down
+    (tests/fixtures/gateways), with a probe through it that cannot connect."""
     state = workdir / "nvml-state"
     node = nvml_stub.eight_gpu_node()
     node["xid_events"] = [(5, 79)]
     nvml_stub.write_state(state, node)
     gateway = RouteServer(
-        {"/metrics": respond_with((FIXTURES / "gateways" / "haproxy-2.6-backend-down.txt").read_text())}
+        {
+            "/metrics": respond_with((FIXTURES / "gateways" / "haproxy-2.6-backend-down.txt").read_text()),
+            # An SGLang engine whose requests carry tenants, adapters and priority classes (its
+            # counts grow on every scrape, so the slices' windows have increases): the slice panels.
+            "/sliced": growing(sglang_sliced_page),
+        }
     )
     config = {
         **EXPORTER_CONFIG,
-        "engines": [{"name": "refused", "type": "vllm", "url": f"http://127.0.0.1:{free_port()}/metrics"}],
+        "engines": [
+            {"name": "a-sliced", "type": "sglang", "url": gateway.url("/sliced")},
+            {"name": "refused", "type": "vllm", "url": f"http://127.0.0.1:{free_port()}/metrics"},
+        ],
+        "engine_defaults": {
+            **EXPORTER_CONFIG["engine_defaults"],
+            "slice_labels": {"tenant": ["tenant"], "adapter": ["adapter"], "priority": ["priority"]},
+        },
         "gpu_attribution": {"processes": False, "pod_resources_socket": ""},
         "gateways": [{"name": "haproxy", "url": gateway.url("/metrics"), "engines": ["refused"]}],
         "probes": [
@@ -253,6 +275,8 @@ class Stack:
             "node": _regex(values["node"]),
             "model": _regex(values["model"]),
             "engine": _regex(values["engine"]) if single_engine else ".*",
+            "slice_by": ".*",
+            "slice": ".*",
         }
         return re.sub(r"\$(\w+)", lambda m: replacements[m.group(1)], query.expr)
 
@@ -318,6 +342,9 @@ def test_the_dashboards_have_panels_of_both_kinds():
         "Gateway 5xx by code",
         "Probe end-to-end p95 by path",
         "Requests queued at the gateway",
+        # slices exist only where a source labels its requests with a tenant, adapter or priority
+        "Attainment per slice",
+        "Goodput and queue per slice",
     }
 
 

@@ -69,3 +69,22 @@ def test_host_overhead_idles_the_gpu_while_the_engine_burns_a_core():
     assert after.running > 1 and after.gpu_utilization < 0.3 and after.sm_active < 0.2
     assert after.engine_cpu_cores > 0.6 > before.engine_cpu_cores
     assert after.tpot_p50 > 3 * before.tpot_p50
+
+
+def test_admission_limit_caps_the_queue_and_refuses_the_excess():
+    result = run("admission-limit", 150)
+    after = result.window(150 - TAIL, 150)
+    refused = sum(r.stats.refused for r in result.node.replicas)
+    served = sum(r.stats.http_responses for r in result.node.replicas)
+    assert after.waiting_last <= 16 * 8 and after.waiting > 8  # at the limit (16 waiting per replica)
+    assert refused > 0.05 * (refused + served)
+    assert after.kv_usage < 0.2 and after.preemptions_per_second == 0
+
+
+def test_a_sleeping_replica_gets_nothing_and_holds_no_memory_while_the_others_queue():
+    result = run("sleeping-replica", 150)
+    asleep = result.node.replicas[7]
+    assert result.window(150 - TAIL, 150).waiting > 5
+    assert asleep.asleep and asleep.stats.http_responses == 0 and not asleep.running
+    assert all(r.stats.http_responses > 0 for r in result.node.replicas[:7])
+    assert all(g.memory_used_bytes < 0.05 * asleep.gpu.hbm_bytes for g in asleep.gpus)

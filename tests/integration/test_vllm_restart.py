@@ -3,7 +3,8 @@
 Light load runs before and after the restart. The exporter must read the restart from the engine's
 own process start time, show the replica loading while its port is bound but its metrics do not
 answer (vLLM binds before it loads), then warming up from its first request for `warmup_seconds`
-with no bottleneck verdict (its cold regime), then serving with the verdict `none` again. The case
+with no bottleneck verdict (its cold regime: the state `warming_up`), then up with the verdict
+`none` again. The case
 review over a window that spans the restart must name it. One vLLM (the session's), `nice`d by
 the suite; the figures seen are printed for the report.
 """
@@ -72,7 +73,7 @@ def wait_for(exporter: ExporterProcess, what: str, predicate, timeout: float, se
     while time.monotonic() < deadline:
         found = entry(exporter)
         if found is not None:
-            seen.append((time.time(), found.get("startup", {}).get("phase"), found["primary"]))
+            seen.append((time.time(), found["state"], found["primary"]))
             if predicate(found):
                 return found
         time.sleep(INTERVAL_S)
@@ -83,11 +84,11 @@ def test_a_restart_is_read_warmed_up_without_a_verdict_and_named_in_the_case_rev
     vllm_server: VllmServer, stack: tuple[ExporterProcess, Prometheus], tmp_path: Path
 ) -> None:
     exporter, prometheus = stack
-    seen: list[tuple[float, str | None, str]] = []
+    seen: list[tuple[float, str, str | None]] = []
     baseline_start = time.time()
     load = BackgroundLoad(vllm_server.base_url, dataclasses.replace(LIGHT, duration_s=WARMUP_S + 30))
     serving = wait_for(exporter, "serving before the restart",
-                       lambda e: e.get("startup", {}).get("phase") == "serving", WARMUP_S + 120, seen)  # fmt: skip
+                       lambda e: e["state"] == "up" and e["primary"] is not None, WARMUP_S + 120, seen)  # fmt: skip
     load.join()
     assert serving["primary"] == "none"
     before = serving["startup"]
@@ -98,26 +99,27 @@ def test_a_restart_is_read_warmed_up_without_a_verdict_and_named_in_the_case_rev
     while restarting.is_alive():
         found = entry(exporter)
         if found is not None:
-            seen.append((time.time(), found.get("startup", {}).get("phase"), found["primary"]))
+            seen.append((time.time(), found["state"], found["primary"]))
         time.sleep(INTERVAL_S)
     restarting.join()
     up_at = time.time()
     load = BackgroundLoad(vllm_server.base_url, dataclasses.replace(LIGHT, duration_s=WARMUP_S + 40, seed=32))
     warming = wait_for(exporter, "warming up after the restart",
-                       lambda e: e.get("startup", {}).get("phase") == "warming_up"
+                       lambda e: e["state"] == "warming_up"
                        and e["startup"].get("first_served_at"), 120, seen)  # fmt: skip
-    assert warming["primary"] == "none" and warming["active"] == []
-    assert warming["evidence"][0].startswith("warming up: started")
+    assert warming["primary"] is None and warming["active"] == [] and warming["state_reason"] == "restart"
+    assert warming["state_message"].startswith("restarted") and "cold for" in warming["state_message"]
+    assert warming["no_verdict"].startswith("the engine is warming up")
     after = warming["startup"]
     assert after["started_at"] > before["started_at"] and after["restarts_seen"] == 1
     assert after["startup_seconds"] is not None and after["startup_seconds"] > 0
     cold = [s for s in seen if s[0] > up_at and s[1] == "warming_up"]
-    assert cold and all(primary == "none" for _, _, primary in cold)
+    assert cold and all(primary is None for _, _, primary in cold)
     served = wait_for(exporter, "serving after the cold regime",
-                      lambda e: e.get("startup", {}).get("phase") == "serving", WARMUP_S + 120, seen)  # fmt: skip
+                      lambda e: e["state"] == "up" and e["primary"] is not None, WARMUP_S + 120, seen)  # fmt: skip
     load.join()
     assert served["primary"] == "none"
-    phases_during_restart = sorted({p for t, p, _ in seen if restart_began <= t <= up_at and p})
+    states_during_restart = sorted({state for t, state, _ in seen if restart_began <= t <= up_at})
     end = time.time()
 
     review = tmp_path / "review.md"  # its plots are written beside it, in the test's own directory
@@ -130,7 +132,7 @@ def test_a_restart_is_read_warmed_up_without_a_verdict_and_named_in_the_case_rev
     restart_lines = [line for line in review.read_text().splitlines() if "restarted within the window" in line]
     assert restart_lines and "incident:" in restart_lines[0] and "baseline:" not in "".join(restart_lines)
     print(
-        f"\nrestart: phases while restarting {phases_during_restart}; restart took {up_at - restart_began:.0f}s; "
+        f"\nrestart: states while restarting {states_during_restart}; restart took {up_at - restart_began:.0f}s; "
         f"start to first request {after['startup_seconds']}s (before the restart: {before['startup_seconds']}); "
         f"cold reads {len(cold)} all none; serving again {served['startup']}; review: {restart_lines[0]}"
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from exporter.config import build
 from exporter.settings import (
@@ -67,6 +68,9 @@ def same(documented_text: str, default: Any) -> bool:
             return False
     if isinstance(default, dict):
         return documented_text == "{}" and default == {}
+    if isinstance(default, tuple) and default and all(isinstance(pair, tuple) for pair in default):
+        # a mapping in settled form (slice_labels): documented as its YAML flow mapping
+        return yaml.safe_load(documented_text) == {key: list(value) for key, value in default}
     if isinstance(default, tuple):
         return documented_text == "[]" and default == ()
     return documented_text == str(default)

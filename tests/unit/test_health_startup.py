@@ -1,16 +1,17 @@
-"""Engines starting: the phase (loading, warming up, serving, asleep), the start-up figures, and
-the cold regime in which the diagnosis gives no verdict; and the host-pause findings."""
+"""Engines starting: loading, the cold regime (warming up) and serving, read as the diagnosis's
+states (exporter/diagnosis/states.py), the start-up figures, and the host-pause findings."""
 
 from __future__ import annotations
 
 import pytest
 
 from exporter.diagnosis import Diagnoser
-from exporter.health.evaluate import NodeHealth
+from exporter.health.evaluate import HealthRound, NodeHealth
 from exporter.model import Metric, QuantileSummary, Sample
 from exporter.settings import HealthSettings
 
 ENGINE = {"engine": "vllm-0", "engine_type": "vllm", "model": "m"}
+KEY = ("vllm-0", "vllm", "m")
 
 
 def engine_round(up: bool, start: float | None, tokens: float, asleep: bool = False, **extra: float) -> list[Metric]:
@@ -19,49 +20,59 @@ def engine_round(up: bool, start: float | None, tokens: float, asleep: bool = Fa
         metrics.append(Sample("llm_engine_process_start_time_seconds", ENGINE, start))
     if up:
         metrics.append(Sample("llm_engine_generation_tokens_total", ENGINE, tokens))
-        metrics.append(Sample("llm_engine_asleep", {**ENGINE, "sleep_state": "awake"}, 1.0 if asleep else 0.0))
+        state = "level_1" if asleep else "awake"
+        metrics.append(Sample("llm_engine_asleep", {**ENGINE, "sleep_state": state}, 1.0 if asleep else 0.0))
     metrics += [Sample(name, ENGINE, value) for name, value in extra.items()]
     return metrics
 
 
 class Clock:
+    """The health round and the diagnosis over it, as the exporter runs them each collection."""
+
     def __init__(self, health: NodeHealth, wall: float = 10_000.0) -> None:
         self.health, self.wall = health, wall
+        self.diagnoser = Diagnoser()
+        self.gauges: list[Metric] = []
 
-    def step(self, metrics: list[Metric], seconds: float = 5.0):
+    def step(self, metrics: list[Metric], seconds: float = 5.0) -> HealthRound:
         self.wall += seconds
-        return self.health.update(metrics, self.wall, self.wall)
+        found = self.health.update(metrics, self.wall, self.wall)
+        self.gauges = self.diagnoser.update(metrics, self.wall, findings=found.findings, starts=found.startups)
+        return found
+
+    def state(self) -> tuple[str, str, str]:
+        status = self.diagnoser.states.current[KEY]
+        return status.state.value, status.reason, status.message
 
 
 def test_a_start_loads_then_warms_up_then_serves() -> None:
     clock = Clock(NodeHealth(HealthSettings(warmup_seconds=60.0)))
     start = clock.wall
     loading = clock.step(engine_round(False, start, 0))
-    assert loading.startups["vllm-0"].phase == "loading"
+    assert clock.state()[0] == "loading" and "its process has run 5 s" in clock.state()[2]
+    assert loading.startups["vllm-0"].loading_seconds == pytest.approx(5.0)
     assert [f.kind for f in loading.findings] == ["engine_loading"]
-    assert loading.cold() == {}  # down engines have no verdict anyway: the diagnosis says so
-    ready = clock.step(engine_round(True, start, 0))
-    assert ready.startups["vllm-0"].phase == "warming_up" and "served no request" in ready.cold()["vllm-0"]
+    clock.step(engine_round(True, start, 0))
+    assert clock.state()[:2] == ("warming_up", "start") and "served no request" in clock.state()[2]
     first = clock.step(engine_round(True, start, 40))
-    startup = first.startups["vllm-0"]
-    assert startup.phase == "warming_up" and startup.startup_seconds == pytest.approx(15.0)
-    assert "cold for 60 s more" in first.cold()["vllm-0"]
+    assert first.startups["vllm-0"].startup_seconds == pytest.approx(15.0)
+    assert clock.state()[0] == "warming_up" and "cold for 60 s more" in clock.state()[2]
     for _ in range(11):
-        after = clock.step(engine_round(True, start, 40))
-    assert after.startups["vllm-0"].phase == "warming_up"
+        clock.step(engine_round(True, start, 40))
+    assert clock.state()[0] == "warming_up"
     done = clock.step(engine_round(True, start, 40))
-    assert done.startups["vllm-0"].phase == "serving" and done.cold() == {}
-    gauges = {(m.name, m.labels.get("phase")): m.value for m in done.gauges if isinstance(m, Sample)}
-    assert gauges[("llm_engine_phase", "serving")] == 1.0 and gauges[("llm_engine_phase", "warming_up")] == 0.0
-    assert gauges[("llm_engine_startup_duration_seconds", None)] == pytest.approx(15.0)
+    assert clock.state() == ("up", "", "")
+    gauges = {(m.name, m.labels.get("state")): m.value for m in clock.gauges if isinstance(m, Sample)}
+    assert gauges[("llm_engine_state", "up")] == 1.0 and gauges[("llm_engine_state", "warming_up")] == 0.0
+    assert [(m.name, m.value) for m in done.gauges] == [("llm_engine_startup_duration_seconds", 15.0)]
 
 
 def test_an_engine_up_long_before_the_exporter_is_serving_at_once_and_a_restart_is_cold_again() -> None:
     clock = Clock(NodeHealth(HealthSettings(warmup_seconds=60.0)))
-    first = clock.step(engine_round(True, clock.wall - 3600, 5000))
-    assert first.startups["vllm-0"].phase == "serving" and first.cold() == {}
+    clock.step(engine_round(True, clock.wall - 3600, 5000))
+    assert clock.state()[0] == "up"
     restarted = clock.step(engine_round(True, clock.wall + 1, 0))
-    assert restarted.startups["vllm-0"].phase == "warming_up"
+    assert clock.state()[:2] == ("warming_up", "restart") and clock.state()[2].startswith("restarted 4 s ago")
     assert len(restarted.startups["vllm-0"].restarts) == 1
 
 
@@ -69,30 +80,41 @@ def test_a_wake_from_sleep_starts_a_cold_regime() -> None:
     clock = Clock(NodeHealth(HealthSettings(warmup_seconds=60.0)))
     start = clock.wall - 3600
     clock.step(engine_round(True, start, 5000))
-    assert clock.step(engine_round(True, start, 5000, asleep=True)).startups["vllm-0"].phase == "asleep"
-    woke = clock.step(engine_round(True, start, 5000))
-    assert woke.startups["vllm-0"].phase == "warming_up" and "woke" in woke.cold()["vllm-0"]
+    clock.step(engine_round(True, start, 5000, asleep=True))
+    assert clock.state()[:2] == ("asleep", "level_1")
+    clock.step(engine_round(True, start, 5000))
+    assert clock.state()[:2] == ("warming_up", "wake") and "woke from sleep" in clock.state()[2]
+
+
+def test_warmup_seconds_zero_turns_the_cold_regime_off() -> None:
+    clock = Clock(NodeHealth(HealthSettings(warmup_seconds=0.0)))
+    start = clock.wall - 3600
+    clock.step(engine_round(True, start, 5000))
+    clock.step(engine_round(True, clock.wall + 1, 0))  # a restart, no request served yet
+    assert clock.state()[0] == "up"
 
 
 def test_the_diagnosis_gives_no_verdict_during_the_cold_regime() -> None:
-    """An engine that would read queueing reads none, with the warm-up as its evidence."""
-    diagnoser = Diagnoser()
+    """An engine that would read queueing has no verdict while warming up, its state says why,
+    and it is judged as soon as the regime ends (its history grew meanwhile)."""
+    clock = Clock(NodeHealth(HealthSettings(warmup_seconds=60.0)))
     busy = [
-        Sample("llm_engine_up", ENGINE, 1.0),
         Sample("llm_engine_requests_running", ENGINE, 8.0),
         Sample("llm_engine_requests_waiting", ENGINE, 40.0),
         Sample("llm_engine_kv_cache_usage_ratio", ENGINE, 0.3),
         QuantileSummary("llm_engine_queue_time_seconds", ENGINE, ((0.5, 4.0), (0.95, 9.0), (0.99, 9.5)), 100, 400),
     ]
-    key = ("vllm-0", "vllm", "m")
-    cold = {"vllm-0": "warming up: started 20 s ago"}
-    for now in range(0, 120, 5):
-        diagnoser.update(busy, float(now), cold=cold)
-    assert diagnoser.latest[key].primary == "none"
-    assert diagnoser.latest[key].evidence == ["warming up: started 20 s ago"]
-    for now in range(120, 240, 5):
-        diagnoser.update(busy, float(now))
-    assert diagnoser.latest[key].primary == "queueing"
+    start, tokens = clock.wall + 5, 0.0
+    for _ in range(13):  # started now; its first request 5 s later: cold until 60 s after that
+        clock.step([*engine_round(True, start, tokens), *busy])
+        tokens += 100
+        assert KEY not in clock.diagnoser.latest and clock.state()[0] == "warming_up"
+    entry = next(e for e in clock.diagnoser.report()["engines"] if e["engine"] == "vllm-0")
+    assert entry["primary"] is None and entry["state"] == "warming_up"
+    assert entry["no_verdict"].startswith("the engine is warming up: its latencies are not yet its own (start:")
+    assert not [m for m in clock.gauges if m.name.startswith("llm_bottleneck")]
+    clock.step([*engine_round(True, start, tokens), *busy])
+    assert clock.state()[0] == "up" and clock.diagnoser.latest[KEY].primary == "queueing"
 
 
 def test_gc_pauses_throttling_and_steal_are_host_evidence_with_their_numbers() -> None:

@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "exporter.process_group",
             "exporter.sanity",
             "exporter.budget",
+            "exporter.slicing",
             "exporter.buckets",
         ),
     ),

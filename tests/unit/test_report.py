@@ -23,6 +23,7 @@ from exporter.report.present import tone
 from exporter.report.prometheus import Series
 from exporter.report.queries import FIGURES, FIGURES_BY_KEY, LEVELS, QueryContext, all_figures
 from exporter.report.render_text import fmt_change, fmt_value
+from exporter.report.slices import parse_slice, slice_figures
 from exporter.report.stats import WindowValue, change, judgeable, mann_whitney_p, smallest_p
 from exporter.report.timing import (
     Extent,
@@ -411,6 +412,35 @@ def test_every_figure_is_valid_promql_reading_only_exported_or_engine_names() ->
     assert built >= 2 * len(FIGURES)
 
 
+def test_a_slice_adds_its_own_rows_reading_only_that_slice() -> None:
+    ctx = QueryContext('job="x", model="m"', "2m", LabelNames())
+    rows = slice_figures(parse_slice("tenant=team-a"))
+    assert [f.key for f in rows] == ["slice_attainment", "slice_goodput", "slice_waiting", "slice_queueing"]
+    for figure in rows:
+        for level in LEVELS:
+            expr = figure.build(ctx, level)
+            assert expr is not None and names_read(parse(expr)) <= set(CATALOGUE), (figure.key, level)
+            assert 'slice_by="tenant"' in expr and 'slice="team-a"' in expr and 'model="m"' in expr
+    assert slice_figures(None) == ()
+    # Attainment and goodput as the SLA attainment row reads them: cluster-wide nearest the client
+    # (the gateway where it judges the slice, else the engines), per model at the engines only.
+    attainment = rows[0]
+    cluster, model = attainment.build(ctx, "cluster"), attainment.build(ctx, "model")
+    assert cluster is not None and model is not None
+    assert cluster.index('measured_at="gateway"') < cluster.index('measured_at="engine"')
+    assert 'measured_at="engine"' in model and "gateway" not in model
+    assert [f.reads for f in rows] == ["windowed", "windowed", "instant", "instant"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("team-a", "is not DIMENSION=VALUE"), ("user=bob", "is not a slice dimension"), ('tenant=a"b', "quote")],
+)
+def test_a_bad_slice_is_refused(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_slice(text)
+
+
 def test_engine_level_figures_group_by_engine() -> None:
     ctx = QueryContext('job="x"', "1m", LabelNames())
     assert "by (cluster, engine, model)" in FIGURES_BY_KEY["running"].build(ctx, "engine")  # type: ignore[operator]
@@ -434,6 +464,7 @@ def _closed_port() -> int:
         (["--selector", "{model=}"], "--selector: '{model=}' is not a PromQL selector"),
         (["--selector", "model=x"], "--selector: 'model=x' is not a selector"),
         (["--step", "fast"], "is not a duration"),
+        (["--slice", "tenant"], "--slice: 'tenant' is not DIMENSION=VALUE"),
         (["--rate-interval", "0s"], "--rate-interval: must be above 0"),
         (["--exporter-window", "a minute"], "--exporter-window: 'a minute' is not a duration"),
         (["--out", "/nonexistent/dir/r.html"], "--out: /nonexistent/dir is not a directory"),

@@ -4,14 +4,16 @@ client side and the engine side put on the part of the path that holds it."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from exporter.buckets import Observations
-from exporter.model import Histogram, Metric, QuantileSummary, Sample
+from exporter.model import Histogram, Metric, QuantileSummary, Sample, SliceHistograms
 from exporter.settings import GatewayTarget, ProbeTarget, SloTarget
 from exporter.slo.attainment import attainment_samples, evaluate
 from exporter.slo.gap import explain
+from exporter.slo.monitor import SloMonitor
 from exporter.slo.points import PathLayout, evaluate_client_side
 
 ENGINE = {"engine": "vllm-0", "engine_type": "vllm", "model": "llama"}
@@ -123,3 +125,41 @@ def test_no_gap_is_attributed_where_the_two_clocks_agree() -> None:
     results = evaluate([SLO], metrics) + evaluate_client_side([SLO], metrics, LAYOUT)
     (gap,) = explain(results, metrics, LAYOUT)
     assert gap.points == 0 and gap.holder is None and not math.isnan(gap.client)
+
+
+def test_each_point_counts_the_refusals_it_sees_and_its_slices_say_where_they_were_measured() -> None:
+    """The engine's admission rejections are misses of the engine's attainment only, the gateway's
+    429s of the gateway's only; a tenant's slice is judged at each point that has it, labelled so."""
+    engine_ttft = histogram_of(*([0.05] * 8))
+    gateway_e2e = histogram_of(*([0.6] * 10))
+    team = (("tenant", "team-a"), SliceHistograms(gateway_e2e, gateway_e2e, 10.0))
+
+    def snapshot(engine_refused: float, gateway_refused: float) -> list[Metric]:
+        return [
+            engine_up(),
+            summary("llm_engine_e2e_request_latency_seconds", ENGINE, *([0.5] * 8)),
+            replace(summary("llm_gateway_request_duration_seconds", GATEWAY, *([0.6] * 10)), slices=(team,)),
+            replace(
+                summary("llm_engine_time_to_first_token_seconds", ENGINE, *([0.05] * 8)),
+                slices=((("tenant", "team-a"), SliceHistograms(engine_ttft, engine_ttft, 10.0)),),
+            ),
+            Sample("llm_engine_admission_rejections_total", {**ENGINE, "reason": "max_num_seqs"}, engine_refused),
+            Sample("llm_gateway_requests_total", {**GATEWAY, "code_class": "4xx", "code": "429"}, gateway_refused),
+        ]
+
+    monitor = SloMonitor([SLO], 60.0, gateways=[GatewayTarget(url="http://h/metrics", name="hap", type="haproxy")])
+    monitor.update(snapshot(0.0, 0.0), 0.0)
+    out = monitor.update(snapshot(2.0, 4.0), 10.0)
+    found = {(r.measured_at, r.dimension): r for r in monitor.latest}
+    # The engine: 8 served within 1 s, 2 refused at its door. The gateway: HAProxy's access log
+    # holds its 429s (4 of its 10 events were refusals it answered fast), taken off its good events.
+    assert found[("engine", "e2e")].attainment == pytest.approx(8 / 10)
+    assert found[("gateway", "e2e")].attainment == pytest.approx(6 / 10)
+    assert found[("gateway", "e2e")].window is not None and found[("gateway", "e2e")].window.total == 10.0
+    sliced = {
+        (s.labels["measured_at"], s.labels["dimension"]): s.value
+        for s in out
+        if s.name == "llm_slo_slice_attainment_ratio" and isinstance(s, Sample)
+    }
+    # Slices carry no refusals: each is judged on its own histogram, at the point that has it.
+    assert sliced == {("gateway", "e2e"): 1.0, ("engine", "ttft"): 1.0}

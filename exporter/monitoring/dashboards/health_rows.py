@@ -5,6 +5,7 @@ exporter holds for its part, so a degraded link shows even while no stage fires.
 
 from __future__ import annotations
 
+from exporter.diagnosis.states import EngineState
 from exporter.health.evaluate import NodeHealth  # noqa: F401 - registers every finding kind
 from exporter.health.finding import GPU_LINK, HOST, NETWORK, STARTUP
 from exporter.health.record import kinds
@@ -101,16 +102,26 @@ def gpu_panels(s: Scope) -> tuple[PanelDef, ...]:
     )
 
 
+#: each state of exporter/diagnosis/states.py on the state timeline
+STATE_COLOURS = {
+    EngineState.UP: "green",
+    EngineState.DOWN: "red",
+    EngineState.ASLEEP: "blue",
+    EngineState.LOADING: "orange",
+    EngineState.WARMING_UP: "yellow",
+}
+
+
 def engine_panels(s: Scope) -> tuple[PanelDef, ...]:
-    phases = {0: ("loading", "orange"), 1: ("warming up", "yellow"), 2: ("serving", "green"), 3: ("asleep", "blue")}
-    matchers = [f'phase="{phase}"' for phase in ("loading", "warming_up", "serving", "asleep")]
-    code = " or ".join(f"({s('llm_engine_phase', m)} == 1) * {i}" for i, m in enumerate(matchers))
+    states = {i: (state.value.replace("_", " "), STATE_COLOURS[state]) for i, state in enumerate(EngineState)}
+    matchers = [f'state="{state.value}"' for state in EngineState]
+    code = " or ".join(f"({s('llm_engine_state', m)} == 1) * {i}" for i, m in enumerate(matchers))
     full_gc = 'generation="2"'
     return (
         state_timeline(
-            "Phase",
+            "State",
             Query(code, "{{engine}}"),
-            mappings=value_mappings(phases),
+            mappings=value_mappings(states),
             width=8,
             description="Warming up is the cold regime: the diagnosis gives no verdict there.",
         ),  # fmt: skip

@@ -22,7 +22,7 @@ from exporter.stages.panels import Line, PanelDef, Query, Unit, text, timeseries
 
 UID = "llm-slo"
 TITLE = "LLM serving / SLOs"
-VARIABLES = ("datasource", "cluster", "model", "engine")
+VARIABLES = ("datasource", "cluster", "model", "engine", "slice_by", "slice")
 AT_CAPACITY, NOW = 'load="slo_capacity"', 'load="current"'
 #: costs are in the currency of capacity.gpu_hour_price, whatever it is
 COST = "none"
@@ -185,6 +185,42 @@ def _panels(s: Scope, slo: SloTarget) -> tuple[PanelDef, ...]:
             unit=Unit.REQUESTS_PER_SECOND,
             min=0,
             description="Requests per second within the threshold, beside all completed requests.",
+        ),
+        panel(
+            "slice-attainment",
+            "Attainment per slice",
+            per_engine(
+                "min",
+                "llm_slo_slice_attainment_ratio",
+                "{{measured_at}} {{slice_by}}={{slice}} {{dimension}}",
+                "measured_at, slice_by, slice, dimension",
+            ),
+            unit=Unit.RATIO,
+            max=1,
+            lines=objective,
+            description="Per tenant, LoRA adapter and priority class where the sources label requests with one "
+            "(docs/metrics.md, Slices), per measuring point (the engines' lowest, the gateways' lowest); filter "
+            'with the Slice variables. slice="other" holds the values past max_slices_per_dimension.',
+            rare="an engine or gateway labels its requests with a tenant, adapter or priority class",
+        ),
+        panel(
+            "slice-goodput",
+            "Goodput and queue per slice",
+            per_engine(
+                "sum",
+                "llm_slo_slice_goodput_requests_per_second",
+                "{{measured_at}} {{slice_by}}={{slice}} {{dimension}} goodput",
+                "measured_at, slice_by, slice, dimension",
+            ),
+            Query(
+                f"sum by ({s.cluster}, slice_by, slice) ({s('llm_engine_slice_requests_waiting')})",
+                "{{slice_by}}={{slice}} waiting",
+            ),
+            unit=Unit.REQUESTS_PER_SECOND,
+            min=0,
+            description="Requests per second within the threshold per slice, beside the requests each slice has "
+            "waiting where the engine reports its queue per slice (SGLang's priority classes).",
+            rare="an engine or gateway labels its requests with a tenant, adapter or priority class",
         ),
         panel(
             "capacity",
