@@ -13,8 +13,6 @@ from urllib.parse import urlsplit
 
 from exporter import validation as v
 from exporter.settings import (
-    ENGINE_TYPES,
-    GATEWAY_TYPES,
     SLICE_DIMENSIONS,
     EngineTarget,
     GatewayTarget,
@@ -24,6 +22,8 @@ from exporter.settings import (
     ScrapeLimits,
     field_names,
 )
+from exporter.sources.engines import MAPPINGS as ENGINES
+from exporter.sources.gateways import MAPPINGS as GATEWAYS
 from exporter.validation import ConfigError
 
 ENGINE_KEYS = (
@@ -115,12 +115,12 @@ def _slice_labels(value: Any, where: str, base: ScrapeLimits) -> tuple[tuple[str
 
 def parse_engine_flag(text: str) -> dict[str, Any]:
     """`--engine [TYPE=]URL` into an engine entry."""
-    return _target_flag(text, "--engine", "engine", ENGINE_TYPES)
+    return _target_flag(text, "--engine", "engine", ENGINES.names())
 
 
 def parse_gateway_flag(text: str) -> dict[str, Any]:
     """`--gateway [TYPE=]URL` into a gateway entry."""
-    return _target_flag(text, "--gateway", "gateway", GATEWAY_TYPES)
+    return _target_flag(text, "--gateway", "gateway", GATEWAYS.names())
 
 
 def _target_flag(text: str, flag: str, what: str, types: Sequence[str]) -> dict[str, Any]:
@@ -134,7 +134,7 @@ def _target_flag(text: str, flag: str, what: str, types: Sequence[str]) -> dict[
 
 def engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarget, ...]:
     entries = []
-    for at, item, entry in _scrape_targets(value, where, "--engine", ENGINE_KEYS, ENGINE_TYPES, defaults):
+    for at, item, entry in _scrape_targets(value, where, "--engine", ENGINE_KEYS, ENGINES.names(), defaults):
         entry["model"] = v.optional_string(item.get("model"), f"{at}.model")
         entry["rank_urls"] = _rank_urls(item.get("rank_urls", []), f"{at}.rank_urls", entry["url"])
         entries.append(entry)
@@ -259,7 +259,7 @@ def gateways(
 ) -> tuple[GatewayTarget, ...]:
     known = {e.name for e in behind_of}
     entries = []
-    for at, item, entry in _scrape_targets(value, where, "--gateway", GATEWAY_KEYS, GATEWAY_TYPES, defaults):
+    for at, item, entry in _scrape_targets(value, where, "--gateway", GATEWAY_KEYS, GATEWAYS.names(), defaults):
         behind = tuple(v.string(name, f"{at}.engines") for name in v.sequence(item.get("engines", []), f"{at}.engines"))
         for name in behind:
             if name not in known:
