@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from exporter.health.evaluate import NodeHealth
-from exporter.sources.dcgm_exporter import LINK_FIELDS, readings_from_text
 from exporter.sources.gpu_common import render_readings
+from exporter.sources.gpu_exporters.dcgm_exporter import LINK_FIELDS, readings_from_text
 
 CSV = Path(__file__).resolve().parents[2] / "deploy" / "dcgm-exporter" / "counters.csv"
 LABELS = 'gpu="{gpu}",UUID="GPU-{gpu}",pci_bus_id="00000000:{gpu}1:00.0",device="nvidia{gpu}",modelName="NVIDIA H100"'
