@@ -38,8 +38,7 @@ from exporter.sources.engine import EngineSource
 from exporter.sources.gateway import GatewaySource
 from exporter.sources.gpu import build_gpu_source
 from exporter.sources.host import HostSource
-from exporter.sources.host_pressure import HostPressureSource
-from exporter.sources.link_health import LinkHealthSource
+from exporter.sources.node import NODE_SOURCES, NodeContext
 from exporter.sources.planner import PlannerSource
 from exporter.sources.probe import ProbeSource
 from exporter.sources.rdma import RdmaSource
@@ -114,7 +113,6 @@ def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:
         sources.append(gpu_source)
     if os.path.isdir(os.path.join(config.sysfs, "class", "infiniband")):
         sources.append(RdmaSource(config.sysfs, config.window_seconds))
-        sources.append(LinkHealthSource(config.sysfs, config.health.refresh_seconds))
     else:
         log.info("rdma: no %s/class/infiniband; RDMA families are absent", config.sysfs)
 
@@ -124,7 +122,8 @@ def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:
         return {s.target for s in found if isinstance(s, EngineSource) and s.reports_process_cpu}
 
     sources.append(HostSource(targets, config.window_seconds, lifetime_baseline, reporting_own_cpu=reporting_own_cpu))
-    sources.append(HostPressureSource(targets, config.sysfs, config.health.refresh_seconds))
+    node = NodeContext(config.sysfs, config.health, targets)
+    sources += [source for entry in NODE_SOURCES.values() if (source := entry.build(node)) is not None]
     sources += [GatewaySource(target, config.window_seconds, lifetime_baseline) for target in config.gateways]
     if not lifetime_baseline:  # `once` has no time to probe: probes run in `serve` only
         sources += [ProbeSource(probe, config.window_seconds) for probe in config.probes]

@@ -13,7 +13,7 @@ from exporter.health.evaluate import NodeHealth
 from exporter.health.finding import Finding
 from exporter.model import Metric, Sample
 from exporter.settings import HealthSettings
-from exporter.sources.link_health import LinkHealthSource
+from exporter.sources.node.links import LinkHealthSource
 from exporter.sources.rdma import RdmaSource
 from tests.sysfs_trees import LiveTree, healthy_roce_node, write_ecn, write_pci_link, write_port
 
@@ -143,7 +143,7 @@ def test_pfc_pause_storms_from_the_drivers_ethtool_counters(tmp_path: Path) -> N
 def test_the_real_ethtool_interface_through_pyroute2() -> None:
     """The library reads a real interface's driver statistics (names and integers), the way the
     source asks for a RoCE netdev's; an interface without any answers an error the source logs."""
-    from exporter.sources.link_health import pyroute2_statistics
+    from exporter.sources.node.links import pyroute2_statistics
 
     read = []
     for name in sorted(p.name for p in Path("/sys/class/net").iterdir()):

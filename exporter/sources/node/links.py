@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from exporter.model import Metric, Sample
 from exporter.sources.base import Source
+from exporter.sources.node.registry import NODE_SOURCES, NodeContext, NodeSource
 from exporter.sysfs.infiniband import class_path, read_port
 from exporter.sysfs.links import PciLink, read_ecn, read_pci_link, read_trust
 
@@ -154,3 +155,13 @@ def _listdir(path: str) -> list[str]:
         return sorted(os.listdir(path))
     except OSError:
         return []
+
+
+def _build(node: NodeContext) -> Source | None:
+    """Only on a node with RDMA devices: the RDMA source's condition, its families absent otherwise."""
+    if not os.path.isdir(class_path(node.sysfs)):
+        return None
+    return LinkHealthSource(node.sysfs, node.health.refresh_seconds)
+
+
+NODE_SOURCES.register(NodeSource(LinkHealthSource.name, _build))

@@ -21,6 +21,7 @@ from exporter.engine_processes import EngineProcesses
 from exporter.model import Metric, Sample
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source
+from exporter.sources.node.registry import NODE_SOURCES, NodeContext, NodeSource
 
 log = logging.getLogger(__name__)
 
@@ -107,3 +108,10 @@ class HostPressureSource(Source):
             for key, (family, scale) in CPU_STAT.items():
                 if key in stats:
                     yield Sample(family, labels, stats[key] * scale)
+
+
+def _build(node: NodeContext) -> Source:
+    return HostPressureSource(node.targets, node.sysfs, node.health.refresh_seconds)
+
+
+NODE_SOURCES.register(NodeSource(HostPressureSource.name, _build))
