@@ -24,6 +24,7 @@ from exporter.attribution import Attributor
 from exporter.budget import SeriesBudget
 from exporter.diagnosis import Diagnoser
 from exporter.exposition import RenderedSnapshot
+from exporter.health.evaluate import NodeHealth
 from exporter.loop import CollectionLoop, Snapshot
 from exporter.model import Metric, Sample
 from exporter.otlp_listener import OtlpHTTPServer
@@ -37,6 +38,7 @@ from exporter.sources.engine import EngineSource
 from exporter.sources.gateway import GatewaySource
 from exporter.sources.gpu import build_gpu_source
 from exporter.sources.host import HostSource
+from exporter.sources.node import NODE_SOURCES, NodeContext
 from exporter.sources.planner import PlannerSource
 from exporter.sources.probe import ProbeSource
 from exporter.sources.rdma import RdmaSource
@@ -46,6 +48,14 @@ from exporter.webguard import WebGuard
 log = logging.getLogger(__name__)
 
 PROCESS_FAMILIES = ("llm_engine_process_cpu_seconds_total", "llm_engine_process_threads")
+#: host-read families labelled by `engine` alone, joined like the process families; the start time
+#: gives way to the engine's own where it exports one
+HOST_ENGINE_FAMILIES = (
+    "llm_engine_process_start_time_seconds",
+    "llm_engine_cgroup_cpu_periods_total",
+    "llm_engine_cgroup_cpu_throttled_periods_total",
+    "llm_engine_cgroup_cpu_throttled_seconds_total",
+)
 #: what may change on reload only with a restart (bound at start-up)
 FIXED_AT_START = ("listen_host", "listen_port", "web_config_file", "otlp")
 
@@ -112,6 +122,8 @@ def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:
         return {s.target for s in found if isinstance(s, EngineSource) and s.reports_process_cpu}
 
     sources.append(HostSource(targets, config.window_seconds, lifetime_baseline, reporting_own_cpu=reporting_own_cpu))
+    node = NodeContext(config.sysfs, config.health, targets)
+    sources += [source for entry in NODE_SOURCES.values() if (source := entry.build(node)) is not None]
     sources += [GatewaySource(target, config.window_seconds, lifetime_baseline) for target in config.gateways]
     if not lifetime_baseline:  # `once` has no time to probe: probes run in `serve` only
         sources += [ProbeSource(probe, config.window_seconds) for probe in config.probes]
@@ -124,19 +136,21 @@ def join_process_samples(metrics: Sequence[Metric]) -> list[Metric]:
     engine's own series, so they join; drop them for an engine that exports its own process CPU
     (one series per engine, never two)."""
     engine_labels: dict[str, list[dict[str, str]]] = {}
-    reports_own: set[str] = set()
+    reports_own: set[tuple[str, str]] = set()
+    joined = (*PROCESS_FAMILIES, *HOST_ENGINE_FAMILIES)
     for metric in metrics:
         if metric.name == "llm_engine_up":
             engine_labels.setdefault(metric.labels["engine"], []).append(dict(metric.labels))
-        elif metric.name == PROCESS_FAMILIES[0] and "engine_type" in metric.labels:
-            reports_own.add(metric.labels["engine"])
+        elif metric.name in joined and "engine_type" in metric.labels:
+            reports_own.add((metric.name, metric.labels["engine"]))
     out: list[Metric] = []
     for metric in metrics:
-        if metric.name not in PROCESS_FAMILIES or "engine_type" in metric.labels:
+        if metric.name not in joined or "engine_type" in metric.labels:
             out.append(metric)
             continue
         engine = metric.labels["engine"]
-        if engine in reports_own:
+        own = PROCESS_FAMILIES[0] if metric.name in PROCESS_FAMILIES else metric.name
+        if (own, engine) in reports_own:
             continue
         assert isinstance(metric, Sample)
         for labels in engine_labels.get(engine) or [{"engine": engine, "engine_type": "unknown", "model": ""}]:
@@ -159,6 +173,7 @@ class Exporter:
         self.rendered = RenderedSnapshot()
         self.diagnoser = Diagnoser(config.thresholds, warm_up=not lifetime_baseline)
         self.diagnoser.path.configure(config.gateways, config.probes)
+        self.node_health = NodeHealth(config.health)  # links, fabric configuration, starts, host pauses
         # OTLP request spans (opt-in), admitted within the engines' own label bounds
         limits = config.engine_defaults
         self.spans = (
@@ -205,6 +220,7 @@ class Exporter:
                 self.spans.observe(metrics, self._targets(), self.config.window_seconds)
             metrics = (*metrics, *self.slo.update(metrics, self._clock()))
             answered = {target: at for (name, target), at in snapshot.answered_at.items() if name == EngineSource.name}
+            health = self.node_health.update(metrics, self._clock(), time.time())
             failures = {
                 s.target: (s.error, s.message) for s in snapshot.statuses if s.source == EngineSource.name and not s.up
             }
@@ -215,8 +231,10 @@ class Exporter:
                 answered_at=answered,
                 failures=failures,
                 actions=self.slo.actions,
+                findings=health.findings,
+                starts=health.startups,
             )
-            metrics = (*metrics, *diagnosed)
+            metrics = (*metrics, *health.gauges, *diagnosed)
         # Span-made series last: what a client sends never pushes an engine's own series out.
         limit = self.config.max_exported_series
         kept, error_counts = self.series_budget.apply(metrics, snapshot.error_counts, limit, last=from_spans)
@@ -225,8 +243,16 @@ class Exporter:
         self.rendered.publish(enriched)
 
     def diagnosis(self) -> dict[str, Any]:
-        """The /diagnosis document: the diagnosis, and the SLOs' measuring points and decisions."""
-        return {**self.diagnoser.report(), "slo": self.slo.report()}
+        """The /diagnosis document: the diagnosis, the node's health findings and each engine's
+        start-up, and the SLOs' measuring points and decisions."""
+        document = self.diagnoser.report()
+        health = self.node_health.latest
+        document["node"]["findings"] = health.report()
+        for engine in document["engines"]:
+            startup = health.startups.get(engine["engine"])
+            if startup is not None:
+                engine["startup"] = startup.as_json()
+        return {**document, "slo": self.slo.report()}
 
     @staticmethod
     def _slo_monitor(config: Config, store: RequestStore | None) -> SloMonitor:
@@ -293,6 +319,7 @@ class Exporter:
             self._targets = pipeline.targets
             self.config = new
             self.diagnoser.thresholds = new.thresholds
+            self.node_health.settings = new.health
             self.diagnoser.path.configure(new.gateways, new.probes)
             if not self.slo.same_settings(new.slos, new.window_seconds, new.capacity):
                 self.slo = self._slo_monitor(new, self.slo.requests)

@@ -25,6 +25,8 @@ from exporter import __version__
 from exporter.app import Exporter
 from exporter.config import ConfigError, build, load_file, parse_engine_flag, parse_gateway_flag
 from exporter.exposition import RenderedSnapshot, render_text
+from exporter.profile.command import add_arguments as add_profile_arguments
+from exporter.profile.command import run as run_profile
 from exporter.server import ExporterHTTPServer
 from exporter.settings import Config
 from exporter.sources.engines import MAPPINGS as ENGINES
@@ -197,6 +199,7 @@ def make_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     check = commands.add_parser("check-config", help="validate a configuration file (exit 2 when invalid)")
     check.add_argument("file", metavar="FILE")
+    add_profile_arguments(commands.add_parser("profile", help="take one bounded profile through an engine's endpoint"))
     chosen = _command_of(argv)
     for name, tool in TOOLS.items():
         if chosen not in (name, None):
@@ -336,6 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = make_parser(argv).parse_args(argv)
         if args.command in TOOLS:
             return TOOLS[args.command].load().run(args)
+        if args.command == "profile":
+            return run_profile(args)
         if args.command == "check-config":
             config = build(load_file(args.file))
             print(f"{args.file}: ok ({len(config.engines)} engine target(s))")

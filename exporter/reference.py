@@ -15,6 +15,7 @@ _SECTIONS = (
     ("llm_gpu_", "GPUs"),
     ("llm_rdma_", "RDMA ports"),
     ("llm_host_", "Host"),
+    ("llm_health_", "Node health findings (docs/health.md)"),
     ("llm_bottleneck_", "Bottleneck diagnosis"),
     ("llm_gateway_", "Gateways (the stages before the engine)"),
     ("llm_probe_", "Active probes (the client-network stage)"),

@@ -293,6 +293,42 @@ class OtlpSettings:
 
 
 @dataclass(frozen=True)
+class HealthSettings:
+    """`health:`, the node's own health (docs/health.md): the lines its findings are judged by.
+
+    Published thresholds are the defaults where one exists (NVSentinel's NIC monitor, GPUd); the
+    others say why they are where they are."""
+
+    #: seconds between reads of link state, PCIe links and RoCE configuration (they change rarely)
+    refresh_seconds: float = 30.0
+    #: the rate every InfiniBand/RoCE port should run at (Gb/s); None: the node's most common rate
+    expected_port_rate_gbps: float | None = None
+    #: the priority RoCE traffic uses: ECN must be on there (NVIDIA's lossless default is 3)
+    roce_priority: int = 3
+    #: the QoS trust mode the fabric expects ("dscp", "pcp"); None: not judged
+    expected_trust: str | None = None
+    #: a GPU this busy (SM active or utilization) is judged for PCIe: idle GPUs train down by design
+    gpu_busy_ratio: float = 0.1
+    #: NVSentinel: link_error_recovery above 5 per minute is a flapping link
+    link_error_recovery_per_minute: float = 5.0
+    #: NVSentinel: symbol_error above 120 per hour (a bit error rate of about 1e-12) or 10 per second
+    symbol_errors_per_hour: float = 120.0
+    #: share of the time a priority may be paused by PFC before the port is in a pause storm
+    pause_time_ratio: float = 0.1
+    #: after a start or a wake, how long the engine is cold: its slowdowns are its warm-up
+    warmup_seconds: float = 60.0
+    #: spread (coefficient of variation) of time per output token over the window that is jitter
+    #: (the framework's "more than 15 %")
+    jitter_ratio: float = 0.15
+    #: full (generation 2) garbage collections per minute that stall token output
+    gc_full_collections_per_minute: float = 1.0
+    #: share of the engine cgroup's CPU periods throttled by its quota
+    cpu_throttled_ratio: float = 0.05
+    #: share of the node's CPU time stolen by the hypervisor
+    cpu_steal_ratio: float = 0.05
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole exporter configuration; only the composition root (app.py) reads all of it."""
 
@@ -322,6 +358,8 @@ class Config:
     capacity: CapacitySettings = field(default_factory=CapacitySettings)
     #: autoscaling planners read beside the exporter's own figures (`planners:`)
     planners: tuple[PlannerTarget, ...] = ()
+    #: the node's own health: links, fabric configuration, starts, host pauses (`health:`)
+    health: HealthSettings = field(default_factory=HealthSettings)
 
     @property
     def listen(self) -> str:

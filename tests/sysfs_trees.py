@@ -237,3 +237,61 @@ class LiveTree:
         path = self.port_dir(device, port) / relative
         path.unlink()
         path.mkdir()
+
+
+PCIE_SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe", 5: "32.0 GT/s PCIe"}
+
+
+def write_pci_link(
+    root: Path,
+    device: str,
+    index: int,
+    *,
+    current: tuple[int, int] = (5, 16),
+    device_max: tuple[int, int] = (5, 16),
+    slot_max: tuple[int, int] = (5, 16),
+) -> str:
+    """The NIC's PCI device under `devices/`, below a root port, with `class/infiniband/<device>/device`
+    pointing at it as the kernel links it; (generation, width) each. Returns the PCI address."""
+    bridge = f"0000:{0x10 + index:02x}:01.0"
+    address = f"0000:{0x3B + index:02x}:00.0"
+    port_dir = f"devices/pci0000:{0x10 + index:02x}/{bridge}"
+    files = {
+        f"{port_dir}/max_link_speed": PCIE_SPEEDS[slot_max[0]],
+        f"{port_dir}/max_link_width": str(slot_max[1]),
+        f"{port_dir}/{address}/current_link_speed": PCIE_SPEEDS[current[0]],
+        f"{port_dir}/{address}/current_link_width": str(current[1]),
+        f"{port_dir}/{address}/max_link_speed": PCIE_SPEEDS[device_max[0]],
+        f"{port_dir}/{address}/max_link_width": str(device_max[1]),
+    }
+    write_files(root, {path: text + "\n" for path, text in files.items()})
+    link = root / "class" / "infiniband" / device / "device"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to(Path("../../..") / port_dir / address)
+    return address
+
+
+def write_ecn(
+    root: Path, netdev: str, *, np: Mapping[int, bool] | None = None, rp: Mapping[int, bool] | None = None
+) -> None:
+    """`class/net/<netdev>/ecn/roce_np|roce_rp/enable/<prio>`: every priority on unless given."""
+    files = {}
+    for point, given in (("roce_np", np or {}), ("roce_rp", rp or {})):
+        for priority in range(8):
+            files[f"class/net/{netdev}/ecn/{point}/enable/{priority}"] = "1\n" if given.get(priority, True) else "0\n"
+    write_files(root, files)
+
+
+def healthy_roce_node(root: Path, ports: int = 4, rate: str = "400 Gb/sec (4X NDR)") -> Path:
+    """`ports` mlx5 RoCE devices at `rate`, each on PCIe Gen5 x16 in a Gen5 x16 slot, ECN on every
+    priority: the tree on which no health finding may be made."""
+    for index in range(ports):
+        netdev = f"ens{index + 1}f0np0"
+        write_port(
+            root, f"mlx5_{index}", rate=rate, counters=ROCE_COUNTERS, hw_counters=ROCE_HW_COUNTERS, netdev=netdev
+        )
+        write_pci_link(root, f"mlx5_{index}", index)
+        write_ecn(root, netdev)
+    return root

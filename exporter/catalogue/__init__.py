@@ -23,6 +23,7 @@ from exporter.catalogue.engines import (
     SLICE_LABELS,
 )
 from exporter.catalogue.gpus import GPU_FAMILIES
+from exporter.catalogue.health import HEALTH_FAMILIES
 from exporter.catalogue.node import HOST_FAMILIES, RDMA_FAMILIES
 from exporter.catalogue.own import EXPORTER_FAMILIES
 from exporter.catalogue.path import GATEWAY_FAMILIES, PROBE_FAMILIES
@@ -49,6 +50,7 @@ CATALOGUE: dict[str, MetricSpec] = {
         + GPU_FAMILIES
         + RDMA_FAMILIES
         + HOST_FAMILIES
+        + HEALTH_FAMILIES
         + BOTTLENECK_FAMILIES
         + GATEWAY_FAMILIES
         + PROBE_FAMILIES

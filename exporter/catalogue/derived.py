@@ -25,6 +25,12 @@ BOTTLENECK_FAMILIES: tuple[MetricSpec, ...] = families(
     gauge("llm_bottleneck_active", "1 while the stage's score is past its threshold (with hysteresis).", "stage"),
     gauge("llm_bottleneck_primary", "One-hot over stage (including none): the engine's main bottleneck now.", "stage"),
     gauge(
+        "llm_engine_state",
+        "One-hot over state, the engine's state in the diagnosis (docs/diagnosis.md): up (judged), down, asleep, "
+        "loading (its process runs, its metrics do not answer), warming_up (the cold regime after a start or wake).",
+        "state",
+    ),
+    gauge(
         "llm_bottleneck_slice_score",
         "Per slice (docs/metrics.md, Slices), the score of the stages a slice can suffer alone: queueing, from the "
         "slice's own waiting requests (a low priority class waits while a high one runs). The other stages are "

@@ -20,6 +20,8 @@ from exporter.diagnosis.coverage import coverage_fields
 from exporter.diagnosis.path import PathDiagnoser
 from exporter.diagnosis.states import EngineState, States, Status
 from exporter.diagnosis.verdict import NONE, Hysteresis
+from exporter.health.finding import Finding
+from exporter.health.startup import Startup
 from exporter.model import Metric, Sample
 from exporter.settings import Thresholds, field_names
 from exporter.stages import ENGINE, of
@@ -100,6 +102,8 @@ class Diagnoser:
         answered_at: Mapping[str, float] | None = None,
         actions: Mapping[EngineKey, Sequence[str]] | None = None,
         failures: Mapping[str, tuple[str, str]] | None = None,
+        findings: Sequence[Finding] = (),
+        starts: Mapping[str, Startup] | None = None,
     ) -> list[Metric]:
         """Diagnose every live engine in `metrics` (monotonic `now`); return the gauges. `notes`:
         evidence lines from outside the stages (the SLOs' attainment and headroom), per engine;
@@ -110,10 +114,13 @@ class Diagnoser:
         deadline is published a round later, so stamping all at `now` put seconds of error into
         every counter rate over a 30 s level window (a counter at 0.95 cores read 0.81 with one
         round in four 4.3 s long: tests/unit/test_diagnosis.py). `failures`: per `engine` label,
-        the (reason, message) of its source's failed collection, for /diagnosis."""
+        the (reason, message) of its source's failed collection, for /diagnosis. `findings`: the
+        node's health findings (exporter/health/), which the stages they explain quote. `starts`:
+        per `engine` label, its start-up (exporter/health/startup.py): whether it is loading or in
+        its cold regime, which states.py makes its state."""
         t = self.thresholds
         self._now = now
-        self.states.update(metrics, failures or {}, time.time())
+        self.states.update(metrics, failures or {}, time.time(), starts or {})
         self.inputs = engine_inputs(metrics)
         # An engine asleep is not scored (it serves nothing) and keeps its history for when it wakes.
         sleeping = self.states.asleep()
@@ -125,6 +132,7 @@ class Diagnoser:
             if history.points:  # a point never goes before the one it follows
                 at = max(at, history.points[-1][0])
             history.add(at, engine)
+            history.findings = tuple(f for f in findings if not f.engine or f.engine == key[0])
             self._last_seen[key] = now
         # An engine missing from one collection (a scrape that timed out on a busy host) keeps its
         # history and hysteresis: dropping them would restart its ITL baseline in the middle of an
@@ -144,12 +152,18 @@ class Diagnoser:
             del self._last_seen[key]
             self._hysteresis.forget(key)
         # An engine is judged once its history spans a level window: before that its means and
-        # rates rest on a few points, and its "best" inter-token latency on the first one.
+        # rates rest on a few points, and its "best" inter-token latency on the first one. One
+        # warming up (a start or a wake moments ago) is not judged: its slowness is its warm-up.
+        # Its history grows meanwhile, so it is judged as soon as it is warm; no stage it had
+        # active before its restart is held over.
+        warming = self.states.warming_up()
+        for key in warming:
+            self._hysteresis.forget(key)
         previous = self.latest
         self.latest = {
             key: self._diagnose(key, self._histories[key], now)
             for key in inputs
-            if not self._warm_up or self._span(key) >= t.level_seconds
+            if key not in warming and (not self._warm_up or self._span(key) >= t.level_seconds)
         }
         # Notes are facts beside any verdict (an SLO's attainment): an engine without one shows them too.
         self._notes = {key: list(lines) for key, lines in (notes or {}).items()}
@@ -165,7 +179,7 @@ class Diagnoser:
             if key not in inputs and key in previous and key not in sleeping:
                 self.latest[key] = previous[key]
         self.generated_at = time.time()
-        gauges = [m for d in self.latest.values() for m in self._gauges(d)]
+        gauges = [m for d in self.latest.values() for m in self._gauges(d)] + self.states.gauges()
         return gauges + _slice_scores(metrics, set(self.latest), t) + self.path.update(metrics, now, t)
 
     def report(self) -> dict[str, Any]:

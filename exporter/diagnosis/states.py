@@ -9,6 +9,11 @@ has a level window of history gets a verdict; any other says why not. An engine 
 reports itself asleep (`llm_engine_asleep 1`, from vLLM's `engine_sleep_state`) is `asleep`, its
 sleep state the reason: it serves no request, so neither its idle GPUs nor its empty queue say
 anything of a bottleneck, and it is not down either.
+
+Starting engines (exporter/health/startup.py reads their starts): one that does not answer while
+its process runs is `loading`, not down; one that started or woke moments ago is `warming_up` until
+its cold regime ends (`health.warmup_seconds` after its first request): its latencies are its
+compilation and graph capture, not a bottleneck. `llm_engine_state{state}` exports the state.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from exporter.health.startup import Startup
 from exporter.model import Metric, Sample
 from exporter.stages.inputs import EngineKey, engine_key
 
@@ -75,8 +81,16 @@ class States:
     def __init__(self) -> None:
         self.current: dict[EngineKey, Status] = {}
 
-    def update(self, metrics: Iterable[Metric], failures: Mapping[str, tuple[str, str]], wall: float) -> None:
-        """`failures`: per `engine` label, (reason, message) of its source's failed collection."""
+    def update(
+        self,
+        metrics: Iterable[Metric],
+        failures: Mapping[str, tuple[str, str]],
+        wall: float,
+        starts: Mapping[str, Startup] | None = None,
+    ) -> None:
+        """`failures`: per `engine` label, (reason, message) of its source's failed collection;
+        `starts`: per `engine` label, its start-up (loading, or in its cold regime)."""
+        starts = starts or {}
         up: dict[EngineKey, float] = {}
         sleeping: dict[EngineKey, str] = {}
         for metric in metrics:
@@ -88,20 +102,43 @@ class States:
                 sleeping[engine_key(metric.labels)] = metric.labels.get("sleep_state", "")
         seen: dict[EngineKey, Status] = {}
         for key, value in up.items():
+            start = starts.get(key[0])
             if value == 1.0 and key in sleeping:
                 state, reason, message = EngineState.ASLEEP, sleeping[key], ""
+            elif value == 1.0 and start is not None and start.cold_reason:
+                state, reason, message = EngineState.WARMING_UP, start.cold_cause, start.cold_reason
             elif value == 1.0:
                 state, reason, message = EngineState.UP, "", ""
             else:
                 reason, message = failures.get(key[0], ("", ""))
                 state = EngineState.DOWN
+                if start is not None and start.loading_seconds is not None:
+                    state = EngineState.LOADING
+                    ran = f"its process has run {start.loading_seconds:.0f} s without serving its metrics"
+                    message = f"{ran}: {message}" if message else ran
             before = self.current.get(key)
             since = before.since if before is not None and before.state is state else wall
             seen[key] = Status(state, since, reason, message)
         self.current = seen
 
     def asleep(self) -> set[EngineKey]:
-        return {key for key, status in self.current.items() if status.state is EngineState.ASLEEP}
+        return self._in(EngineState.ASLEEP)
+
+    def warming_up(self) -> set[EngineKey]:
+        return self._in(EngineState.WARMING_UP)
+
+    def _in(self, state: EngineState) -> set[EngineKey]:
+        return {key for key, status in self.current.items() if status.state is state}
+
+    def gauges(self) -> list[Metric]:
+        """`llm_engine_state{state}`: one-hot over the states, per engine."""
+        out: list[Metric] = []
+        for (engine, engine_type, model), status in sorted(self.current.items()):
+            base = {"engine": engine, "engine_type": engine_type, "model": model}
+            out += [
+                Sample("llm_engine_state", {**base, "state": s.value}, float(s is status.state)) for s in EngineState
+            ]
+        return out
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

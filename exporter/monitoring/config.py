@@ -23,6 +23,8 @@ from types import MappingProxyType
 from typing import Any
 
 from exporter import validation as v
+from exporter.health.evaluate import NodeHealth  # noqa: F401 - registers every finding kind
+from exporter.health.record import alerts as finding_alerts
 from exporter.settings import SloTarget, Thresholds
 from exporter.stages import stages
 from exporter.validation import ConfigError, load_file
@@ -139,9 +141,10 @@ OTHER_POLICIES: Mapping[str, AlertPolicy] = MappingProxyType(
 
 def default_policies() -> Mapping[str, AlertPolicy]:
     """Every alert's severity and `for:` by default: the stages' from their records (the stages
-    registered now), then the others."""
+    registered now), then the others, then the node's health findings' (exporter/health/alerts.py)."""
     policies = {alert.name: AlertPolicy(alert.severity, alert.for_) for s in stages() for alert in s.alerts}
-    return MappingProxyType({**policies, **OTHER_POLICIES})
+    health = {alert.name: AlertPolicy(alert.severity, alert.for_) for alert in finding_alerts()}
+    return MappingProxyType({**policies, **OTHER_POLICIES, **health})
 
 
 DEFAULT_RULE_LABELS: Mapping[str, str] = MappingProxyType(

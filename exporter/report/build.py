@@ -20,6 +20,7 @@ from exporter.report.matrix import GroupKey, Row, build_rows, group_key
 from exporter.report.prometheus import PrometheusClient, Series
 from exporter.report.queries import FIGURES_BY_KEY, LEVELS, Level, QueryContext, all_figures, histograms_expr
 from exporter.report.render_text import fmt_seconds
+from exporter.report.restarts import restart_warnings
 from exporter.report.slices import slice_figures
 from exporter.report.timing import (
     Extent,
@@ -268,6 +269,7 @@ def build_report(
     if has_after:
         report.fix = fix_verdict(cluster_rows, incident_stage, primary.get("after", NONE))
     report.warnings = _warnings(report)
+    report.warnings += restart_warnings(client, selector, windows, {n: e.last for n, e in extents.items()})
     report.elapsed_seconds = time.monotonic() - began
     return report
 

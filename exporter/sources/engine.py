@@ -22,6 +22,8 @@ from exporter.promtext import MALFORMED_LINE, NAMES_HEAD_CHARS, LineCache, Wante
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
+from exporter.sources.engine_process import NAMES as PROCESS_NAMES
+from exporter.sources.engine_process import process_samples
 from exporter.sources.engine_ranks import RankTracker
 from exporter.sources.engine_signals import signal_samples
 from exporter.sources.engine_slices import SliceFolder
@@ -56,7 +58,9 @@ _COUNTERS = {
 #: TGI's /info is a small JSON document (model id, a few settings): a megabyte is plenty
 INFO_MAX_BYTES = 1024 * 1024
 KNOWN_TYPE_HEAD_CHARS = 64 * 1024
-_EVERY_WANTED = frozenset().union(*(mapping.read_names() for mapping in MAPPINGS.values()), {_PROCESS_CPU})
+_EVERY_WANTED = frozenset().union(
+    *(mapping.read_names() for mapping in MAPPINGS.values()), {_PROCESS_CPU}, PROCESS_NAMES
+)
 _EVERY_INFO = {name: labels for mapping in MAPPINGS.values() for name, labels in mapping.info_labels.items()}
 
 
@@ -115,7 +119,7 @@ class EngineSource(Source):
             raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")
         parsed = parser.result
         if self._mapping is None:
-            parsed = {name: parsed[name] for name in mapping.read_names() | {_PROCESS_CPU}}
+            parsed = {name: parsed[name] for name in mapping.read_names() | {_PROCESS_CPU} | PROCESS_NAMES}
         if not parser.present & mapping.read_names() and not mapping.matches(parser.names):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
@@ -146,7 +150,9 @@ class EngineSource(Source):
         self._known_models = tuple(r.model for r in readings)
         self._forget_windows({r.model for r in readings})
         self._ranks.update(now, readings, joined.silent if joined else ())
-        return self._within_series_cap([metric for reading in readings for metric in self._render(now, reading)])
+        metrics = [metric for reading in readings for metric in self._render(now, reading)]
+        metrics += [m for r in readings for m in process_samples(parsed, self._labels(r.model), r.model)]
+        return self._within_series_cap(metrics)
 
     def _parser(self, index: int = 0) -> WantedParser:
         """A parser for this target's next scrape. Before the engine type is known every mapping's
@@ -154,7 +160,7 @@ class EngineSource(Source):
         detection reads names from the first MiB, and once the type is known a block's worth tells
         a payload that declares the families from one that is not this engine's any more."""
         limits = self.config.limits
-        wanted = self._mapping.read_names() | {_PROCESS_CPU} if self._mapping else _EVERY_WANTED
+        wanted = self._mapping.read_names() | {_PROCESS_CPU} | PROCESS_NAMES if self._mapping else _EVERY_WANTED
         known = self._mapping is not None
         return WantedParser(
             wanted,

@@ -21,6 +21,7 @@ from exporter.sources.base import Source, SourceError
 from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, attributed_samples, quietly, scaled
 from exporter.sources.gpu_modes import GPU_MODES, GpuMode
 from exporter.sources.nvml_gpm import GpmMetrics
+from exporter.sources.nvml_links import NvLinks, PcieLink
 from exporter.sources.nvml_reader import NvmlGpuReading, NvmlReader, TrafficCounters, load_pynvml
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,29 @@ def gpu_reading(nvml_reading: NvmlGpuReading) -> GpuReading:
     reading.throttle_reasons = r.clocks_event_reasons
     if r.gpm is not None:
         _set_scaled(reading, r.gpm, GPM_FAMILIES)
+    link_samples(reading, r.pcie, r.nvlinks)
     return reading
+
+
+def link_samples(reading: GpuReading, pcie: PcieLink, nvlinks: NvLinks | None) -> None:
+    """The GPU's PCIe link by bound and its NVLink states, errors and fabric health."""
+    for family, bounds in (
+        (
+            "llm_gpu_pcie_link_generation",
+            (("current", pcie.generation), ("max", pcie.max_generation), ("device_max", pcie.device_max_generation)),
+        ),
+        ("llm_gpu_pcie_link_width", (("current", pcie.width), ("max", pcie.max_width))),
+    ):
+        reading.labelled += [(family, {"bound": bound}, float(v)) for bound, v in bounds if v is not None]
+    reading.set("llm_gpu_pcie_replay_errors_total", pcie.replay_errors)
+    if nvlinks is None:
+        return
+    if nvlinks.active or nvlinks.inactive:
+        for state, count in (("active", nvlinks.active), ("inactive", nvlinks.inactive)):
+            reading.labelled.append(("llm_gpu_nvlink_links", {"state": state}, float(count)))
+    reading.labelled += [("llm_gpu_nvlink_errors_total", {"kind": k}, float(v)) for k, v in nvlinks.errors.items()]
+    if nvlinks.fabric_degraded is not None:
+        reading.set("llm_gpu_fabric_degraded_bandwidth", 1.0 if nvlinks.fabric_degraded else 0.0)
 
 
 def _set_scaled(reading: GpuReading, values: object, families: dict[str, tuple[str, Scale]]) -> None:

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from exporter.sources.base import SourceError
 from exporter.sources.gpu_common import quietly
 from exporter.sources.nvml_gpm import GPM_MIN_WINDOW_SECONDS, GpmMetrics, GpmWindow, Query
+from exporter.sources.nvml_links import NvLinkReader, NvLinks, PcieLink, read_pcie
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -102,6 +103,8 @@ class NvmlGpuReading:
     pids: frozenset[int] = frozenset()
     gpm: GpmMetrics | None = None  # None: no GPM on this GPU
     xid_counts: Mapping[int, float] = field(default_factory=dict)  # XID code → events since start
+    pcie: PcieLink = PcieLink()
+    nvlinks: NvLinks | None = None
 
 
 def load_pynvml() -> ModuleType:
@@ -137,6 +140,7 @@ class _Gpu:
     fields: tuple[tuple[str, int, int], ...] = ()
     events_registered: bool = False
     failure: str = ""
+    nvlinks: NvLinkReader = field(default_factory=NvLinkReader)
 
 
 class NvmlReader:
@@ -300,6 +304,8 @@ class NvmlReader:
             pids=self._pids(nvml, query, handle),
             gpm=gpu.gpm.read(handle, query),
             xid_counts=xids,
+            pcie=read_pcie(nvml, query, handle),
+            nvlinks=gpu.nvlinks.read(nvml, query, handle),
         )
 
     def _memory(self, nvml: ModuleType, query: Query, handle: Any) -> tuple[int | None, int | None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from exporter.health.finding import GPU_LINK, NETWORK, lines_for
 from exporter.settings import Thresholds
 from exporter.stages.evidence import rdma_node_evidence
 from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, Row, Stage, StageResult
@@ -15,8 +16,12 @@ def score(h: History, t: Thresholds) -> StageResult:
     util = h.mean("rdma_utilization", t.level_seconds)
     cnp = h.rate("rdma_cnp_total", t.level_seconds)
     retrans = h.rate("rdma_retransmissions_total", t.level_seconds)
+    # Links below their capability or a drifted fabric explain this stage when it fires, and say
+    # where to look before it does: quoted whatever the score (exporter/health/).
+    found = lines_for(h.findings, (NETWORK, GPU_LINK))
     if util is None and cnp is None and retrans is None:
         result.evidence.append("no RDMA ports on this node: cross-node communication not assessed")
+        result.evidence.extend(found)
         return result
     congestion = max(ramp(cnp, 0.0, t.cnp_per_second), ramp(retrans, 0.0, t.retransmissions_per_second))
     saturation = ramp(util, t.rdma_utilization_high - 0.2, t.rdma_utilization_high + 0.1)
@@ -33,6 +38,7 @@ def score(h: History, t: Thresholds) -> StageResult:
     if retrans is not None:
         parts.append(f"retransmissions {retrans:.1f}/s")
     result.evidence.append(", ".join(parts))
+    result.evidence.extend(found)
     return result
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from exporter.health.finding import HOST, lines_for
 from exporter.settings import Thresholds
 from exporter.stages.evidence import drawn, engine_cpu, host_cpu, per_engine
 from exporter.stages.panels import PanelDef, ratio
@@ -46,6 +47,7 @@ def score(h: History, t: Thresholds) -> StageResult:
     if busy_gpu is None:
         parts.append(no_gpu_line(h, t, "no GPU activity for this engine", gpu.withheld))
     result.evidence.append("; ".join(parts))
+    result.evidence.extend(lines_for(h.findings, (HOST,)))  # pauses, throttling, steal, jitter: with figures
     return result
 
 

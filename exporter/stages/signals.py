@@ -13,6 +13,7 @@ from dataclasses import fields
 from statistics import fmean
 from typing import Any
 
+from exporter.health.finding import Finding
 from exporter.stages.inputs import QUANTILE_OF, EngineInputs
 from exporter.window import histogram_quantile
 
@@ -52,6 +53,9 @@ class History:
         #: the node's unattributed GPUs as last seen (a point whose GPU source missed the round
         #: has none, while the window's node-wide readings still count)
         self._unattributed: list[str] = []
+        #: the node's health findings this round (exporter/health/): evidence the stages quote
+        #: where a finding of their topic explains them (`finding.lines_for`)
+        self.findings: tuple[Finding, ...] = ()
 
     def add(self, now: float, inputs: EngineInputs) -> None:
         self.points.append((now, inputs))

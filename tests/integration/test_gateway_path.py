@@ -44,6 +44,8 @@ def serve(
         "gateways": [{"engines": [ENGINE], "timeout_seconds": 5, **g} for g in gateways],
         "probes": [{"model": SERVED_MODEL_NAME, "interval_seconds": 5, "timeout_seconds": 5, **p} for p in probes],
         "diagnosis": DIAGNOSIS,
+        # not a warm-up test: the engine is judged as soon as it serves (test_vllm_restart.py has the cold regime)
+        "health": {"warmup_seconds": 0},
     }
     path = tmp_path / "exporter.yaml"
     path.write_text(yaml.safe_dump(config))

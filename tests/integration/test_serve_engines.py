@@ -249,7 +249,9 @@ def raw_get(port: int, path: str, headers: dict[str, str] | None = None) -> tupl
 
 def write_config(tmp_path: Path, engines: list[dict]) -> Path:
     path = tmp_path / "exporter.yaml"
-    path.write_text(yaml.safe_dump({"engines": engines}))
+    # The engines here are served by this test process, which the exporter finds listening on their
+    # ports: a young process would read as a fresh start. Not a warm-up test: the cold regime off.
+    path.write_text(yaml.safe_dump({"engines": engines, "health": {"warmup_seconds": 0}}))
     return path
 
 

@@ -72,6 +72,9 @@ def stack() -> Iterator[tuple[ExporterProcess, VllmServer, float]]:
         "window_seconds": WINDOW_SECONDS,
         "engines": [{"name": "vllm-0", "type": "vllm", "url": f"http://127.0.0.1:{port}/metrics"}],
         "slos": [LENIENT],
+        # not a warm-up test: the engine starts after the exporter, and is judged as soon as it
+        # serves (test_vllm_restart.py has the cold regime)
+        "health": {"warmup_seconds": 0},
     }
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
         yaml.safe_dump(config, handle)

@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
 
 from tests.integration.exporter_view import (
     POLL_S,
@@ -137,9 +138,19 @@ PHASES: dict[str, dict[str, Any]] = {}
 
 
 @pytest.fixture(scope="module")
-def exporter(vllm_server: VllmServer) -> Iterator[ExporterProcess]:
+def exporter(vllm_server: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExporterProcess]:
+    # Not a warm-up test: the session's engine started moments ago, and its overload is judged at
+    # once; the restart at the end is read for its recovery (test_vllm_restart.py has the cold regime).
+    config = tmp_path_factory.mktemp("vllm-exporter") / "exporter.yaml"
+    config.write_text(yaml.safe_dump({"health": {"warmup_seconds": 0}}), encoding="utf-8")
     process = ExporterProcess(
-        "--engine", f"vllm={vllm_server.metrics_url}", "--window", f"{WINDOW_S:g}", interval=INTERVAL_S
+        "--config",
+        str(config),
+        "--engine",
+        f"vllm={vllm_server.metrics_url}",
+        "--window",
+        f"{WINDOW_S:g}",
+        interval=INTERVAL_S,
     )
     try:
         yield process

@@ -112,6 +112,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def exporter_config(engine: VllmServer, haproxy: Haproxy, log_port: int) -> dict[str, Any]:
     config = {
         "window_seconds": 30,
+        # not a warm-up test: the engine is judged as soon as it serves (test_vllm_restart.py has the cold regime)
+        "health": {"warmup_seconds": 0},
         "engines": [{"name": "vllm-0", "type": "vllm", "url": engine.metrics_url}],
         "gateways": [
             {"name": "haproxy-0", "type": "haproxy", "url": haproxy.metrics_url, "access_log": f"127.0.0.1:{log_port}"}

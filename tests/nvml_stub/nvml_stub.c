@@ -24,6 +24,14 @@
  *                                                 FUNC: name uuid memory memory_v2 utilization power
  *                                                 temperature clock fields clocks_event processes
  *                                                 gpm_sample events
+ *   gpu.N.pcie_gen / pcie_width                   current PCIe link generation and width
+ *   gpu.N.pcie_max_gen / pcie_max_width           max for the GPU in its slot (MaxPcieLink*)
+ *   gpu.N.pcie_gpu_max_gen                        the GPU's own max (GpuMaxPcieLinkGeneration)
+ *   gpu.N.pcie_replay                             PCIe replay counter
+ *   gpu.N.nvlink_states=1,1,0,...                 per-link active (1) or inactive (0); links past
+ *                                                 the list answer NVML_ERROR_INVALID_ARGUMENT
+ *   gpu.N.nvlink_error.LINK.COUNTER               NvLink error counter (COUNTER: nvmlNvLinkErrorCounter_t)
+ *   gpu.N.fabric_health_mask                      GpuFabricInfoV healthMask (decimal)
  *   xid_events=GPU:XID,GPU:XID                    XID events in order; each event set receives each
  *                                                 listed event once (if its GPU is registered), so a
  *                                                 test appends to the list to raise new ones
@@ -634,4 +642,92 @@ nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *request) {
     }
     pthread_mutex_unlock(&lock);
     return NVML_SUCCESS;
+}
+
+/* ---- PCIe and NVLink link state ------------------------------------------------------------- */
+
+static nvmlReturn_t read_uint(nvmlDevice_t device, const char *function, const char *key, unsigned int *out) {
+    unsigned long long value;
+    nvmlReturn_t result = read_ull(device, function, key, &value);
+    if (result == NVML_SUCCESS) {
+        *out = (unsigned int)value;
+    }
+    return result;
+}
+
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *value) {
+    return read_uint(device, "pcie_link", "pcie_gen", value);
+}
+
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *value) {
+    return read_uint(device, "pcie_link", "pcie_width", value);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *value) {
+    return read_uint(device, "pcie_link", "pcie_max_gen", value);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *value) {
+    return read_uint(device, "pcie_link", "pcie_max_width", value);
+}
+
+nvmlReturn_t nvmlDeviceGetGpuMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *value) {
+    return read_uint(device, "pcie_link", "pcie_gpu_max_gen", value);
+}
+
+nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int *value) {
+    return read_uint(device, "pcie_replay", "pcie_replay", value);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *is_active) {
+    pthread_mutex_lock(&lock);
+    CHECK(device, "nvlink");
+    const char *text = gpu_value(device->index, "nvlink_states");
+    nvmlReturn_t result = NVML_ERROR_NOT_SUPPORTED;
+    if (text != NULL) {
+        result = NVML_ERROR_INVALID_ARGUMENT;
+        for (unsigned int i = 0; *text != '\0'; i++) {
+            char *end;
+            unsigned long state = strtoul(text, &end, 10);
+            if (end == text) {
+                break;
+            }
+            if (i == link) {
+                *is_active = state ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+                result = NVML_SUCCESS;
+                break;
+            }
+            text = *end == ',' ? end + 1 : end;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return result;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link, nvmlNvLinkErrorCounter_t counter,
+                                             unsigned long long *value) {
+    char key[64];
+    snprintf(key, sizeof key, "nvlink_error.%u.%d", link, (int)counter);
+    pthread_mutex_lock(&lock);
+    CHECK(device, "nvlink");
+    if (!gpu_ull(device->index, key, value)) {
+        *value = 0; /* a link NVML knows counts from zero */
+    }
+    nvmlReturn_t result = gpu_value(device->index, "nvlink_states") != NULL ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+    pthread_mutex_unlock(&lock);
+    return result;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *info) {
+    if (info == NULL || info->version != nvmlGpuFabricInfo_v3) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    unsigned long long mask;
+    nvmlReturn_t result = read_ull(device, "fabric", "fabric_health_mask", &mask);
+    if (result == NVML_SUCCESS) {
+        info->state = NVML_GPU_FABRIC_STATE_COMPLETED;
+        info->status = NVML_SUCCESS;
+        info->healthMask = (unsigned int)mask;
+    }
+    return result;
 }

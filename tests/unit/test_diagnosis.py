@@ -258,7 +258,9 @@ def test_engine_going_down_drops_its_history() -> None:
     diagnoser = Diagnoser()
     run(diagnoser, 8, lambda i: engine_metrics(waiting=20, kv=0.97))
     gauges = diagnoser.update([Sample("llm_engine_up", ENGINE, 0.0)], 100.0)
-    assert gauges == [] and diagnoser.latest == {}
+    # no verdict left, only its state: down
+    assert {m.labels["state"]: m.value for m in gauges if m.name == "llm_engine_state"}["down"] == 1.0
+    assert [m for m in gauges if m.name != "llm_engine_state"] == [] and diagnoser.latest == {}
     assert diagnoser._histories == {}, "gone for longer than twice the level window: forgotten"
 
 
@@ -270,7 +272,9 @@ def test_an_engine_whose_source_is_gone_loses_its_verdict_at_once() -> None:
     assert diagnoser.latest
     other = {**ENGINE, "engine": "e1"}
     gauges = diagnoser.update([Sample("llm_engine_up", other, 0.0)], 40.0)
-    assert gauges == [] and diagnoser.latest == {} and diagnoser._histories == {}
+    assert {m.labels["engine"] for m in gauges} == {"e1"}, "e0's series go; e1 has only its state"
+    assert all(m.name == "llm_engine_state" for m in gauges)
+    assert diagnoser.latest == {} and diagnoser._histories == {}
 
 
 def test_one_missed_collection_keeps_the_itl_baseline_of_a_slowing_engine() -> None:

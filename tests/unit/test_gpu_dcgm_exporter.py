@@ -39,6 +39,8 @@ def test_t4_capture_values_in_our_units():
         "llm_gpu_dram_active_ratio": 0.000002,
         "llm_gpu_pcie_transmit_bytes_per_second": 79221.0,
         "llm_gpu_pcie_receive_bytes_per_second": 420785.0,
+        # DCGM_FI_DEV_PCIE_REPLAY_COUNTER, in the default CSV: read since the node's health findings
+        "llm_gpu_pcie_replay_errors_total": 0.0,
     }
     assert pods0 == frozenset(
         {PodContainer("runai-reservation", "runai-reservation-gpu-qa-mig-worker-gpu-1-kvltw", "runai-reservation")}

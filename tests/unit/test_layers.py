@@ -38,13 +38,24 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     # A stage's record and scorer (exporter/stages/<id>.py): plain data and pure functions of
     # normalized samples, read by the diagnosis and by the rules, dashboards, report and demo.
-    ("stages", ("exporter.stages",)),
+    # The node's health findings (exporter/health/): records of plain data like the stages'.
+    ("stages", ("exporter.stages", "exporter.health")),
     ("attribution", ("exporter.attribution",)),
     ("sources", ("exporter.sources",)),
     # The configuration reads the names the sources register (engine and gateway types, GPU modes).
-    ("config", ("exporter.config", "exporter.config_targets")),
+    ("config", ("exporter.config", "exporter.config_targets", "exporter.config_health")),
     ("discovery", ("exporter.discovery",)),
-    ("pipeline", ("exporter.loop", "exporter.diagnosis", "exporter.exposition", "exporter.render", "exporter.slo")),
+    (
+        "pipeline",
+        (
+            "exporter.loop",
+            "exporter.diagnosis",
+            "exporter.exposition",
+            "exporter.render",
+            "exporter.slo",
+            "exporter.profile",
+        ),
+    ),
     (
         "serving",
         (

@@ -20,8 +20,8 @@ from exporter import cli
 from exporter.config import ConfigError, build, parse_engine_flag, parse_gateway_flag
 from exporter.discovery.kubernetes import target_for_pod
 from exporter.registry import Registry
-from exporter.settings import EngineTarget, GpuSettings, KubernetesSettings
-from exporter.sources.base import collect_now
+from exporter.settings import EngineTarget, GpuSettings, HealthSettings, KubernetesSettings
+from exporter.sources.base import Source, collect_now
 from exporter.sources.device_exporter import ExporterIngest
 from exporter.sources.engine import EngineSource
 from exporter.sources.engines import MAPPINGS as ENGINES
@@ -31,6 +31,7 @@ from exporter.sources.gateways import MAPPINGS as GATEWAYS
 from exporter.sources.gateways.common import GatewayMapping
 from exporter.sources.gpu import GPU_MODES, build_gpu_source
 from exporter.sources.gpu_modes import GpuMode
+from exporter.sources.node import NODE_SOURCES, NodeContext
 from exporter.stages.vendors import BANDWIDTH_SIGNALS, NO_BANDWIDTH_SIGNAL
 from tests.support import RouteServer, respond_with, sample_value
 
@@ -97,6 +98,21 @@ def test_every_exporter_ingest_in_gpu_exporters_is_a_registered_mode() -> None:
         mode = GPU_MODES[source.name]
         assert mode.exporter_port is not None, f"{source.name} ingests a URL"
         assert isinstance(mode.build(GpuSettings(mode.name, "http://127.0.0.1:9/metrics"), None, 5.0), source)
+
+
+def test_every_node_source_is_registered_under_its_source_label_and_built_where_it_has_something_to_read(
+    tmp_path: Path,
+) -> None:
+    classes = _classes_in("exporter.sources.node", Source)
+    assert classes
+    assert {source.name for source in classes} == set(NODE_SOURCES.names())
+    bare = NodeContext(str(tmp_path), HealthSettings(), lambda: ())
+    (tmp_path / "rdma" / "class" / "infiniband").mkdir(parents=True)
+    with_rdma = NodeContext(str(tmp_path / "rdma"), HealthSettings(), lambda: ())
+    for source in classes:
+        built = NODE_SOURCES[source.name].build(with_rdma)
+        assert isinstance(built, source), source.name
+    assert NODE_SOURCES["links"].build(bare) is None, "no RDMA devices: nothing for the links source to read"
 
 
 def test_a_name_taken_by_another_module_is_refused() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
+from exporter.monitoring.dashboards.health_rows import engine_panels
 from exporter.monitoring.dashboards.queries import Scope, stage_mappings
 from exporter.stages.evidence import ITL, drawn, gpu_ratio, itl_with_lines, used_and_total
 from exporter.stages.panels import (
@@ -136,6 +137,7 @@ def board(config: MonitoringConfig) -> Board:
         gpu_ratio(s, "Tensor active", "llm_gpu_tensor_active_ratio", gpu, key="gpu-tensor"),
         used_and_total(s, "HBM used", "llm_gpu_memory", gpu, key="gpu-hbm"),
     )
+    b.row("Start-up and host pauses", *engine_panels(s))
     b.row(
         "Diagnosis",
         timeseries(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
+from exporter.monitoring.dashboards.health_rows import gpu_panels
 from exporter.monitoring.dashboards.queries import Scope
 from exporter.stages.evidence import engine_cpu, gpu_ratio, host_cpu, used_and_total
 from exporter.stages.panels import Line, PanelDef, Query, Unit, ratio, state_timeline, timeseries, value_mappings
@@ -109,6 +110,7 @@ def board(config: MonitoringConfig) -> Board:
             "it exports one); one Python scheduler thread saturates one core.",
         ),
     )
+    b.row("GPU links", *gpu_panels(s))
     source = f"{node} {{{{source}}}} {{{{target}}}}"
     b.row(
         "Exporter",

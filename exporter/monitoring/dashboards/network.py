@@ -11,6 +11,7 @@ from typing import Any
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
+from exporter.monitoring.dashboards.health_rows import network_panels
 from exporter.monitoring.dashboards.queries import Scope
 from exporter.stages.evidence import drawn, rdma_node_evidence
 from exporter.stages.panels import Line, PanelDef, Query, Unit, ratio, state_timeline, timeseries, value_mappings
@@ -92,5 +93,6 @@ def board(config: MonitoringConfig) -> Board:
             description="The line is LLMRDMAPortErrors' (per port and kind).",
         ),
     )
+    b.row("Link health", *network_panels(s))
     b.row("Per node, against the diagnosis lines", *rdma_node_evidence(s, width=6))
     return b

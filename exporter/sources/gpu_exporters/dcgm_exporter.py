@@ -52,7 +52,20 @@ THROTTLE = ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REAS
 # Not mapped, but in every default scrape: they still show a GPU is there (llm_gpu_up). The XID
 # gauge holds only the last code, so it cannot become our per-code counter.
 PRESENCE = ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR", "DCGM_FI_DEV_MEM_CLOCK")
-WANTED = frozenset({*METRICS, FB_FREE, FB_RESERVED, *THROTTLE, *PRESENCE})
+# Link health (docs/health.md): off in dcgm-exporter's default CSV, on in the one we ship
+# (deploy/dcgm-exporter/counters.csv). Family and its own labels by field name.
+LINK_FIELDS: dict[str, tuple[str, dict[str, str]]] = {
+    "DCGM_FI_DEV_PCIE_LINK_GEN": ("llm_gpu_pcie_link_generation", {"bound": "current"}),
+    "DCGM_FI_DEV_PCIE_MAX_LINK_GEN": ("llm_gpu_pcie_link_generation", {"bound": "max"}),
+    "DCGM_FI_DEV_PCIE_LINK_WIDTH": ("llm_gpu_pcie_link_width", {"bound": "current"}),
+    "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH": ("llm_gpu_pcie_link_width", {"bound": "max"}),
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ("llm_gpu_pcie_replay_errors_total", {}),
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": ("llm_gpu_nvlink_errors_total", {"kind": "crc_flit"}),
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL": ("llm_gpu_nvlink_errors_total", {"kind": "crc_data"}),
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL": ("llm_gpu_nvlink_errors_total", {"kind": "replay"}),
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL": ("llm_gpu_nvlink_errors_total", {"kind": "recovery"}),
+}
+WANTED = frozenset({*METRICS, FB_FREE, FB_RESERVED, *THROTTLE, *PRESENCE, *LINK_FIELDS})
 
 # DCGM_FP64_BLANK = 2^47; every INT64 blank (≥ 0x7ffffffffffffff0) and the FP64 blank times 100
 # seen in the wild are above it, and no real reading of these fields comes near it.
@@ -121,6 +134,12 @@ def readings_from_parsed(parsed: ParsedSamples) -> tuple[list[GpuReading], list[
                 reading.set(family, scaled(value, scale))
             elif name in THROTTLE:
                 reading.throttle_reasons = int(value)
+            elif name in LINK_FIELDS:
+                family, own = LINK_FIELDS[name]
+                if own:
+                    reading.labelled.append((family, dict(own), value))
+                else:
+                    reading.set(family, value)
             else:
                 extras[key][name] = value
     for key, reading in readings.items():

@@ -1,0 +1,9 @@
+"""The finding kinds, one module each, registered by themselves (exporter/health/record.py)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
