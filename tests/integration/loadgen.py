@@ -11,6 +11,7 @@ makes output lengths exact. Only loopback targets are accepted.
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import random
@@ -20,9 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlparse
-
-import requests
+from urllib.parse import urlparse, urlsplit
 
 from tests.integration.tiny_model import pseudo_words
 from tests.integration.vllm_server import SERVED_MODEL_NAME
@@ -162,29 +161,60 @@ def _check_loopback(base_url: str) -> None:
         raise ValueError(f"load generator only targets loopback, got {base_url!r}")
 
 
+class _Connection:
+    """One worker's keep-alive connection, opened again after a failed request: http.client, whose
+    readline returns each line of a chunked body as its chunk arrives, with nothing between the
+    socket and the clock."""
+
+    def __init__(self, base_url: str, timeout_s: float) -> None:
+        parts = urlsplit(base_url)
+        self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
+        self._prefix = parts.path.rstrip("/")
+        self._timeout_s = timeout_s
+        self._connection: http.client.HTTPConnection | None = None
+
+    def post(self, path: str, payload: dict[str, Any]) -> http.client.HTTPResponse:
+        if self._connection is None:
+            self._connection = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)
+        body = json.dumps(payload).encode()
+        self._connection.request("POST", self._prefix + path, body=body, headers={"Content-Type": "application/json"})
+        return self._connection.getresponse()
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
 def _stream_completion(
-    session: requests.Session, url: str, payload: dict[str, Any], record: RequestRecord, timeout_s: float
+    connection: _Connection, path: str, payload: dict[str, Any], record: RequestRecord, timeout_s: float
 ) -> None:
     """Send one streamed completion and fill timing/usage into ``record``.
 
-    TTFT is the arrival of the first chunk carrying a token (see _apply_chunk); the whole request is
+    TTFT is the arrival of the first chunk carrying a token (see _apply_chunk); e2e the end of the
+    response body (the chunk that ends it, as a gateway's log times it). The whole request is
     bounded by ``timeout_s`` even if the server keeps trickling chunks.
     """
     t0 = time.monotonic()
-    with session.post(url, json=payload, stream=True, timeout=timeout_s) as response:
-        if response.status_code != 200:
-            record.error = f"HTTP {response.status_code}: {response.text[:200]}"
+    try:
+        response = connection.post(path, payload)
+        if response.status != 200:
+            record.error = f"HTTP {response.status}: {response.read(200).decode(errors='replace')}"
+            connection.close()
             return
-        for line in response.iter_lines():
+        while line := response.readline():
             if time.monotonic() - t0 > timeout_s:
                 record.error = f"timed out after {timeout_s:.0f}s"
+                connection.close()
                 return
             if not line.startswith(b"data: "):
                 continue
-            data = line[len(b"data: ") :]
-            if data == b"[DONE]":
-                break
-            _apply_chunk(json.loads(data), record, time.monotonic() - t0)
+            data = line[len(b"data: ") :].rstrip(b"\r\n")
+            if data != b"[DONE]":
+                _apply_chunk(json.loads(data), record, time.monotonic() - t0)
+    except BaseException:
+        connection.close()
+        raise
     record.e2e_s = time.monotonic() - t0
     if record.completion_tokens is None:
         record.error = "stream ended without usage"
@@ -209,8 +239,8 @@ def _apply_chunk(chunk: dict[str, Any], record: RequestRecord, elapsed_s: float)
 def _worker(base_url: str, spec: LoadSpec, index: int, budget: _Budget, sink: Callable[[RequestRecord], None]) -> None:
     rng = random.Random(spec.seed * 1_000_003 + index + 1)
     prompts = _PromptFactory(spec, rng)
-    url = f"{base_url}/v1/completions"
-    with requests.Session() as session:
+    connection = _Connection(base_url, spec.request_timeout_s)
+    try:
         while budget.take():
             prompt, words, shared = prompts.make()
             max_tokens = rng.randint(*spec.output_tokens)
@@ -225,12 +255,14 @@ def _worker(base_url: str, spec: LoadSpec, index: int, budget: _Budget, sink: Ca
                 "stream_options": {"include_usage": True},
             }
             try:
-                _stream_completion(session, url, payload, record, spec.request_timeout_s)
-            except (requests.RequestException, ValueError) as exc:
+                _stream_completion(connection, "/v1/completions", payload, record, spec.request_timeout_s)
+            except (OSError, http.client.HTTPException, ValueError) as exc:
                 record.error = f"{type(exc).__name__}: {exc}"
             sink(record)
             if record.error and spec.error_backoff_s > 0:
                 time.sleep(spec.error_backoff_s)
+    finally:
+        connection.close()
 
 
 def run_load(base_url: str, spec: LoadSpec, on_record: Callable[[RequestRecord], None] | None = None) -> LoadResult:

@@ -61,6 +61,9 @@ LIGHT = LoadSpec(concurrency=3, prompt_tokens=(16, 48), output_tokens=(2, 192), 
 # threshold fell inside the distribution. Three of the longest (432 tokens with the prompt) still
 # fit the 1,536-token KV pool. The headroom comparison keeps LIGHT, the mix docs/slo.md measured.
 ATTAINMENT = replace(LIGHT, output_tokens=(2, 384))
+# A threshold with this many requests of the load on each side, where a count that put requests in
+# the wrong bucket would show; a fast machine ends all but a few answers within vLLM's lowest e2e edge (0.3 s).
+INSIDE_REQUESTS = 3
 SWEEP = (2, 4, 8, 16)
 SWEEP_SECONDS = 20.0  # 10 s steps once gave 3.1 req/s at concurrency 8 and 3.9 at 4: noise
 
@@ -191,7 +194,8 @@ def test_exporter_attainment_and_span_joint_attainment_agree_with_the_client(sta
         print(f"{'':14}{name:12} {client:8.1%} {exported:9.1%} {engine:8.1%}")
         assert abs(exported - engine) <= 1.0 / total, (name, exported, engine)
         assert client <= exported + tolerance, (name, client, exported, total)
-        inside[slo.dimension] += 0.05 < exported < 0.95
+        # Inside the distribution: at least INSIDE_REQUESTS of the load on either side of the threshold.
+        inside[slo.dimension] += min(exported, 1.0 - exported) * total >= INSIDE_REQUESTS
     # The spans: every request arrived; joint attainment and the request mix are exported.
     text = exporter.wait_for(lambda t: "llm_slo_joint_attainment_ratio" in t)
     spans = values(text, "llm_slo_joint_attainment_ratio")

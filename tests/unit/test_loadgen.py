@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-import requests
-
-from tests.integration.loadgen import RequestRecord, _stream_completion
+from tests.integration.loadgen import RequestRecord, _Connection, _stream_completion
 from tests.support import RouteServer
 
 
@@ -46,8 +44,11 @@ def test_a_token_without_text_is_the_first_token_and_text_comes_later() -> None:
     server = RouteServer({"/v1/completions": _streaming(chunks)})
     try:
         record = RequestRecord(started=time.time(), prompt_words=5, max_tokens=3, shared_prefix=False)
-        with requests.Session() as session:
-            _stream_completion(session, server.url("/v1/completions"), {}, record, 10.0)
+        connection = _Connection(server.url(""), 10.0)
+        try:
+            _stream_completion(connection, "/v1/completions", {}, record, 10.0)
+        finally:
+            connection.close()
     finally:
         server.close()
     assert record.error is None and record.completion_tokens == 3
