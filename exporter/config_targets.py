@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from exporter import validation as v
 from exporter.settings import (
+    ENGINE_ROLES,
     ENGINE_TYPES,
     GATEWAY_TYPES,
     EngineTarget,
@@ -24,7 +25,7 @@ from exporter.settings import (
 )
 from exporter.validation import ConfigError
 
-ENGINE_KEYS = ("url", "type", "name", "model", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
+ENGINE_KEYS = ("url", "type", "name", "model", "role", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
 BASIC_AUTH_KEYS = ("username", "password", "password_file")
 GATEWAY_KEYS = ("url", "type", "name", "engines", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
 PROBE_KEYS = field_names(ProbeTarget)
@@ -87,10 +88,19 @@ def engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarge
     entries = []
     for at, item, entry in _scrape_targets(value, where, "--engine", ENGINE_KEYS, ENGINE_TYPES, defaults):
         entry["model"] = v.optional_string(item.get("model"), f"{at}.model")
+        entry["role"] = None if item.get("role") is None else v.choice(item["role"], f"{at}.role", ENGINE_ROLES)
         entries.append(entry)
     names = _unique_names(entries, where, "engine")
     return tuple(
-        EngineTarget(url=e["url"], name=name, type=e["type"], model=e["model"], limits=e["limits"], auth=e["auth"])
+        EngineTarget(
+            url=e["url"],
+            name=name,
+            type=e["type"],
+            model=e["model"],
+            limits=e["limits"],
+            auth=e["auth"],
+            role=e["role"],
+        )
         for e, name in zip(entries, names)
     )
 

@@ -13,6 +13,7 @@ from exporter.catalogue.derived import (
     REQUEST_FAMILIES,
     SLO_FAMILIES,
 )
+from exporter.catalogue.disagg import PD_FAMILIES
 from exporter.catalogue.engines import ENGINE_FAMILIES, ENGINE_SETTINGS, LATENCY_FAMILIES
 from exporter.catalogue.gpus import GPU_FAMILIES
 from exporter.catalogue.node import HOST_FAMILIES, RDMA_FAMILIES
@@ -29,6 +30,7 @@ CATALOGUE: dict[str, MetricSpec] = {
     spec.name: spec
     for spec in (
         ENGINE_FAMILIES
+        + PD_FAMILIES
         + GPU_FAMILIES
         + RDMA_FAMILIES
         + HOST_FAMILIES

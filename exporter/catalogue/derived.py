@@ -18,9 +18,24 @@ from exporter.catalogue.spec import (
 
 BOTTLENECK_FAMILIES: tuple[MetricSpec, ...] = families(
     ENGINE_LABELS,
-    gauge("llm_bottleneck_score", "How strongly the evidence points at this stage as the bottleneck, 0-1.", "stage"),
-    gauge("llm_bottleneck_active", "1 while the stage's score is past its threshold (with hysteresis).", "stage"),
-    gauge("llm_bottleneck_primary", "One-hot over stage (including none): the engine's main bottleneck now.", "stage"),
+    gauge(
+        "llm_bottleneck_score",
+        "How strongly the evidence points at this stage as the bottleneck, 0-1.",
+        "role",
+        "stage",
+    ),
+    gauge(
+        "llm_bottleneck_active",
+        "1 while the stage's score is past its threshold (with hysteresis).",
+        "role",
+        "stage",
+    ),
+    gauge(
+        "llm_bottleneck_primary",
+        "One-hot over stage (including none): the engine's main bottleneck now.",
+        "role",
+        "stage",
+    ),
 )
 SLO_FAMILIES: tuple[MetricSpec, ...] = (
     families(

@@ -15,12 +15,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exporter.diagnosis.path import PathDiagnoser
+from exporter.diagnosis.pd import PairDiagnosis, balance_actions, not_judged, pair_json
 from exporter.diagnosis.verdict import NONE, Hysteresis
 from exporter.model import Metric, Sample
 from exporter.settings import Thresholds, field_names
 from exporter.stages import ENGINE, of
+from exporter.stages.pd_view import PdView
 from exporter.stages.record import StageResult
-from exporter.stages.signals import EngineKey, History, engine_inputs, engine_key
+from exporter.stages.signals import EngineKey, History, capacity_waiting, engine_inputs, engine_key
 
 __all__ = ["Diagnoser", "Thresholds"]
 
@@ -34,6 +36,10 @@ class EngineDiagnosis:
     primary: str = NONE
     evidence: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
+    #: its part of a disaggregated deployment and where that comes from ("" while nothing says)
+    role: str = "unified"
+    role_source: str = ""
+    pd: PdView | None = None
 
     def as_json(self) -> dict[str, Any]:
         engine, engine_type, model = self.key
@@ -41,6 +47,9 @@ class EngineDiagnosis:
             "engine": engine,
             "engine_type": engine_type,
             "model": model,
+            "role": self.role,
+            "role_source": self.role_source,
+            **({"pair": pair_json(self.pd)} if self.pd is not None else {}),
             "primary": self.primary,
             "scores": {stage: round(score, 3) for stage, score in self.scores.items()},
             "active": [stage for stage, on in self.active.items() if on],
@@ -61,6 +70,8 @@ class Diagnoser:
         self.generated_at: float = time.time()
         #: the stages before the engine, per gateway
         self.path = PathDiagnoser()
+        #: disaggregated pairs across the node's engines (pd.py)
+        self.pairs = PairDiagnosis()
 
     def update(
         self,
@@ -79,6 +90,8 @@ class Diagnoser:
         round in four 4.3 s long: tests/unit/test_diagnosis.py)."""
         t = self.thresholds
         inputs = engine_inputs(metrics)
+        for engine_inputs_ in inputs.values():
+            capacity_waiting(engine_inputs_)
         answered = answered_at or {}
         for key, engine in inputs.items():
             history = self._histories.setdefault(key, History(max(t.baseline_seconds, t.level_seconds * 2)))
@@ -102,6 +115,7 @@ class Diagnoser:
             del self._histories[key]
             del self._last_seen[key]
             self._hysteresis.forget(key)
+        pair_metrics = self.pairs.update(self._histories, inputs.keys(), metrics, t)
         # An engine within its grace keeps its last verdict (and its row in /diagnosis) rather
         # than vanishing for one collection.
         previous = self.latest
@@ -113,7 +127,8 @@ class Diagnoser:
             if key not in self.latest and key in previous:
                 self.latest[key] = previous[key]
         self.generated_at = time.time()
-        return [m for d in self.latest.values() for m in self._gauges(d)] + self.path.update(metrics, now, t)
+        gauges = [m for d in self.latest.values() for m in self._gauges(d)]
+        return gauges + pair_metrics + self.path.update(metrics, now, t)
 
     def report(self) -> dict[str, Any]:
         """The /diagnosis document (DESIGN.md contract)."""
@@ -132,7 +147,11 @@ class Diagnoser:
     def _diagnose(self, key: EngineKey, history: History) -> EngineDiagnosis:
         t = self.thresholds
         stages = of(ENGINE)
-        results = {stage.id: stage.score(history, t) for stage in stages}
+        role = history.latest().role
+        results = {
+            stage.id: stage.score(history, t) if stage.judged_on(role) else not_judged(stage.title, role)
+            for stage in stages
+        }
         scores = {stage_id: r.score for stage_id, r in results.items()}
         active, primary = self._hysteresis.judge(key, stages, scores, t)
         ordered = sorted(stages, key=lambda s: (not active[s.id], -scores[s.id]))
@@ -147,13 +166,22 @@ class Diagnoser:
                 f"GPU signals unattributed: node-wide ({len(unattributed)} GPUs, no engine label, several engines): "
                 "used for this engine only where every GPU of the node agrees; set gpu_attribution to use them"
             )
+        view = history.pd
+        if view is not None and view.balance:
+            evidence.append(view.balance)
         settings = history.latest().settings
-        actions = [a for s in ordered if active[s.id] for a in s.actions_for(settings)]
-        return EngineDiagnosis(key, scores, active, results, primary, evidence, actions)
+        actions = [a for s in ordered if active[s.id] for a in results[s.id].actions or s.actions_for(settings)]
+        actions += balance_actions(view, role) if any(active.values()) else []
+        inputs = history.latest()
+        return EngineDiagnosis(
+            key, scores, active, results, primary, evidence, actions, inputs.role, inputs.role_source, view
+        )
 
     def _gauges(self, d: EngineDiagnosis) -> list[Metric]:
         engine, engine_type, model = d.key
         base = {"engine": engine, "engine_type": engine_type, "model": model}
+        if d.role != "unified":
+            base["role"] = d.role
         out: list[Metric] = []
         for stage, score in d.scores.items():
             labels = {**base, "stage": stage}

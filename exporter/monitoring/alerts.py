@@ -11,6 +11,7 @@ from __future__ import annotations
 from exporter.monitoring.alert_builder import GROUP_PREFIX, AlertBuilder, AlertingRule, RuleGroup
 from exporter.monitoring.cluster import cluster_records
 from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.pd_rules import pd_alerts, pd_recording_rules
 from exporter.monitoring.promql import percent, series
 from exporter.monitoring.records import RecordingRule, RecordNames, recording_rules
 from exporter.monitoring.slo_rules import (
@@ -225,6 +226,7 @@ def rule_groups(config: MonitoringConfig) -> list[RuleGroup]:
         RuleGroup(f"{GROUP_PREFIX}.gpu", list(_gpu_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.rdma", list(_rdma_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.availability", list(_availability_alerts(b))),
+        RuleGroup(f"{GROUP_PREFIX}.disaggregated", [*pd_recording_rules(config), *pd_alerts(b)]),
         stage_alerts(b, PATH),
         # One group, records first: rules of a group run in order, so an alert reads the burn
         # recorded in the same evaluation (groups run concurrently, a second group could lag one).

@@ -8,12 +8,10 @@ same order, so the exporter reads the simulator through exactly the code path a 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from prometheus_client.utils import floatToGoString
-
 from exporter.simulate.engine import EngineReplica
-from exporter.simulate.stats import Histogram
+from exporter.simulate.pd_text import deferred_requests, kv_fetch_by_stage, vllm_connector_families
+from exporter.simulate.prom_text import Labels
+from exporter.simulate.prom_text import PromWriter as _Writer
 
 HANDLER = "/v1/completions"
 ESTIMATE_HELP = "per GPU (for Model Flops Utilization calculations)."
@@ -40,51 +38,6 @@ HISTOGRAM_HELP = {
 HTTP_SIZE_HELP = (
     "Content length of {} by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. "
 )
-Labels = dict[str, str]
-
-
-class _Writer:
-    def __init__(self, created: float) -> None:
-        self.lines: list[str] = []
-        self.created = created
-
-    def family(self, name: str, help_: str, type_: str) -> None:
-        self.lines.append(f"# HELP {name} {help_}")
-        self.lines.append(f"# TYPE {name} {type_}")
-
-    def sample(self, name: str, labels: Labels, value: float) -> None:
-        body = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-        self.lines.append(f"{name}{{{body}}} {floatToGoString(value)}" if body else f"{name} {floatToGoString(value)}")
-
-    def gauge(self, name: str, help_: str, series: Sequence[tuple[Labels, float]]) -> None:
-        self.family(name, help_, "gauge")
-        for labels, value in series:
-            self.sample(name, labels, value)
-
-    def counter(self, base: str, help_: str, series: Sequence[tuple[Labels, float]]) -> None:
-        self.family(base + "_total", help_, "counter")
-        for labels, value in series:
-            self.sample(base + "_total", labels, value)
-        self._created(base, help_, [labels for labels, _ in series])
-
-    def histogram(self, name: str, help_: str, labels: Labels, histogram: Histogram) -> None:
-        self.family(name, help_, "histogram")
-        for bound, count in zip((*histogram.bounds, float("inf")), histogram.cumulative()):
-            self.sample(name + "_bucket", {**labels, "le": floatToGoString(bound)}, count)
-        self.sample(name + "_count", labels, histogram.count)
-        self.sample(name + "_sum", labels, histogram.sum)
-        self._created(name, help_, [labels])
-
-    def summary(self, name: str, help_: str, labels: Labels, count: float, total: float) -> None:
-        self.family(name, help_, "summary")
-        self.sample(name + "_count", labels, count)
-        self.sample(name + "_sum", labels, total)
-        self._created(name, help_, [labels])
-
-    def _created(self, base: str, help_: str, label_sets: list[Labels]) -> None:
-        self.family(base + "_created", help_, "gauge")
-        for labels in label_sets:
-            self.sample(base + "_created", labels, self.created)
 
 
 def render_vllm(replica: EngineReplica, created: float) -> str:
@@ -94,6 +47,7 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
     out = _Writer(created)
     base = {"engine": "0", "model_name": replica.model.served_name}
     _process_families(out, replica, created)
+    vllm_connector_families(out, replica, base)
     for kind, total in (("flops", stats.flops), ("read_bytes", stats.read_bytes), ("write_bytes", stats.written_bytes)):
         noun = {
             "flops": "floating point operations",
@@ -101,7 +55,8 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
             "write_bytes": "bytes written to memory",
         }[kind]
         out.counter(f"vllm:estimated_{kind}_per_gpu", f"Estimated number of {noun} {ESTIMATE_HELP}", [(base, total)])
-    waiting = len(replica.waiting)
+    deferred = deferred_requests(replica)
+    waiting = len(replica.waiting) + deferred
     out.gauge(
         "vllm:num_requests_running", "Number of requests in model execution batches.", [(base, len(replica.running))]
     )
@@ -111,8 +66,9 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
         "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
         "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
         "Sum of all reasons equals vllm:num_requests_waiting.",
-        [({**base, "reason": "capacity"}, waiting), ({**base, "reason": "deferred"}, 0.0)],
+        [({**base, "reason": "capacity"}, waiting - deferred), ({**base, "reason": "deferred"}, deferred)],
     )
+    kv_fetch_by_stage(out, replica, base)
     out.gauge(
         "vllm:engine_sleep_state",
         "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
@@ -154,8 +110,8 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
         "Number of prompt tokens by source.",
         [
             ({**base, "source": "local_compute"}, stats.prompt_tokens_computed),
-            ({**base, "source": "local_cache_hit"}, stats.prompt_tokens_cached),
-            ({**base, "source": "external_kv_transfer"}, 0.0),
+            ({**base, "source": "local_cache_hit"}, stats.prompt_tokens_cached - stats.prompt_tokens_external),
+            ({**base, "source": "external_kv_transfer"}, stats.prompt_tokens_external),
         ],
     )
     out.counter(

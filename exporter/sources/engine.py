@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -16,17 +15,18 @@ from types import MappingProxyType
 from urllib.parse import urlsplit, urlunsplit
 
 from exporter.budget import CARDINALITY, cap_target, keep_known_first
-from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
-from exporter.model import EngineReading, Histogram, Metric, QuantileSummary, Sample
+from exporter.catalogue import LATENCY_FAMILIES
+from exporter.model import EngineReading, Metric, Sample
 from exporter.promtext import NAMES_HEAD_CHARS, LineCache, WantedParser
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
+from exporter.sources.engine_pd import EngineHandOver
 from exporter.sources.engines import MAPPINGS, detect
-from exporter.sources.engines.common import HISTOGRAM_KEYS, EngineMapping
+from exporter.sources.engines.common import HISTOGRAM_KEYS, DeclarativeMapping, EngineMapping
 from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
-from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
+from exporter.window import ModelWindows
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,9 @@ _COUNTERS = {
 #: TGI's /info is a small JSON document (model id, a few settings): a megabyte is plenty
 INFO_MAX_BYTES = 1024 * 1024
 KNOWN_TYPE_HEAD_CHARS = 64 * 1024
-_EVERY_WANTED = frozenset().union(*(mapping.wanted() for mapping in MAPPINGS.values()), {_PROCESS_CPU})
+_EVERY_WANTED = frozenset().union(
+    *(mapping.wanted() | EngineHandOver.wanted(kind) for kind, mapping in MAPPINGS.items()), {_PROCESS_CPU}
+)
 
 
 class EngineSource(Source):
@@ -67,9 +69,11 @@ class EngineSource(Source):
         self._client = HttpClient(follow_redirects=target.follow_redirects, auth=authorizer(target.auth))
         self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
         self._shown_url = redact(target.url)
-        self._windows: dict[tuple[str, str], DeltaWindow] = {}
+        self._windows = ModelWindows(window_seconds, lifetime_baseline)
         self._info_model: str | None = None
         self._known_models: tuple[str, ...] = ()
+        #: its role and its KV hand-over in a disaggregated deployment (engine_pd.py)
+        self.hand_over = EngineHandOver(target.role, target.role_source, window_seconds, lifetime_baseline)
         #: the engine's last answered scrape carried its own process CPU, so the host source need
         #: not walk its process tree (exporter.app.build_pipeline tells it). A failed scrape keeps
         #: the claim: `llm_engine_process_cpu_seconds_total` is one series per engine, and the
@@ -95,13 +99,15 @@ class EngineSource(Source):
             raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")
         parsed = parser.result
         if self._mapping is None:
-            parsed = {name: parsed[name] for name in mapping.wanted() | {_PROCESS_CPU}}
+            parsed = {name: parsed[name] for name in self._wanted(mapping)}
         if not any(parsed.values()) and not mapping.matches(parser.names):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
             self._mapping = mapping
         readings = mapping.read(parsed)
+        duplicates = mapping.duplicate_labels if isinstance(mapping, DeclarativeMapping) else frozenset()
+        self.hand_over.read(mapping.engine_type, parsed, duplicates, readings, now)
         readings = self._within_model_cap(readings)
         if not readings:
             # Up, but nothing served yet (families declared, no samples): still say it is up.
@@ -117,8 +123,22 @@ class EngineSource(Source):
         for reading in readings:
             reading.process_cpu_seconds_total = process_cpu
         self._known_models = tuple(r.model for r in readings)
-        self._forget_windows({r.model for r in readings})
-        return self._within_series_cap([metric for reading in readings for metric in self._render(now, reading)])
+        self._windows.forget({r.model for r in readings})
+        self.hand_over.forget({r.model for r in readings})
+        return self._within_series_cap(
+            [
+                metric
+                for reading in readings
+                for part in (
+                    self._render(now, reading),
+                    self.hand_over.metrics(now, reading.model, self._labels(reading.model)),
+                )
+                for metric in part
+            ]
+        )
+
+    def _wanted(self, mapping: EngineMapping) -> frozenset[str]:
+        return mapping.wanted() | EngineHandOver.wanted(mapping.engine_type) | {_PROCESS_CPU}
 
     def _parser(self) -> WantedParser:
         """A parser for this target's next scrape. Before the engine type is known every mapping's
@@ -126,7 +146,7 @@ class EngineSource(Source):
         detection reads names from the first MiB, and once the type is known a block's worth tells
         a payload that declares the families from one that is not this engine's any more."""
         limits = self.config.limits
-        wanted = self._mapping.wanted() | {_PROCESS_CPU} if self._mapping else _EVERY_WANTED
+        wanted = self._wanted(self._mapping) if self._mapping else _EVERY_WANTED
         known = self._mapping is not None
         return WantedParser(
             wanted,
@@ -162,7 +182,13 @@ class EngineSource(Source):
         self._client.close()
 
     def _labels(self, model: str) -> dict[str, str]:
-        return {"engine": self.target, "engine_type": self.engine_type, "model": model, **dict(self.config.labels)}
+        return {
+            "engine": self.target,
+            "engine_type": self.engine_type,
+            "model": model,
+            **dict(self.config.labels),
+            **self.hand_over.role_labels(),
+        }
 
     # -- the output budget and impossible values (exporter/budget.py, exporter/sanity.py) ----------
 
@@ -215,47 +241,16 @@ class EngineSource(Source):
             histogram = reading.histograms.get(key)
             if histogram is None:
                 continue
-            window = self._observe((reading.model, key), now, histogram_vector(histogram), histogram.bounds)
-            totals = window_histogram(window)
-            windowed = None
-            if totals is None:
-                quantiles = tuple((q, math.nan) for q in QUANTILES)
-            else:
-                quantiles = tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in QUANTILES)
-                windowed = Histogram(histogram.bounds, totals[0], totals[1], totals[2])
-            yield QuantileSummary(
-                LATENCY_FAMILIES[key],
-                labels,
-                quantiles,
-                histogram.count,
-                histogram.sum,
-                histogram=histogram,
-                window=windowed,
-                window_seconds=window.span(),
-            )
+            yield self._windows.summary(LATENCY_FAMILIES[key], labels, (reading.model, key), now, histogram)
 
     def _prefix_hit_ratio(self, now: float, reading: EngineReading) -> float | None:
         hits, queries = reading.prefix_cache_hits_total, reading.prefix_cache_queries_total
         if hits is not None and queries is not None:
-            totals = self._observe((reading.model, "prefix_cache"), now, (hits, queries), None).total()
+            totals = self._windows.observe((reading.model, "prefix_cache"), now, (hits, queries)).total()
             if totals is None or totals[1] <= 0:
                 return None
             return min(1.0, max(0.0, totals[0] / totals[1]))
         return reading.prefix_cache_hit_ratio
-
-    def _observe(self, key: tuple[str, str], now: float, values: tuple[float, ...], shape: object) -> DeltaWindow:
-        window = self._windows.get(key)
-        if window is None:
-            window = self._windows[key] = DeltaWindow(self._window_seconds)
-            if self._lifetime_baseline:
-                window.seed_lifetime(now, values, shape)
-                return window
-        window.observe(now, values, shape)
-        return window
-
-    def _forget_windows(self, models: set[str]) -> None:
-        for key in [k for k in self._windows if k[0] not in models]:
-            del self._windows[key]
 
     async def _model_without_label(self, seconds_left: float) -> str:
         """TGI labels nothing with the model: take it from the config, else from its /info.

@@ -264,7 +264,7 @@ def test_panel_ids_do_not_move_when_a_panel_is_inserted_before_them():
 def test_the_diagnosis_rows_walk_the_framework_in_order_each_with_its_stage_score():
     board = DASHBOARDS["bottleneck-diagnosis"](CONFIG)
     rows = [title for title, _ in board.rows()]
-    words = ["ingress", "queueing", "prefill", "decode", "kv cache", "network", "host"]
+    words = ["ingress", "queueing", "prefill", "kv transfer", "decode", "kv cache", "network", "host"]
     assert len(rows) == len(words)
     for title, word in zip(rows, words):
         assert word in title.lower(), (title, word)
