@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exporter.diagnosis.path import PathDiagnoser
-from exporter.diagnosis.pd import PairDiagnosis, balance_actions, not_judged, pair_json
+from exporter.diagnosis.pd import PairDiagnosis, balance_actions, not_judged, pair_evidence, pair_json
 from exporter.diagnosis.verdict import NONE, Hysteresis
 from exporter.model import Metric, Sample
 from exporter.settings import Thresholds, field_names
@@ -167,8 +167,7 @@ class Diagnoser:
                 "used for this engine only where every GPU of the node agrees; set gpu_attribution to use them"
             )
         view = history.pd
-        if view is not None and view.balance:
-            evidence.append(view.balance)
+        evidence += pair_evidence(view, evidence)
         settings = history.latest().settings
         actions = [a for s in ordered if active[s.id] for a in results[s.id].actions or s.actions_for(settings)]
         actions += balance_actions(view, role) if any(active.values()) else []

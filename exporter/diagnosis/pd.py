@@ -226,6 +226,27 @@ def not_judged(title: str, role: str) -> StageResult:
     return StageResult(0.0, [f"{title} is not judged on a {role} worker"])
 
 
+def pair_evidence(view: PdView | None, evidence: list[str]) -> list[str]:
+    """Lines every disaggregated engine's diagnosis carries, whatever stage leads: the pools'
+    balance, and on a decode worker its time to first token taken apart (unless the leading stage
+    said it already) with the part that dominates named."""
+    if view is None:
+        return []
+    lines = [view.balance] if view.balance else []
+    if view.role != "decode" or not view.parts:
+        return lines
+    parts_line = f"TTFT taken apart: {view.parts_line()}"
+    if not any(parts_line in line for line in evidence):
+        lines.append(parts_line)
+    admission, transfer = view.part("decode_admission"), view.transfer_seconds
+    if admission is not None and transfer is not None and admission > 2 * transfer and admission > 0.05:
+        lines.append(
+            f"the first token waits {admission * 1000:.0f} ms at decode admission for KV slots the pool reserves "
+            f"for hand-overs, not on the transfer ({transfer * 1000:.0f} ms): KV capacity, not transfer errors"
+        )
+    return lines
+
+
 def balance_actions(view: PdView | None, role: str) -> list[str]:
     """What to do about a pool that starves the other, said on the starving pool's workers."""
     if view is None or not view.balance:

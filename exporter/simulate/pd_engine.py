@@ -168,8 +168,7 @@ class DecodeReplica(EngineReplica):
         self.pd.read(transfer.done - transfer.started, transfer.bytes, descriptors)
         self.pd.stage("decode_transferred", transfer.done - transfer.requested)
         self._arrived_at[request.id] = transfer.done
-        self.stats.prompt_tokens_external += request.prompt_tokens - 1
-        request.cached_tokens = request.prompt_tokens - 1
+        request.cached_tokens = request.prompt_tokens - 1  # counted as read from the peer (pd_text.py)
         self.arrived.append(request)
 
     # ------------------------------------------------------------------------------ gauges

@@ -68,6 +68,12 @@ def deferred_requests(replica: EngineReplica) -> int:
     return replica.deferred if isinstance(replica, DecodeReplica) else 0
 
 
+def external_prompt_tokens(replica: EngineReplica) -> int:
+    """Prompt tokens whose KV came by transfer: every cached token of a decode replica (its requests
+    share no prefix cache), none elsewhere."""
+    return replica.stats.prompt_tokens_cached if isinstance(replica, DecodeReplica) else 0
+
+
 def vllm_connector_families(out: _Writer, replica: EngineReplica, base: Labels) -> None:
     """The NIXL connector's families of a prefill or decode replica (nothing on a monolithic one)."""
     if not isinstance(replica, (PrefillReplica, DecodeReplica)):
@@ -162,7 +168,7 @@ def _tokenizer_families(out: PromWriter, replica: EngineReplica, latency: dict[s
     out.counter(
         "sglang:cached_tokens",
         "Number of cached prompt tokens by source (device/host/storage).",
-        [({**model, "cache_source": "device"}, stats.prompt_tokens_cached - stats.prompt_tokens_external)],
+        [({**model, "cache_source": "device"}, stats.prompt_tokens_cached - external_prompt_tokens(replica))],
     )
     out.counter("sglang:num_requests", "Number of requests processed.", [(streaming, stats.http_responses)])
     out.counter("sglang:num_aborted_requests", "Number of requests aborted.", [(model, stats.finished["abort"])])

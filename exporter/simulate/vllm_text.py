@@ -9,7 +9,12 @@ same order, so the exporter reads the simulator through exactly the code path a 
 from __future__ import annotations
 
 from exporter.simulate.engine import EngineReplica
-from exporter.simulate.pd_text import deferred_requests, kv_fetch_by_stage, vllm_connector_families
+from exporter.simulate.pd_text import (
+    deferred_requests,
+    external_prompt_tokens,
+    kv_fetch_by_stage,
+    vllm_connector_families,
+)
 from exporter.simulate.prom_text import Labels
 from exporter.simulate.prom_text import PromWriter as _Writer
 
@@ -110,8 +115,8 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
         "Number of prompt tokens by source.",
         [
             ({**base, "source": "local_compute"}, stats.prompt_tokens_computed),
-            ({**base, "source": "local_cache_hit"}, stats.prompt_tokens_cached - stats.prompt_tokens_external),
-            ({**base, "source": "external_kv_transfer"}, stats.prompt_tokens_external),
+            ({**base, "source": "local_cache_hit"}, stats.prompt_tokens_cached - external_prompt_tokens(replica)),
+            ({**base, "source": "external_kv_transfer"}, external_prompt_tokens(replica)),
         ],
     )
     out.counter(

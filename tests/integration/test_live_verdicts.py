@@ -64,19 +64,28 @@ def compressed(name: str) -> tuple[str, float]:
     return yaml.safe_dump(data, sort_keys=False), onset + LIVE_INCIDENT_SECONDS
 
 
+#: one engine read: (its role, "unified" for a monolithic engine; its primary stage)
+EngineRead = tuple[str, str]
+
+
 @dataclass
 class LiveRun:
     name: str
     end: float  # simulated seconds
-    reads: list[tuple[str, bool, list[str]]] = field(default_factory=list)  # phase, evaluated, primaries
+    reads: list[tuple[str, bool, list[EngineRead]]] = field(default_factory=list)  # phase, evaluated, engines
     #: the same reads from a second `serve` started with plain CLI flags and no GPU attribution
-    plain_reads: list[tuple[str, bool, list[str]]] = field(default_factory=list)
+    plain_reads: list[tuple[str, bool, list[EngineRead]]] = field(default_factory=list)
     plain_evidence: list[list[str]] = field(default_factory=list)  # per engine, at the last read
     #: why reads went wrong: the first MAX_MISSES evaluated engine reads off the phase's expected
     #: stage, per exporter ("config" or "plain"), with the engine's evidence at that read
     misses: list[dict[str, object]] = field(default_factory=list)
     expected: dict[str, str] = field(default_factory=dict)
+    #: per phase, the stage a pool of a disaggregated scenario reads instead (`expected_by_role`)
+    expected_by_role: dict[str, dict[str, str]] = field(default_factory=dict)
     error: str = ""
+
+    def expected_for(self, phase: str, role: str) -> str:
+        return self.expected_by_role.get(phase, {}).get(role, self.expected[phase])
 
 
 def _wait_for(url: str, process: subprocess.Popen, seconds: float) -> None:
@@ -141,7 +150,8 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
             **popen,
         )
         plain_port = free_port()
-        engines = [a for i in range(len(node.replicas)) for a in ("--engine", f"vllm={sim_url}/engine/{i}/metrics")]
+        listed = requests.get(sim_url + "/", timeout=10).json()["engines"]
+        engines = [a for e in listed for a in ("--engine", f"{e['engine_type']}={sim_url}{e['url']}")]
         plain = subprocess.Popen(
             [*command, "serve", *engines, "--gpu", f"dcgm-exporter={sim_url}/gpu/metrics", "--sysfs", str(sysfs)]
             + ["--listen", f"127.0.0.1:{plain_port}"],
@@ -153,6 +163,7 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
         started: float | None = None
         wall_started = 0.0
         run.expected = {p.name: p.expected_stage for p in node.scenario.phases}
+        run.expected_by_role = {p.name: dict(p.expected_by_role) for p in node.scenario.phases}
         deadline = time.monotonic() + end + 60.0  # the live part is shorter than `end`: warmup is fast-forwarded
         while time.monotonic() < deadline:
             time.sleep(POLL_SECONDS)
@@ -168,10 +179,10 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
             phase = index["phase"]
             since = now - max(float(phase["start_seconds"]), started)
             evaluated = since >= WINDOW_SECONDS
-            run.reads.append((phase["name"], evaluated, [e["primary"] for e in report["engines"]]))
-            expected = run.expected.get(phase["name"])
+            run.reads.append((phase["name"], evaluated, [(e["role"], e["primary"]) for e in report["engines"]]))
             for role, document in (("config", report), ("plain", plain_report)):
                 for engine in document["engines"] if evaluated else ():
+                    expected = run.expected_for(phase["name"], engine["role"])
                     if engine["primary"] != expected and len(run.misses) < MAX_MISSES:
                         run.misses.append(
                             {
@@ -180,12 +191,13 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
                                 "sim_lag_s": round(time.monotonic() - wall_started - (now - started), 1),
                                 "exporter": role,
                                 "engine": engine["engine"],
+                                "role": engine["role"],
                                 "primary": engine["primary"],
                                 "scores": {k: round(v, 2) for k, v in engine.get("scores", {}).items() if v >= 0.1},
                                 "evidence": engine["evidence"],
                             }
                         )
-            plain_primaries = [e["primary"] for e in plain_report["engines"]]
+            plain_primaries = [(e["role"], e["primary"]) for e in plain_report["engines"]]
             run.plain_reads.append((phase["name"], since >= WINDOW_SECONDS, plain_primaries))
             run.plain_evidence = [e["evidence"] for e in plain_report["engines"]]
             if now >= end:
@@ -211,12 +223,25 @@ def live_runs() -> Iterator[dict[str, LiveRun]]:
         yield dict(zip(names, pool.map(lambda n: live_run(n, Path(tmp)), names)))
 
 
-def share(run: LiveRun, phase: str, plain: bool = False) -> tuple[float, int]:
-    """Share of engine readings of `phase`'s expected stage over its evaluated reads, and their count."""
+def share(run: LiveRun, phase: str, plain: bool = False, role: str | None = None) -> tuple[float, int]:
+    """Share of engine readings of the stage `phase` expects of each engine's role over its
+    evaluated reads, and their count (`role`: only that pool's engines)."""
     reads = run.plain_reads if plain else run.reads
-    readings = [p for name, evaluated, primaries in reads if name == phase and evaluated for p in primaries]
-    expected = run.expected[phase]
-    return (sum(p == expected for p in readings) / len(readings) if readings else 0.0), len(readings)
+    readings = [
+        (engine_role, primary)
+        for name, evaluated, engines in reads
+        if name == phase and evaluated
+        for engine_role, primary in engines
+        if role is None or engine_role == role
+    ]
+    hits = sum(primary == run.expected_for(phase, engine_role) for engine_role, primary in readings)
+    return (hits / len(readings) if readings else 0.0), len(readings)
+
+
+def floor(run: LiveRun, phase: str) -> float:
+    """95 % where every engine of the phase should read `none`, else 85 %."""
+    expected = {run.expected[phase], *run.expected_by_role.get(phase, {}).values()}
+    return 0.95 if expected == {"none"} else 0.85
 
 
 @pytest.mark.parametrize("name", builtin_names())
@@ -227,10 +252,10 @@ def test_each_phase_reads_its_expected_stage_live(live_runs: dict[str, LiveRun],
         fraction, count = share(run, phase)
         plain_fraction, _ = share(run, phase, plain=True)
         print(f"{name}/{phase}: {fraction:.0%} of {count} engine reads {expected}; plain flags {plain_fraction:.0%}")
-        floor = 0.95 if expected == "none" else 0.85
+        line = floor(run, phase)
         detail = json.dumps([r for r in run.reads if r[0] == phase]) + "; misses: " + json.dumps(run.misses, indent=1)
         assert count > 0, f"{name}/{phase}: no evaluated reads: {detail}"
-        assert fraction >= floor, f"{name}/{phase}: {fraction:.0%} read {expected} (need {floor:.0%}): {detail}"
+        assert fraction >= line, f"{name}/{phase}: {fraction:.0%} read {expected} (need {line:.0%}): {detail}"
 
 
 @pytest.mark.parametrize("name", builtin_names())
@@ -249,9 +274,8 @@ def test_plain_flags_never_let_unattributed_gpus_decide(live_runs: dict[str, Liv
             assert not re.search(r"(DRAM|tensor) active [0-9.]+ on GPU", text), text
     for phase, expected in run.expected.items():
         fraction, count = share(run, phase, plain=True)
-        floor = 0.95 if expected == "none" else 0.85
         detail = (
             json.dumps([r for r in run.plain_reads if r[0] == phase]) + "; misses: " + json.dumps(run.misses, indent=1)
         )
         assert count > 0, f"{name}/{phase}: no evaluated plain-flags reads: {detail}"
-        assert fraction >= floor, f"{name}/{phase}: plain flags {fraction:.0%} read {expected}: {detail}"
+        assert fraction >= floor(run, phase), f"{name}/{phase}: plain flags {fraction:.0%} read {expected}: {detail}"

@@ -121,7 +121,7 @@ class RoleTracker:
 
     @staticmethod
     def _hands_over(transfers: Iterable[KvTransferReading]) -> bool:
-        return any(t.connector for t in transfers)
+        return any(t.connector in HAND_OVER_CONNECTORS for t in transfers)
 
     def _infer(self, readings: list[EngineReading], transfers: list[KvTransferReading], now: float) -> Role | None:
         """Decode or prefill from what moved over the window; None when the window says nothing."""
@@ -142,12 +142,15 @@ class RoleTracker:
         # A connector's families with nothing read on this side, and every finished request one
         # token long: the P/D proxy's prefill leg (`max_tokens` 1). Without a connector, one-token
         # requests are a workload (scoring, classification), not a role.
-        if moved and any(t.connector for t in transfers) and moved[3] >= ONE_TOKEN_REQUESTS and moved[4] == moved[3]:
+        hands_over = any(t.connector in HAND_OVER_CONNECTORS for t in transfers)
+        if moved and hands_over and moved[3] >= ONE_TOKEN_REQUESTS and moved[4] == moved[3]:
             return Role("prefill", "inferred")
         return None
 
 
 #: finished requests a window must hold before "every one was one token long" says prefill leg
 ONE_TOKEN_REQUESTS = 5
+#: connectors that move KV between engines (the offloading connector moves it to the host's memory)
+HAND_OVER_CONNECTORS = frozenset({"nixl", "mooncake", "lmcache", "sglang", "trtllm", "tent"})
 #: connectors whose transfer histograms are observed where the read is driven: the decode side
 _READ_ON_DECODE = frozenset({"nixl", "mooncake"})
