@@ -106,10 +106,15 @@ def _parts(
         parts["first_decode_step"] = max(0.0, d_ttft - d_queue)
     wire = _rate_mean([decode], "kv_transfer_sum_total", "kv_transfer_count_total", level)
     if wire is not None:
-        # The receiver's pending requests over their arrival rate: allocation to arrival (Little's law).
+        # The receiver's pending requests over their arrival rate: allocation to arrival (Little's
+        # law), never more than the decode side's whole wait that holds it (a gauge sampled every
+        # few seconds catches a millisecond transfer now and then, and its mean over a few samples
+        # would read tens of milliseconds).
         pending = decode.mean("kv_pending_receiver", level)
         arrivals = decode.rate("kv_transfer_count_total", level)
         in_transfer = pending / arrivals if pending is not None and arrivals else None
+        if in_transfer is not None and d_queue is not None:
+            in_transfer = min(in_transfer, d_queue)
         parts["transfer"] = wire
         if in_transfer is not None:
             parts["transfer_queue"] = max(0.0, in_transfer - wire)

@@ -34,6 +34,8 @@ from exporter.stages.registry import register
 from exporter.stages.scoring import ramp
 from exporter.stages.signals import History
 
+#: the transfer's share of the time to first token over which the stage's score ramps from 0 to 1
+SHARE_LOW, SHARE_HIGH = 0.2, 0.4
 #: the engine's best transfer p95 over the baseline window, against which "N x slower" is said
 SLOWER_THAN_BEST = 3.0
 #: the parts of the time to first token the case review compares between its windows
@@ -75,7 +77,7 @@ def _decode(h: History, view: PdView, t: Thresholds, result: StageResult) -> Non
     best = h.minimum("kv_transfer_p95", t.baseline_seconds)
     now = h.mean("kv_transfer_p95", t.level_seconds)
     slower = now / best if now is not None and best else None
-    result.score = ramp(share, 0.2, 0.4) * max(0.6, ramp(steps, 1.0, 4.0) if steps is not None else 1.0)
+    result.score = ramp(share, SHARE_LOW, SHARE_HIGH) * max(0.6, ramp(steps, 1.0, 4.0) if steps is not None else 1.0)
     result.evidence.append(f"TTFT taken apart: {view.parts_line()}")
     result.evidence.append(
         f"the transfer (queue and wire) is {share:.0%} of the time to first token"

@@ -1,0 +1,187 @@
+"""The diagnosis of a disaggregated pair from normalized metrics: the TTFT taken apart, the KV
+transfer stage and its guards, the per-role verdicts and the P:D balance.
+
+A prefill engine `p0` and a decode engine `d0` of model `m`, fed round by round (5 s apart) with the
+families the engine source exports; each test states what the pair does and what must be read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from exporter.diagnosis import Diagnoser
+from exporter.model import Histogram, Metric, QuantileSummary, Sample
+
+INTERVAL = 5.0
+PREFILL = {"engine": "p0", "engine_type": "vllm", "model": "m", "role": "prefill"}
+DECODE = {"engine": "d0", "engine_type": "vllm", "model": "m", "role": "decode"}
+LINK = 50e9  # a 400 Gb/s port
+
+
+@dataclass
+class Pair:
+    """Per-request means of the pair (seconds) and its rates, as the engines measure them."""
+
+    rate: float = 4.0  # requests/s through the pair
+    prefill_queue: float = 0.002
+    prefill_compute: float = 0.09
+    decode_wait: float = 0.02  # arrival at decode to scheduled: admission, transfer queue and wire
+    wire: float = 0.006  # the connector's read time
+    pending: float = 0.03  # the receiver's requests between allocation and arrival (mean)
+    first_step: float = 0.012
+    kv: float = 0.2
+    decode_waiting: float = 0.0  # capacity-waiting on decode, besides the parked ones
+    prefill_waiting: float = 0.0
+    tensor: float = 0.3
+    rdma_rx_rate: float = 1e8
+    rdma_utilization: float = 0.01
+    nvlink_rate: float = 2e10
+    failures_per_s: float = 0.0
+
+
+def summary(name: str, labels: dict[str, str], mean: float, count: float, p95: float | None = None) -> Metric:
+    p95 = mean * 1.5 if p95 is None else p95
+    window = Histogram((p95, float("inf")), (count * 0.95, count), mean * count, count)
+    return QuantileSummary(name, labels, ((0.5, mean), (0.95, p95), (0.99, p95)), count, mean * count, window=window)
+
+
+def round_of(i: int, pair: Pair) -> list[Metric]:
+    n = pair.rate * INTERVAL * (i + 1)  # requests so far
+    nbytes = 1.6e9 * n
+    out: list[Metric] = []
+    for labels, waiting in ((PREFILL, pair.prefill_waiting), (DECODE, pair.decode_waiting + pair.pending)):
+        out += [
+            Sample("llm_engine_up", labels, 1.0),
+            Sample("llm_engine_requests_running", labels, 1.0 if labels is PREFILL else 6.0),
+            Sample("llm_engine_requests_waiting", labels, waiting),
+            Sample("llm_engine_kv_cache_usage_ratio", labels, 0.05 if labels is PREFILL else pair.kv),
+            Sample("llm_engine_role_info", {**labels, "source": "configuration"}, 1.0),
+        ]
+    out += [
+        summary("llm_engine_queue_time_seconds", PREFILL, pair.prefill_queue, n),
+        summary("llm_engine_time_to_first_token_seconds", PREFILL, pair.prefill_queue + pair.prefill_compute, n),
+        Sample("llm_engine_prompt_tokens_total", PREFILL, 2000 * n),
+        Sample("llm_engine_generation_tokens_total", PREFILL, n),
+        summary("llm_engine_queue_time_seconds", DECODE, pair.decode_wait, n),
+        summary("llm_engine_time_to_first_token_seconds", DECODE, pair.decode_wait + pair.first_step, n),
+        summary("llm_engine_inter_token_latency_seconds", DECODE, pair.first_step, 100 * n, pair.first_step * 1.2),
+        Sample("llm_engine_prompt_tokens_total", DECODE, 2000 * n),
+        Sample("llm_engine_generation_tokens_total", DECODE, 100 * n),
+        summary("llm_kv_transfer_seconds", {**DECODE, "connector": "nixl"}, pair.wire, n),
+        Sample("llm_kv_transfer_bytes_total", {**DECODE, "connector": "nixl"}, nbytes),
+        Sample("llm_kv_transfer_pending_requests", {**DECODE, "connector": "nixl", "side": "receiver"}, pair.pending),
+        Sample(
+            "llm_kv_transfer_failures_total",
+            {**DECODE, "connector": "nixl", "kind": "transfer"},
+            pair.failures_per_s * INTERVAL * i,
+        ),
+        Sample("llm_kv_transfer_expired_total", {**PREFILL, "connector": "nixl"}, 0.0),
+        Sample(
+            "llm_rdma_port_receive_bytes_total", {"device": "mlx5_4", "port": "1"}, pair.rdma_rx_rate * INTERVAL * i
+        ),
+        Sample("llm_rdma_port_receive_utilization_ratio", {"device": "mlx5_4", "port": "1"}, pair.rdma_utilization),
+        Sample("llm_rdma_port_link_rate_bytes_per_second", {"device": "mlx5_4", "port": "1"}, LINK),
+        Sample("llm_gpu_nvlink_receive_bytes_per_second", {"gpu": "4", "engine": "d0"}, pair.nvlink_rate),
+        Sample("llm_gpu_tensor_active_ratio", {"gpu": "0", "engine": "p0"}, pair.tensor),
+    ]
+    return out
+
+
+def diagnose(*phases: tuple[int, Pair]) -> tuple[Diagnoser, list[Metric]]:
+    diagnoser, gauges, start = Diagnoser(), [], 0
+    for rounds, pair in phases:
+        for i in range(start, start + rounds):
+            gauges = diagnoser.update(round_of(i, pair), i * INTERVAL)
+        start += rounds
+    return diagnoser, gauges
+
+
+def latest(d: Diagnoser, engine: str):  # noqa: ANN201 - EngineDiagnosis
+    return next(v for k, v in d.latest.items() if k[0] == engine)
+
+
+def parts(gauges: list[Metric]) -> dict[str, float]:
+    return {m.labels["part"]: m.value for m in gauges if m.name == "llm_pd_ttft_part_seconds"}  # type: ignore[union-attr]
+
+
+def test_a_healthy_pair_reads_none_and_takes_the_first_token_apart() -> None:
+    d, gauges = diagnose((20, Pair()))
+    assert latest(d, "d0").primary == latest(d, "p0").primary == "none"
+    found = parts(gauges)
+    assert found["prefill_compute"] == pytest.approx(0.09, rel=0.02)
+    assert found["transfer"] == pytest.approx(0.006, rel=0.02)
+    # Little's law: 0.03 pending at 4 arrivals/s is 7.5 ms from allocation to arrival.
+    assert found["transfer_queue"] == pytest.approx(0.0075 - 0.006, abs=5e-4)
+    assert found["decode_admission"] == pytest.approx(0.02 - 0.0075, abs=5e-4)
+    assert found["first_decode_step"] == pytest.approx(0.012, rel=0.02)
+    assert "unmeasured" not in found and "gateway_queue" not in found  # no gateway: said, not zero
+    document = latest(d, "d0").as_json()
+    assert document["role"] == "decode" and document["pair"]["prefill"] == ["p0"]
+    assert any("no end-to-end TTFT" in note for note in document["pair"]["ttft_parts_notes"])
+    roles = {m.labels.get("role") for m in gauges if m.name == "llm_bottleneck_primary"}  # type: ignore[union-attr]
+    assert roles == {"prefill", "decode"}
+
+
+def test_a_slow_congested_link_is_kv_transfer_on_the_decode_worker_with_the_pair_and_the_link_named() -> None:
+    slow = Pair(decode_wait=0.25, wire=0.11, pending=0.9, rdma_rx_rate=4e10, rdma_utilization=0.8, nvlink_rate=0.0)
+    d, gauges = diagnose((130, Pair()), (14, slow))
+    decode, prefill = latest(d, "d0"), latest(d, "p0")
+    assert decode.primary == "kv_transfer" and prefill.primary == "none"
+    text = " | ".join(decode.evidence)
+    assert "pair: prefill p0 -> decode d0 (m)" in text
+    assert "the KV crosses RDMA port mlx5_4/1" in text and "x its best" in text
+    assert any("place the pair on one node or NVLink domain" in action for action in decode.actions)
+    assert parts(gauges)["transfer"] == pytest.approx(0.11, rel=0.05)
+
+
+def test_a_full_decode_pool_is_kv_capacity_not_the_transfer() -> None:
+    full = Pair(decode_wait=3.0, kv=0.97, decode_waiting=20, pending=0.03)
+    d, _ = diagnose((20, Pair()), (14, full))
+    decode = latest(d, "d0")
+    assert decode.primary == "kv_cache_capacity" and decode.scores["kv_transfer"] < 0.3
+    assert any("at decode admission" in line and "not transfer errors" in line for line in decode.evidence)
+    assert any("P:D balance: the decode pool" in line for line in decode.evidence)
+
+
+def test_requests_parked_for_their_kv_are_not_a_queue_for_slots() -> None:
+    parked = Pair(pending=40.0, decode_wait=0.05)  # 40 waiting, all of them for their KV
+    d, _ = diagnose((20, parked))
+    assert latest(d, "d0").scores["queueing"] == 0.0
+
+
+def test_prefill_compute_is_not_judged_on_a_decode_worker_nor_decode_stages_on_a_prefill_one() -> None:
+    d, _ = diagnose((20, Pair(tensor=0.9)))
+    decode, prefill = latest(d, "d0"), latest(d, "p0")
+    assert decode.scores["prefill_compute"] == 0.0
+    assert decode.results["prefill_compute"].evidence == ["prefill compute is not judged on a decode worker"]
+    assert prefill.scores["decode_memory_bandwidth"] == prefill.scores["kv_cache_capacity"] == 0.0
+    assert prefill.primary == "prefill_compute"
+
+
+def test_a_starved_decode_pool_names_the_prefill_pool_and_asks_to_rebalance() -> None:
+    d, _ = diagnose((20, Pair(prefill_waiting=30, prefill_queue=4.0, tensor=0.8)))
+    prefill = latest(d, "p0")
+    assert any("P:D balance: the prefill pool (1 workers, 30.0 waiting each) starves" in e for e in prefill.evidence)
+    assert any(a.startswith("rebalance P:D 1:1 towards prefill") for a in prefill.actions)
+
+
+def test_failed_hand_overs_alone_make_the_transfer_the_bottleneck() -> None:
+    d, _ = diagnose((20, Pair(failures_per_s=0.5)))
+    decode = latest(d, "d0")
+    assert decode.primary == "kv_transfer"
+    assert any("failed or expired hand-overs/s" in line for line in decode.evidence)
+    assert any("different connector or transport" in action for action in decode.actions)
+
+
+def test_a_monolithic_engine_is_diagnosed_as_before() -> None:
+    labels = {"engine": "e0", "engine_type": "vllm", "model": "m"}
+    d = Diagnoser()
+    for i in range(12):
+        gauges = d.update([Sample("llm_engine_up", labels, 1.0), Sample("llm_engine_requests_waiting", labels, 0.0)], i)
+    (diagnosis,) = d.latest.values()
+    assert diagnosis.as_json()["role"] == "unified" and "pair" not in diagnosis.as_json()
+    assert all("role" not in m.labels for m in gauges)
+    assert not any(m.name == "llm_pd_ttft_part_seconds" for m in gauges)
+    assert diagnosis.results["kv_transfer"].evidence == ["not part of a disaggregated pair: KV transfer not assessed"]
