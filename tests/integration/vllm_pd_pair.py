@@ -21,11 +21,12 @@ from pathlib import Path
 
 import requests
 
+from tests.integration.tiny_model import pseudo_words
 from tests.integration.vllm_server import SERVED_MODEL_NAME, VllmServer
 
 #: `ExampleConnector` loads a request's KV only for whole blocks of its prompt: prompts of several
-#: 32-token blocks
-PROMPT_WORDS = (120, 200)
+#: 32-token blocks (a pseudo-word of the tiny model's corpus is about one token)
+PROMPT_WORDS = (96, 160)
 
 
 def kv_transfer_config(role: str, shared: Path) -> str:
@@ -45,7 +46,7 @@ class PdPair:
 
     def ask(self, prompt: str, max_tokens: int, timeout_s: float = 120.0) -> dict[str, object]:
         """One request through both legs, as the P/D proxy sends it; the decode leg's answer."""
-        body = {"model": SERVED_MODEL_NAME, "prompt": prompt, "temperature": 0.0}
+        body = {"model": SERVED_MODEL_NAME, "prompt": prompt, "temperature": 0.0, "ignore_eos": True}
         first = requests.post(
             f"{self.prefill.base_url}/v1/completions", json={**body, "max_tokens": 1}, timeout=timeout_s
         )
@@ -58,10 +59,9 @@ class PdPair:
 
 
 def prompts(count: int, seed: int = 5) -> list[str]:
-    """Distinct prompts of a few hundred tokens (the tiny model's tokenizer splits words finely)."""
+    """Distinct prompts of 96-160 tokens."""
     rng = random.Random(seed)
-    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
-    return [" ".join(rng.choice(words) for _ in range(rng.randint(*PROMPT_WORDS))) for _ in range(count)]
+    return [" ".join(pseudo_words(rng, rng.randint(*PROMPT_WORDS))) for _ in range(count)]
 
 
 class NicedVllmServer(VllmServer):

