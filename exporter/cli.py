@@ -59,8 +59,9 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         "--gateway",
         action="append",
         metavar="[TYPE=]URL",
-        help="gateway metrics URL, repeatable; TYPE is epp, envoy-ai-gateway, litellm, haproxy or ingress-nginx "
-        "(detected from the metric names when omitted); replaces gateways from the file",
+        help="gateway metrics URL, repeatable; TYPE is epp, envoy-ai-gateway, litellm, haproxy, ingress-nginx, "
+        "dynamo-frontend or llm-d-coordinator (detected from the metric names when omitted); replaces gateways "
+        "from the file",
     )
     parser.add_argument(
         "--gpu",

@@ -29,7 +29,15 @@ GPU_MODES = (
 #: GPU modes that ingest another exporter and so need `=URL`
 GPU_URL_MODES = ("dcgm-exporter", "amd-exporter", "ascend-exporter", "gaudi-exporter")
 LOG_LEVELS = ("debug", "info", "warning", "error")
-GATEWAY_TYPES = ("envoy-ai-gateway", "epp", "haproxy", "ingress-nginx", "litellm")  # sources/gateways/
+GATEWAY_TYPES = (  # sources/gateways/
+    "dynamo-frontend",
+    "envoy-ai-gateway",
+    "epp",
+    "haproxy",
+    "ingress-nginx",
+    "litellm",
+    "llm-d-coordinator",
+)
 
 
 def field_names(record: Any) -> tuple[str, ...]:

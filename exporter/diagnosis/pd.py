@@ -17,6 +17,7 @@ and wire together at the sender. `unmeasured` is what the parts leave of a measu
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from exporter.catalogue.disagg import TTFT_PARTS
 from exporter.model import Metric, QuantileSummary, Sample
@@ -42,12 +43,29 @@ def _rate_mean(histories: Iterable[History], total: str, count: str, seconds: fl
     return sums / counts if seen and counts > 0 else None
 
 
-def _summary_mean(metrics: Sequence[Metric], family: str) -> float | None:
+def _summary_mean(metrics: Sequence[Metric], family: str, skip: str = "", **match: str) -> float | None:
+    """The mean over the window of a summary family's series whose labels match; `skip`: a gateway type left out."""
     sums = counts = 0.0
     for m in metrics:
-        if isinstance(m, QuantileSummary) and m.name == family and m.window is not None:
+        if (
+            isinstance(m, QuantileSummary)
+            and m.name == family
+            and m.window is not None
+            and all(m.labels.get(k) == v for k, v in match.items())
+            and not (skip and m.labels.get("gateway_type") == skip)
+        ):
             sums, counts = sums + m.window.sum, counts + m.window.count
     return sums / counts if counts > 0 else None
+
+
+@dataclass(frozen=True)
+class GatewayFigures:
+    """What the node's gateways measure of a disaggregated request: means over their window."""
+
+    queue: float | None = None
+    ttft: float | None = None  # end to end (Dynamo's frontend); the llm-d coordinator has none
+    transfer_estimate: float | None = None  # Dynamo's router: an upper bound, never the transfer
+    prefill_step: float | None = None  # llm-d's coordinator: the prefill leg with its hops
 
 
 class PairDiagnosis:
@@ -68,9 +86,14 @@ class PairDiagnosis:
             if role in ("prefill", "decode"):
                 pools.setdefault(key[2], {}).setdefault(role, []).append(key)
         out: list[Metric] = []
-        gateway = (
+        # Behind llm-d's coordinator the EPP sees each leg as a request of its own: its TTFT is the
+        # decode leg's, which starts after the prefill (llm-d-router docs/metrics.coord.md).
+        legs = any(getattr(m, "labels", {}).get("gateway_type") == "llm-d-coordinator" for m in metrics)
+        gateway = GatewayFigures(
             _summary_mean(metrics, "llm_gateway_queue_time_seconds"),
-            _summary_mean(metrics, "llm_gateway_time_to_first_token_seconds"),
+            _summary_mean(metrics, "llm_gateway_time_to_first_token_seconds", skip="epp" if legs else ""),
+            _summary_mean(metrics, "llm_gateway_kv_transfer_estimate_seconds"),
+            _summary_mean(metrics, "llm_gateway_step_duration_seconds", step="prefill"),
         )
         for model, roles in sorted(pools.items()):
             prefill = sorted(roles.get("prefill", []))
@@ -88,13 +111,11 @@ class PairDiagnosis:
         return out
 
 
-def _parts(
-    view: PdView, decode: History, prefill: list[History], gateway: tuple[float | None, float | None], t: Thresholds
-) -> None:
+def _parts(view: PdView, decode: History, prefill: list[History], gateway: GatewayFigures, t: Thresholds) -> None:
     """One decode worker's TTFT parts (seconds, means over the level window)."""
     level = t.level_seconds
     parts: dict[str, float | None] = dict.fromkeys(TTFT_PARTS)
-    parts["gateway_queue"] = gateway[0]
+    parts["gateway_queue"] = gateway.queue
     p_queue = _rate_mean(prefill, "queue_sum_total", "queue_count_total", level)
     p_ttft = _rate_mean(prefill, "ttft_sum_total", "ttft_count_total", level)
     parts["prefill_queue"] = p_queue
@@ -127,9 +148,20 @@ def _parts(
             view.part_notes.append("the transfer includes its queue: the sender measures them together (SGLang)")
             if d_queue is not None:
                 parts["decode_admission"] = max(0.0, d_queue - sent)
-    if gateway[1] is not None:
+    if gateway.prefill_step is not None and p_ttft is not None:
+        view.part_notes.append(
+            f"the coordinator's prefill step {gateway.prefill_step * 1000:.0f} ms against the prefill pool's "
+            f"{p_ttft * 1000:.0f} ms: {max(0.0, gateway.prefill_step - p_ttft) * 1000:.0f} ms in the hops"
+        )
+    if gateway.transfer_estimate is not None:
+        view.part_notes.append(
+            f"the router estimates the hand-over at {gateway.transfer_estimate * 1000:.0f} ms: an upper bound "
+            "(the prefill's completion to the first decode token, decode admission and first step included), "
+            "not the transfer"
+        )
+    if gateway.ttft is not None:
         known = sum(v for v in parts.values() if v is not None)
-        parts["unmeasured"] = max(0.0, gateway[1] - known)
+        parts["unmeasured"] = max(0.0, gateway.ttft - known)
     else:
         view.part_notes.append(
             "no end-to-end TTFT is measured here (no gateway TTFT): the parts add up to a lower bound"

@@ -79,7 +79,12 @@ def pd_reference() -> list[str]:
         "`transfer_queue`; what is left of the decode worker's queue time is `decode_admission`. SGLang times "
         "queue and wire together at the sender: there `transfer` holds both and `transfer_queue` is absent. "
         "`unmeasured` is what a gateway's end-to-end TTFT leaves; without one it is absent and the parts are a "
-        "lower bound.",
+        "lower bound. `gateway_queue` is a gateway's own queue time where it measures one (the EPP's flow "
+        "control). Dynamo's frontend gives the end-to-end TTFT; its router's "
+        "`llm_gateway_kv_transfer_estimate_seconds` (the prefill's completion to the first decode token) is an "
+        "upper bound that includes decode admission and the first step, so it is only quoted in the evidence, "
+        "never used as `transfer`. llm-d's P/D coordinator exports no TTFT (it does not read the decode stream); "
+        'its `llm_gateway_step_duration_seconds{step="prefill"}` against the prefill pool\'s TTFT gives the hops.',
         "",
         f"**Series budget**: a prefill/decode pair adds at most {PAIR_SERIES_BUDGET} series over two unified "
         "engines: the role info, the transfer families per side, the TTFT parts of the decode worker and the "

@@ -31,7 +31,10 @@ LATENCY_FAMILIES = {
     "time_to_first_token": "llm_gateway_time_to_first_token_seconds",
     "upstream_duration": "llm_gateway_upstream_duration_seconds",
     "queue_time": "llm_gateway_queue_time_seconds",
+    "kv_transfer_estimate": "llm_gateway_kv_transfer_estimate_seconds",
 }
+#: `GatewayReading.steps` -> one summary per step
+STEP_FAMILY = "llm_gateway_step_duration_seconds"
 _GAUGES = {
     "requests_in_flight": "llm_gateway_requests_in_flight",
     "requests_queued": "llm_gateway_requests_queued",
@@ -111,8 +114,12 @@ class GatewaySource(Source):
             histogram = reading.histograms.get(key)
             if histogram is not None:
                 yield self._summary(now, key, histogram, labels)
+        for step, histogram in sorted(reading.steps.items()):
+            yield self._summary(now, f"step:{step}", histogram, {**labels, "step": step}, STEP_FAMILY)
 
-    def _summary(self, now: float, key: str, histogram: Histogram, labels: dict[str, str]) -> QuantileSummary:
+    def _summary(
+        self, now: float, key: str, histogram: Histogram, labels: dict[str, str], family: str | None = None
+    ) -> QuantileSummary:
         window = self._windows.get(key)
         values = histogram_vector(histogram)
         if window is None:
@@ -128,4 +135,7 @@ class GatewaySource(Source):
             quantiles = tuple((q, math.nan) for q in QUANTILES)
         else:
             quantiles = tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in QUANTILES)
-        return QuantileSummary(LATENCY_FAMILIES[key], labels, quantiles, histogram.count, histogram.sum)
+        # the window's increase rides along, unexported, for the means the pair diagnosis takes apart
+        increase = Histogram(histogram.bounds, totals[0], totals[1], totals[2]) if totals is not None else None
+        name = family or LATENCY_FAMILIES[key]
+        return QuantileSummary(name, labels, quantiles, histogram.count, histogram.sum, window=increase)

@@ -185,3 +185,41 @@ def test_a_monolithic_engine_is_diagnosed_as_before() -> None:
     assert all("role" not in m.labels for m in gauges)
     assert not any(m.name == "llm_pd_ttft_part_seconds" for m in gauges)
     assert diagnosis.results["kv_transfer"].evidence == ["not part of a disaggregated pair: KV transfer not assessed"]
+
+
+def test_a_gateway_s_figures_fill_the_remainder_and_its_estimates_are_only_quoted() -> None:
+    """Dynamo's frontend gives the pair's end-to-end TTFT (the unmeasured remainder follows) and its
+    router's transfer estimate, an upper bound; llm-d's coordinator its prefill step with the hops."""
+    gateway = {"gateway": "g", "gateway_type": "dynamo-frontend"}
+    extra = [
+        summary("llm_gateway_time_to_first_token_seconds", gateway, 0.2, 1000),
+        summary("llm_gateway_kv_transfer_estimate_seconds", gateway, 0.03, 1000),
+        summary("llm_gateway_step_duration_seconds", {**gateway, "step": "prefill"}, 0.25, 1000),
+        summary("llm_gateway_step_duration_seconds", {**gateway, "step": "decode"}, 1.8, 1000),
+    ]
+    diagnoser, gauges = Diagnoser(), []
+    for i in range(20):
+        gauges = diagnoser.update(round_of(i, Pair()) + extra, i * INTERVAL)
+    found = parts(gauges)
+    measured = sum(value for part, value in found.items() if part != "unmeasured")
+    assert found["unmeasured"] == pytest.approx(0.2 - measured, abs=1e-6)
+    assert found["transfer"] == pytest.approx(0.006, rel=0.02)  # the connector's, not the router's 30 ms
+    notes = latest(diagnoser, "d0").as_json()["pair"]["ttft_parts_notes"]
+    assert any("estimates the hand-over at 30 ms: an upper bound" in note for note in notes)
+    assert any("prefill step 250 ms against the prefill pool's 92 ms: 158 ms in the hops" in note for note in notes)
+    assert not any("no end-to-end TTFT" in note for note in notes)
+
+
+def test_behind_llm_d_s_coordinator_the_epp_s_ttft_is_a_leg_not_the_request() -> None:
+    epp = {"gateway": "epp", "gateway_type": "epp"}
+    coordinator = {"gateway": "coord", "gateway_type": "llm-d-coordinator"}
+    extra = [
+        summary("llm_gateway_time_to_first_token_seconds", epp, 0.03, 1000),  # the decode leg's
+        summary("llm_gateway_step_duration_seconds", {**coordinator, "step": "prefill"}, 0.1, 1000),
+    ]
+    diagnoser, gauges = Diagnoser(), []
+    for i in range(20):
+        gauges = diagnoser.update(round_of(i, Pair()) + extra, i * INTERVAL)
+    assert "unmeasured" not in parts(gauges)  # no end-to-end TTFT: the parts stay a lower bound
+    notes = latest(diagnoser, "d0").as_json()["pair"]["ttft_parts_notes"]
+    assert any("no end-to-end TTFT" in note for note in notes)

