@@ -24,7 +24,7 @@ from exporter.simulate.amd_text import render_amd
 from exporter.simulate.dcgm_text import pod_name, render_dcgm
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.pd_engine import DecodeReplica, PrefillReplica
-from exporter.simulate.pd_text import render_sglang
+from exporter.simulate.pd_sglang_text import render_sglang
 from exporter.simulate.sysfs import SysfsWriter
 from exporter.simulate.vllm_text import render_vllm
 

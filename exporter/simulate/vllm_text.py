@@ -8,6 +8,10 @@ same order, so the exporter reads the simulator through exactly the code path a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from prometheus_client.utils import floatToGoString
+
 from exporter.simulate.engine import EngineReplica
 from exporter.simulate.pd_text import (
     deferred_requests,
@@ -15,8 +19,7 @@ from exporter.simulate.pd_text import (
     kv_fetch_by_stage,
     vllm_connector_families,
 )
-from exporter.simulate.prom_text import Labels
-from exporter.simulate.prom_text import PromWriter as _Writer
+from exporter.simulate.stats import Histogram
 
 HANDLER = "/v1/completions"
 ESTIMATE_HELP = "per GPU (for Model Flops Utilization calculations)."
@@ -43,6 +46,51 @@ HISTOGRAM_HELP = {
 HTTP_SIZE_HELP = (
     "Content length of {} by handler. Only value of header is respected. Otherwise ignored. No percentile calculated. "
 )
+Labels = dict[str, str]
+
+
+class _Writer:
+    def __init__(self, created: float) -> None:
+        self.lines: list[str] = []
+        self.created = created
+
+    def family(self, name: str, help_: str, type_: str) -> None:
+        self.lines.append(f"# HELP {name} {help_}")
+        self.lines.append(f"# TYPE {name} {type_}")
+
+    def sample(self, name: str, labels: Labels, value: float) -> None:
+        body = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        self.lines.append(f"{name}{{{body}}} {floatToGoString(value)}" if body else f"{name} {floatToGoString(value)}")
+
+    def gauge(self, name: str, help_: str, series: Sequence[tuple[Labels, float]]) -> None:
+        self.family(name, help_, "gauge")
+        for labels, value in series:
+            self.sample(name, labels, value)
+
+    def counter(self, base: str, help_: str, series: Sequence[tuple[Labels, float]]) -> None:
+        self.family(base + "_total", help_, "counter")
+        for labels, value in series:
+            self.sample(base + "_total", labels, value)
+        self._created(base, help_, [labels for labels, _ in series])
+
+    def histogram(self, name: str, help_: str, labels: Labels, histogram: Histogram) -> None:
+        self.family(name, help_, "histogram")
+        for bound, count in zip((*histogram.bounds, float("inf")), histogram.cumulative()):
+            self.sample(name + "_bucket", {**labels, "le": floatToGoString(bound)}, count)
+        self.sample(name + "_count", labels, histogram.count)
+        self.sample(name + "_sum", labels, histogram.sum)
+        self._created(name, help_, [labels])
+
+    def summary(self, name: str, help_: str, labels: Labels, count: float, total: float) -> None:
+        self.family(name, help_, "summary")
+        self.sample(name + "_count", labels, count)
+        self.sample(name + "_sum", labels, total)
+        self._created(name, help_, [labels])
+
+    def _created(self, base: str, help_: str, label_sets: list[Labels]) -> None:
+        self.family(base + "_created", help_, "gauge")
+        for labels in label_sets:
+            self.sample(base + "_created", labels, self.created)
 
 
 def render_vllm(replica: EngineReplica, created: float) -> str:

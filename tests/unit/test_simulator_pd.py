@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.simulate import load_scenario, parse_scenario
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.pd_engine import DecodeReplica, PrefillReplica
-from exporter.simulate.pd_text import render_sglang
+from exporter.simulate.pd_sglang_text import render_sglang
 from exporter.simulate.vllm_text import render_vllm
 from exporter.validation import ConfigError
 
