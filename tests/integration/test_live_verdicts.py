@@ -82,6 +82,8 @@ class LiveRun:
     expected: dict[str, str] = field(default_factory=dict)
     #: per phase, the stage a pool of a disaggregated scenario reads instead (`expected_by_role`)
     expected_by_role: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: the evidence of the evaluated reads of `kv_transfer` (config exporter), one joined line each
+    transfer_evidence: list[str] = field(default_factory=list)
     error: str = ""
 
     def expected_for(self, phase: str, role: str) -> str:
@@ -180,6 +182,9 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
             since = now - max(float(phase["start_seconds"]), started)
             evaluated = since >= WINDOW_SECONDS
             run.reads.append((phase["name"], evaluated, [(e["role"], e["primary"]) for e in report["engines"]]))
+            run.transfer_evidence += [
+                " | ".join(e["evidence"]) for e in report["engines"] if evaluated and e["primary"] == "kv_transfer"
+            ]
             for role, document in (("config", report), ("plain", plain_report)):
                 for engine in document["engines"] if evaluated else ():
                     expected = run.expected_for(phase["name"], engine["role"])
@@ -218,7 +223,9 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
 
 @pytest.fixture(scope="module")
 def live_runs() -> Iterator[dict[str, LiveRun]]:
-    names = builtin_names()
+    # LIVE_VERDICT_SCENARIOS=pd-healthy,pd-transfer-bound runs only those (a busy host, one family)
+    only = {n for n in os.environ.get("LIVE_VERDICT_SCENARIOS", "").split(",") if n}
+    names = [n for n in builtin_names() if not only or n in only]
     with tempfile.TemporaryDirectory(prefix="live-verdicts-") as tmp, ThreadPoolExecutor(len(names)) as pool:
         yield dict(zip(names, pool.map(lambda n: live_run(n, Path(tmp)), names)))
 
@@ -246,7 +253,7 @@ def floor(run: LiveRun, phase: str) -> float:
 
 @pytest.mark.parametrize("name", builtin_names())
 def test_each_phase_reads_its_expected_stage_live(live_runs: dict[str, LiveRun], name: str) -> None:
-    run = live_runs[name]
+    run = live_runs.get(name) or pytest.skip(f"{name}: not among LIVE_VERDICT_SCENARIOS")
     assert not run.error, run.error
     for phase, expected in run.expected.items():
         fraction, count = share(run, phase)
@@ -258,12 +265,25 @@ def test_each_phase_reads_its_expected_stage_live(live_runs: dict[str, LiveRun],
         assert fraction >= line, f"{name}/{phase}: {fraction:.0%} read {expected} (need {line:.0%}): {detail}"
 
 
+@pytest.mark.parametrize("name", [n for n in builtin_names() if n.startswith("pd-")])
+def test_a_transfer_bound_pair_is_named_with_its_link(live_runs: dict[str, LiveRun], name: str) -> None:
+    """Where a pair reads kv_transfer, its evidence names the pair and the link the KV crosses."""
+    run = live_runs.get(name) or pytest.skip(f"{name}: not among LIVE_VERDICT_SCENARIOS")
+    assert not run.error, run.error
+    if "kv_transfer" not in run.expected.values():
+        return  # a stray read is the share's business (test_each_phase_reads_its_expected_stage_live)
+    assert run.transfer_evidence, "no evaluated kv_transfer read"
+    for line in run.transfer_evidence:
+        assert "pair: prefill " in line and " -> decode " in line, line
+        assert "the KV crosses RDMA port mlx5_" in line, line
+
+
 @pytest.mark.parametrize("name", builtin_names())
 def test_plain_flags_never_let_unattributed_gpus_decide(live_runs: dict[str, LiveRun], name: str) -> None:
     """With `--engine ... --gpu dcgm-exporter=...` and no attribution, a node of several engines
     gives no engine the node's GPU ratios as its own: each says they are read node-wide, and the
     verdicts reached from what the whole node agrees on hold like the attributed ones."""
-    run = live_runs[name]
+    run = live_runs.get(name) or pytest.skip(f"{name}: not among LIVE_VERDICT_SCENARIOS")
     assert not run.error, run.error
     assert run.plain_evidence, "the plain-flags exporter diagnosed no engine"
     if len(run.plain_evidence) > 1:

@@ -243,7 +243,9 @@ def test_the_case_review_names_kv_transfer_and_the_part_of_ttft_that_grew(report
     walk = {s["stage"]: s for s in doc["walk"]}
     assert walk["kv_transfer"]["verdict"] == "became the bottleneck"
     grown = " | ".join(walk["kv_transfer"]["not"])
+    print("case review, kv_transfer:", walk["kv_transfer"]["verdict"], "|", grown)
     assert "the time to first token's transfer" in grown and "part grew most" in grown, grown
     rows = {row["figure"]: row["windows"] for row in doc["matrix"] if row["level"] == "cluster"}
     transfer = rows["ttft_part_transfer"]
+    print("ttft_part_transfer:", transfer["baseline"]["value"], "->", transfer["incident"]["value"])
     assert transfer["incident"]["value"] > 5 * transfer["baseline"]["value"], transfer
