@@ -34,6 +34,7 @@ from exporter.simulate.cells import (
     number,
     span,
 )
+from exporter.simulate.pd_spec import expected_text
 from exporter.simulate.view import ExporterReading, natural_key
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
@@ -79,8 +80,7 @@ class DemoStatus:
 
     @property
     def expected_text(self) -> str:
-        roles = ", ".join(f"{role}: {stage}" for role, stage in self.expected_by_role)
-        return f"{self.expected_stage} ({roles})" if roles else self.expected_stage
+        return expected_text(self.expected_stage, self.expected_by_role)
 
     @property
     def window_filling(self) -> bool:

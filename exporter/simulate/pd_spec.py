@@ -109,3 +109,9 @@ def check_roles(roles: list[str], disaggregation: Disaggregation | None, arrival
         raise ConfigError("replicas", f"disaggregation needs a {missing[0]} group")
     if arrival == "closed":
         raise ConfigError("workload.arrival", "disaggregated scenarios take open arrivals (poisson or gamma)")
+
+
+def expected_text(stage: str, by_role: tuple[tuple[str, str], ...]) -> str:
+    """A phase's expectation as `--list` and the demo show it: "kv_transfer (prefill: none)"."""
+    roles = ", ".join(f"{role}: {role_stage}" for role, role_stage in by_role)
+    return f"{stage} ({roles})" if roles else stage

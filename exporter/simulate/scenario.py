@@ -25,6 +25,7 @@ from exporter.simulate.network import NetworkCondition, NicSpec
 from exporter.simulate.pd_spec import (
     Disaggregation,
     check_roles,
+    expected_text,
     parse_disaggregation,
     parse_expected_by_role,
     parse_role,
@@ -55,18 +56,8 @@ NODE_KEYS = ("gpu", "gpus", "hostname", "driver_version", "nic", "nics")
 NIC_KEYS = ("rate_gbps", "link_layer", "latency_us")
 REPLICA_GROUP_KEYS = ("model", "count", "tensor_parallel", "nodes", "engine", "role")
 ROUTING_KEYS = ("policy", "weights")
-PHASE_KEYS = (
-    "name",
-    "start_seconds",
-    "expected_stage",
-    "secondary_stages",
-    "note",
-    "workload",
-    "engine",
-    "network",
-    "expected_by_role",
-    "disaggregation",
-)
+PHASE_KEYS = ("name", "start_seconds", "expected_stage", "secondary_stages", "note", "workload", "engine", "network")
+PHASE_KEYS += ("expected_by_role", "disaggregation")  # pd_spec.py
 NETWORK_KEYS = ("background_utilization", "ecn_mark_fraction")
 WORKLOAD_KEYS = (
     "rate_per_second",
@@ -157,11 +148,7 @@ class Scenario:
 
     @property
     def stages_text(self) -> str:
-        def text(phase: Phase) -> str:
-            roles = ", ".join(f"{role}: {stage}" for role, stage in phase.expected_by_role)
-            return f"{phase.expected_stage} ({roles})" if roles else phase.expected_stage
-
-        return " -> ".join(text(p) for p in self.phases)
+        return " -> ".join(expected_text(p.expected_stage, p.expected_by_role) for p in self.phases)
 
     @property
     def disaggregation(self) -> Disaggregation | None:
