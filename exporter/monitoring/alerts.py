@@ -67,9 +67,11 @@ def _serving_alerts(b: AlertBuilder) -> list[AlertingRule]:
         ),
         b.alert(
             "LLMLoadImbalance",
-            f"{r.running_cv} > {t.load_imbalance_cv:g}\nand\n{r.running} >= {t.load_imbalance_min_running:g}",
+            f"{r.running_cv} > {t.load_imbalance_cv:g}\nand on ({b.cluster}, model)\n"
+            f"{r.running} >= {t.load_imbalance_min_running:g}",
             "LLM load is unevenly spread across a model's replicas.",
-            f"Running requests of model {{{{ $labels.model }}}}{cluster_ref} vary across its replicas with a "
+            f"Running requests of model {{{{ $labels.model }}}}{cluster_ref}"
+            "{{ with $labels.role }} in its {{ . }} pool{{ end }} vary across its replicas with a "
             f"coefficient of variation of {{{{ $value | {PCT} }}}} (line {percent(t.load_imbalance_cv)}); "
             f"{total_running} running in total.",
             scope="replicas",

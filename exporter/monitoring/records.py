@@ -26,6 +26,8 @@ from exporter.sources.engines import MAPPINGS
 # Engines label the served model `model_name` (vLLM, SGLang, trtllm-serve); it becomes `model`,
 # the exporter's label, so both sources of a quantile carry the same labels.
 _ENGINE_MODEL_LABEL = "model_name"
+#: a unified engine has no `role` label, which `!=` matches
+NOT_PREFILL, NOT_DECODE = 'role!="prefill"', 'role!="decode"'
 
 
 @dataclass(frozen=True)
@@ -109,18 +111,22 @@ def recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
     def per_model(op: str, expr: str) -> str:
         return f"{op} by ({cluster}, model) ({expr})"
 
+    # A disaggregated request passes a prefill and a decode worker: it is counted, with its
+    # answer, where it ends (the decode leg) and its prompt where it is computed (the prefill leg).
     rules = [
         RecordingRule(
             names.requests_rate,
-            per_model("sum", f"rate({series('llm_engine_e2e_request_latency_seconds_count', exporter)}[{w}])"),
+            per_model(
+                "sum", f"rate({series('llm_engine_e2e_request_latency_seconds_count', exporter, NOT_PREFILL)}[{w}])"
+            ),
         ),
         RecordingRule(
             names.prompt_tokens_rate,
-            per_model("sum", f"rate({series('llm_engine_prompt_tokens_total', exporter)}[{w}])"),
+            per_model("sum", f"rate({series('llm_engine_prompt_tokens_total', exporter, NOT_DECODE)}[{w}])"),
         ),
         RecordingRule(
             names.generation_tokens_rate,
-            per_model("sum", f"rate({series('llm_engine_generation_tokens_total', exporter)}[{w}])"),
+            per_model("sum", f"rate({series('llm_engine_generation_tokens_total', exporter, NOT_PREFILL)}[{w}])"),
         ),
         RecordingRule(
             names.preemptions_rate, per_model("sum", f"rate({series('llm_engine_preemptions_total', exporter)}[{w}])")
@@ -150,9 +156,9 @@ def recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
             names.gpu_busy_cv,
             f"stddev by ({cluster}) ({names.node_gpu_busy})\n/\n({names.cluster_gpu_busy} > 0)",
         ),
-        RecordingRule(
+        RecordingRule(  # per pool: a prefill worker runs a few requests where a decode worker runs many
             names.running_cv,
-            f"stddev by ({cluster}, model) ({running})\n/\n(avg by ({cluster}, model) ({running}) > 0)",
+            f"stddev by ({cluster}, model, role) ({running})\n/\n(avg by ({cluster}, model, role) ({running}) > 0)",
         ),
     ]
     return rules
