@@ -56,8 +56,8 @@ NODE_KEYS = ("gpu", "gpus", "hostname", "driver_version", "nic", "nics")
 NIC_KEYS = ("rate_gbps", "link_layer", "latency_us")
 REPLICA_GROUP_KEYS = ("model", "count", "tensor_parallel", "nodes", "engine", "role")
 ROUTING_KEYS = ("policy", "weights")
-PHASE_KEYS = ("name", "start_seconds", "expected_stage", "secondary_stages", "note", "workload", "engine", "network")
-PHASE_KEYS += ("expected_by_role", "disaggregation")  # pd_spec.py
+PHASE_KEYS: tuple[str, ...] = ("name", "start_seconds", "expected_stage", "secondary_stages", "note", "workload")
+PHASE_KEYS += ("engine", "network", "expected_by_role", "disaggregation")  # the last two: pd_spec.py
 NETWORK_KEYS = ("background_utilization", "ecn_mark_fraction")
 WORKLOAD_KEYS = (
     "rate_per_second",
