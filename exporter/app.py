@@ -29,13 +29,15 @@ from exporter.model import Metric, Sample
 from exporter.otlp_listener import OtlpHTTPServer
 from exporter.settings import Config, EngineTarget
 from exporter.slo.monitor import SloMonitor
-from exporter.slo.otlp import SpanSink
+from exporter.slo.otlp import RequestStore, SpanSink
+from exporter.slo.points import PathLayout
 from exporter.slo.requests import from_spans
 from exporter.sources.base import Source, SourceGroup
 from exporter.sources.engine import EngineSource
 from exporter.sources.gateway import GatewaySource
 from exporter.sources.gpu import build_gpu_source
 from exporter.sources.host import HostSource
+from exporter.sources.planner import PlannerSource
 from exporter.sources.probe import ProbeSource
 from exporter.sources.rdma import RdmaSource
 from exporter.validation import ConfigError
@@ -113,6 +115,7 @@ def build_pipeline(config: Config, lifetime_baseline: bool = False) -> Pipeline:
     sources += [GatewaySource(target, config.window_seconds, lifetime_baseline) for target in config.gateways]
     if not lifetime_baseline:  # `once` has no time to probe: probes run in `serve` only
         sources += [ProbeSource(probe, config.window_seconds) for probe in config.probes]
+    sources += [PlannerSource(target) for target in config.planners]
     return Pipeline(sources, groups, targets)
 
 
@@ -154,7 +157,7 @@ class Exporter:
     ) -> None:
         self.config = config
         self.rendered = RenderedSnapshot()
-        self.diagnoser = Diagnoser(config.thresholds)
+        self.diagnoser = Diagnoser(config.thresholds, warm_up=not lifetime_baseline)
         self.diagnoser.path.configure(config.gateways, config.probes)
         # OTLP request spans (opt-in), admitted within the engines' own label bounds
         limits = config.engine_defaults
@@ -165,7 +168,7 @@ class Exporter:
         )
         self.otlp: OtlpHTTPServer | None = None
         store = self.spans.store if self.spans else None
-        self.slo = SloMonitor(config.slos, config.window_seconds, store)  # attainment, goodput, headroom
+        self.slo = self._slo_monitor(config, store)  # attainment, goodput, headroom, decisions
         self.reloads = {"success": 0, "failure": 0}
         self.series_budget = SeriesBudget()  # the node-wide output cap, applied in publish
         self._clock = clock
@@ -202,7 +205,17 @@ class Exporter:
                 self.spans.observe(metrics, self._targets(), self.config.window_seconds)
             metrics = (*metrics, *self.slo.update(metrics, self._clock()))
             answered = {target: at for (name, target), at in snapshot.answered_at.items() if name == EngineSource.name}
-            diagnosed = self.diagnoser.update(metrics, self._clock(), notes=self.slo.evidence, answered_at=answered)
+            failures = {
+                s.target: (s.error, s.message) for s in snapshot.statuses if s.source == EngineSource.name and not s.up
+            }
+            diagnosed = self.diagnoser.update(
+                metrics,
+                self._clock(),
+                notes=self.slo.evidence,
+                answered_at=answered,
+                failures=failures,
+                actions=self.slo.actions,
+            )
             metrics = (*metrics, *diagnosed)
         # Span-made series last: what a client sends never pushes an engine's own series out.
         limit = self.config.max_exported_series
@@ -212,8 +225,12 @@ class Exporter:
         self.rendered.publish(enriched)
 
     def diagnosis(self) -> dict[str, Any]:
-        """The /diagnosis document."""
-        return self.diagnoser.report()
+        """The /diagnosis document: the diagnosis, and the SLOs' measuring points and decisions."""
+        return {**self.diagnoser.report(), "slo": self.slo.report()}
+
+    @staticmethod
+    def _slo_monitor(config: Config, store: RequestStore | None) -> SloMonitor:
+        return SloMonitor(config.slos, config.window_seconds, store, config.capacity, config.gateways, config.probes)
 
     # -- running -------------------------------------------------------------------------------
 
@@ -277,8 +294,9 @@ class Exporter:
             self.config = new
             self.diagnoser.thresholds = new.thresholds
             self.diagnoser.path.configure(new.gateways, new.probes)
-            if new.slos != self.slo.slos or new.window_seconds != self.slo.window_seconds:
-                self.slo = SloMonitor(new.slos, new.window_seconds, self.slo.requests)
+            if not self.slo.same_settings(new.slos, new.window_seconds, new.capacity):
+                self.slo = self._slo_monitor(new, self.slo.requests)
+            self.slo.layout = PathLayout.of(new.gateways, new.probes)
             self.loop = new_loop
             new_loop.start()
         log.info("reloaded the configuration: %d source(s), interval %gs", len(pipeline.sources), new.interval_seconds)

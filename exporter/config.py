@@ -7,7 +7,6 @@ Defaults are the dataclass fields of `exporter.settings`; this module only valid
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,6 +20,7 @@ from exporter.settings import (
     LOG_LEVELS,
     OTLP_MODELS,
     OTLP_SENDERS,
+    CapacitySettings,
     Config,
     GpuAttribution,
     GpuSettings,
@@ -31,7 +31,7 @@ from exporter.settings import (
     Thresholds,
     field_names,
 )
-from exporter.validation import ConfigError, load_file
+from exporter.validation import ConfigError, load_file, parse_listen
 
 __all__ = [
     "ConfigError",
@@ -63,6 +63,8 @@ TOP_LEVEL_KEYS = (
     "probes",
     "slos",
     "otlp",
+    "capacity",
+    "planners",
 )
 KUBERNETES_KEYS = ("enabled", "node_name", "api_url", "token_file", "ca_file", "resync_seconds", "max_engines")
 GPU_ATTRIBUTION_KEYS = field_names(GpuAttribution)
@@ -162,6 +164,8 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
         probes=targets.probes(get("probes", []), where["probes"], gateways),
         slos=slos(get("slos", []), where["slos"]),
         otlp=_otlp(get("otlp", {}), where["otlp"]),
+        capacity=capacity(get("capacity", {}), where["capacity"]),
+        planners=targets.planners(get("planners", []), where["planners"], defaults),
     )
 
 
@@ -267,23 +271,6 @@ def _gpu_attribution(value: Any, where: str, engine_names: Sequence[str]) -> Gpu
     )
 
 
-def parse_listen(value: Any, where: str) -> tuple[str, int]:
-    text = v.string(value, where)
-    host, sep, port_text = text.rpartition(":")
-    if not sep or not port_text.isdigit():
-        raise ConfigError(where, f"expected HOST:PORT, got {text!r}")
-    port = int(port_text)
-    if not 0 < port < 65536:
-        raise ConfigError(where, f"port {port} out of range 1-65535")
-    host = host.strip("[]") or "0.0.0.0"
-    if host != "localhost":
-        try:
-            ipaddress.ip_address(host)
-        except ValueError as exc:
-            raise ConfigError(where, f"{host!r} is not an IP address or localhost") from exc
-    return host, port
-
-
 KNOWN_GPU_MODES = ", ".join(f"{m}=URL" if m in GPU_URL_MODES else m for m in GPU_MODES)
 
 
@@ -380,4 +367,39 @@ def _otlp(value: Any, where: str) -> OtlpSettings:
         ),
         senders=v.choice(value.get("senders", defaults.senders), f"{where}.senders", OTLP_SENDERS),
         models=v.choice(value.get("models", defaults.models), f"{where}.models", OTLP_MODELS),
+    )
+
+
+#: a target utilization under 0.1 provisions ten times the load; at 1 the SLO breaks as load arrives
+TARGET_UTILIZATION_BOUNDS = (0.1, 1.0)
+MAX_STABILIZATION_SECONDS = 3600.0
+#: the most a GPU-hour is priced at: a typo's guard (list prices are a few dollars)
+MAX_GPU_HOUR_PRICE = 10_000.0
+MAX_NUM_SEQS = 1_000_000
+
+
+def capacity(value: Any, where: str) -> CapacitySettings:
+    """The `capacity:` section: read by the exporter and, from the deployed file, by `generate`."""
+    v.section(value, where, field_names(CapacitySettings))
+    defaults = CapacitySettings()
+
+    def number(key: str, low: float, high: float) -> float:
+        return v.number(value.get(key, getattr(defaults, key)), f"{where}.{key}", low, high)
+
+    seqs = v.mapping(value.get("max_num_seqs", {}), f"{where}.max_num_seqs")
+    prices = v.mapping(value.get("gpu_hour_price", {}), f"{where}.gpu_hour_price")
+    return CapacitySettings(
+        target_utilization=number("target_utilization", *TARGET_UTILIZATION_BOUNDS),
+        scale_down_stabilization_seconds=number("scale_down_stabilization_seconds", 0.0, MAX_STABILIZATION_SECONDS),
+        concurrency_tolerance=number("concurrency_tolerance", 0.0, 10.0),
+        max_num_seqs={
+            v.string(engine, f"{where}.max_num_seqs"): v.positive_int(n, f"{where}.max_num_seqs.{engine}", MAX_NUM_SEQS)
+            for engine, n in seqs.items()
+        },
+        gpu_hour_price={
+            v.string(model, f"{where}.gpu_hour_price"): v.non_negative(
+                price, f"{where}.gpu_hour_price.{model}", MAX_GPU_HOUR_PRICE
+            )
+            for model, price in prices.items()
+        },
     )

@@ -16,8 +16,10 @@ from exporter.settings import (
     ENGINE_ROLES,
     ENGINE_TYPES,
     GATEWAY_TYPES,
+    SLICE_DIMENSIONS,
     EngineTarget,
     GatewayTarget,
+    PlannerTarget,
     ProbeTarget,
     ScrapeAuth,
     ScrapeLimits,
@@ -25,9 +27,33 @@ from exporter.settings import (
 )
 from exporter.validation import ConfigError
 
-ENGINE_KEYS = ("url", "type", "name", "model", "role", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
+ENGINE_KEYS = (
+    "url",
+    "rank_urls",
+    "type",
+    "name",
+    "model",
+    "role",
+    "basic_auth",
+    "bearer_token_file",
+    *field_names(ScrapeLimits),
+)
+#: a multi-node engine has a listener per node or data-parallel group: a few dozen at most
+MAX_RANK_URLS = 64
 BASIC_AUTH_KEYS = ("username", "password", "password_file")
-GATEWAY_KEYS = ("url", "type", "name", "engines", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
+GATEWAY_KEYS = (
+    "url",
+    "type",
+    "name",
+    "engines",
+    "access_log",
+    "basic_auth",
+    "bearer_token_file",
+    *field_names(ScrapeLimits),
+)
+PLANNER_KEYS = ("url", "name", "model", "basic_auth", "bearer_token_file", *field_names(ScrapeLimits))
+#: gateways whose access log the exporter can read (exporter/sources/access_log.py)
+ACCESS_LOG_TYPES = ("haproxy",)
 PROBE_KEYS = field_names(ProbeTarget)
 #: a probe more often than every 5 s is load, not a measurement; one longer than 10 min is a typo
 MIN_PROBE_INTERVAL_SECONDS = 5.0
@@ -40,15 +66,18 @@ MAX_TIMEOUT_SECONDS = 600.0
 MAX_RESPONSE_BYTES = 1024 * 1024 * 1024
 MAX_SERIES = 10_000_000
 MAX_LABEL_VALUE_LENGTH = 1024 * 1024
+#: slices are for the few tenants, adapters and priority classes a dashboard can show; past a
+#: hundred a dimension is an identifier (a user, a request), which belongs in traces
+MAX_SLICES_PER_DIMENSION = 100
 
 
 def limits(value: Any, where: str, base: ScrapeLimits) -> ScrapeLimits:
     v.section(value, where, field_names(ScrapeLimits))
     merged = {name: value.get(name, getattr(base, name)) for name in field_names(ScrapeLimits)}
-    return _checked_limits(merged, where)
+    return _checked_limits(merged, where, base)
 
 
-def _checked_limits(values: Mapping[str, Any], where: str) -> ScrapeLimits:
+def _checked_limits(values: Mapping[str, Any], where: str, base: ScrapeLimits) -> ScrapeLimits:
     return ScrapeLimits(
         timeout_seconds=v.number(
             values["timeout_seconds"], f"{where}.timeout_seconds", MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS
@@ -62,7 +91,28 @@ def _checked_limits(values: Mapping[str, Any], where: str) -> ScrapeLimits:
         ),
         max_models=v.positive_int(values["max_models"], f"{where}.max_models", MAX_SERIES),
         max_exported_series=v.positive_int(values["max_exported_series"], f"{where}.max_exported_series", MAX_SERIES),
+        slice_labels=_slice_labels(values["slice_labels"], f"{where}.slice_labels", base),
+        max_slices_per_dimension=v.integer(
+            values["max_slices_per_dimension"], f"{where}.max_slices_per_dimension", 0, MAX_SLICES_PER_DIMENSION
+        ),
     )
+
+
+def _slice_labels(value: Any, where: str, base: ScrapeLimits) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`slice_labels: {tenant: [team_alias, ...], adapter: [...], priority: [...]}`: a dimension
+    left out keeps the labels it has in `engine_defaults` (else the built-in ones), one given `[]`
+    is not sliced."""
+    if isinstance(value, tuple):  # the defaults', already in its settled form
+        return value
+    v.section(value, where, SLICE_DIMENSIONS)
+    defaults = dict(base.slice_labels)
+    settled = []
+    for dimension in SLICE_DIMENSIONS:
+        names = value.get(dimension, defaults[dimension])
+        if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(f"{where}.{dimension}", "must be a list of label names")
+        settled.append((dimension, tuple(names)))
+    return tuple(settled)
 
 
 def parse_engine_flag(text: str) -> dict[str, Any]:
@@ -89,6 +139,7 @@ def engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarge
     for at, item, entry in _scrape_targets(value, where, "--engine", ENGINE_KEYS, ENGINE_TYPES, defaults):
         entry["model"] = v.optional_string(item.get("model"), f"{at}.model")
         entry["role"] = None if item.get("role") is None else v.choice(item["role"], f"{at}.role", ENGINE_ROLES)
+        entry["rank_urls"] = _rank_urls(item.get("rank_urls", []), f"{at}.rank_urls", entry["url"])
         entries.append(entry)
     names = _unique_names(entries, where, "engine")
     return tuple(
@@ -100,9 +151,21 @@ def engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarge
             limits=e["limits"],
             auth=e["auth"],
             role=e["role"],
+            rank_urls=e["rank_urls"],
         )
         for e, name in zip(entries, names)
     )
+
+
+def _rank_urls(value: Any, where: str, first: str) -> tuple[str, ...]:
+    """The endpoints of the engine's other ranks or nodes: URLs as `url` is, each once."""
+    found = tuple(url(item, f"{where}[{i}]") for i, item in enumerate(v.sequence(value, where)))
+    if len(found) > MAX_RANK_URLS:
+        raise ConfigError(where, f"at most {MAX_RANK_URLS} URLs, not {len(found)}")
+    for i, item in enumerate(found):
+        if item == first or item in found[:i]:
+            raise ConfigError(f"{where}[{i}]", f"{item!r} is already one of the engine's URLs")
+    return found
 
 
 def _scrape_targets(
@@ -128,7 +191,7 @@ def _scrape_targets(
                 "url": url(item["url"], f"{at}.url" if at != flag else at),
                 "type": None if kind is None else v.choice(kind, f"{at}.type", types),
                 "name": v.optional_string(item.get("name"), f"{at}.name"),
-                "limits": _checked_limits(limits, at),
+                "limits": _checked_limits(limits, at, defaults),
                 "auth": _auth(item, at),
             },
         )
@@ -208,10 +271,41 @@ def gateways(
                     f"{at}.engines",
                     f"no engine named {name!r} (engines: {', '.join(sorted(known)) or 'none configured'})",
                 )
-        entries.append({**entry, "engines": behind})
+        entries.append({**entry, "engines": behind, "access_log": _access_log(item, at, entry["type"])})
     names = _unique_names(entries, where, "gateway")
     return tuple(
-        GatewayTarget(url=e["url"], name=name, type=e["type"], limits=e["limits"], auth=e["auth"], engines=e["engines"])
+        GatewayTarget(
+            url=e["url"],
+            name=name,
+            type=e["type"],
+            limits=e["limits"],
+            auth=e["auth"],
+            engines=e["engines"],
+            access_log=e["access_log"],
+        )
+        for e, name in zip(entries, names)
+    )
+
+
+def _access_log(item: Mapping[str, Any], at: str, kind: str | None) -> str | None:
+    """`access_log: HOST:PORT`, for a gateway whose log format the exporter reads (its type stated)."""
+    value = item.get("access_log")
+    if value is None:
+        return None
+    if kind not in ACCESS_LOG_TYPES:
+        raise ConfigError(f"{at}.access_log", f"needs type: {' or '.join(ACCESS_LOG_TYPES)} (the log format it reads)")
+    host, port = v.parse_listen(value, f"{at}.access_log")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def planners(value: Any, where: str, defaults: ScrapeLimits) -> tuple[PlannerTarget, ...]:
+    """`planners:`: Dynamo planners' metrics endpoints, each with the model it plans for."""
+    entries = []
+    for at, item, entry in _scrape_targets(value, where, "", PLANNER_KEYS, (), defaults):
+        entries.append({**entry, "model": v.optional_string(item.get("model"), f"{at}.model")})
+    names = _unique_names(entries, where, "planner")
+    return tuple(
+        PlannerTarget(url=e["url"], name=name, model=e["model"], limits=e["limits"], auth=e["auth"])
         for e, name in zip(entries, names)
     )
 

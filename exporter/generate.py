@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter import validation as v
-from exporter.config import slos, thresholds
+from exporter.config import build, slos, thresholds
 from exporter.monitoring.config import DEPLOYED_EXPORTER_CONFIG, MonitoringConfig, load_config
 from exporter.monitoring.dashboards.render import dashboard_files
 from exporter.monitoring.rule_files import alert_files
@@ -88,7 +88,7 @@ def monitoring_config(
     The grafanalib entry points (dashboards/*.dashboard.py) build from the same."""
     config = load_config(config_path)  # the monitoring configuration's mistakes are reported first
     config = replace(config, diagnosis=deployed_thresholds(root, exporter_config))
-    return replace(config, slos=deployed_slos(root, exporter_config))
+    return replace(config, slos=deployed_slos(root, exporter_config), gateways=deployed_gateways(root, exporter_config))
 
 
 def deployed_slos(root: Path, exporter_config: str | None) -> tuple[SloTarget, ...]:
@@ -97,6 +97,15 @@ def deployed_slos(root: Path, exporter_config: str | None) -> tuple[SloTarget, .
         return exporter_slos(exporter_config)
     deployed = root / DEPLOYED_EXPORTER_CONFIG
     return exporter_slos(str(deployed)) if deployed.is_file() else ()
+
+
+def deployed_gateways(root: Path, exporter_config: str | None) -> tuple[str, ...]:
+    """The names of the gateways of `--exporter-config`, else of the deployed ConfigMap, else none."""
+    path = exporter_config or str(root / DEPLOYED_EXPORTER_CONFIG)
+    if exporter_config is None and not Path(path).is_file():
+        return ()
+    data, _ = _exporter_config(path)
+    return tuple(gateway.name for gateway in build(data).gateways)
 
 
 def generated_files(config: MonitoringConfig) -> dict[str, str]:

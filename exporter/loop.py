@@ -46,6 +46,8 @@ class SourceStatus:
     up: bool
     duration_seconds: float
     error: str = ""
+    #: what the failure said (the line the exporter logs), for /diagnosis
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -208,7 +210,7 @@ class CollectionLoop:
             else:  # a bug in one source must not stop the others
                 log.error("source %s %s raised", source.name, source.target, exc_info=error)
                 reason = "exception"
-            status = SourceStatus(source.name, source.target, False, outcome.duration_seconds, reason)
+            status = SourceStatus(source.name, source.target, False, outcome.duration_seconds, reason, str(error))
             return status, source.down_metrics(), [reason]
         # up, but part of its output was left out: one count per round
         status = SourceStatus(source.name, source.target, True, outcome.duration_seconds)
@@ -306,7 +308,7 @@ class CollectionLoop:
     def _failed(self, source: Source, reason: str, message: str, duration: float) -> SourceStatus:
         self._count(source, reason)
         log.warning("source %s %s down (%s): %s", source.name, source.target or "-", reason, message)
-        return SourceStatus(source.name, source.target, False, duration, reason)
+        return SourceStatus(source.name, source.target, False, duration, reason, message)
 
     def start(self) -> None:
         """Collect now, then every interval, in a background thread."""

@@ -51,7 +51,7 @@ def metrics_reference() -> str:
         lines += ["", "## Other", "", "| family | type | labels | meaning |", "|---|---|---|---|"]
         for s in rest:
             lines.append(f"| `{s.name}` | {s.type} | {', '.join(f'`{label}`' for label in s.labels)} | {s.help} |")
-    lines += [*vendor_reference(), "", *gateway_clocks(), "", *pd_reference()]
+    lines += [*vendor_reference(), "", *gateway_clocks(), "", *ranks_and_slices(), "", *pd_reference()]
     lines += ["", *rules_reference()]
     return "\n".join(lines) + "\n"
 
@@ -73,6 +73,49 @@ def gateway_clocks() -> list[str]:
     for name, mapping in MAPPINGS.items():
         lines.append(f"| `{name}` | {mapping.ttft_clock or 'not measured (no such histogram)'} |")
     return lines
+
+
+def ranks_and_slices() -> list[str]:
+    """How an engine's ranks and slices become series, and what they cost."""
+    return [
+        "## Ranks",
+        "",
+        "An engine with several ranks exports `llm_engine_rank_up{rank}` per rank: vLLM's data-parallel `engine`",
+        'label (`rank="engine=1"`), SGLang\'s scheduler ranks (`rank="dp_rank=2,tp_rank=4,pp_rank=0"`; every',
+        "tensor-parallel rank appears only with `--enable-metrics-for-all-schedulers`), and each URL of an engine",
+        'with `rank_urls` (`rank="url=http://node1:30000/metrics"`). A rank whose series vanish from an answered',
+        "scrape, or whose URL stops answering, reads 0 until it comes back or for 15 minutes, and `/diagnosis` lists",
+        "it under `ranks_not_reporting`; the engine's figures are then the reporting ranks' (data-parallel ranks",
+        "add up, KV usage is the fullest rank's). An engine of one rank exports no per-rank series.",
+        "",
+        "## Slices (tenant, adapter, priority class)",
+        "",
+        "Where a source labels its series with a tenant, a LoRA adapter or a priority class (the target's",
+        "`slice_labels`, docs/configuration.md), the engine's queue gauges and latency histograms are also read per",
+        "slice: `llm_engine_slice_requests_{running,waiting}`, `llm_slo_slice_attainment_ratio` and",
+        "`llm_slo_slice_goodput_requests_per_second` per SLO dimension, and `llm_bottleneck_slice_score` for",
+        "queueing (the one stage a slice can suffer alone: the others are the engine's, shared). Each dimension keeps",
+        "`max_slices_per_dimension` values (default 10), the most active (requests since the engine started, then",
+        "the queue; a value kept last round counts double, so the set does not flap); the rest are added into",
+        '`slice="other"`, and `llm_engine_slices_folded{slice_by}` says how many were folded (0: none). Totals never',
+        'change with slicing: SGLang\'s queue gauges carry their total under `priority=""` and the classes beside',
+        "it, and the classes are slices, not added to the total.",
+        "",
+        "Which sources carry slices: SGLang 0.5.23 (`priority` with `--enable-priority-scheduling` on its queue",
+        "gauges and request histograms; the custom labels of `--tokenizer-metrics-allowed-custom-labels`, e.g. a",
+        "tenant, on its request histograms); LiteLLM (`team_alias`, `api_key_alias` on its latency histograms);",
+        "the EPP (`fairness_id`, `priority`, and its objective `model_name` and `target_model_name` where",
+        "`slice_labels` names them). Slices are judged where they are measured (`measured_at`): a gateway's for",
+        "the SLOs judged at that gateway as a whole (docs/slo.md: those covering every engine and model behind",
+        "it), with `llm_gateway_slices_folded`. vLLM 0.32 labels no series",
+        "by adapter or priority (`lora_requests_info` names the running adapters, read as",
+        "`llm_engine_lora_adapter_slots`).",
+        "",
+        "Series per engine (tests/integration/test_cardinality_budget.py): 72 unsliced (budget 86); with 10",
+        "tenants, 10 adapters and 3 priority classes kept and one SLO of two dimensions, 112 more (budget 135):",
+        "25 slices x 2 dimensions x attainment and goodput, each priority class's queue and queueing score, one",
+        "fold count per dimension.",
+    ]
 
 
 if __name__ == "__main__":

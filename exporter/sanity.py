@@ -45,8 +45,16 @@ def _ratio(value: float) -> bool:
 
 
 RULES = (
-    Rule(("requests_running", "requests_waiting"), "finite and ≥ 0; else dropped", _non_negative),
-    Rule(("kv_cache_usage_ratio", "prefix_cache_hit_ratio"), "finite and within 0–1; else dropped", _ratio),
+    Rule(
+        ("requests_running", "requests_waiting", "requests_waiting_deferred", "lora_slots_used", "lora_slots_total"),
+        "finite and ≥ 0; else dropped",
+        _non_negative,
+    ),
+    Rule(
+        ("kv_cache_usage_ratio", "prefix_cache_hit_ratio", "spec_decode_acceptance_ratio"),
+        "finite and within 0–1; else dropped",
+        _ratio,
+    ),
     Rule(
         (
             "preemptions_total",
@@ -55,10 +63,24 @@ RULES = (
             "process_cpu_seconds_total",
             "prefix_cache_hits_total",
             "prefix_cache_queries_total",
+            "external_prefix_cache_hits_total",
+            "external_prefix_cache_queries_total",
+            "estimated_flops_total",
+            "estimated_read_bytes_total",
+            "estimated_write_bytes_total",
+            "spec_decode_drafts_total",
+            "spec_decode_draft_tokens_total",
+            "spec_decode_accepted_tokens_total",
+            "corrupted_requests_total",
         ),
         "finite and ≥ 0; else dropped. A drop between scrapes is a restart (a reset), not an error",
         _non_negative,
     ),
+)
+#: per-key signals (by reason, source, pool): a key whose value breaks the rule is dropped alone
+KEYED_RULES = (
+    Rule(("admission_rejections_total", "prompt_tokens_cached_total"), "each value finite and ≥ 0", _non_negative),
+    Rule(("kv_pool_usage",), "each pool's usage finite and within 0–1", _ratio),
 )
 PAIR_RULE = "prefix-cache hits above queries: both dropped (no hit ratio)"
 HISTOGRAM_RULE = (
@@ -88,6 +110,13 @@ def screened(reading: EngineReading) -> tuple[EngineReading, list[str]]:
             if value is not None and not rule.holds(value):
                 changes[name] = None
                 problems.append(f"{name}={value!r}")
+    for rule in KEYED_RULES:
+        for name in rule.fields:
+            values = getattr(reading, name)
+            bad_keys = [key for key, value in values.items() if not rule.holds(value)]
+            if bad_keys:
+                changes[name] = {key: value for key, value in values.items() if key not in bad_keys}
+                problems.extend(f"{name}[{key}]={values[key]!r}" for key in bad_keys)
     hits = changes.get("prefix_cache_hits_total", reading.prefix_cache_hits_total)
     queries = changes.get("prefix_cache_queries_total", reading.prefix_cache_queries_total)
     if isinstance(hits, float) and isinstance(queries, float) and hits > queries:
@@ -113,6 +142,6 @@ def rules_reference() -> list[str]:
         "| signal | rule |",
         "|---|---|",
     ]
-    lines += [f"| {', '.join(f'`{name}`' for name in rule.fields)} | {rule.text} |" for rule in RULES]
+    lines += [f"| {', '.join(f'`{name}`' for name in rule.fields)} | {rule.text} |" for rule in RULES + KEYED_RULES]
     lines += [f"| prefix-cache counters | {PAIR_RULE} |", f"| latency histograms | {HISTOGRAM_RULE} |"]
     return lines

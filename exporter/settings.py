@@ -29,6 +29,8 @@ GPU_MODES = (
 #: GPU modes that ingest another exporter and so need `=URL`
 GPU_URL_MODES = ("dcgm-exporter", "amd-exporter", "ascend-exporter", "gaudi-exporter")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+#: the dimensions a target's series can be sliced by (exporter/slicing.py)
+SLICE_DIMENSIONS = ("tenant", "adapter", "priority")
 GATEWAY_TYPES = (  # sources/gateways/
     "dynamo-frontend",
     "envoy-ai-gateway",
@@ -59,6 +61,14 @@ class ScrapeLimits:
     # fit in 300; the documented node (8 engines) stays near its 1,500-series budget with one or two each.
     max_models: int = 10
     max_exported_series: int = 300
+    # Slices (exporter/slicing.py): per dimension, the wire labels that name a slice, first present
+    # wins, and how many values each dimension keeps before folding the rest into `other`.
+    slice_labels: tuple[tuple[str, tuple[str, ...]], ...] = (
+        ("tenant", ("tenant", "fairness_id", "team_alias", "api_key_alias")),
+        ("adapter", ("adapter", "lora_name")),
+        ("priority", ("priority",)),
+    )
+    max_slices_per_dimension: int = 10
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,8 @@ class EngineTarget:
     follow_redirects: bool = True
     #: `basic_auth` / `bearer_token_file` of this engine (none by default)
     auth: ScrapeAuth = field(default_factory=ScrapeAuth)
+    #: the endpoints of this engine's other ranks or nodes (exporter/sources/engine_urls.py)
+    rank_urls: tuple[str, ...] = ()
     #: its part of a disaggregated deployment where the operator states it (`role:`, or the pod's
     #: role label or annotation); None: from the engine's own series (docs/metrics.md, "Roles")
     role: str | None = None
@@ -113,6 +125,10 @@ class GatewayTarget:
     auth: ScrapeAuth = field(default_factory=ScrapeAuth)
     #: names of the engines behind it; empty means every configured engine of this node
     engines: tuple[str, ...] = ()
+    #: HOST:PORT where the exporter receives this gateway's access log as syslog over UDP
+    #: (HAProxy's `log` with `option httplog`): per-request timings, so latency histograms of a
+    #: gateway whose own metrics have only averages (exporter/sources/access_log.py)
+    access_log: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +147,19 @@ class ProbeTarget:
     #: a file holding the API key the gateway wants (LiteLLM's virtual keys), sent as a bearer token
     #: on the gateway path only; re-read at each probe
     bearer_token_file: str | None = None
+
+
+@dataclass(frozen=True)
+class PlannerTarget:
+    """An autoscaling planner's metrics endpoint (`planners:`): NVIDIA Dynamo's planner, whose
+    recommended replicas and estimated latencies are read beside the exporter's own."""
+
+    url: str
+    name: str
+    #: the model it plans for, where its series carry no `model_name` label
+    model: str | None = None
+    limits: ScrapeLimits = field(default_factory=ScrapeLimits)
+    auth: ScrapeAuth = field(default_factory=ScrapeAuth)
 
 
 @dataclass(frozen=True)
@@ -245,6 +274,27 @@ class SloTarget:
         return tuple((d, t) for d, t in zip(SLO_DIMENSIONS, values) if t is not None)
 
 
+@dataclass(frozen=True)
+class CapacitySettings:
+    """Decisions from the capacity estimate (`capacity:`, docs/capacity.md): replicas, the
+    concurrency to run at and what a request costs."""
+
+    #: the share of a replica's capacity under the SLO an autoscaler should fill: replicas are
+    #: added before the SLO breaks (HPA's and KEDA's targets read the same way)
+    target_utilization: float = 0.8
+    #: the desired replicas fall only when they have been lower for this long (HPA's scale-down
+    #: stabilization window, 300 s by default there too): a dip in load does not drop a replica
+    scale_down_stabilization_seconds: float = 300.0
+    #: a configured concurrency this far (as a fraction) above or below the recommended one is
+    #: reported as an action
+    concurrency_tolerance: float = 0.25
+    #: engine name -> the max_num_seqs it runs with, where the engine does not export it (vLLM)
+    max_num_seqs: Mapping[str, int] = field(default_factory=dict)
+    #: price of one GPU-hour by GPU model (the `gpu_model` label), `default` for any other; empty:
+    #: no cost figures
+    gpu_hour_price: Mapping[str, float] = field(default_factory=dict)
+
+
 #: `otlp.senders`: spans only from an engine's own address, or from any client the web config lets in
 OTLP_SENDERS = ("engines", "any")
 #: `otlp.models`: spans only for models the engines' own series report, or any model of a known engine
@@ -300,6 +350,10 @@ class Config:
     slos: tuple[SloTarget, ...] = ()
     #: per-request spans for joint attainment and the request mix (`otlp:`); off by default
     otlp: OtlpSettings = field(default_factory=OtlpSettings)
+    #: replicas, concurrency and cost from the capacity estimate (`capacity:`)
+    capacity: CapacitySettings = field(default_factory=CapacitySettings)
+    #: autoscaling planners read beside the exporter's own figures (`planners:`)
+    planners: tuple[PlannerTarget, ...] = ()
 
     @property
     def listen(self) -> str:

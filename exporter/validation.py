@@ -9,6 +9,7 @@ aliases is refused before anything walks it.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -285,3 +286,21 @@ def regex(value: Any, where: str) -> str:
         detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
         raise ConfigError(where, f"not a valid RE2 regular expression, as PromQL's =~ takes ({detail})") from exc
     return text
+
+
+def parse_listen(value: Any, where: str) -> tuple[str, int]:
+    """HOST:PORT of a listener (an IP address or localhost; [::1]:PORT for IPv6)."""
+    text = string(value, where)
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ConfigError(where, f"expected HOST:PORT, got {text!r}")
+    port = int(port_text)
+    if not 0 < port < 65536:
+        raise ConfigError(where, f"port {port} out of range 1-65535")
+    host = host.strip("[]") or "0.0.0.0"
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError as exc:
+            raise ConfigError(where, f"{host!r} is not an IP address or localhost") from exc
+    return host, port

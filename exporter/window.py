@@ -12,8 +12,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from functools import reduce
 from operator import add, lt, sub
+from typing import Any
 
-from exporter.catalogue import QUANTILES
 from exporter.model import Histogram, QuantileSummary
 
 
@@ -193,50 +193,47 @@ def histogram_vector(histogram: Histogram) -> tuple[float, ...]:
     return histogram.cumulative + (histogram.sum, histogram.count)
 
 
-class ModelWindows:
-    """One target's windows, keyed by (model, what): created on first use (seeded with the
-    lifetime for one-shot collection) and forgotten with their model."""
+def observed(
+    windows: dict[Any, DeltaWindow],
+    key: Any,
+    window_seconds: float,
+    lifetime_baseline: bool,
+    now: float,
+    values: Sequence[float],
+    shape: object = None,
+) -> DeltaWindow:
+    """The window of `key` in `windows` after it observed `values`: made on first use, and then
+    seeded with the values as one increment when `lifetime_baseline` (one-shot collection, which
+    has no earlier scrape to subtract)."""
+    window = windows.get(key)
+    if window is None:
+        window = windows[key] = DeltaWindow(window_seconds)
+        if lifetime_baseline:
+            window.seed_lifetime(now, values, shape)
+            return window
+    window.observe(now, values, shape)
+    return window
 
-    def __init__(self, window_seconds: float, lifetime_baseline: bool = False) -> None:
-        self._window_seconds = window_seconds
-        self._lifetime_baseline = lifetime_baseline
-        self._windows: dict[tuple[str, ...], DeltaWindow] = {}
 
-    def observe(self, key: tuple[str, ...], now: float, values: Sequence[float], shape: object = None) -> DeltaWindow:
-        window = self._windows.get(key)
-        if window is None:
-            window = self._windows[key] = DeltaWindow(self._window_seconds)
-            if self._lifetime_baseline:
-                window.seed_lifetime(now, values, shape)
-                return window
-        window.observe(now, values, shape)
-        return window
-
-    def forget(self, models: set[str]) -> None:
-        """Drop the windows of every model not in `models`."""
-        for key in [k for k in self._windows if k[0] not in models]:
-            del self._windows[key]
-
-    def summary(
-        self, name: str, labels: Mapping[str, str], key: tuple[str, ...], now: float, histogram: Histogram
-    ) -> QuantileSummary:
-        """A summary family's sample: QUANTILES over the window's bucket increases (NaN while the
-        window has none), the cumulative count and sum, and both histograms for the SLO step."""
-        window = self.observe(key, now, histogram_vector(histogram), histogram.bounds)
-        totals = window_histogram(window)
-        windowed = None
-        if totals is None:
-            quantiles = tuple((q, math.nan) for q in QUANTILES)
-        else:
-            quantiles = tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in QUANTILES)
-            windowed = Histogram(histogram.bounds, totals[0], totals[1], totals[2])
+def windowed_summary(
+    name: str, labels: Mapping[str, str], histogram: Histogram, window: DeltaWindow, quantiles: Sequence[float]
+) -> QuantileSummary:
+    """The summary sample of a cumulative histogram already observed into `window`: quantiles over
+    the window's increase, the cumulative count and sum, and both histograms for the SLO
+    attainment (exporter/slo/)."""
+    totals = window_histogram(window)
+    if totals is None:
         return QuantileSummary(
-            name,
-            labels,
-            quantiles,
-            histogram.count,
-            histogram.sum,
-            histogram=histogram,
-            window=windowed,
-            window_seconds=window.span(),
+            name, labels, tuple((q, math.nan) for q in quantiles), histogram.count, histogram.sum, histogram=histogram
         )
+    windowed = Histogram(histogram.bounds, totals[0], totals[1], totals[2])
+    return QuantileSummary(
+        name,
+        labels,
+        tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in quantiles),
+        histogram.count,
+        histogram.sum,
+        histogram=histogram,
+        window=windowed,
+        window_seconds=window.span(),
+    )

@@ -6,6 +6,7 @@ Everything binds to 127.0.0.1 on a free port and stops itself; nothing reaches p
 
 from __future__ import annotations
 
+import itertools
 import os
 import selectors
 import socket
@@ -51,6 +52,45 @@ def respond_with(body: bytes | str, status: int = 200, content_type: str = "text
         handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
         handler.wfile.write(data)
+
+    return respond
+
+
+def sglang_sliced_page(requests: int) -> str:
+    """An SGLang 0.5.23 page (labels as tests/fixtures/engines/sglang-0.5.23-hybrid-priority.prom)
+    whose requests came from 15 tenants and 15 adapters (custom labels) at 3 priority classes, 60
+    combinations in all, `requests` per combination; TTFT and e2e histograms with SGLang's buckets."""
+    base = 'engine_type="unified",model_name="m"'
+    lines = ["# TYPE sglang:num_running_reqs gauge", "# TYPE sglang:num_queue_reqs gauge"]
+    for priority in ("", "0", "1", "2"):
+        for name in ("num_running_reqs", "num_queue_reqs"):
+            lines.append(
+                f'sglang:{name}{{{base},priority="{priority}",tp_rank="0",pp_rank="0"}} {3 if priority else 9}'
+            )
+    for family, edges in (
+        ("time_to_first_token_seconds", (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0)),
+        ("e2e_request_latency_seconds", (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)),
+    ):
+        lines.append(f"# TYPE sglang:{family} histogram")
+        for i in range(60):
+            labels = f'{base},adapter="lora-{(i * 7) % 15}",priority="{i % 3}",tenant="team-{i % 15}"'
+            for k, edge in enumerate((*edges, "+Inf")):
+                count = requests * min(1.0, (k + 1) / 4)
+                lines.append(f'sglang:{family}_bucket{{{labels},le="{edge}"}} {count}')
+            lines.append(f"sglang:{family}_count{{{labels}}} {requests}")
+            lines.append(f"sglang:{family}_sum{{{labels}}} {requests * 0.5}")
+    return "\n".join(lines) + "\n"
+
+
+def growing(page: Callable[[int], str]) -> Responder:
+    """A responder whose page is `page(n)` on its n-th call: counters that grow between scrapes."""
+    calls = itertools.count(1)
+    lock = threading.Lock()
+
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        with lock:
+            n = next(calls)
+        respond_with(page(n))(handler)
 
     return respond
 

@@ -10,18 +10,35 @@ from __future__ import annotations
 from exporter.catalogue.derived import (
     BOTTLENECK_FAMILIES,
     CAPACITY_FAMILIES,
+    COST_FAMILIES,
+    PLANNER_FAMILIES,
     REQUEST_FAMILIES,
     SLO_FAMILIES,
 )
 from exporter.catalogue.disagg import PD_FAMILIES
-from exporter.catalogue.engines import ENGINE_FAMILIES, ENGINE_SETTINGS, LATENCY_FAMILIES
+from exporter.catalogue.engines import (
+    ENGINE_FAMILIES,
+    ENGINE_SETTINGS,
+    ENGINE_SUMMARIES,
+    LATENCY_FAMILIES,
+    SLICE_LABELS,
+)
 from exporter.catalogue.gpus import GPU_FAMILIES
 from exporter.catalogue.node import HOST_FAMILIES, RDMA_FAMILIES
 from exporter.catalogue.own import EXPORTER_FAMILIES
 from exporter.catalogue.path import GATEWAY_FAMILIES, PROBE_FAMILIES
 from exporter.catalogue.spec import MetricSpec, MetricType
 
-__all__ = ["CATALOGUE", "ENGINE_SETTINGS", "LATENCY_FAMILIES", "QUANTILES", "MetricSpec", "MetricType"]
+__all__ = [
+    "CATALOGUE",
+    "ENGINE_SETTINGS",
+    "ENGINE_SUMMARIES",
+    "LATENCY_FAMILIES",
+    "QUANTILES",
+    "SLICE_LABELS",
+    "MetricSpec",
+    "MetricType",
+]
 
 # The quantiles every summary family exports.
 QUANTILES = (0.5, 0.95, 0.99)
@@ -40,6 +57,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         + SLO_FAMILIES
         + REQUEST_FAMILIES
         + CAPACITY_FAMILIES
+        + COST_FAMILIES
+        + PLANNER_FAMILIES
         + EXPORTER_FAMILIES
     )
 }

@@ -1,12 +1,15 @@
 """What the exporter works out rather than reads: the bottleneck diagnosis (exporter/diagnosis/),
 latency SLOs (exporter/slo/, docs/slo.md), per-request data from the engines' OTLP spans
-(exporter/slo/otlp.py) and capacity headroom (exporter/slo/headroom.py)."""
+(exporter/slo/otlp.py), capacity headroom (exporter/slo/headroom.py), the decisions made from it
+(replicas, concurrency, cost: docs/capacity.md) and an outside planner's figures beside them."""
 
 from __future__ import annotations
 
+from exporter.catalogue.engines import SLICE_LABELS
 from exporter.catalogue.spec import (
     ENGINE_LABELS,
     ENGINE_SERIES_LABELS,
+    PLANNER_LABELS,
     SLO_LABELS,
     SLO_SERIES_LABELS,
     MetricSpec,
@@ -36,6 +39,15 @@ BOTTLENECK_FAMILIES: tuple[MetricSpec, ...] = families(
         "role",
         "stage",
     ),
+    gauge(
+        "llm_bottleneck_slice_score",
+        "Per slice (docs/metrics.md, Slices), the score of the stages a slice can suffer alone: queueing, from the "
+        "slice's own waiting requests (a low priority class waits while a high one runs). The other stages are "
+        "the engine's, shared by every slice.",
+        "role",
+        "stage",
+        *SLICE_LABELS,
+    ),
 )
 SLO_FAMILIES: tuple[MetricSpec, ...] = (
     families(
@@ -48,7 +60,10 @@ SLO_FAMILIES: tuple[MetricSpec, ...] = (
         gauge(
             "llm_slo_attainment_ratio",
             "Fraction of the window's events within the SLO threshold, a lower bound: counted at the largest bucket "
-            "edge at or below the threshold. Events are requests (ttft, e2e) or inter-token gaps (itl).",
+            "edge at or below the threshold. Events are requests (ttft, e2e; a request refused at the door is one, "
+            "missed) or inter-token gaps (itl). measured_at says where: engine (its own histograms and admission "
+            "rejections), gateway (the gateway's, every request through it, and its 429/503), probe (the prober's "
+            "own requests through the gateway).",
         ),
         gauge(
             "llm_slo_attainment_upper_bound_ratio",
@@ -57,16 +72,31 @@ SLO_FAMILIES: tuple[MetricSpec, ...] = (
         ),
         gauge(
             "llm_slo_goodput_requests_per_second",
-            "Requests per second within the SLO threshold over the window (the lower-bound attainment times the "
-            "completed-request rate).",
+            "The completed-request rate over the window times the lower-bound attainment, whose events count the "
+            "requests refused at the door (admission limits, a gateway's 429/503) as misses: the rate of requests "
+            "served within the SLO, discounted by the share of demand refused.",
         ),
         counter(
             "llm_slo_events_total",
-            "Events the SLO dimension judges (the engine histogram's count): the error-budget rules rate it.",
+            "Events the SLO dimension judges (the measuring point's histogram count, and the requests refused at "
+            "the door it lacks, for ttft and e2e): the error-budget rules rate it.",
         ),
         counter(
             "llm_slo_good_events_total",
-            "Of those, events within the threshold (lower bound, at the largest bucket edge at or below it).",
+            "Of those, events within the threshold (lower bound, at the largest bucket edge at or below it; less the "
+            "refusals a gateway's histogram holds as requests).",
+        ),
+        gauge(
+            "llm_slo_slice_attainment_ratio",
+            "llm_slo_attainment_ratio per slice (tenant, adapter, priority class: docs/metrics.md, Slices), from the "
+            "slice's own histogram where the source carries one, at the engine or the gateway (measured_at); over "
+            "its served requests (refusals carry no slice).",
+            *SLICE_LABELS,
+        ),
+        gauge(
+            "llm_slo_slice_goodput_requests_per_second",
+            "llm_slo_goodput_requests_per_second per slice: its attainment times its completed-request rate.",
+            *SLICE_LABELS,
         ),
     )
     + families(
@@ -133,4 +163,69 @@ CAPACITY_FAMILIES: tuple[MetricSpec, ...] = families(
         "rather than on the model alone.",
         "slo",
     ),
+    gauge(
+        "llm_capacity_desired_replicas",
+        "Replicas of this engine's capacity under the SLO that its demand needs at capacity.target_utilization "
+        "(fractional, held high for capacity.scale_down_stabilization_seconds); a model's need is the sum over its "
+        "replicas, recorded as slo_model:llm_capacity_desired_replicas:ceil.",
+        "slo",
+    ),
+    gauge(
+        "llm_capacity_recommended_concurrency",
+        "The largest running batch at which the SLO still holds at the current request mix, for the SLO that binds "
+        "first: what max_num_seqs should be near.",
+        "slo",
+    ),
+    gauge(
+        "llm_capacity_recommended_throughput_tokens_per_second",
+        "Generated tokens per second at the recommended concurrency (its request rate times the window's mean answer).",
+        "slo",
+    ),
+    gauge(
+        "llm_capacity_configured_concurrency",
+        "The max_num_seqs the engine runs with, as configured in capacity.max_num_seqs.",
+    ),
+)
+COST_FAMILIES: tuple[MetricSpec, ...] = families(
+    ENGINE_SERIES_LABELS,
+    gauge("llm_cost_per_hour", "Price of the engine's GPUs per hour (capacity.gpu_hour_price by gpu_model)."),
+    gauge(
+        "llm_cost_per_request",
+        'GPU cost of one completed request: at load="current" over the window, at load="slo_capacity" at the '
+        "largest rate the SLO (slo label) allows at the same mix.",
+        "load",
+        "slo",
+    ),
+    gauge(
+        "llm_cost_per_million_tokens",
+        "GPU cost of a million prompt or generated tokens (tokens label), the GPU time split by the time requests "
+        "spend in prefill and in decode; load as for llm_cost_per_request.",
+        "tokens",
+        "load",
+        "slo",
+    ),
+)
+PLANNER_FAMILIES: tuple[MetricSpec, ...] = families(
+    ("planner",),
+    gauge("llm_planner_up", "1 if the last scrape of the planner succeeded and parsed, else 0."),
+) + families(
+    PLANNER_LABELS,
+    gauge(
+        "llm_planner_replicas",
+        "The planner's replicas per pool (role prefill or decode): kind current, or recommended (what it decided).",
+        "role",
+        "kind",
+    ),
+    gauge(
+        "llm_planner_latency_seconds",
+        "The planner's TTFT and ITL (dimension): kind observed, or estimated by its own model.",
+        "dimension",
+        "kind",
+    ),
+    gauge(
+        "llm_planner_engine_capacity_requests_per_second",
+        "One engine's capacity under the planner's SLA, per pool (role).",
+        "role",
+    ),
+    gauge("llm_planner_requests_per_second", "Request rate the planner observed or predicts (kind).", "kind"),
 )

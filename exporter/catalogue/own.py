@@ -12,8 +12,9 @@ EXPORTER_FAMILIES: tuple[MetricSpec, ...] = families(
         "llm_exporter_source_errors_total",
         "Failed collections by reason (timeout, connection, http_status, too_large, parse, cardinality, "
         "exception), and collections that succeeded but left part of their output out: cardinality (over a model "
-        "or series budget; source exporter, target empty for the node-wide cap) or invalid_value (values that "
-        "cannot be true, dropped).",
+        "or series budget; source exporter, target empty for the node-wide cap), invalid_value (values that "
+        "cannot be true, dropped) or malformed_line (lines of the families read that neither the text format nor "
+        "OpenMetrics allows, dropped; engines and gateways).",
         "reason",
     ),
 ) + families(

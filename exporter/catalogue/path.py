@@ -10,8 +10,9 @@ GATEWAY_FAMILIES: tuple[MetricSpec, ...] = families(
     gauge("llm_gateway_up", "1 if the last scrape of the gateway succeeded and parsed, else 0."),
     counter(
         "llm_gateway_requests_total",
-        "Responses the gateway sent, by status class (1xx-5xx); code carries 429, 499, 502, 503 or 504 where the "
-        "gateway reports single codes, else it is empty.",
+        "Responses the gateway sent, by status class (1xx-5xx); code carries 408, 429, 499, 502, 503 or 504 where "
+        "the gateway reports single codes, else it is empty. Requests the client abandoned before a response are "
+        '4xx with code 499 (HAProxy counts them as code="other").',
         "code_class",
         "code",
     ),
@@ -60,6 +61,17 @@ GATEWAY_FAMILIES: tuple[MetricSpec, ...] = families(
     ),
     counter("llm_gateway_upstream_connection_errors_total", "Failed connections from the gateway to its backends."),
     gauge(
+        "llm_gateway_access_log_up",
+        "1 while the exporter listens for the gateway's access log (gateways[].access_log), else 0.",
+    ),
+    counter(
+        "llm_gateway_access_log_lines_total",
+        "Access-log lines received, by result: counted (in the latency histograms), not_counted (a failure the "
+        "gateway answered, an aborted or early-logged request, the stats frontend), unparsed, refused_sender "
+        "(a datagram from neither loopback nor the gateway's address).",
+        "result",
+    ),
+    gauge(
         "llm_gateway_latency_component_seconds",
         "Mean latency of one part of the path over the diagnosis window, from means (never quantiles): "
         "client_to_gateway, gateway, gateway_to_engine, engine.",
@@ -75,6 +87,12 @@ GATEWAY_FAMILIES: tuple[MetricSpec, ...] = families(
         "llm_gateway_bottleneck_primary",
         "One-hot over stage (the stages before the engine, and none): the path's main bottleneck before the engine.",
         "stage",
+    ),
+    gauge(
+        "llm_gateway_slices_folded",
+        "Values of a slice dimension (docs/metrics.md, Slices: LiteLLM's team or key alias, the EPP's objective, "
+        'target model and priority) folded into slice="other" past max_slices_per_dimension.',
+        "slice_by",
     ),
 )
 PROBE_FAMILIES: tuple[MetricSpec, ...] = families(

@@ -37,7 +37,10 @@ SOURCE_LABELS = ("source", "target")
 GATEWAY_LABELS = ("gateway", "gateway_type")
 PROBE_LABELS = ("probe", "path")
 SLO_LABELS = ("slo",)
-SLO_SERIES_LABELS = ENGINE_SERIES_LABELS + ("slo", "dimension")
+#: an SLO's attainment is measured at an engine, a gateway or a probe (`measured_at`), with that
+#: point's own labels
+SLO_SERIES_LABELS = ENGINE_SERIES_LABELS + GATEWAY_LABELS + PROBE_LABELS + ("slo", "dimension", "measured_at")
+PLANNER_LABELS = ("planner", "model")
 
 
 @dataclass(frozen=True, slots=True)

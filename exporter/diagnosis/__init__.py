@@ -1,9 +1,11 @@
 """Bottleneck diagnosis: the framework of DESIGN.md as `llm_bottleneck_*` gauges and a report.
 
-Reads only normalized metrics (exporter/stages/signals.py), scores every engine-scope stage of the
+Reads only normalized metrics (exporter/stages/inputs.py), scores every engine-scope stage of the
 registry (exporter/stages/) from several signals, applies hysteresis so `llm_bottleneck_active`
 does not flap (verdict.py), and names one primary stage per engine with the evidence and the
-actions worded for its settings. The stages before the engine are scored per gateway (path.py).
+actions worded for its settings. An engine is judged once it is up and its history spans a level
+window; /diagnosis lists every engine the exporter scrapes with its state, and says why one has no
+verdict (states.py). The stages before the engine are scored per gateway (path.py).
 """
 
 from __future__ import annotations
@@ -14,15 +16,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from exporter.diagnosis.coverage import coverage_fields
 from exporter.diagnosis.path import PathDiagnoser
 from exporter.diagnosis.pd import PairDiagnosis, balance_actions, not_judged, pair_evidence, pair_json
+from exporter.diagnosis.states import EngineState, States, Status
 from exporter.diagnosis.verdict import NONE, Hysteresis
 from exporter.model import Metric, Sample
 from exporter.settings import Thresholds, field_names
 from exporter.stages import ENGINE, of
+from exporter.stages.inputs import EngineInputs, EngineKey, engine_inputs, engine_key
 from exporter.stages.pd_view import PdView
+from exporter.stages.queueing import slice_score
 from exporter.stages.record import StageResult
-from exporter.stages.signals import EngineKey, History, capacity_waiting, engine_inputs, engine_key
+from exporter.stages.signals import History
 
 __all__ = ["Diagnoser", "Thresholds"]
 
@@ -36,6 +42,8 @@ class EngineDiagnosis:
     primary: str = NONE
     evidence: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
+    #: the (monotonic) time of the round that judged it
+    at: float = 0.0
     #: its part of a disaggregated deployment and where that comes from ("" while nothing says)
     role: str = "unified"
     role_source: str = ""
@@ -58,16 +66,40 @@ class EngineDiagnosis:
         }
 
 
+def _slice_scores(
+    metrics: Sequence[Metric], judged: Mapping[EngineKey, EngineDiagnosis], t: Thresholds
+) -> list[Metric]:
+    """`llm_bottleneck_slice_score` of each judged engine's slices (queueing: its own waiting)."""
+    out: list[Metric] = []
+    for metric in metrics:
+        if metric.name == "llm_engine_slice_requests_waiting" and isinstance(metric, Sample):
+            key = engine_key(metric.labels)
+            if key in judged:
+                labels = {**_base_labels(judged[key]), "stage": "queueing"}
+                labels.update(slice_by=metric.labels["slice_by"], slice=metric.labels["slice"])
+                out.append(Sample("llm_bottleneck_slice_score", labels, round(slice_score(metric.value, t), 4)))
+    return out
+
+
 class Diagnoser:
     """Keeps each engine's recent inputs and turns every new snapshot into a diagnosis."""
 
-    def __init__(self, thresholds: Thresholds | None = None) -> None:
+    def __init__(self, thresholds: Thresholds | None = None, warm_up: bool = True) -> None:
+        """`warm_up`: judge an engine only once its history spans a level window; `once` (one
+        collection whose counters span the engines' lifetimes) judges its only point."""
         self.thresholds = thresholds or Thresholds()
+        self._warm_up = warm_up
         self._histories: dict[EngineKey, History] = {}
         self._last_seen: dict[EngineKey, float] = {}
         self._hysteresis = Hysteresis()
         self.latest: dict[EngineKey, EngineDiagnosis] = {}
+        #: each engine's inputs of the last round: what it does not report (coverage.py)
+        self.inputs: dict[EngineKey, EngineInputs] = {}
+        #: every engine scraped, with its state (up, down with its source's reason, asleep, ...)
+        self.states = States()
         self.generated_at: float = time.time()
+        self._now = 0.0
+        self._notes: dict[EngineKey, list[str]] = {}
         #: the stages before the engine, per gateway
         self.path = PathDiagnoser()
         #: disaggregated pairs across the node's engines (pd.py)
@@ -79,19 +111,26 @@ class Diagnoser:
         now: float,
         notes: Mapping[EngineKey, Sequence[str]] | None = None,
         answered_at: Mapping[str, float] | None = None,
+        actions: Mapping[EngineKey, Sequence[str]] | None = None,
+        failures: Mapping[str, tuple[str, str]] | None = None,
     ) -> list[Metric]:
         """Diagnose every live engine in `metrics` (monotonic `now`); return the gauges. `notes`:
-        evidence lines from outside the stages (the SLOs' attainment and headroom), per engine.
+        evidence lines from outside the stages (the SLOs' attainment and headroom), per engine;
+        `actions`: actions from outside the stages (the concurrency the SLOs allow), per engine.
         `answered_at`: per `engine` label, when that engine's answer was read (same clock), where
         the collection knows it. Each engine's point is stamped then, not at `now`: on a busy host
         a round lasts as long as its slowest source, and an answer that missed its round's
         deadline is published a round later, so stamping all at `now` put seconds of error into
         every counter rate over a 30 s level window (a counter at 0.95 cores read 0.81 with one
-        round in four 4.3 s long: tests/unit/test_diagnosis.py)."""
+        round in four 4.3 s long: tests/unit/test_diagnosis.py). `failures`: per `engine` label,
+        the (reason, message) of its source's failed collection, for /diagnosis."""
         t = self.thresholds
-        inputs = engine_inputs(metrics)
-        for engine_inputs_ in inputs.values():
-            capacity_waiting(engine_inputs_)
+        self._now = now
+        self.states.update(metrics, failures or {}, time.time())
+        self.inputs = engine_inputs(metrics)
+        # An engine asleep is not scored (it serves nothing) and keeps its history for when it wakes.
+        sleeping = self.states.asleep()
+        inputs = {key: engine for key, engine in self.inputs.items() if key not in sleeping}
         answered = answered_at or {}
         for key, engine in inputs.items():
             history = self._histories.setdefault(key, History(max(t.baseline_seconds, t.level_seconds * 2)))
@@ -110,29 +149,57 @@ class Diagnoser:
             engine_key(m.labels) for m in metrics if m.name == "llm_engine_up" and isinstance(m, Sample) and not m.value
         }
         for key in [
-            k for k in self._histories if k not in inputs and (k not in down or self._last_seen[k] < forget_before)
+            k
+            for k in self._histories
+            if k not in inputs and k not in sleeping and (k not in down or self._last_seen[k] < forget_before)
         ]:
             del self._histories[key]
             del self._last_seen[key]
             self._hysteresis.forget(key)
         pair_metrics = self.pairs.update(self._histories, inputs.keys(), metrics, t)
-        # An engine within its grace keeps its last verdict (and its row in /diagnosis) rather
-        # than vanishing for one collection.
+        # An engine is judged once its history spans a level window: before that its means and
+        # rates rest on a few points, and its "best" inter-token latency on the first one.
         previous = self.latest
-        self.latest = {key: self._diagnose(key, self._histories[key]) for key in inputs}
-        for key, lines in (notes or {}).items():
+        self.latest = {
+            key: self._diagnose(key, self._histories[key], now)
+            for key in inputs
+            if not self._warm_up or self._span(key) >= t.level_seconds
+        }
+        # Notes are facts beside any verdict (an SLO's attainment): an engine without one shows them too.
+        self._notes = {key: list(lines) for key, lines in (notes or {}).items()}
+        for key, lines in self._notes.items():
             if key in self.latest:
                 self.latest[key].evidence.extend(lines)
+        for key, advised in (actions or {}).items():
+            if key in self.latest:
+                self.latest[key].actions.extend(advised)
+        # An engine within its grace keeps its last verdict (and its gauges) rather than losing
+        # them for one collection; /diagnosis says the verdict is its last.
         for key in self._histories:
-            if key not in self.latest and key in previous:
+            if key not in inputs and key in previous and key not in sleeping:
                 self.latest[key] = previous[key]
         self.generated_at = time.time()
         gauges = [m for d in self.latest.values() for m in self._gauges(d)]
-        return gauges + pair_metrics + self.path.update(metrics, now, t)
+        slices = _slice_scores(metrics, self.latest, t)
+        return gauges + pair_metrics + slices + self.path.update(metrics, now, t)
 
     def report(self) -> dict[str, Any]:
-        """The /diagnosis document (DESIGN.md contract)."""
-        engines = [d.as_json() for _, d in sorted(self.latest.items())]
+        """The /diagnosis document (DESIGN.md contract): every engine scraped, its verdict where
+        it has one, its state, why it has no verdict where it has none, and what it does not report."""
+        engines = []
+        for key in sorted(set(self.states.current) | set(self.latest)):
+            verdict = self.latest.get(key)
+            status = self.states.current.get(key) or Status(EngineState.UP, self.generated_at)
+            entry = (
+                verdict.as_json()
+                if verdict is not None
+                else _unjudged(key, self._notes.get(key, []), self.inputs.get(key))
+            )
+            entry.update(status.as_json())
+            entry["no_verdict"] = self._why_no_verdict(key, status, verdict)
+            if key in self.inputs:  # a live engine: the families its scrape lacked, its silent ranks
+                entry.update(coverage_fields(self.inputs[key]))
+            engines.append(entry)
         counts: dict[str, int] = {}
         for d in self.latest.values():
             counts[d.primary] = counts.get(d.primary, 0) + 1
@@ -140,11 +207,30 @@ class Diagnoser:
             "generated_at": datetime.fromtimestamp(self.generated_at, UTC).isoformat(),
             "engines": self.path.annotate(engines),
             "gateways": self.path.report(),
-            "node": {"engines": len(engines), "primary_counts": counts},
+            "node": {"engines": len(engines), "primary_counts": counts, "states": self.states.counts()},
             "thresholds": {k: getattr(self.thresholds, k) for k in field_names(Thresholds)},
         }
 
-    def _diagnose(self, key: EngineKey, history: History) -> EngineDiagnosis:
+    def _span(self, key: EngineKey) -> float:
+        points = self._histories[key].points
+        return points[-1][0] - points[0][0] if points else 0.0
+
+    def _why_no_verdict(self, key: EngineKey, status: Status, verdict: EngineDiagnosis | None) -> str | None:
+        """None for a verdict of this round; else why there is none (or only the last one)."""
+        if verdict is not None and verdict.at == self._now:
+            return None
+        t = self.thresholds
+        if verdict is not None:  # down within its grace: the last verdict is kept
+            return (
+                f"{status.why_no_verdict()}: the verdict shown is its last, {self._now - verdict.at:.0f}s old, "
+                f"kept while it is down for up to {2 * t.level_seconds:g}s"
+            )
+        if status.state is EngineState.UP:
+            span = self._span(key) if key in self._histories else 0.0
+            return f"not enough history yet: {span:.0f}s of the {t.level_seconds:g}s level window"
+        return status.why_no_verdict()
+
+    def _diagnose(self, key: EngineKey, history: History, now: float) -> EngineDiagnosis:
         t = self.thresholds
         stages = of(ENGINE)
         role = history.latest().role
@@ -153,12 +239,14 @@ class Diagnoser:
             for stage in stages
         }
         scores = {stage_id: r.score for stage_id, r in results.items()}
-        active, primary = self._hysteresis.judge(key, stages, scores, t)
+        active, primary = self._hysteresis.judge(key, stages, scores, t, now)
         ordered = sorted(stages, key=lambda s: (not active[s.id], -scores[s.id]))
         evidence = []
         for stage in ordered:
             if active[stage.id] or stage is ordered[0]:
-                evidence += [f"{stage.id} {scores[stage.id]:.2f}: {line}" for line in results[stage.id].evidence]
+                held = self._hysteresis.held(key, stage.id, t, now)
+                lines = [*results[stage.id].evidence, *([held] if held else [])]
+                evidence += [f"{stage.id} {scores[stage.id]:.2f}: {line}" for line in lines]
         unattributed = history.unattributed_gpus(t.level_seconds)
         if unattributed:
             # Said once per engine whatever stage leads: its verdict was reached without GPU data.
@@ -173,14 +261,11 @@ class Diagnoser:
         actions += balance_actions(view, role) if any(active.values()) else []
         inputs = history.latest()
         return EngineDiagnosis(
-            key, scores, active, results, primary, evidence, actions, inputs.role, inputs.role_source, view
+            key, scores, active, results, primary, evidence, actions, now, inputs.role, inputs.role_source, view
         )
 
     def _gauges(self, d: EngineDiagnosis) -> list[Metric]:
-        engine, engine_type, model = d.key
-        base = {"engine": engine, "engine_type": engine_type, "model": model}
-        if d.role != "unified":
-            base["role"] = d.role
+        base = _base_labels(d)
         out: list[Metric] = []
         for stage, score in d.scores.items():
             labels = {**base, "stage": stage}
@@ -189,3 +274,31 @@ class Diagnoser:
         for stage in (*d.scores, NONE):
             out.append(Sample("llm_bottleneck_primary", {**base, "stage": stage}, 1.0 if d.primary == stage else 0.0))
         return out
+
+
+def _base_labels(d: EngineDiagnosis) -> dict[str, str]:
+    """The labels of an engine's diagnosis series: its identity, and its role in a pair."""
+    engine, engine_type, model = d.key
+    base = {"engine": engine, "engine_type": engine_type, "model": model}
+    if d.role != "unified":
+        base["role"] = d.role
+    return base
+
+
+def _unjudged(key: EngineKey, notes: list[str], inputs: EngineInputs | None) -> dict[str, Any]:
+    """An engine's /diagnosis fields without a verdict: no primary stage (null), nothing scored;
+    its evidence is the notes from outside the stages (an SLO's attainment) alone. Its role is
+    known from its series before any verdict."""
+    engine, engine_type, model = key
+    return {
+        "engine": engine,
+        "engine_type": engine_type,
+        "model": model,
+        "role": inputs.role if inputs is not None else "unified",
+        "role_source": inputs.role_source if inputs is not None else "",
+        "primary": None,
+        "scores": {},
+        "active": [],
+        "evidence": notes,
+        "actions": [],
+    }

@@ -246,7 +246,11 @@ class PathDiagnoser:
         scores = {stage_id: result.score for stage_id, result in results.items()}
         for stage_id, result in results.items():
             evidence += [f"{stage_id}: {line}" for line in result.evidence]
-        active, primary = self._hysteresis.judge(key, stages, scores, t)
+        active, primary = self._hysteresis.judge(key, stages, scores, t, now)
+        for stage in stages:
+            held = self._hysteresis.held(key, stage.id, t, now)
+            if held:
+                evidence.append(f"{stage.id}: {held}")
         actions = [a for stage in stages if active[stage.id] for a in stage.generic_actions]
         if down:
             actions.append(f"Restore engine {', '.join(down)} (see its own diagnosis and llm_engine_up)")

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from exporter.catalogue.disagg import TTFT_PARTS
 from exporter.model import Metric, QuantileSummary, Sample
 from exporter.settings import Thresholds
+from exporter.stages.inputs import EngineKey
 from exporter.stages.pd_view import LinkCheck, PdView
 from exporter.stages.record import StageResult
 from exporter.stages.scoring import ramp
-from exporter.stages.signals import EngineKey, History
+from exporter.stages.signals import History
 
 #: KV bytes the decode side received, against what a link carried: at least this share on one
 #: link says the transfers cross it

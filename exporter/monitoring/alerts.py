@@ -247,6 +247,7 @@ def _slo_alerts(b: AlertBuilder, slo: SloTarget) -> list[RecordingRule | Alertin
     rules: list[RecordingRule | AlertingRule] = []
     labels = (b.cluster, "slo", "dimension")
     attained = b.lookup(f"1 - {SloRecordNames.error_ratio('1h')}{{@}}", labels, PCT, exporter_series=False)
+    where = "{{ $labels.measured_at }}"
     for dimension, threshold in slo.thresholds():
         what = f"{DIMENSION_TEXT[dimension]} ≤ {threshold:g}s for {percent(slo.objective)} of requests"
         for name, conditions, speed in (
@@ -260,7 +261,8 @@ def _slo_alerts(b: AlertBuilder, slo: SloTarget) -> list[RecordingRule | Alertin
                     f"SLO {slo.name} burns its error budget {speed}.",
                     f"SLO {slo.name} ({what}) burns its {percent(budget)} error budget "
                     f"{{{{ $value | {RATE} }}}}× as fast as the {BUDGET_PERIOD} period allows "
-                    f"(line {describe(conditions)}); {attained} within over the last hour.",
+                    f"(line {describe(conditions)}); {attained} within over the last hour. Measured at the {where}, "
+                    "the point nearest the client that measures it (probe, gateway, engine).",
                     slo=slo.name,
                     dimension=dimension,
                 )

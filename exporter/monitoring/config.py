@@ -183,15 +183,25 @@ class MonitoringConfig:
     # The exporter's SLOs: not a key of the monitoring YAML either; `generate` fills it from the
     # deployed exporter configuration's `slos:` section (burn-rate rules and the SLO dashboard).
     slos: tuple[SloTarget, ...] = ()
+    # The gateways the exporter reads (its `gateways:`), filled the same way: without one, the
+    # bottleneck dashboard's ingress row is folded and says how to add one.
+    gateways: tuple[str, ...] = ()
     thresholds: AlertThresholds = field(default_factory=AlertThresholds)
     windows: Windows = field(default_factory=Windows)
     alerts: Mapping[str, AlertPolicy] = field(default_factory=default_policies)
     # `runbook_url` = this + "/<AlertName>.md"; the files are docs/runbooks/<AlertName>.md.
     runbook_url_base: str = "https://github.com/llm-bottleneck-exporter/llm-bottleneck-exporter/blob/main/docs/runbooks"
+    # The dashboards' link from a series to its exporter's /diagnosis: a Grafana data-link URL,
+    # where ${__field.labels.<label>} is a label of the series. None: the node label as the
+    # exporter's address (right where the node label is the scrape's `instance`, the default).
+    diagnosis_url: str | None = None
     prometheus_rule: PrometheusRuleMeta = field(default_factory=PrometheusRuleMeta)
 
     def policy(self, alert: str) -> AlertPolicy:
         return self.alerts[alert]
+
+    def diagnosis_link(self) -> str:
+        return self.diagnosis_url or f"http://${{__field.labels.{self.labels.node}}}/diagnosis"
 
     def runbook_url(self, alert: str) -> str:
         return f"{self.runbook_url_base.rstrip('/')}/{alert}.md"
@@ -204,7 +214,7 @@ def load_config(path: str | None) -> MonitoringConfig:
 
 
 # The keys of the monitoring YAML: every field but the one the exporter's configuration sets.
-YAML_KEYS = tuple(f.name for f in fields(MonitoringConfig) if f.name not in ("diagnosis", "slos"))
+YAML_KEYS = tuple(f.name for f in fields(MonitoringConfig) if f.name not in ("diagnosis", "slos", "gateways"))
 
 
 def from_mapping(data: Any) -> MonitoringConfig:
@@ -214,6 +224,10 @@ def from_mapping(data: Any) -> MonitoringConfig:
         raise ConfigError("diagnosis", DIAGNOSIS_HOME)
     if "slos" in data:
         raise ConfigError("slos", f"set the SLOs in the exporter configuration's slos: ({DEPLOYED_EXPORTER_CONFIG})")
+    if "gateways" in data:
+        raise ConfigError(
+            "gateways", f"set the gateways in the exporter configuration's gateways: ({DEPLOYED_EXPORTER_CONFIG})"
+        )
     v.known_keys(data, "", YAML_KEYS)
     base = MonitoringConfig()
     changes: dict[str, Any] = {}
@@ -234,7 +248,7 @@ def from_mapping(data: Any) -> MonitoringConfig:
             changes[key] = v.duration(value, key)
         elif key == "rule_interval":
             changes[key] = None if value is None else v.duration(value, key)
-        elif key == "runbook_url_base":
+        elif key in ("runbook_url_base", "diagnosis_url"):
             changes[key] = v.string(value, key)
     return replace(base, **changes)
 

@@ -6,7 +6,9 @@
   engines; without them, the worst replica's windowed quantile from the exporter's summaries,
   which bounds the pooled quantile from above (a mixture's quantile lies between its parts');
 - load imbalance: the coefficient of variation of GPU busy across nodes and of running requests
-  across a model's replicas.
+  across a model's replicas;
+- each model's best inter-token latency p95 over the diagnosis' baseline window: the line the
+  dashboards draw a slowdown against (`itl_slowdown_ratio` times it), as the diagnosis judges one.
 
 Every name these rules read is in the catalogue or in an engine mapping's known names; the
 engine histogram names come from the mappings themselves, so a renamed engine family is picked up
@@ -80,6 +82,8 @@ class RecordNames:
         self.node_recovering = "node:llm_node_recovering:bool"
         self.node_recovery_seconds = f"node:llm_node_recovering:seconds_{config.windows.node_recovery_lookback}"
         self.port_congested = "port:llm_rdma_port_congested:bool"
+        self.baseline = duration(config.diagnosis.baseline_seconds)
+        self.itl_best = f"model:llm_engine_inter_token_latency_seconds:p95_min{self.baseline}"
         self._window = w
 
     def latency_buckets(self, key: str) -> str:
@@ -89,6 +93,15 @@ class RecordNames:
     def latency_quantile(self, key: str) -> str:
         """Per model, label `quantile` in 0.5/0.95/0.99."""
         return f"model_quantile:{LATENCY_FAMILIES[key]}:histogram_quantile"
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a Prometheus duration, in the largest whole unit: 600 → "10m"."""
+    whole = round(seconds)
+    for unit, size in (("h", 3600), ("m", 60)):
+        if whole >= size and whole % size == 0:
+            return f"{whole // size}{unit}"
+    return f"{whole}s"
 
 
 def engine_histogram_names(key: str) -> list[str]:
@@ -146,6 +159,8 @@ def recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
                 f"max by ({cluster}, model) ({series(family, exporter, quantile_matcher)})"
             )
             rules.append(RecordingRule(names.latency_quantile(key), expr, {"quantile": str(q)}))
+    itl_p95 = series(names.latency_quantile("inter_token_latency"), 'quantile="0.95"')
+    rules.append(RecordingRule(names.itl_best, f"min without (quantile) (min_over_time({itl_p95}[{names.baseline}]))"))
     running = series("llm_engine_requests_running", exporter)
     rules += [
         RecordingRule(

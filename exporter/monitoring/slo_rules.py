@@ -12,8 +12,16 @@ over the error budget, 1 − objective.
   and 6h.
 
 The short window makes the alert stop soon after the burn does; the long one keeps a blip from
-paging. Each SLO's alerts have its name and objective inlined, so `generate --check` fails when
-the deployed `slos:` and the committed rules diverge.
+paging.
+
+Each SLO is measured at every point that can (`measured_at`: engine, gateway, probe;
+exporter/slo/points.py). The burn is computed per point and the alerts read the one closest to the
+client that exists for that SLO and dimension — probe, then gateway, then engine — so a wait the
+engine's clock cannot see (a starved API server, a gateway queue) burns the budget too; the alert
+carries `measured_at` and says it.
+
+Each SLO's alerts have its name and objective inlined, so `generate --check` fails when the
+deployed `slos:` and the committed rules diverge.
 """
 
 from __future__ import annotations
@@ -44,7 +52,15 @@ FAST_BURN = (BurnCondition(14.4, "1h", "5m"), BurnCondition(6.0, "6h", "30m"))
 SLOW_BURN = (BurnCondition(3.0, "1d", "2h"), BurnCondition(1.0, "3d", "6h"))
 
 
+#: nearest the client first: the alerts read the first that exists
+CLOSEST_FIRST = ("probe", "gateway", "engine")
+
+
 class SloRecordNames:
+    @staticmethod
+    def point_error_ratio(window: str) -> str:
+        return f"slo_point:llm_slo_error_ratio:rate{window}"
+
     @staticmethod
     def error_ratio(window: str) -> str:
         return f"slo:llm_slo_error_ratio:rate{window}"
@@ -59,6 +75,9 @@ class SloRecordNames:
 
     model_max_rate = "slo_model:llm_capacity_max_request_rate:sum"
     model_headroom = "slo_model:llm_capacity_headroom:ratio"
+    model_desired_replicas = "slo_model:llm_capacity_desired_replicas:ceil"
+    #: the most any SLO of the model asks for: what an autoscaler reads (deploy/autoscaling/)
+    desired_replicas = "model:llm_capacity_desired_replicas:max"
 
 
 def slo_recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
@@ -68,9 +87,12 @@ def slo_recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
     by = f"{cluster}, slo, dimension"
     rules: list[RecordingRule] = []
     for w in ERROR_RATIO_WINDOWS:
-        events = f"sum by ({by}) (rate({series('llm_slo_events_total', x)}[{w}]))"
-        good = f"sum by ({by}) (rate({series('llm_slo_good_events_total', x)}[{w}]))"
-        rules.append(RecordingRule(names.error_ratio(w), f"1 - {good}\n/\n({events} > 0)"))
+        events = f"sum by ({by}, measured_at) (rate({series('llm_slo_events_total', x)}[{w}]))"
+        good = f"sum by ({by}, measured_at) (rate({series('llm_slo_good_events_total', x)}[{w}]))"
+        rules.append(RecordingRule(names.point_error_ratio(w), f"1 - {good}\n/\n({events} > 0)"))
+    for w in ERROR_RATIO_WINDOWS:
+        points = [f'{names.point_error_ratio(w)}{{measured_at="{point}"}}' for point in CLOSEST_FIRST]
+        rules.append(RecordingRule(names.error_ratio(w), f"\nor on ({by})\n".join(points)))
     objective = f"max by ({cluster}, slo) ({series('llm_slo_objective_ratio', x)})"
     for w in BURN_WINDOWS:
         rules.append(
@@ -81,26 +103,43 @@ def slo_recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
         )
     w = config.rate_interval
     by_model = f"{cluster}, slo, dimension, model"
+    engine = 'measured_at="engine"'
     rules.append(
         RecordingRule(
             names.model_attainment(w),
-            f"sum by ({by_model}) (rate({series('llm_slo_good_events_total', x)}[{w}]))\n/\n"
-            f"(sum by ({by_model}) (rate({series('llm_slo_events_total', x)}[{w}])) > 0)",
+            f"sum by ({by_model}) (rate({series('llm_slo_good_events_total', x, engine)}[{w}]))\n/\n"
+            f"(sum by ({by_model}) (rate({series('llm_slo_events_total', x, engine)}[{w}])) > 0)",
         )
     )
     # Across a model's replicas: capacities add; headroom is what the model's offered rate leaves.
+    # A disaggregated model's pools each carry every request (the prefill leg, then the decode
+    # leg), so capacity and load add within a pool (`role`) and never across the two.
     rules.append(
         RecordingRule(
             names.model_max_rate,
-            f"sum by ({cluster}, slo, model) ({series('llm_capacity_max_request_rate', x)})",
+            f"sum by ({cluster}, slo, model, role) ({series('llm_capacity_max_request_rate', x)})",
         )
     )
-    requests = f"sum by ({cluster}, model) (rate({series('llm_engine_e2e_request_latency_seconds_count', x)}[{w}]))"
+    requests = (
+        f"sum by ({cluster}, model, role) (rate({series('llm_engine_e2e_request_latency_seconds_count', x)}[{w}]))"
+    )
     rules.append(
         RecordingRule(
             names.model_headroom,
-            f"1 - {requests}\n/ on ({cluster}, model) group_right ()\n({names.model_max_rate} > 0)",
+            f"1 - {requests}\n/ on ({cluster}, model, role) group_right ()\n({names.model_max_rate} > 0)",
         )
+    )
+    # Replicas: each exporter exports its replicas' fractional shares (exporter/slo/replicas.py);
+    # their sum over the cluster is the model's need, per disaggregated pool where engines carry `role`.
+    pool = f"{cluster}, slo, model, role"
+    rules.append(
+        RecordingRule(
+            names.model_desired_replicas,
+            f"ceil(sum by ({pool}) ({series('llm_capacity_desired_replicas', x)}))",
+        )
+    )
+    rules.append(
+        RecordingRule(names.desired_replicas, f"max by ({cluster}, model, role) ({names.model_desired_replicas})")
     )
     return rules
 

@@ -7,7 +7,6 @@ nothing) print one line and exit 2, as every command of the exporter does.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
 from collections.abc import Callable
@@ -15,11 +14,13 @@ from pathlib import Path
 
 from exporter.monitoring.config import LabelNames, MonitoringConfig
 from exporter.monitoring.promql import parse
-from exporter.report.build import NoData, auto_step, build_report
+from exporter.report.build import NoData, ReadSettings, build_report
+from exporter.report.extra import missing_report_extra
 from exporter.report.prometheus import PrometheusClient, PrometheusError, PrometheusOptions
-from exporter.report.queries import QueryContext
+from exporter.report.slices import parse_slice
+from exporter.report.timing import TooShort
 from exporter.report.windows import Window, WindowError, parse_duration, parse_window
-from exporter.settings import ScrapeAuth
+from exporter.settings import Config, ScrapeAuth
 
 DEFAULT_SELECTOR = "{" + MonitoringConfig().selectors.exporter + "}"
 FORMATS = {".html": "html", ".htm": "html", ".md": "markdown", ".json": "json"}
@@ -48,14 +49,30 @@ def add_report_parser(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
         metavar="{...}",
         help="matchers of engine series scraped directly (histograms, config info)",
     )
+    p.add_argument(
+        "--slice",
+        metavar="DIMENSION=VALUE",
+        help="add one slice's rows (tenant=team-a, adapter=sql-lora, priority=1; docs/metrics.md, Slices)",
+    )
     p.add_argument("--out", metavar="FILE", help="write here (default stdout); its suffix picks the format")
     p.add_argument("--format", choices=("html", "markdown", "json"), help="default: from --out's suffix, else html")
-    p.add_argument("--step", metavar="DURATION", help="interval of the per-interval values (default: 15s or longer)")
+    p.add_argument(
+        "--step",
+        metavar="DURATION",
+        help="interval of the per-interval values (default: the data's scrape interval, coarser past 250 values)",
+    )
     p.add_argument(
         "--rate-interval",
         metavar="DURATION",
-        default=MonitoringConfig().rate_interval,
-        help="rate() window (default %(default)s)",
+        default="auto",
+        help="range of every rate() (default auto: the step plus one scrape interval, each rate over its own step)",
+    )
+    p.add_argument(
+        "--exporter-window",
+        metavar="DURATION",
+        default=f"{Config().window_seconds:g}s",
+        help="the exporter's window (its window_seconds), over which it computes quantiles and ratios "
+        "(default %(default)s)",
     )
     auth = p.add_argument_group("Prometheus credentials and TLS (as Prometheus' own clients take them)")
     auth.add_argument("--basic-auth-username", metavar="USER")
@@ -125,38 +142,36 @@ def windows_of(args: argparse.Namespace, now: float) -> list[Window]:
     return windows
 
 
-# The report's own dependencies: an extra, so the DaemonSet image (deploy/image-requirements.txt)
-# carries no plotting or statistics libraries it never uses.
-REPORT_EXTRA_MODULES = ("jinja2", "matplotlib", "scipy")
-
-
-def _require_report_extra() -> None:
-    missing = [name for name in REPORT_EXTRA_MODULES if importlib.util.find_spec(name) is None]
+def require_report_extra() -> None:
+    missing = missing_report_extra()
     if missing:
-        raise ReportError(
-            f"report needs {', '.join(missing)}: pip install 'llm-bottleneck-exporter[report]' "
-            "(the container image leaves them out)"
-        )
+        raise ReportError(missing)
 
 
 def run_report(args: argparse.Namespace) -> int:
     """Build and write the report; ReportError for any user error (the caller prints it, exits 2)."""
-    _require_report_extra()
+    require_report_extra()
     try:
         windows = windows_of(args, time.time())
-        step = parse_duration(args.step) if args.step else auto_step(windows)
-        parse_duration(args.rate_interval)
+        chosen_slice = parse_slice(args.slice) if args.slice else None
     except (WindowError, ValueError) as exc:
         raise ReportError(str(exc)) from None
-    if step <= 0:
-        raise ReportError("--step: must be above 0")
+    settings = ReadSettings(
+        step=_duration("--step", args.step) if args.step else None,
+        rate_range=_duration("--rate-interval", args.rate_interval) if args.rate_interval != "auto" else None,
+        exporter_window=_duration("--exporter-window", args.exporter_window),
+        engine_selector=_matchers("--engine-selector", args.engine_selector),
+    )
     fmt = args.format or (FORMATS.get(Path(args.out).suffix.lower(), "html") if args.out else "html")
-    ctx = QueryContext(_matchers("--selector", args.selector), args.rate_interval, LabelNames())
-    engine_selector = _matchers("--engine-selector", args.engine_selector)
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        raise ReportError(f"--out: {Path(args.out).parent} is not a directory")
+    selector = _matchers("--selector", args.selector)
     client = PrometheusClient(_options(args))
     try:
-        report = build_report(client, ctx, windows, step, engine_selector, plots=fmt != "json")
-    except (PrometheusError, NoData) as exc:
+        report = build_report(
+            client, selector, windows, settings, LabelNames(), plots=fmt != "json", chosen_slice=chosen_slice
+        )
+    except (PrometheusError, NoData, TooShort) as exc:
         raise ReportError(str(exc)) from None
     finally:
         client.close()
@@ -177,6 +192,16 @@ def run_report(args: argparse.Namespace) -> int:
             path.write_text(svg, encoding="utf-8")
         _write(out, text)
     return 0
+
+
+def _duration(flag: str, text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise ReportError(f"{flag}: {exc}") from None
+    if seconds <= 0:
+        raise ReportError(f"{flag}: must be above 0")
+    return seconds
 
 
 def _write(out: Path | None, text: str) -> None:

@@ -1,9 +1,11 @@
 """Did the fix work: the after window against the baseline and the incident, per headline figure.
 
-A figure has recovered when the after value is within RECOVERED of the baseline (or better), has
-improved when it is better than the incident by at least IMPROVED, and is otherwise not fixed. The
-fix worked when the incident's primary stage is no longer primary after, no headline figure is
-worse than in the incident, and the latency tails recovered or improved.
+A figure has recovered when the after value is within RECOVERED of the baseline (or better); it
+has improved, or got worse, when it moved by at least IMPROVED from the incident and the
+Mann-Whitney test of the after window's values against the incident's says so; a figure whose
+windows hold too few values for the test is not judged either way. The fix worked when the
+incident's primary stage is no longer primary after, no headline figure is worse than in the
+incident, and the latency tails recovered or improved.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from exporter.report.matrix import Row
+from exporter.report.matrix import Comparison, Row
 
 RECOVERED = 0.10
 IMPROVED = 0.10
@@ -27,7 +29,7 @@ class FigureVerdict:
     baseline: float | None
     incident: float | None
     after: float | None
-    verdict: str  # recovered / improved / not fixed / worse / no data
+    verdict: str  # recovered / improved / not fixed / worse / too few values / no data
 
 
 @dataclass(frozen=True)
@@ -48,13 +50,16 @@ def _better(value: float, than: float, higher: bool) -> float:
 def figure_verdict(row: Row) -> FigureVerdict:
     base, incident, after = row.value("baseline"), row.value("incident"), row.value("after")
     higher = row.figure.better == "higher"
-    if base is None or incident is None or after is None:
+    since_incident = Comparison.between(row.values["incident"], row.values["after"]) if "after" in row.values else None
+    if incident is None or after is None or since_incident is None:
         verdict = "no data"
-    elif _better(after, base, higher) >= -RECOVERED:
+    elif base is not None and _better(after, base, higher) >= -RECOVERED:
         verdict = "recovered"
-    elif _better(after, incident, higher) >= IMPROVED:
+    elif not since_incident.judged:
+        verdict = "too few values"
+    elif since_incident.significant and _better(after, incident, higher) >= IMPROVED:
         verdict = "improved"
-    elif _better(after, incident, higher) < -IMPROVED:
+    elif since_incident.significant and _better(after, incident, higher) <= -IMPROVED:
         verdict = "worse"
     else:
         verdict = "not fixed"
@@ -66,14 +71,28 @@ def fix_verdict(rows: Mapping[str, Row], incident_stage: str, after_stage: str) 
     by_key = {f.figure: f for f in figures}
     stage_gone = incident_stage == "none" or after_stage != incident_stage
     none_worse = all(f.verdict != "worse" for f in figures)
-    tails = [by_key[k].verdict for k in TAILS if k in by_key]
-    tails_ok = bool(tails) and all(v in ("recovered", "improved") for v in tails)
+    tails = [by_key[k] for k in TAILS if k in by_key]
+    tails_ok = bool(tails) and all(f.verdict in ("recovered", "improved") for f in tails)
+    unjudged = [f.label for f in tails if f.verdict in ("too few values", "no data")]
     worked = stage_gone and none_worse and tails_ok
     recovered = sum(f.verdict == "recovered" for f in figures)
     if worked:
         summary = (
             f"the fix worked: {incident_stage} is no longer the primary stage (after: {after_stage}); "
             f"{recovered} of {len(figures)} headline figures back to the baseline"
+        )
+    elif stage_gone and none_worse and (unjudged or not tails):
+        summary = (
+            f"the fix could not be judged: {incident_stage} is no longer the primary stage, but "
+            + (f"{' and '.join(unjudged)} have too few values or none" if unjudged else "no latency tail has data")
+            + " (widen the windows, or have Prometheus scrape the engines' histograms)"
+        )
+    elif stage_gone and none_worse:
+        # Nothing got worse and the stage is gone, but the tails' test does not say they improved:
+        # that is no evidence either way, not a failure.
+        summary = (
+            f"the fix is not shown to have worked: {incident_stage} is no longer the primary stage, but "
+            "the latency tails neither recovered nor improved significantly"
         )
     else:
         reasons = []
@@ -82,6 +101,6 @@ def fix_verdict(rows: Mapping[str, Row], incident_stage: str, after_stage: str) 
         if not none_worse:
             reasons.append("a headline figure is worse than in the incident")
         if not tails_ok:
-            reasons.append("the latency tails did not recover")
+            reasons.append("the latency tails did not recover or improve significantly")
         summary = "the fix did not work: " + "; ".join(reasons)
     return FixVerdict(worked, summary, figures, incident_stage, after_stage)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from exporter.report.queries import Figure, Level
-from exporter.report.stats import WindowValue, change, mann_whitney_p
+from exporter.report.stats import SIGNIFICANCE, WindowValue, change, judgeable, mann_whitney_p
 
 GroupKey = tuple[str, str, str]  # (cluster, model, engine); "" where the level has none
 
@@ -22,11 +22,26 @@ class Comparison:
     absolute: float | None
     relative: float | None
     p_value: float | None
+    #: both windows hold enough values for the test to show a difference (stats.judgeable)
+    judged: bool = False
+    #: the counts compared, for what the pages say of a comparison not judged
+    samples: tuple[int, int] = (0, 0)
 
     @classmethod
     def between(cls, before: WindowValue, after: WindowValue) -> Comparison:
         absolute, relative = change(before, after)
-        return cls(absolute, relative, mann_whitney_p(before, after))
+        return cls(
+            absolute,
+            relative,
+            mann_whitney_p(before, after),
+            judgeable(before.samples, after.samples),
+            (before.samples, after.samples),
+        )
+
+    @property
+    def significant(self) -> bool:
+        """Judged, and the test says the windows differ."""
+        return self.p_value is not None and self.p_value < SIGNIFICANCE
 
 
 @dataclass(frozen=True)
@@ -57,15 +72,20 @@ def build_rows(
     level: Level,
     per_window: Mapping[str, Mapping[GroupKey, list[float]]],
     has_after: bool,
+    unread: Mapping[str, str] | None = None,
 ) -> list[Row]:
     """Rows of one figure at one level from its per-window values by group; a group missing from a
-    window gets an empty value there (shown as no data)."""
+    window gets an empty value there: no data, or `unread[window]` where the figure could not be
+    read in that window at all."""
+    unread = unread or {}
     groups = sorted({key for values in per_window.values() for key in values})
     rows = []
     for key in groups:
         if level == "engine" and not key[2]:
             continue  # an engine histogram without the exporter's `engine` label: the model row has it
-        values = {name: WindowValue.of(by_group.get(key, [])) for name, by_group in per_window.items()}
+        values = {
+            name: WindowValue.of(by_group.get(key, []), unread.get(name, "")) for name, by_group in per_window.items()
+        }
         empty = WindowValue(None, 0)
         base = values.get("baseline", empty)
         rows.append(

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.textpath import TextPath
 
 from exporter.report.build import Report, Timeline
 from exporter.report.prometheus import Series
@@ -41,34 +42,88 @@ class Plot:
     svg: str
 
 
-def _times(series: Series) -> tuple[list[datetime], list[float]]:
-    times = [datetime.fromtimestamp(t, UTC) for t, _ in series.points]
-    return times, [v if math.isfinite(v) else math.nan for _, v in series.points]
+def line_points(series: Series) -> tuple[list[datetime], list[float]]:
+    """Times and values, with a gap (NaN) where Prometheus returned no point for a step or more, so
+    a line does not draw across missing data as if it had been there."""
+    points = series.points
+    step = min((b[0] - a[0] for a, b in zip(points, points[1:])), default=0.0)
+    times, values = [], []
+    for i, (t, v) in enumerate(points):
+        if i and step and t - points[i - 1][0] > 1.5 * step:
+            times.append(datetime.fromtimestamp(t - step, UTC))
+            values.append(math.nan)
+        times.append(datetime.fromtimestamp(t, UTC))
+        values.append(v if math.isfinite(v) else math.nan)
+    return times, values
+
+
+#: Window names on the plots: their font size (points) and the gap kept between two of them.
+LABEL_SIZE = 8
+LABEL_GAP = 0.006  # axes fraction
+
+
+def label_rows(labels: Sequence[tuple[float, float]]) -> list[tuple[float, int]]:
+    """(x, row) for labels given as (x, width) in axes fraction: each label starts at its x (moved
+    left when it would run off the right edge) on the first row, from the top, where it overlaps
+    no label already there, so no two labels ever overlap however narrow their windows."""
+    placed: list[list[tuple[float, float]]] = []
+    out = []
+    for x, width in labels:
+        x = max(0.0, min(x, 1.0 - width))
+        row = next(
+            (
+                i
+                for i, taken in enumerate(placed)
+                if all(x >= b + LABEL_GAP or x + width + LABEL_GAP <= a for a, b in taken)
+            ),
+            len(placed),
+        )
+        if row == len(placed):
+            placed.append([])
+        placed[row].append((x, x + width))
+        out.append((x, row))
+    return out
+
+
+def _label_width(text: str, axes_inches: float) -> float:
+    """The text's width as a fraction of an axes `axes_inches` wide (glyph outlines, no renderer)."""
+    return TextPath((0, 0), text, size=LABEL_SIZE).get_extents().width / 72 / axes_inches
 
 
 def _axes(title: str, windows: Sequence[Window], height: float = 2.3):  # noqa: ANN202 - (Figure, Axes)
     figure = Figure(figsize=(9.5, height), dpi=96)
     # The same margins on every plot (not a layout engine's per-plot fit), so the windows line up
     # down the page; the left one holds the timeline's engine names.
-    figure.subplots_adjust(left=0.17, right=0.985, top=0.88, bottom=0.2 if height < 3 else 0.12)
+    left, right, top, bottom = 0.17, 0.985, 0.88, 0.2 if height < 3 else 0.12
+    figure.subplots_adjust(left=left, right=right, top=top, bottom=bottom)
     ax = figure.add_subplot()
     ax.set_title(title, loc="left", fontsize=10)
-    for window in windows:
-        ax.axvspan(
-            date2num(datetime.fromtimestamp(window.start, UTC)),
-            date2num(datetime.fromtimestamp(window.end, UTC)),
-            color=WINDOW_COLOURS.get(window.name, "#888888"),
-            alpha=0.10,
-            linewidth=0,
-        )
+    start, end = (
+        date2num(datetime.fromtimestamp(t, UTC)) for t in (min(w.start for w in windows), max(w.end for w in windows))
+    )
+    ax.set_xlim(start, end)  # every plot spans the windows alike
+    ordered = sorted(windows, key=lambda w: w.start)
+    axes_inches = 9.5 * (right - left)
+    spans = [
+        (date2num(datetime.fromtimestamp(w.start, UTC)), date2num(datetime.fromtimestamp(w.end, UTC))) for w in ordered
+    ]
+    for window, (a, b) in zip(ordered, spans):
+        ax.axvspan(a, b, color=WINDOW_COLOURS.get(window.name, "#888888"), alpha=0.10, linewidth=0)
+    names = [f" {w.name}" for w in ordered]
+    wanted = [((a - start) / (end - start), _label_width(name, axes_inches)) for name, (a, _) in zip(names, spans)]
+    line = 1.3 * LABEL_SIZE / 72 / (height * (top - bottom))  # one line of labels, in axes fraction
+    for window, name, (x, row) in zip(ordered, names, label_rows(wanted)):
         ax.text(
-            date2num(datetime.fromtimestamp(window.start, UTC)),
-            1.0,
-            f" {window.name}",
-            transform=ax.get_xaxis_transform(),
+            x,
+            1.0 - row * line,
+            name,
+            transform=ax.transAxes,
             va="top",
-            fontsize=8,
+            fontsize=LABEL_SIZE,
             color=WINDOW_COLOURS.get(window.name, "#444444"),
+            # Over the timeline's bars and the lines, legible: drawn last on a pale ground.
+            zorder=5,
+            bbox={"facecolor": "white", "alpha": 0.75, "edgecolor": "none", "pad": 0.3},
         )
     locator = AutoDateLocator()
     ax.xaxis.set_major_locator(locator)
@@ -98,7 +153,7 @@ def _lines(
     drawn = 0
     for figure_key, label in keys:
         for s in report.plots.get(figure_key, []):
-            times, values = _times(s)
+            times, values = line_points(s)
             ax.plot(times, [v * scale for v in values], label=label, linewidth=1.2)
             drawn += 1
     if not drawn:
@@ -116,13 +171,13 @@ def _band(report: Report, key: str, title: str, prefix: str) -> Plot | None:
     if not p50 and not p99:
         return None
     for low, high in zip(p50, p99):
-        times, lows = _times(low)
+        times, lows = line_points(low)
         highs_by_time = dict(high.points)
-        highs = [highs_by_time.get(t, math.nan) for t, _ in low.points]
+        _, highs = line_points(Series(low.labels, [(t, highs_by_time.get(t, math.nan)) for t, _ in low.points]))
         ax.fill_between(times, lows, highs, alpha=0.25, color="#c62828", linewidth=0, label="P50–P99")
     for series, label, style in ((p50, "P50", "-"), (p95, "P95", "--"), (p99, "P99", ":")):
         for s in series:
-            times, values = _times(s)
+            times, values = line_points(s)
             ax.plot(times, values, style, label=label, linewidth=1.1, color="#b71c1c")
     ax.set_ylabel("seconds", fontsize=8)
     ax.set_yscale("log")

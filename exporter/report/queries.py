@@ -18,13 +18,15 @@ from typing import Literal
 from exporter.catalogue import CATALOGUE, LATENCY_FAMILIES
 from exporter.monitoring.config import LabelNames, MonitoringConfig, Selectors
 from exporter.monitoring.promql import series
-from exporter.monitoring.records import RecordNames, recording_rules
+from exporter.monitoring.records import RecordNames, engine_histogram_names, recording_rules
+from exporter.report.timing import Reads
 from exporter.stages import stages
 from exporter.stages.record import Measure
 
 Level = Literal["cluster", "model", "engine"]
 LEVELS: tuple[Level, ...] = ("cluster", "model", "engine")
 Better = Literal["higher", "lower", ""]
+Load = Literal["up", "down", ""]
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class QueryContext:
     selector: str
     rate_interval: str
     labels: LabelNames
+    #: matchers of the engines' own series (their histograms), "" for any job
+    engine_selector: str = ""
 
     def rules(self, level: Level) -> dict[tuple[str, str], str]:
         """(record, quantile label or "") -> expression, grouped for `level` (model or engine)."""
@@ -42,7 +46,9 @@ class QueryContext:
         if level == "engine":
             labels = replace(labels, cluster=f"{labels.cluster}, engine")
         config = MonitoringConfig(
-            selectors=Selectors(exporter=self.selector), labels=labels, rate_interval=self.rate_interval
+            selectors=Selectors(exporter=self.selector, engines=self.engine_selector),
+            labels=labels,
+            rate_interval=self.rate_interval,
         )
         rules = recording_rules(config)
         plain = {r.record: r.expr for r in rules if not r.labels}
@@ -83,8 +89,15 @@ class Figure:
     key: str
     label: str
     unit: str  # "req/s", "tok/s", "tokens", "s", "ratio", "GiB", "cores", "/s", "requests"
+    #: which way is good news ("lower" latency, "higher" throughput); "" where neither is (the
+    #: request mix, utilization): the pages colour a change by it
     better: Better
     build: Builder
+    #: how a value looks back in time (timing.py), which decides where in a window it is read
+    reads: Reads = "instant"
+    #: a figure of the request mix: the way it asks more of the engines ("up": longer prompts,
+    #: more requests; "down": less prefix sharing). Only a change that way can cause a bottleneck.
+    load: Load = ""
 
 
 def _rule(record: Callable[[RecordNames], str], cluster_op: str, quantile: str = "") -> Builder:
@@ -160,6 +173,31 @@ def _rate_sum(*names: str) -> Callable[[QueryContext], str]:
     return expr
 
 
+def _slo_attainment(ctx: QueryContext, level: Level) -> str:
+    """The worst SLO dimension's attainment over the rate window. Cluster-wide at the measuring point
+    nearest the client that measures it (probe, gateway, engine), as the burn-rate alerts read
+    it; per model and engine the engines' own (a gateway's series name no model)."""
+    by = f"{ctx.grouping(level)}, slo, dimension"
+
+    def ratio(point: str) -> str:
+        matcher = f'measured_at="{point}"'
+        good = (
+            f"sum by ({by}) (rate({series('llm_slo_good_events_total', ctx.selector, matcher)}[{ctx.rate_interval}]))"
+        )
+        events = f"sum by ({by}) (rate({series('llm_slo_events_total', ctx.selector, matcher)}[{ctx.rate_interval}]))"
+        return f"({good}\n/\n({events} > 0))"
+
+    points = ("probe", "gateway", "engine") if level == "cluster" else ("engine",)
+    return f"min by ({ctx.grouping(level)}) (\n" + f"\nor on ({by})\n".join(ratio(p) for p in points) + "\n)"
+
+
+def _cost_per_request(ctx: QueryContext, level: Level) -> str:
+    """GPU cost per second over completed requests per second (exporter/slo/cost.py)."""
+    by = ctx.grouping(level)
+    requests = f"sum by ({by}) (rate({ctx.sel('llm_engine_e2e_request_latency_seconds_count')}[{ctx.rate_interval}]))"
+    return f"sum by ({by}) ({ctx.sel('llm_cost_per_hour')}) / 3600\n/\n({requests} > 0)"
+
+
 def _latency(key: str, quantile: float, label: str) -> Figure:
     short = {
         "time_to_first_token": "ttft",
@@ -173,24 +211,20 @@ def _latency(key: str, quantile: float, label: str) -> Figure:
         "s",
         "lower",
         _rule(lambda n: n.latency_quantile(key), "max", str(quantile)),
+        reads="quantile",
     )
 
 
 FIGURES: tuple[Figure, ...] = (
-    Figure("request_rate", "Request rate", "req/s", "higher", _rule(lambda n: n.requests_rate, "sum")),
-    Figure(
-        "prompt_tokens_rate",
-        "Prompt tokens/s",
-        "tok/s",
-        "",
-        _rule(lambda n: n.prompt_tokens_rate, "sum"),
-    ),
+    Figure("request_rate", "Request rate", "req/s", "higher", _rule(lambda n: n.requests_rate, "sum"), "rate", "up"),
+    Figure("prompt_tokens_rate", "Prompt tokens/s", "tok/s", "", _rule(lambda n: n.prompt_tokens_rate, "sum"), "rate"),
     Figure(
         "generation_tokens_rate",
         "Generation tokens/s",
         "tok/s",
         "higher",
         _rule(lambda n: n.generation_tokens_rate, "sum"),
+        "rate",
     ),
     Figure(
         "mean_prompt_tokens",
@@ -198,6 +232,8 @@ FIGURES: tuple[Figure, ...] = (
         "tokens",
         "",
         _per_request(lambda n: n.prompt_tokens_rate),
+        reads="rate",
+        load="up",
     ),
     Figure(
         "mean_output_tokens",
@@ -205,6 +241,8 @@ FIGURES: tuple[Figure, ...] = (
         "tokens",
         "",
         _per_request(lambda n: n.generation_tokens_rate),
+        reads="rate",
+        load="up",
     ),
     *(
         _latency(key, q, label)
@@ -218,26 +256,16 @@ FIGURES: tuple[Figure, ...] = (
     _latency("queue_time", 0.99, "Queue time"),
     Figure("running", "Running requests", "requests", "", _rule(lambda n: n.running, "sum")),
     Figure("waiting", "Waiting requests", "requests", "lower", _rule(lambda n: n.waiting, "sum")),
-    Figure(
-        "kv_usage_max",
-        "KV-cache usage (max)",
-        "ratio",
-        "lower",
-        _rule(lambda n: n.kv_usage_max, "max"),
-    ),
-    Figure(
-        "preemptions_rate",
-        "Preemptions/s",
-        "/s",
-        "lower",
-        _rule(lambda n: n.preemptions_rate, "sum"),
-    ),
+    Figure("kv_usage_max", "KV-cache usage (max)", "ratio", "lower", _rule(lambda n: n.kv_usage_max, "max")),
+    Figure("preemptions_rate", "Preemptions/s", "/s", "lower", _rule(lambda n: n.preemptions_rate, "sum"), "rate"),
     Figure(
         "prefix_cache_hit_ratio",
         "Prefix-cache hit ratio",
         "ratio",
         "",
         _engine_gauge("llm_engine_prefix_cache_hit_ratio", "avg"),
+        reads="windowed",  # hits over queries in the exporter's window
+        load="down",
     ),
     Figure("gpu_utilization", "GPU utilization", "ratio", "", _gpu("llm_gpu_utilization_ratio", "avg")),
     Figure("sm_active", "SM active", "ratio", "", _gpu("llm_gpu_sm_active_ratio", "avg")),
@@ -259,8 +287,21 @@ FIGURES: tuple[Figure, ...] = (
         "/s",
         "lower",
         _cluster_only(_rate_sum("llm_rdma_port_cnp_handled_total", "llm_rdma_port_ecn_marked_packets_total")),
+        reads="rate",
     ),
-    Figure("cpu", "Host CPU (cluster: utilization; engine: cores)", "cpu", "", _engine_cpu),
+    # The host's utilization over the exporter's window (cluster), the engines' CPU rate (others).
+    Figure("cpu", "Host CPU (cluster: utilization; engine: cores)", "cpu", "", _engine_cpu, reads="windowed"),
+    # The exporter's estimate over its window (exporter/slo/concurrency.py).
+    Figure(
+        "recommended_concurrency",
+        "Concurrency the SLOs allow (recommended max_num_seqs)",
+        "requests",
+        "",
+        _engine_gauge("llm_capacity_recommended_concurrency", "min"),
+        reads="windowed",
+    ),
+    Figure("slo_attainment", "SLA attainment (worst SLO dimension)", "ratio", "higher", _slo_attainment, reads="rate"),
+    Figure("cost_per_request", "GPU cost per request", "/req", "lower", _cost_per_request, reads="rate"),
 )
 FIGURES_BY_KEY = {f.key: f for f in FIGURES}
 
@@ -276,7 +317,8 @@ def _measure(measure: Measure) -> Figure:
             selected = f"rate({selected}[{ctx.rate_interval}])"
         return f"{measure.aggregate} by ({ctx.grouping(level)}) ({selected})"
 
-    return Figure(measure.key, measure.label, measure.unit, measure.better, build)
+    reads: Reads = "rate" if measure.rate else "instant"
+    return Figure(measure.key, measure.label, measure.unit, measure.better, build, reads)
 
 
 def all_figures() -> tuple[Figure, ...]:
@@ -288,6 +330,9 @@ def all_figures() -> tuple[Figure, ...]:
 assert all(name in CATALOGUE for name in LATENCY_FAMILIES.values())
 
 
-def presence_expr(ctx: QueryContext, seconds: float) -> str:
-    """Engines the selector matches at any time in the last `seconds` before the query time."""
-    return f"count(last_over_time({ctx.sel('llm_engine_up')}[{max(1, round(seconds))}s]))"
+def histograms_expr(engine_selector: str, seconds: float) -> str:
+    """Engine latency-histogram bucket series present in the last `seconds` before the query time
+    (the recording rules' first source of the latency quantiles)."""
+    names = sorted({f"{name}_bucket" for key in LATENCY_FAMILIES for name in engine_histogram_names(key)})
+    matchers = ", ".join(m for m in (f'__name__=~"{"|".join(names)}"', engine_selector) if m)
+    return f"count(last_over_time({{{matchers}}}[{max(1, round(seconds))}s]))"

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from exporter.report.build import Report
+from exporter.report.framework import after_window, framework_table
 from exporter.report.matrix import Comparison
 from exporter.report.stats import WindowValue
 
@@ -21,11 +22,22 @@ def iso(seconds: float) -> str:
 def _value(value: WindowValue | None) -> dict[str, Any]:
     if value is None:
         return {"value": None, "samples": 0}
-    return {"value": value.mean, "samples": value.samples}
+    out: dict[str, Any] = {"value": value.mean, "samples": value.samples}
+    if value.unread:
+        out["unread"] = value.unread
+    return out
 
 
 def _comparison(c: Comparison | None) -> dict[str, Any] | None:
-    return None if c is None else {"absolute": c.absolute, "relative": c.relative, "p_value": c.p_value}
+    if c is None:
+        return None
+    return {
+        "absolute": c.absolute,
+        "relative": c.relative,
+        "p_value": c.p_value,
+        "judged": c.judged,
+        "significant": c.significant,
+    }
 
 
 def document(report: Report) -> dict[str, Any]:
@@ -35,9 +47,20 @@ def document(report: Report) -> dict[str, Any]:
         "generated_at": iso(report.generated_at),
         "prometheus": report.prometheus,
         "selector": "{" + report.selector + "}",
+        "scrape_interval_seconds": report.timing.scrape_interval,
         "step_seconds": report.step,
         "rate_interval": report.rate_interval,
-        "windows": {w.name: {"start": iso(w.start), "end": iso(w.end)} for w in report.windows},
+        "exporter_window_seconds": report.timing.exporter_window,
+        "windows": {
+            w.name: {
+                "start": iso(w.start),
+                "end": iso(w.end),
+                "data_first": iso(report.extents[w.name].first),
+                "data_last": iso(report.extents[w.name].last),
+            }
+            for w in report.windows
+        },
+        "warnings": report.warnings,
         "primary": {
             "cluster": dict(report.primary),
             "engines": [
@@ -87,6 +110,10 @@ def document(report: Report) -> dict[str, Any]:
             }
             for step in report.walk
         ],
+        "framework_table": {
+            "after_window": after_window(report),
+            "rows": [row.as_json() for row in framework_table(report)],
+        },
         "causes": [asdict(c) for c in report.causes],
         "actions": report.actions,
         "fix": None if report.fix is None else asdict(report.fix),

@@ -24,6 +24,28 @@ def fmt_value(value: float | None, unit: str) -> str:
     return f"{text}{unit}" if unit.startswith("/") else f"{text} {unit}"
 
 
+def fmt_seconds(seconds: float) -> str:
+    """`45 s`, `5 min`, `1 h 30 min`: a span of time as people say it."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return (
+        f"{minutes} min" if minutes < 120 else f"{minutes // 60} h" + (f" {minutes % 60} min" if minutes % 60 else "")
+    )
+
+
+def fmt_change(absolute: float | None, relative: float | None, unit: str) -> str:
+    """The change as a percentage or factor; from a zero start, as an amount (`+0.75/s`), since a
+    real 0 is a value, not missing data."""
+    if relative is not None:
+        return fmt_relative(relative)
+    if absolute is None:
+        return MISSING
+    if absolute == 0:
+        return "no change"
+    return ("+" if absolute > 0 else "-") + fmt_value(abs(absolute), unit)
+
+
 def fmt_relative(value: float | None) -> str:
     """`+36.1%`; a change past ten-fold as a factor (`×1,133`), which reads where `+113200%` does not."""
     if value is None:

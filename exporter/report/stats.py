@@ -5,6 +5,11 @@ Mann-Whitney U test on the per-interval values of each metric: it assumes no dis
 latency quantiles and queue lengths do not follow, and it reads ranks, so one spike cannot carry
 it. The test is scipy's (a maintained, tie-corrected implementation with exact small-sample
 p-values), not ours.
+
+How many values a side is enough is not a fixed count: the smallest two-sided p-value two samples
+of n and m values can reach is 2 / C(n+m, n) (every value of one side above every value of the
+other), so 3 values against 3 can never be significant at 5 % while 3 against 5 can. A comparison
+whose counts cannot reach SIGNIFICANCE is not judged: it gets no p-value and says so.
 """
 
 from __future__ import annotations
@@ -13,25 +18,28 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: Below this many values on a side, no p-value is given: a rank test on 2 points says nothing.
-MIN_SAMPLES = 3
+#: The level below which a difference is significant (two-sided).
+SIGNIFICANCE = 0.05
 
 
 @dataclass(frozen=True)
 class WindowValue:
     """A figure over one window: the mean of its per-interval values, and how many there were.
 
-    `mean` is None when the window held no value (missing data is said as such, never 0).
+    `mean` is None when the window held no value (missing data is said as such, never 0);
+    `unread` says why a window that holds data gave the figure no value (its look-back does not
+    fit in it), so that is not mistaken for missing data.
     """
 
     mean: float | None
     samples: int
     values: tuple[float, ...] = ()
+    unread: str = ""
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> WindowValue:
+    def of(cls, values: Sequence[float], unread: str = "") -> WindowValue:
         kept = tuple(v for v in values if math.isfinite(v))
-        return cls(sum(kept) / len(kept) if kept else None, len(kept), kept)
+        return cls(sum(kept) / len(kept) if kept else None, len(kept), kept, "" if kept else unread)
 
 
 def change(before: WindowValue, after: WindowValue) -> tuple[float | None, float | None]:
@@ -43,11 +51,23 @@ def change(before: WindowValue, after: WindowValue) -> tuple[float | None, float
     return absolute, relative
 
 
+def smallest_p(n: int, m: int) -> float:
+    """The smallest two-sided p-value of the Mann-Whitney U test with n and m values."""
+    if n < 1 or m < 1:
+        return 1.0
+    return min(1.0, 2 / math.comb(n + m, n))
+
+
+def judgeable(n: int, m: int) -> bool:
+    """Whether n values against m can show a significant difference at all."""
+    return smallest_p(n, m) < SIGNIFICANCE
+
+
 def mann_whitney_p(before: WindowValue, after: WindowValue) -> float | None:
-    """Two-sided p-value that both windows' values come from one distribution; None when a side has
-    fewer than MIN_SAMPLES values or every value is the same (no ranks to compare)."""
+    """Two-sided p-value that both windows' values come from one distribution; None when the counts
+    cannot reach SIGNIFICANCE (not judgeable), 1.0 when every value is the same."""
     a, b = before.values, after.values
-    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
+    if not judgeable(len(a), len(b)):
         return None
     if len(set(a) | set(b)) == 1:
         return 1.0

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from exporter.report.matrix import Row
-from exporter.report.render_text import fmt_relative, fmt_value
+from exporter.report.render_text import fmt_change, fmt_value
 from exporter.stages import ENGINE, of
 
 NONE = "none"
@@ -109,8 +109,8 @@ def change_line(row: Row, window: str = "incident") -> str:
     unit = row.figure.unit
     text = f"{row.figure.label} {fmt_value(base, unit)} → {fmt_value(other, unit)}"
     comparison = row.incident if window == "incident" else row.after
-    if comparison is not None and comparison.relative is not None:
-        text += f" ({fmt_relative(comparison.relative)})"
+    if comparison is not None and comparison.absolute is not None:
+        text += f" ({fmt_change(comparison.absolute, comparison.relative, unit)})"
     return text
 
 

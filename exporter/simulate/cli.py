@@ -79,6 +79,9 @@ def add_demo_parser(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
     parser.add_argument("--seed", metavar="N", type=int, help="random seed (default: the scenario's)")
     parser.add_argument("--duration", metavar="SECONDS", type=float, help="stop after this many seconds")
     parser.add_argument("--refresh", metavar="SECONDS", type=float, default=3.0, help="view refresh (default 3)")
+    from exporter.simulate.case_review import add_case_review_flags
+
+    add_case_review_flags(parser)
     parser.add_argument(
         "--plain",
         action="store_true",

@@ -1,7 +1,9 @@
 """Prometheus and Alertmanager beside the demo, when Debian's binaries are installed.
 
-Prometheus scrapes the demo's exporter and evaluates the rules `generate` produces, with the
-paging alerts' `for:` shortened to one minute so a page shows up while someone watches;
+Prometheus scrapes the demo's exporter (and the simulated engines, whose latency histograms the
+recording rules prefer, as a Prometheus beside real engines would) and evaluates the rules
+`generate` produces, with the paging alerts' `for:` shortened to one minute so a page shows up
+while someone watches; its data can be kept for `report` (`demo --prometheus-data DIR`);
 Alertmanager receives them and the demo's view lists what is firing. Neither is required: a
 missing binary leaves the demo as it was, with a line saying how to add it.
 """
@@ -13,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -108,10 +111,16 @@ def start_alertmanager(workdir: Path) -> ManagedBinary | None:
 
 
 def start_prometheus(
-    workdir: Path, exporter_url: str, alertmanager_url: str | None, nodes: dict[str, str] | None = None
+    workdir: Path,
+    exporter_url: str,
+    alertmanager_url: str | None,
+    nodes: dict[str, str] | None = None,
+    engines: Sequence[str] = (),
+    storage: Path | None = None,
 ) -> ManagedBinary | None:
     """Prometheus over the exporter at `exporter_url`, or over one exporter per node (`nodes`:
-    exporter URL -> the node's name, its `instance` label) for a simulated cluster."""
+    exporter URL -> the node's name, its `instance` label) for a simulated cluster, and over the
+    engines' own /metrics URLs; its TSDB in `storage` (kept by the caller) or in `workdir`."""
     binary = shutil.which("prometheus")
     if binary is None:
         return None
@@ -131,12 +140,30 @@ def start_prometheus(
             }
         ],
     }
+    if engines:
+        config["scrape_configs"].append(
+            {
+                "job_name": "llm-engines",
+                # The simulated engines share one address: each its own `instance` (the engine's
+                # identity in its series, vLLM's `vllm:cache_config_info` for one).
+                "static_configs": [
+                    {
+                        "targets": [urlsplit(url).netloc],
+                        "labels": {
+                            "__metrics_path__": urlsplit(url).path,
+                            "instance": urlsplit(url).netloc + urlsplit(url).path,
+                        },
+                    }
+                    for url in engines
+                ],
+            }
+        )
     if alertmanager_url:
         config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [urlsplit(alertmanager_url).netloc]}]}]}
     path = workdir / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
-    storage = workdir / "prometheus-data"
-    storage.mkdir(exist_ok=True)
+    storage = storage or workdir / "prometheus-data"
+    storage.mkdir(parents=True, exist_ok=True)
     command = [
         binary,
         f"--config.file={path}",
@@ -146,13 +173,20 @@ def start_prometheus(
     return _start("prometheus", command, f"http://127.0.0.1:{port}", "/-/ready", workdir)
 
 
-def start_monitoring(exporter_url: str, workdir: Path, nodes: dict[str, str] | None = None) -> list[ManagedBinary]:
+def start_monitoring(
+    exporter_url: str,
+    workdir: Path,
+    nodes: dict[str, str] | None = None,
+    engines: Sequence[str] = (),
+    storage: Path | None = None,
+) -> list[ManagedBinary]:
     """Alertmanager, then Prometheus pointed at it; whichever binaries this machine has."""
     started: list[ManagedBinary] = []
     alertmanager = start_alertmanager(workdir)
     if alertmanager is not None:
         started.append(alertmanager)
-    prometheus = start_prometheus(workdir, exporter_url, alertmanager.url if alertmanager else None, nodes)
+    alertmanager_url = alertmanager.url if alertmanager else None
+    prometheus = start_prometheus(workdir, exporter_url, alertmanager_url, nodes, engines, storage)
     if prometheus is not None:
         started.append(prometheus)
     return started

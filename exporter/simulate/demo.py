@@ -29,6 +29,7 @@ from rich.live import Live
 
 from exporter.config import parse_listen
 from exporter.simulate import local_http
+from exporter.simulate.case_review import check_case_review, close_case_review, with_full_baseline
 from exporter.simulate.companions import start_monitoring, terminate_group
 from exporter.simulate.demo_exporter import (
     EXPORTER_INTERVAL_SECONDS,
@@ -51,12 +52,18 @@ class DemoContext:
 
     exporter_url: str  # http://HOST:PORT of the exporter (its /metrics)
     workdir: Path  # a temporary directory removed when the demo ends
+    engine_urls: tuple[str, ...] = ()  # the simulated engines' own /metrics
+    prometheus_data: Path | None = None  # where Prometheus keeps its data after the demo (--prometheus-data)
 
 
 # Companion processes started after the exporter and stopped before it: Prometheus with the
 # generated rules and Alertmanager, each only where its binary is installed (companions.py).
 COMPANIONS: list[Callable[[DemoContext], list[Companion]]] = [
-    lambda context: list(start_monitoring(context.exporter_url, context.workdir)),
+    lambda context: list(
+        start_monitoring(
+            context.exporter_url, context.workdir, engines=context.engine_urls, storage=context.prometheus_data
+        )
+    ),
 ]
 
 
@@ -68,6 +75,11 @@ def run_demo(args: argparse.Namespace) -> int:
 
         return run_cluster_demo(args, scenario, host, port)
     check_free(host, port, args.listen)
+    check_case_review(args, scenario)
+    if args.report or args.prometheus_data:
+        scenario = with_full_baseline(scenario)
+        first = scenario.phases[0]
+        print(f"case review: the {first.name} phase runs its whole length in real time, for a baseline", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="llm-bottleneck-demo-"))
     node = SimulatedNode(scenario, args.seed)
     server = SimulationServer(node, "127.0.0.1", 0, str(workdir / "sys")).start()
@@ -87,8 +99,10 @@ def run_demo(args: argparse.Namespace) -> int:
                 return 130
             sys.stderr.write(f"exporter did not start; its log:\n{log_path.read_text(errors='replace')[-4000:]}")
             return 1
+        engine_urls = tuple(f"{server.url}/engine/{i}/metrics" for i in range(len(node.replicas)))
+        data = Path(args.prometheus_data) if args.prometheus_data else None
         for factory in COMPANIONS:
-            companions.extend(factory(DemoContext(exporter_url, workdir)))
+            companions.extend(factory(DemoContext(exporter_url, workdir, engine_urls, data)))
         if not companions:
             print(
                 "Prometheus/Alertmanager not installed: the demo runs without rules and pages "
@@ -96,6 +110,10 @@ def run_demo(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         _show(node, server, exporter_url, companions, args, stop, workdir / "stderr.log")
+        with server.lock:
+            now = node.now
+        prometheus = next((c.url for c in companions if c.name == "prometheus"), None)
+        close_case_review(args, scenario, server.started_wall, now, prometheus)
         return 0
     finally:
         for companion in reversed(companions):

@@ -83,7 +83,7 @@ class EngineReplica(FastForward):
         self._next_sweep = 0.0
         for device in gpus:
             device.engine = index
-            device.memory_used_bytes = int(gpu.hbm_bytes * config.gpu_memory_utilization)
+        self._hold_memory()
 
     # ----------------------------------------------------------------- interface used by the node
     def reconfigure(self, **changes: Any) -> None:
@@ -98,6 +98,18 @@ class EngineReplica(FastForward):
         if config.scheduling != self.waiting.policy:
             self.waiting = self.waiting.with_policy(config.scheduling)
         self.config = config
+        self._hold_memory()
+
+    def _hold_memory(self) -> None:
+        """Device memory the engine holds: its share when awake; asleep, the KV cache is released
+        and the weights are offloaded (level 1) or dropped (level 2), a little context remains."""
+        share = self.config.gpu_memory_utilization if not self.config.sleep_level else 0.02
+        for device in self.gpus:
+            device.memory_used_bytes = int(self.gpu.hbm_bytes * share)
+
+    @property
+    def asleep(self) -> bool:
+        return self.config.sleep_level > 0
 
     def submit(self, request: Request) -> None:
         request.replica = self.index
@@ -143,6 +155,10 @@ class EngineReplica(FastForward):
                 request.max_tokens and request.prompt_tokens + request.max_tokens > limit
             ):
                 self._close(request, request.arrival, "rejected")  # vLLM's API server answers 400
+                continue
+            queued = self.config.max_num_queued_reqs
+            if queued and len(self.running) + len(self.waiting) >= queued:
+                self._close(request, request.arrival, "refused")  # vLLM's API server answers 503
                 continue
             room = limit - request.prompt_tokens
             request.target_tokens = max(1, min(request.output_tokens, request.max_tokens or room, room))

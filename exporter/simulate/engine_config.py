@@ -19,6 +19,8 @@ RUNTIME_KEYS = (
     "mbu",
     "host_overhead_ms",
     "gc_collections_per_request",
+    "max_num_queued_reqs",
+    "sleep_level",
 )
 
 
@@ -44,6 +46,13 @@ class EngineConfig:
     mbu: float = 0.85
     host_overhead_ms: float = 0.2
     gc_collections_per_request: float = 3.0
+    # vLLM 0.32's admission limit (`--max-num-queued-reqs`): at most this many unfinished requests,
+    # the next refused with HTTP 503 and counted in vllm:admission_rejections_total; 0: no limit.
+    max_num_queued_reqs: int = 0
+    # vLLM's sleep mode (`POST /sleep?level=N`): 0 awake; asleep, the replica serves nothing, the
+    # router sends it nothing, and its GPUs hold only what the level keeps (level 1 offloads the
+    # weights to host memory, level 2 discards them).
+    sleep_level: int = 0
 
     @property
     def efficiency(self) -> Efficiency:

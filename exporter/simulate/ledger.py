@@ -49,7 +49,8 @@ def finished(stats: EngineStats, request: Request, at: float, max_model_len: int
 
 
 def closed(stats: EngineStats, request: Request, at: float, reason: str, gc_per_request: float) -> None:
-    """Every way a request leaves: finished, aborted by its client, refused (HTTP 400) or failed."""
+    """Every way a request leaves: finished, aborted by its client, rejected (HTTP 400), refused at
+    the admission limit (HTTP 503) or failed."""
     request.finished = at
     request.finish_reason = reason
     stats.cpu_seconds += CPU_SECONDS_PER_REQUEST
@@ -57,6 +58,9 @@ def closed(stats: EngineStats, request: Request, at: float, reason: str, gc_per_
     stats.http_request_bytes += BYTES_PER_TOKEN * request.prompt_tokens + 200
     if reason == "rejected":
         stats.rejected += 1
+        return
+    if reason == "refused":
+        stats.refused += 1
         return
     stats.finished[reason] += 1
     stats.http_response_bytes += BYTES_PER_TOKEN * request.generated + 300

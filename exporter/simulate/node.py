@@ -164,16 +164,25 @@ class SimulatedNode:
 
     # ------------------------------------------------------------------------------ routing
     def _route(self, request: Request) -> None:
+        """To a replica that is awake: a router (the EPP, a Kubernetes Service) sends nothing to a
+        sleeping engine, which is out of the pool until it wakes. A disaggregated node routes
+        through its pair (pd_node.py)."""
         if self.pd is not None:
             self.pd.route(request)
             return
         routing = self.scenario.routing
+        awake = [r for r in self.replicas if not r.asleep] or self.replicas
         if routing.policy == "least_loaded":
-            target = min(self.replicas, key=lambda r: (r.load, r.index))
+            target = min(awake, key=lambda r: (r.load, r.index))
         elif routing.policy == "weighted":
-            target = self._router_rng.choices(self.replicas, weights=routing.weights)[0]
+            weights = [w for r, w in zip(self.replicas, routing.weights) if r in awake]
+            target = self._router_rng.choices(awake, weights=weights)[0]
         else:
             target = self.replicas[next(self._round_robin)]
+            for _ in range(len(self.replicas) - 1):  # past the sleeping ones, if any is awake
+                if not target.asleep:
+                    break
+                target = self.replicas[next(self._round_robin)]
         target.submit(request)
 
     # ------------------------------------------------------------------------------ queries

@@ -278,8 +278,11 @@ def _engine(value: Any, where: str, allowed: tuple[str, ...]) -> EngineConfig:
             values[key] = v.choice(item, at, POLICIES)
         elif isinstance(default, bool):
             values[key] = v.boolean(item, at)
-        elif isinstance(default, int):  # max_model_len 0 is "the model's context length"
-            values[key] = v.integer(item, at, minimum=0) if key == "max_model_len" else v.positive_int(item, at)
+        elif key == "sleep_level":
+            values[key] = v.integer(item, at, minimum=0, maximum=2)
+        elif isinstance(default, int):  # 0 is "the model's context length", "no limit"
+            zero_allowed = key in ("max_model_len", "max_num_queued_reqs")
+            values[key] = v.integer(item, at, minimum=0) if zero_allowed else v.positive_int(item, at)
         else:
             maximum = 1.0 if key in FRACTION_KEYS else None
             values[key] = (

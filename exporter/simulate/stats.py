@@ -163,6 +163,7 @@ class EngineStats:
         default_factory=lambda: {"stop": 0, "length": 0, "abort": 0, "error": 0, "repetition": 0}
     )
     rejected: int = 0  # HTTP 400 at the API server: never reached the engine
+    refused: int = 0  # HTTP 503 at the admission limit (vllm:admission_rejections_total)
     flops: float = 0.0  # per GPU, for vllm:estimated_flops_per_gpu_total
     read_bytes: float = 0.0
     written_bytes: float = 0.0

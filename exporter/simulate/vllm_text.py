@@ -126,10 +126,7 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
         "vllm:engine_sleep_state",
         "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
         "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
-        [
-            ({**base, "sleep_state": s}, 1.0 if s == "awake" else 0.0)
-            for s in ("awake", "weights_offloaded", "discard_all")
-        ],
+        [({**base, "sleep_state": s}, _sleep_flag(replica, s)) for s in ("awake", "weights_offloaded", "discard_all")],
     )
     out.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", [(base, kv.usage)])
     out.counter(
@@ -192,7 +189,10 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
     out.counter(
         "vllm:admission_rejections",
         "Number of admission attempts rejected by a queue limit, by reason.",
-        [({**model_only, "reason": r}, 0.0) for r in ("max_num_queued_reqs", "max_num_queued_tokens")],
+        [
+            ({**model_only, "reason": "max_num_queued_reqs"}, float(stats.refused)),
+            ({**model_only, "reason": "max_num_queued_tokens"}, 0.0),
+        ],
     )
     for name, help_ in HISTOGRAM_HELP.items():
         out.histogram("vllm:" + name, help_, base, stats.histograms[name])
@@ -201,6 +201,14 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
     )
     _http_families(out, replica)
     return "\n".join(out.lines) + "\n"
+
+
+def _sleep_flag(replica: EngineReplica, state: str) -> float:
+    """vLLM's engine_sleep_state: one gauge per state, 1 for the current one (loggers.py
+    record_sleep_state: awake 0 while asleep, weights_offloaded at level 1, discard_all at 2)."""
+    level = replica.config.sleep_level
+    current = {0: "awake", 1: "weights_offloaded", 2: "discard_all"}[level]
+    return 1.0 if state == current else 0.0
 
 
 def _process_families(out: _Writer, replica: EngineReplica, created: float) -> None:
@@ -284,9 +292,11 @@ def _http_families(out: _Writer, replica: EngineReplica) -> None:
     series = [({"handler": HANDLER, "method": "POST", "status": "2xx"}, stats.http_responses)]
     if stats.rejected:
         series.append(({"handler": HANDLER, "method": "POST", "status": "4xx"}, stats.rejected))
+    if stats.refused:
+        series.append(({"handler": HANDLER, "method": "POST", "status": "5xx"}, stats.refused))
     out.counter("http_requests", "Total number of requests by method, status and handler.", series)
     handler = {"handler": HANDLER}
-    requests = stats.http_responses + stats.rejected
+    requests = stats.http_responses + stats.rejected + stats.refused
     out.summary(
         "http_request_size_bytes",
         HTTP_SIZE_HELP.format("incoming requests"),

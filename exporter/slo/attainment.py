@@ -15,7 +15,7 @@ other is gone); it needs per-request data (exporter/slo/otlp.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from exporter.model import Histogram, Metric, QuantileSummary, Sample
@@ -30,6 +30,10 @@ DIMENSION_FAMILIES = {
     "e2e": "llm_engine_e2e_request_latency_seconds",
 }
 REQUESTS_FAMILY = "llm_engine_e2e_request_latency_seconds"
+#: where an attainment is measured, from the engine outwards: the engine's own histograms, the
+#: gateway's (the client side of the engine, every request), the prober's (the client side of the
+#: gateway, its own requests)
+MEASURING_POINTS = ("engine", "gateway", "probe")
 _EDGE_TOLERANCE = 1e-9
 
 
@@ -40,6 +44,13 @@ class WithinCount:
     lower: float  # at the largest edge ≤ threshold: certainly within
     upper: float  # at the smallest edge ≥ threshold: possibly within
     total: float
+
+
+def lower_share(window: WithinCount | None) -> float:
+    """The window's share of events certainly within the threshold (NaN with no events)."""
+    if window is None or window.total <= 0:
+        return math.nan
+    return window.lower / window.total
 
 
 def within(threshold: float, histogram: Histogram) -> WithinCount:
@@ -60,16 +71,21 @@ class DimensionAttainment:
 
     slo: SloTarget
     dimension: str
-    labels: dict[str, str]  # the engine's series labels
+    labels: dict[str, str]  # the measuring point's series labels (an engine's, a gateway's, a probe's)
     window: WithinCount | None  # None before the window has two scrapes
     lifetime: WithinCount
     requests_per_second: float  # completed requests over the window (NaN unknown)
+    #: where the latency was measured (MEASURING_POINTS): the engine's own clock, or a clock
+    #: nearer the client that also sees what happens before the engine (exporter/slo/points.py)
+    measured_at: str = "engine"
+    #: the span the window covers (NaN unknown), and the share of the window's arrivals refused at
+    #: the door (exporter/slo/refusals.py), already counted in `window` for request dimensions
+    window_seconds: float = math.nan
+    refused_share: float = 0.0
 
     @property
     def attainment(self) -> float:
-        if self.window is None or self.window.total <= 0:
-            return math.nan
-        return self.window.lower / self.window.total
+        return lower_share(self.window)
 
     @property
     def attainment_upper(self) -> float:
@@ -80,7 +96,10 @@ class DimensionAttainment:
     @property
     def goodput(self) -> float:
         """Requests per second within the threshold; for `itl` (events are token gaps) the
-        fraction of gaps within it applied to the request rate, an estimate."""
+        fraction of gaps within it applied to the request rate, an estimate, less the share of
+        arrivals refused (which a request dimension's attainment already counts as misses)."""
+        if self.dimension == "itl":
+            return self.attainment * self.requests_per_second * (1.0 - self.refused_share)
         return self.attainment * self.requests_per_second
 
 
@@ -92,24 +111,39 @@ def evaluate(slos: Sequence[SloTarget], metrics: Iterable[Metric]) -> list[Dimen
             summaries.setdefault(key, {})[metric.name] = metric
     result = []
     for (engine, model), families in summaries.items():
-        rate = _request_rate(families.get(REQUESTS_FAMILY))
+        rate = request_rate(families.get(REQUESTS_FAMILY))
         for slo in slos:
             if not covers(slo, engine, model):
                 continue
-            for dimension, threshold in slo.thresholds():
-                summary = families.get(DIMENSION_FAMILIES[dimension])
-                if summary is None or summary.histogram is None:
-                    continue
-                windowed = None if summary.window is None else within(threshold, summary.window)
-                result.append(
-                    DimensionAttainment(
-                        slo, dimension, dict(summary.labels), windowed, within(threshold, summary.histogram), rate
-                    )
-                )
+            result += judge(slo, families, DIMENSION_FAMILIES, rate, "engine")
     return result
 
 
-def _request_rate(summary: QuantileSummary | None) -> float:
+def judge(
+    slo: SloTarget,
+    families: Mapping[str, QuantileSummary],
+    dimension_families: Mapping[str, str],
+    rate: float,
+    measured_at: str,
+) -> list[DimensionAttainment]:
+    """Each dimension of `slo` that one measuring point has a histogram of."""
+    out = []
+    for dimension, threshold in slo.thresholds():
+        summary = families.get(dimension_families.get(dimension, ""))
+        if summary is None or summary.histogram is None:
+            continue
+        windowed = None if summary.window is None else within(threshold, summary.window)
+        lifetime = within(threshold, summary.histogram)
+        out.append(
+            DimensionAttainment(
+                slo, dimension, dict(summary.labels), windowed, lifetime, rate, measured_at, summary.window_seconds
+            )
+        )
+    return out
+
+
+def request_rate(summary: QuantileSummary | None) -> float:
+    """Requests per second over a latency summary's window (NaN unknown)."""
     if summary is None or summary.window is None or not summary.window_seconds > 0:
         return math.nan
     return summary.window.count / summary.window_seconds
@@ -124,7 +158,7 @@ def attainment_samples(results: Iterable[DimensionAttainment], slos: Sequence[Sl
         for dimension, threshold in slo.thresholds():
             yield Sample("llm_slo_threshold_seconds", {"slo": slo.name, "dimension": dimension}, threshold)
     for item in results:
-        labels = {**item.labels, "slo": item.slo.name, "dimension": item.dimension}
+        labels = {**item.labels, "slo": item.slo.name, "dimension": item.dimension, "measured_at": item.measured_at}
         yield Sample("llm_slo_events_total", labels, item.lifetime.total)
         yield Sample("llm_slo_good_events_total", labels, item.lifetime.lower)
         if not math.isnan(item.attainment):

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from exporter.model import Metric, Sample
 from exporter.slo.attainment import DimensionAttainment
+from exporter.slo.replicas import Estimate
 
 BURN_HORIZON_SECONDS = 3600.0
 #: GPU utilization below this reads as "idle" to the eye (DCGM's own "ineffective use" line)
@@ -66,24 +67,22 @@ def _span(seconds: float) -> str:
 def evidence_lines(
     results: Sequence[DimensionAttainment],
     burns: dict[tuple[str, ...], tuple[float, float]],
-    slo_samples: Sequence[Metric],
+    found: Sequence[Estimate],
     metrics: Sequence[Metric],
 ) -> dict[EngineKey, list[str]]:
     headroom: dict[tuple[str, str, str], tuple[float, float, float]] = {}  # (engine, model, slo)
-    values: dict[tuple[str, str, str, str], float] = {}
-    for sample in slo_samples:
-        if isinstance(sample, Sample) and sample.name.startswith("llm_capacity_"):
-            values[(sample.name, sample.labels["engine"], sample.labels["model"], sample.labels["slo"])] = sample.value
-    for name, engine, model, slo in list(values):
-        if name == "llm_capacity_max_request_rate":
-            max_rate = values[(name, engine, model, slo)]
-            ratio = values.get(("llm_capacity_headroom_ratio", engine, model, slo), math.nan)
-            rate = max_rate * (1 - ratio) if math.isfinite(ratio) else math.nan
-            headroom[(engine, model, slo)] = (max_rate - rate, ratio, max_rate)
+    for e in found:
+        if math.isfinite(e.max_rate):
+            ratio = 1 - e.rate / e.max_rate if e.max_rate > 0 and math.isfinite(e.rate) else math.nan
+            headroom[(e.labels.get("engine", ""), e.labels.get("model", ""), e.slo)] = (
+                e.max_rate - e.rate,
+                ratio,
+                e.max_rate,
+            )
     gpu = _gpu_utilization(metrics)
     out: dict[EngineKey, list[str]] = {}
     for item in results:
-        if math.isnan(item.attainment):
+        if math.isnan(item.attainment) or item.measured_at != "engine":
             continue
         engine, model = item.labels.get("engine", ""), item.labels.get("model", "")
         key: EngineKey = (engine, item.labels.get("engine_type", ""), model)

@@ -30,14 +30,15 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from exporter.model import Histogram, Metric, QuantileSummary, Sample
 from exporter.settings import SloTarget
 from exporter.slo.attainment import DIMENSION_FAMILIES, REQUESTS_FAMILY
+from exporter.slo.queueing import queueing_utilization
 from exporter.slo.selectors import covers
-from exporter.stages.signals import gpu_owner
+from exporter.stages.inputs import gpu_owner
 from exporter.window import histogram_quantile
 
 #: load points kept per engine and model: at a 5 s interval, the last hour
@@ -53,6 +54,8 @@ PRIOR_CONFIDENCE = 0.3
 TENSOR_PRACTICAL_PEAK = 0.7
 #: how far to trust a ceiling from one utilization reading and a queue model
 ROOFLINE_CONFIDENCE = 0.5
+#: a latency whose requests spent at most this share of it queued is the engine's own (_unqueued)
+QUEUED_SHARE = 0.1
 _TENSOR = "llm_gpu_tensor_active_ratio"
 _ITL = DIMENSION_FAMILIES["itl"]
 _QUEUE_TIME = "llm_engine_queue_time_seconds"
@@ -81,6 +84,9 @@ class LoadPoint:
     #: mean tensor-pipe activity of the engine's own GPUs (NaN where none is attributed to it or
     #: they do not report it), averaged over the window like the running and KV gauges
     tensor_active: float = math.nan
+    #: per latency family, the share of its window mean that requests spent queued (exact, from
+    #: the histograms' sums; its quantiles are bucket-coarse below vLLM's first edge of 0.3 s)
+    queue_share: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -130,8 +136,9 @@ def fit_decode_pace(points: Sequence[tuple[float, float]], now: tuple[float, flo
     return LinearFit(intercept, (itl_now - intercept) / max(b_now, 1.0), PRIOR_CONFIDENCE)
 
 
-def estimate(slo: SloTarget, history: Sequence[LoadPoint]) -> CapacityEstimate | None:
-    """The rate and concurrency at which `slo` breaks, from the engine's load history."""
+def estimate(slo: SloTarget, history: Sequence[LoadPoint], max_batch: float = math.inf) -> CapacityEstimate | None:
+    """The rate and concurrency at which `slo` breaks, from the engine's load history; `max_batch`
+    is the engine's own cap on running requests (vLLM's max_num_seqs) where it is known."""
     if not history:
         return None
     now = history[-1]
@@ -156,17 +163,19 @@ def estimate(slo: SloTarget, history: Sequence[LoadPoint]) -> CapacityEstimate |
 
     # Admission: the batch the KV cache holds at the current mix; past it, requests wait.
     b_kv = now.running / now.kv_usage * KV_ADMISSION_LIMIT if now.kv_usage > 0 else math.inf
+    # Admission stops at whichever comes first: a full KV cache or the engine's cap on the batch.
+    b_kv = min(b_kv, max_batch)
     limits_b: list[float] = [b_kv]
     queue_factor = 1.0
     for dimension, threshold in slo.thresholds():
-        observed = lat.get(DIMENSION_FAMILIES[dimension], math.nan)
+        ref, observed = _unqueued(history, q, DIMENSION_FAMILIES[dimension])
         if dimension == "itl":
             limits_b.append(batch_for_itl(threshold / spread))
         elif dimension == "e2e" and observed > 0:
             # Decode dominates a request's time: e2e scales with ITL.
-            limits_b.append(batch_for_itl(itl_at(now.running) * threshold / observed))
+            limits_b.append(batch_for_itl(itl_at(ref.running) * threshold / observed))
         if dimension in ("ttft", "e2e") and observed > 0 and math.isfinite(b_kv):
-            utilization = _queueing_utilization(threshold, observed, slo.objective, b_kv, rate_at(b_kv))
+            utilization = queueing_utilization(threshold, observed, slo.objective, b_kv, rate_at(b_kv))
             queue_factor = min(queue_factor, utilization)
     b_max = max(0.0, min(limits_b))
     result: CapacityEstimate | None = None
@@ -182,6 +191,24 @@ def estimate(slo: SloTarget, history: Sequence[LoadPoint]) -> CapacityEstimate |
         return None
     # The roofline binds first: the batch it holds at today's time in the engine (Little's law).
     return CapacityEstimate(ceiling, now.running * ceiling / now.rate, now.rate, ROOFLINE_CONFIDENCE)
+
+
+def _unqueued(history: Sequence[LoadPoint], q: str, family: str) -> tuple[LoadPoint, float]:
+    """The point whose latency of `family` the estimate scales, and that latency without its wait.
+
+    The wait for admission is the queue's, which the queueing model adds back at the rate it
+    estimates. Under overload the wait is nearly all of a latency and its tail, so the latest point
+    whose requests barely queued (QUEUED_SHARE of their time) stands in; where there is none, today's
+    latency less the queue's share of its mean. Scaling today's as it was held an engine past its
+    batch cap to no capacity at all, and one queueing at half its e2e to three times its knee.
+    """
+    now = history[-1]
+    for point in reversed(history):
+        share = point.queue_share.get(family, 0.0)
+        observed = point.latency.get(q, {}).get(family, math.nan)
+        if share <= QUEUED_SHARE and observed > 0:
+            return point, observed * (1.0 - share)
+    return now, now.latency.get(q, {}).get(family, math.nan) * (1.0 - now.queue_share.get(family, 0.0))
 
 
 def compute_ceiling(slo: SloTarget, history: Sequence[LoadPoint], latency: dict[str, float]) -> float:
@@ -204,43 +231,12 @@ def compute_ceiling(slo: SloTarget, history: Sequence[LoadPoint], latency: dict[
     rho = min(0.99, now.tensor_active / peak)
     utilization = 1.0
     for dimension, threshold in slo.thresholds():
-        observed = latency.get(DIMENSION_FAMILIES[dimension], math.nan)
+        family = DIMENSION_FAMILIES[dimension]
+        # as in estimate(): the wait for admission is not the prefills' queue
+        observed = latency.get(family, math.nan) * (1.0 - now.queue_share.get(family, 0.0))
         if dimension == "ttft" and observed > 0:
             utilization = min(utilization, max(0.0, 1.0 - (1.0 - rho) * observed / threshold))
     return now.rate / rho * utilization
-
-
-def erlang_c(servers: int, offered: float) -> float:
-    """Probability that an arrival waits in an M/M/c queue (Erlang C), by the stable Erlang B
-    recursion; `offered` = λ / (per-server rate), in erlangs."""
-    if offered >= servers:
-        return 1.0
-    blocking = 1.0
-    for k in range(1, servers + 1):
-        blocking = offered * blocking / (k + offered * blocking)
-    rho = offered / servers
-    return blocking / (1.0 - rho * (1.0 - blocking))
-
-
-def _queueing_utilization(threshold: float, observed: float, objective: float, slots: float, rate: float) -> float:
-    """How close to the admission rate μ the latency threshold lets the load go.
-
-    The engine admits up to `slots` requests at once, each holding its slot for S = slots / μ: an
-    M/M/c queue with c = slots. A request waits with probability C (Erlang C) and then for an
-    exponential time of rate (μ - λ); the objective holds while P(wait > slack) = C·e^{-(μ-λ)·slack}
-    ≤ 1 - objective, with slack the threshold minus today's latency. Solved for ρ = λ/μ by
-    bisection (C rises with ρ, e^{…} too).
-    """
-    slack = threshold - observed
-    if slack <= 0 or not rate > 0 or slots < 1:
-        return 0.0
-    servers = int(min(slots, 100_000))
-    low, high = 0.0, 1.0
-    for _ in range(40):
-        rho = (low + high) / 2
-        tail = erlang_c(servers, rho * servers) * math.exp(-(rate - rho * rate) * slack)
-        low, high = (rho, high) if tail <= 1.0 - objective else (low, rho)
-    return low
 
 
 class CapacityEstimator:
@@ -251,8 +247,14 @@ class CapacityEstimator:
         self._gauges: dict[tuple[str, str], deque[tuple[float, float, float, float]]] = {}
         self._totals: dict[tuple[str, str], deque[tuple[float, tuple[float, float, float]]]] = {}
 
-    def update(self, slos: Sequence[SloTarget], metrics: Iterable[Metric], now: float) -> list[Metric]:
+    def update(
+        self, slos: Sequence[SloTarget], metrics: Iterable[Metric], now: float, caps: Mapping[str, int] | None = None
+    ) -> list[Metric]:
+        """`caps`: per engine name (`default` for the others) its max_num_seqs, where configured:
+        the rate is the one the engine reaches under that cap, the concurrency the one the SLO
+        allows whatever the cap (what the cap should be)."""
         readings = _engine_readings(metrics, {f"{s.objective:g}" for s in slos})
+        caps = caps or {}
         for key in [k for k in self._history if k not in readings]:
             del self._history[key]
             self._gauges.pop(key, None)
@@ -285,9 +287,12 @@ class CapacityEstimator:
                 if not covers(slo, *key):
                     continue
                 result = estimate(slo, history)
-                if result is None:
+                cap = caps.get(key[0], caps.get("default"))
+                capped = result if cap is None else estimate(slo, history, float(cap))
+                if result is None or capped is None:
                     continue
                 series = {**labels, "slo": slo.name}
+                result = replace(capped, max_concurrency=result.max_concurrency)
                 out += [
                     Sample("llm_capacity_max_request_rate", series, result.max_request_rate),
                     Sample("llm_capacity_max_concurrency", series, result.max_concurrency),
@@ -353,6 +358,13 @@ def _load_point(
         }
     itl = families.get(_ITL)
     itl_window = itl.window if itl is not None else None
+    queue = families.get(_QUEUE_TIME)
+    queue_mean = _window_mean(queue)
+    shares = {
+        name: min(1.0, queue_mean / mean)
+        for name in (DIMENSION_FAMILIES["ttft"], DIMENSION_FAMILIES["e2e"])
+        if (mean := _window_mean(families.get(name))) > 0 and queue_mean >= 0
+    }
     return LoadPoint(
         running_by_latency=_littles_law_running(requests.window, families.get(_QUEUE_TIME), requests.window_seconds),
         t=requests.window_seconds,  # the window's span until the estimator stamps the time
@@ -367,7 +379,13 @@ def _load_point(
             gauges.get("llm_engine_generation_tokens_total", math.nan),
             requests.count,
         ),
+        queue_share=shares,
     )
+
+
+def _window_mean(summary: QuantileSummary | None) -> float:
+    window = summary.window if summary is not None else None
+    return window.sum / window.count if window is not None and window.count > 0 else math.nan
 
 
 def _littles_law_running(requests: Histogram, queue: QuantileSummary | None, window_s: float) -> float:

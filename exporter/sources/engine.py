@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -15,18 +16,22 @@ from types import MappingProxyType
 from urllib.parse import urlsplit, urlunsplit
 
 from exporter.budget import CARDINALITY, cap_target, keep_known_first
-from exporter.catalogue import LATENCY_FAMILIES
-from exporter.model import EngineReading, Metric, Sample
-from exporter.promtext import NAMES_HEAD_CHARS, LineCache, WantedParser
+from exporter.catalogue import ENGINE_SUMMARIES, QUANTILES
+from exporter.model import EngineReading, Histogram, Metric, QuantileSummary, Sample
+from exporter.promtext import MALFORMED_LINE, NAMES_HEAD_CHARS, LineCache, WantedParser
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
 from exporter.sources.engine_pd import EngineHandOver
+from exporter.sources.engine_ranks import RankTracker
+from exporter.sources.engine_signals import signal_samples
+from exporter.sources.engine_slices import SliceFolder
+from exporter.sources.engine_urls import URL_LABEL, Joined, scrape_all
 from exporter.sources.engines import MAPPINGS, detect
-from exporter.sources.engines.common import HISTOGRAM_KEYS, DeclarativeMapping, EngineMapping
+from exporter.sources.engines.common import DeclarativeMapping, EngineMapping
 from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
-from exporter.window import ModelWindows
+from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, observed, window_histogram
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +39,7 @@ _GAUGES = {
     "requests_running": "llm_engine_requests_running",
     "requests_waiting": "llm_engine_requests_waiting",
     "kv_cache_usage_ratio": "llm_engine_kv_cache_usage_ratio",
+    "requests_waiting_deferred": "llm_engine_requests_waiting_deferred",
 }
 _PROCESS_CPU = "process_cpu_seconds_total"
 _COUNTERS = {
@@ -41,6 +47,10 @@ _COUNTERS = {
     "preemptions_total": "llm_engine_preemptions_total",
     "prompt_tokens_total": "llm_engine_prompt_tokens_total",
     "generation_tokens_total": "llm_engine_generation_tokens_total",
+    "spec_decode_drafts_total": "llm_engine_spec_decode_drafts_total",
+    "spec_decode_draft_tokens_total": "llm_engine_spec_decode_draft_tokens_total",
+    "spec_decode_accepted_tokens_total": "llm_engine_spec_decode_accepted_tokens_total",
+    "corrupted_requests_total": "llm_engine_corrupted_requests_total",
 }
 
 
@@ -48,8 +58,9 @@ _COUNTERS = {
 INFO_MAX_BYTES = 1024 * 1024
 KNOWN_TYPE_HEAD_CHARS = 64 * 1024
 _EVERY_WANTED = frozenset().union(
-    *(mapping.wanted() | EngineHandOver.wanted(kind) for kind, mapping in MAPPINGS.items()), {_PROCESS_CPU}
+    *(mapping.read_names() | EngineHandOver.wanted(kind) for kind, mapping in MAPPINGS.items()), {_PROCESS_CPU}
 )
+_EVERY_INFO = {name: labels for mapping in MAPPINGS.values() for name, labels in mapping.info_labels.items()}
 
 
 class EngineSource(Source):
@@ -67,13 +78,16 @@ class EngineSource(Source):
         self._lifetime_baseline = lifetime_baseline
         self._mapping: EngineMapping | None = MAPPINGS[target.type] if target.type else None
         self._client = HttpClient(follow_redirects=target.follow_redirects, auth=authorizer(target.auth))
-        self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
+        #: per URL of this target, its series parsed once (promtext.LineCache)
+        self._line_caches: dict[int, LineCache] = {}
         self._shown_url = redact(target.url)
-        self._windows = ModelWindows(window_seconds, lifetime_baseline)
-        self._info_model: str | None = None
-        self._known_models: tuple[str, ...] = ()
+        self._windows: dict[tuple[str, str], DeltaWindow] = {}
+        self._ranks = RankTracker()
+        self._slices = SliceFolder(window_seconds, lifetime_baseline)
         #: its role and its KV hand-over in a disaggregated deployment (engine_pd.py)
         self.hand_over = EngineHandOver(target.role, target.role_source, window_seconds, lifetime_baseline)
+        self._info_model: str | None = None
+        self._known_models: tuple[str, ...] = ()
         #: the engine's last answered scrape carried its own process CPU, so the host source need
         #: not walk its process tree (exporter.app.build_pipeline tells it). A failed scrape keeps
         #: the claim: `llm_engine_process_cpu_seconds_total` is one series per engine, and the
@@ -90,25 +104,36 @@ class EngineSource(Source):
     async def collect(self, now: float) -> list[Metric]:
         # A failed scrape raises and leaves the process-CPU claim as it was (see __init__).
         started = time.monotonic()
-        return await self._readings(now, await self._scrape(), started)
+        if not self.config.rank_urls:
+            return await self._readings(now, await self._scrape(), started)
+        urls = (self.config.url, *self.config.rank_urls)
+        joined = await scrape_all(self._scrape, urls, [redact(url) for url in urls])
+        return await self._readings(now, joined, started, joined)
 
-    async def _readings(self, now: float, parser: WantedParser, started: float) -> list[Metric]:
+    async def _readings(
+        self, now: float, parser: WantedParser | Joined, started: float, joined: Joined | None = None
+    ) -> list[Metric]:
         """The normalized series from a parsed scrape (the engine detected on the first)."""
-        mapping = self._mapping or detect(parser.names)
+        # Families anywhere in the body count, not only those in the head (see GatewaySource).
+        mapping = self._mapping or detect(parser.names | parser.present)
         if mapping is None:
             raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")
         parsed = parser.result
         if self._mapping is None:
             parsed = {name: parsed[name] for name in self._wanted(mapping)}
-        if not any(parsed.values()) and not mapping.matches(parser.names):
+        if not parser.present & mapping.read_names() and not mapping.matches(parser.names):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
             self._mapping = mapping
         readings = mapping.read(parsed)
+        mapping.read_slices(parsed, self.config.limits, readings)
         duplicates = mapping.duplicate_labels if isinstance(mapping, DeclarativeMapping) else frozenset()
         self.hand_over.read(mapping.engine_type, parsed, duplicates, readings, now)
         readings = self._within_model_cap(readings)
+        if parser.malformed:  # lines the formats do not allow: dropped, the rest of the scrape read
+            self._counting[MALFORMED_LINE] += parser.malformed
+            self._discard_log.append(f"{parser.malformed} malformed line(s) of wanted families dropped")
         if not readings:
             # Up, but nothing served yet (families declared, no samples): still say it is up.
             readings = [EngineReading(model=self.config.model or (self._known_models or ("",))[0])]
@@ -118,13 +143,16 @@ class EngineSource(Source):
                 reading.model = reading.model or model
         # prometheus_client's process collector (vLLM, SGLang, trtllm-serve) labels nothing: the
         # serving process's CPU belongs to every model it serves.
-        process_cpu = parsed[_PROCESS_CPU].get(())
+        process_cpu = parsed[_PROCESS_CPU].get(((URL_LABEL, "0"),) if joined else ())
         self.reports_process_cpu = process_cpu is not None
         for reading in readings:
             reading.process_cpu_seconds_total = process_cpu
+        if joined is not None:  # each URL of the engine is a rank of its own
+            for reading in readings:
+                reading.ranks = (*reading.ranks, *joined.answered)
         self._known_models = tuple(r.model for r in readings)
-        self._windows.forget({r.model for r in readings})
-        self.hand_over.forget({r.model for r in readings})
+        self._forget_windows({r.model for r in readings})
+        self._ranks.update(now, readings, joined.silent if joined else ())
         return self._within_series_cap(
             [
                 metric
@@ -138,9 +166,10 @@ class EngineSource(Source):
         )
 
     def _wanted(self, mapping: EngineMapping) -> frozenset[str]:
-        return mapping.wanted() | EngineHandOver.wanted(mapping.engine_type) | {_PROCESS_CPU}
+        """What the parser keeps once the engine is known: its mapping's names, its hand-over's."""
+        return mapping.read_names() | EngineHandOver.wanted(mapping.engine_type) | {_PROCESS_CPU}
 
-    def _parser(self) -> WantedParser:
+    def _parser(self, index: int = 0) -> WantedParser:
         """A parser for this target's next scrape. Before the engine type is known every mapping's
         names are wanted, so detection needs no second pass over a body that is never held whole;
         detection reads names from the first MiB, and once the type is known a block's worth tells
@@ -154,7 +183,9 @@ class EngineSource(Source):
             limits.max_label_value_length,
             KNOWN_TYPE_HEAD_CHARS if known else NAMES_HEAD_CHARS,
             names_on_demand=known,
-            line_cache=self._line_cache,
+            line_cache=self._line_caches.setdefault(index, LineCache()),
+            info_labels=self._mapping.info_labels if self._mapping else _EVERY_INFO,
+            declared="until_sample" if known else "whole_body",
         )
 
     def _refuse_json(self, content_type: str) -> None:
@@ -165,13 +196,14 @@ class EngineSource(Source):
                 "(trtllm-serve serves Prometheus text at /prometheus/metrics)",
             )
 
-    async def _scrape(self) -> WantedParser:
-        """Fetch and parse in one pass as the body streams in."""
-        parser = self._parser()
+    async def _scrape(self, url: str | None = None, index: int = 0) -> WantedParser:
+        """Fetch and parse in one pass as the body streams in (`url`: one of the engine's ranks)."""
+        parser = self._parser(index)
         limits = self.config.limits
-        async with open_body(self._client, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
+        url = url or self.config.url
+        async with open_body(self._client, url, self.timeout_seconds, limits.max_response_bytes) as body:
             self._refuse_json(body.content_type)
-            await feed_parser(body, parser, self._shown_url)
+            await feed_parser(body, parser, redact(url))
         return parser
 
     def down_metrics(self) -> list[Metric]:
@@ -237,20 +269,55 @@ class EngineSource(Source):
         ratio = self._prefix_hit_ratio(now, reading)
         if ratio is not None:
             yield Sample("llm_engine_prefix_cache_hit_ratio", labels, ratio)
-        for key in HISTOGRAM_KEYS:
+        yield from signal_samples(
+            reading, labels, lambda key, values: self._observe((reading.model, key), now, values, None)
+        )
+        for rank, reporting, _ in self._ranks.states(now, reading.model):
+            yield Sample("llm_engine_rank_up", {**labels, "rank": rank}, 1.0 if reporting else 0.0)
+        slice_samples, slice_windows = self._slices.render(now, reading, labels, self.config.limits, reading.model)
+        yield from slice_samples
+        for key, family in ENGINE_SUMMARIES.items():
             histogram = reading.histograms.get(key)
             if histogram is None:
                 continue
-            yield self._windows.summary(LATENCY_FAMILIES[key], labels, (reading.model, key), now, histogram)
+            window = self._observe((reading.model, key), now, histogram_vector(histogram), histogram.bounds)
+            totals = window_histogram(window)
+            windowed = None
+            if totals is None:
+                quantiles = tuple((q, math.nan) for q in QUANTILES)
+            else:
+                quantiles = tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in QUANTILES)
+                windowed = Histogram(histogram.bounds, totals[0], totals[1], totals[2])
+            yield QuantileSummary(
+                family,
+                labels,
+                quantiles,
+                histogram.count,
+                histogram.sum,
+                histogram=histogram,
+                window=windowed,
+                window_seconds=window.span(),
+                slices=tuple(slice_windows.get(key, ())),
+            )
 
     def _prefix_hit_ratio(self, now: float, reading: EngineReading) -> float | None:
         hits, queries = reading.prefix_cache_hits_total, reading.prefix_cache_queries_total
         if hits is not None and queries is not None:
-            totals = self._windows.observe((reading.model, "prefix_cache"), now, (hits, queries)).total()
+            totals = self._observe((reading.model, "prefix_cache"), now, (hits, queries), None).total()
             if totals is None or totals[1] <= 0:
                 return None
             return min(1.0, max(0.0, totals[0] / totals[1]))
         return reading.prefix_cache_hit_ratio
+
+    def _observe(self, key: tuple[str, str], now: float, values: tuple[float, ...], shape: object) -> DeltaWindow:
+        return observed(self._windows, key, self._window_seconds, self._lifetime_baseline, now, values, shape)
+
+    def _forget_windows(self, models: set[str]) -> None:
+        for key in [k for k in self._windows if k[0] not in models]:
+            del self._windows[key]
+        self._ranks.forget_models(models)
+        self._slices.forget_models(models)
+        self.hand_over.forget(models)
 
     async def _model_without_label(self, seconds_left: float) -> str:
         """TGI labels nothing with the model: take it from the config, else from its /info.

@@ -19,7 +19,7 @@ from exporter.promtext import ParsedSamples
 from exporter.sources.engines import kv_transfer
 from exporter.sources.engines.kv_transfer import KvTransferReading
 from exporter.sources.engines.roles import UNIFIED, Role, RoleTracker
-from exporter.window import ModelWindows
+from exporter.window import DeltaWindow, histogram_vector, observed, windowed_summary
 
 Labels = Mapping[str, str]
 
@@ -30,7 +30,9 @@ class EngineHandOver:
     def __init__(self, declared_role: str | None, role_source: str, window_seconds: float, lifetime: bool) -> None:
         self.tracker = RoleTracker(declared_role, role_source, window_seconds)
         self._window_seconds = window_seconds
-        self._windows = ModelWindows(window_seconds, lifetime)
+        self._lifetime = lifetime
+        #: windows over the connector's cumulative figures, by (model, connector, what)
+        self._windows: dict[tuple[str, str, str], DeltaWindow] = {}
         #: a last-value latency gauge's values as scraped (SGLang before its histograms)
         self._samples: dict[tuple[str, str], deque[tuple[float, float]]] = {}
         self._sample_totals: dict[tuple[str, str], tuple[int, float]] = {}
@@ -56,9 +58,27 @@ class EngineHandOver:
         engine: Iterable[EngineReading],
         now: float,
     ) -> None:
+        engine = list(engine)
         self.readings = kv_transfer.read(engine_type, parsed, duplicate_labels)
         transfers = [t for readings in self.readings.values() for t in readings]
         self.tracker.update(engine_type, parsed, engine, transfers, now)
+        if self.role.role == "decode":
+            self._parked_for_kv(engine)
+
+    def _parked_for_kv(self, engine: Iterable[EngineReading]) -> None:
+        """A decode worker's requests waiting for remote KV where the engine has no gauge of its
+        own for them: vLLM without `num_requests_kv_fetch_by_stage` parks them in its `deferred`
+        waiting reason (`requests_waiting_deferred`, read by the engine's mapping). That reason
+        also holds requests over the LoRA budget, so it is read as pending transfers only once the
+        worker is known to decode, and never decides the role."""
+        for reading in engine:
+            deferred = reading.requests_waiting_deferred
+            if deferred is None:
+                continue
+            transfers = self.readings.setdefault(reading.model, [])
+            if not transfers:  # a connector without families of its own (vLLM's ExampleConnector)
+                transfers.append(KvTransferReading(""))
+            transfers[0].pending.setdefault("receiver", deferred)
 
     def metrics(self, now: float, model: str, labels: Labels) -> Iterator[Metric]:
         """The model's hand-over families; `labels` are the engine's (role included)."""
@@ -69,17 +89,24 @@ class EngineHandOver:
             yield from self._transfer(now, model, own, reading)
 
     def forget(self, models: set[str]) -> None:
-        self._windows.forget(models)
+        for key in [k for k in self._windows if k[0] not in models]:
+            del self._windows[key]
         for gone in [k for k in self._samples if k[0] not in models]:
             del self._samples[gone]
             self._sample_totals.pop(gone, None)
+
+    def _observe(
+        self, key: tuple[str, str, str], now: float, values: tuple[float, ...], shape: object = None
+    ) -> DeltaWindow:
+        return observed(self._windows, key, self._window_seconds, self._lifetime, now, values, shape)
 
     # -------------------------------------------------------------------------------- families
     def _transfer(self, now: float, model: str, labels: Labels, reading: KvTransferReading) -> Iterator[Metric]:
         connector = reading.connector
         if reading.latency is not None:
-            key = (model, connector, "latency")
-            yield self._windows.summary("llm_kv_transfer_seconds", labels, key, now, reading.latency)
+            latency = reading.latency
+            window = self._observe((model, connector, "latency"), now, histogram_vector(latency), latency.bounds)
+            yield windowed_summary("llm_kv_transfer_seconds", labels, latency, window, QUANTILES)
         elif reading.last_latency_seconds is not None:
             yield self._sampled(now, (model, connector), labels, reading.last_latency_seconds)
         for family, value in (
@@ -97,13 +124,13 @@ class EngineHandOver:
             if _countable(value):
                 yield Sample("llm_kv_transfer_pending_requests", {**labels, "side": side}, value)
         if _countable(reading.bytes_total):
-            window = self._windows.observe((model, connector, "bytes"), now, (reading.bytes_total,))  # type: ignore[arg-type]
+            window = self._observe((model, connector, "bytes"), now, (reading.bytes_total,))  # type: ignore[arg-type]
             moved, span = window.total(), window.span()
             if moved is not None and span > 0:
                 yield Sample("llm_kv_transfer_bytes_per_second", labels, moved[0] / span)
             if _countable(reading.seconds_total):
                 pair = (reading.bytes_total, reading.seconds_total)
-                totals = self._windows.observe((model, connector, "speed"), now, pair).total()  # type: ignore[arg-type]
+                totals = self._observe((model, connector, "speed"), now, pair).total()  # type: ignore[arg-type]
                 if totals is not None and totals[1] > 0:
                     yield Sample("llm_kv_transfer_speed_bytes_per_second", labels, totals[0] / totals[1])
 

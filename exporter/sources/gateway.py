@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from types import MappingProxyType
 
 from exporter.catalogue import QUANTILES
 from exporter.model import Histogram, Metric, QuantileSummary, Sample
-from exporter.promtext import NAMES_HEAD_CHARS, LineCache, ParsedSamples, WantedParser
+from exporter.promtext import MALFORMED_LINE, NAMES_HEAD_CHARS, LineCache, WantedParser
 from exporter.settings import GatewayTarget
+from exporter.sources.access_log import AccessLogReceiver
 from exporter.sources.base import Source, SourceError
+from exporter.sources.engine_slices import SliceFolder
+from exporter.sources.gateway_slices import read_gateway_slices
 from exporter.sources.gateways import MAPPINGS, detect
 from exporter.sources.gateways.common import LATENCY_KEYS, GatewayMapping, GatewayReading
 from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
-from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, window_histogram
+from exporter.window import DeltaWindow, histogram_vector, observed, windowed_summary
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +52,16 @@ KNOWN_TYPE_HEAD_CHARS = 64 * 1024
 
 
 class GatewaySource(Source):
+    """Which gateway a body is, is decided from the whole body, never from a head of fixed size
+    alone (an EPP's first request counter comes ~95 KB in, after the Go runtime, controller-runtime
+    and plugin families): a configured type matches when any family it reads has a sample or a
+    `# TYPE` line anywhere, or, failing that, its names are in the first KNOWN_TYPE_HEAD_CHARS;
+    an unconfigured one is detected from the names in the first NAMES_HEAD_CHARS and every wanted
+    family the body has anywhere."""
+
     name = "gateway"
+    #: what the last collection left out, by reason (exporter.budget.Discarding): malformed lines
+    discards: Mapping[str, int] = MappingProxyType({})
 
     def __init__(self, target: GatewayTarget, window_seconds: float, lifetime_baseline: bool = False) -> None:
         self.config = target
@@ -60,6 +74,10 @@ class GatewaySource(Source):
         self._line_cache = LineCache()  # this target's series, parsed once (promtext.LineCache)
         self._shown_url = redact(target.url)
         self._windows: dict[str, DeltaWindow] = {}
+        self._slices = SliceFolder(window_seconds, lifetime_baseline)
+        #: per-request timings from the gateway's access log, where configured (histograms the
+        #: gateway's own metrics lack)
+        self._access_log = AccessLogReceiver(target.access_log, target.url) if target.access_log else None
 
     @property
     def gateway_type(self) -> str:
@@ -69,32 +87,52 @@ class GatewaySource(Source):
         return {"gateway": self.target, "gateway_type": self.gateway_type}
 
     async def collect(self, now: float) -> list[Metric]:
-        mapping, parsed = await self._scrape()
+        mapping, parser = await self._scrape()
         if self._mapping is None:
             log.info("gateway %s detected as %s", self.target, mapping.gateway_type)
             self._mapping = mapping
-        return list(self._render(now, mapping.read(parsed)))
+        discards = {MALFORMED_LINE: parser.malformed} if parser.malformed else {}
+        if discards != self.discards:
+            log.warning("gateway %s: %s malformed line(s) of wanted families dropped", self.target, parser.malformed)
+        self.discards = MappingProxyType(discards)
+        reading = mapping.read(parser.result)
+        read_gateway_slices(mapping, parser.result, self.config.limits, reading)
+        log_lines: list[Metric] = []
+        if self._access_log is not None:
+            reading.histograms.update(self._access_log.histograms())
+            log_lines = list(self._access_log.samples(self.labels()))
+        return [*self._render(now, reading), *log_lines]
 
     def down_metrics(self) -> list[Metric]:
         return [Sample("llm_gateway_up", self.labels(), 0.0)]
 
     def close(self) -> None:
         self._client.close()
+        if self._access_log is not None:
+            self._access_log.close()
 
-    async def _scrape(self) -> tuple[GatewayMapping, ParsedSamples]:
+    async def _scrape(self) -> tuple[GatewayMapping, WantedParser]:
         limits = self.config.limits
-        wanted = self._mapping.wanted() if self._mapping else _EVERY_WANTED
-        head = NAMES_HEAD_CHARS if self._mapping is None else KNOWN_TYPE_HEAD_CHARS
+        configured = self._mapping
         parser = WantedParser(
-            wanted, limits.max_series, limits.max_label_value_length, head, line_cache=self._line_cache
+            configured.wanted() if configured else _EVERY_WANTED,
+            limits.max_series,
+            limits.max_label_value_length,
+            KNOWN_TYPE_HEAD_CHARS if configured else NAMES_HEAD_CHARS,
+            names_on_demand=configured is not None,
+            line_cache=self._line_cache,
+            declared="until_sample" if configured else "whole_body",
         )
         async with open_body(self._client, self.config.url, self.timeout_seconds, limits.max_response_bytes) as body:
             await feed_parser(body, parser, self._shown_url)
-        mapping = self._mapping or detect(parser.names)
-        if mapping is None or not mapping.matches(parser.names):
-            kind = mapping.gateway_type if mapping else "known gateway"
-            raise SourceError("parse", f"{self._shown_url}: no {kind} metrics in the response")
-        return mapping, parser.result
+        if configured is not None:
+            if parser.present & configured.wanted() or configured.matches(parser.names):
+                return configured, parser
+            raise SourceError("parse", f"{self._shown_url}: no {configured.gateway_type} metrics in the response")
+        mapping = detect(parser.names | parser.present)
+        if mapping is None:
+            raise SourceError("parse", f"{self._shown_url}: no known gateway metrics in the response")
+        return mapping, parser
 
     def _render(self, now: float, reading: GatewayReading) -> Iterator[Metric]:
         labels = self.labels()
@@ -107,35 +145,25 @@ class GatewaySource(Source):
                 yield Sample(family, labels, value)
         for state, count in sorted(reading.backends.items()):
             yield Sample("llm_gateway_backends", {**labels, "state": state}, count)
+        slice_samples, slice_windows = self._slices.render(
+            now, reading, labels, self.config.limits, prefix="llm_gateway"
+        )
+        yield from slice_samples
         for key in LATENCY_KEYS:
             average = reading.averages.get(key)
             if average is not None and math.isfinite(average):
                 yield Sample("llm_gateway_average_seconds", {**labels, "phase": key}, average)
             histogram = reading.histograms.get(key)
             if histogram is not None:
-                yield self._summary(now, key, histogram, labels)
+                yield replace(self._summary(now, key, histogram, labels), slices=tuple(slice_windows.get(key, ())))
         for step, histogram in sorted(reading.steps.items()):
             yield self._summary(now, f"step:{step}", histogram, {**labels, "step": step}, STEP_FAMILY)
 
     def _summary(
         self, now: float, key: str, histogram: Histogram, labels: dict[str, str], family: str | None = None
     ) -> QuantileSummary:
-        window = self._windows.get(key)
-        values = histogram_vector(histogram)
-        if window is None:
-            window = self._windows[key] = DeltaWindow(self._window_seconds)
-            if self._lifetime_baseline:
-                window.seed_lifetime(now, values, histogram.bounds)
-            else:
-                window.observe(now, values, histogram.bounds)
-        else:
-            window.observe(now, values, histogram.bounds)
-        totals = window_histogram(window)
-        if totals is None:
-            quantiles = tuple((q, math.nan) for q in QUANTILES)
-        else:
-            quantiles = tuple((q, histogram_quantile(q, histogram.bounds, totals[0])) for q in QUANTILES)
-        # the window's increase rides along, unexported, for the means the pair diagnosis takes apart
-        increase = Histogram(histogram.bounds, totals[0], totals[1], totals[2]) if totals is not None else None
-        name = family or LATENCY_FAMILIES[key]
-        return QuantileSummary(name, labels, quantiles, histogram.count, histogram.sum, window=increase)
+        """A latency summary over the window; its increase (`window`) rides along, unexported, for the
+        SLO attainment and the means the pair diagnosis takes apart (exporter/diagnosis/pd.py)."""
+        vector, bounds = histogram_vector(histogram), histogram.bounds
+        window = observed(self._windows, key, self._window_seconds, self._lifetime_baseline, now, vector, bounds)
+        return windowed_summary(family or LATENCY_FAMILIES[key], labels, histogram, window, QUANTILES)

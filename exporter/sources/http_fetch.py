@@ -40,7 +40,7 @@ import aiohttp
 from aiohttp.http_exceptions import ContentEncodingError, ContentLengthError, TransferEncodingError
 
 from exporter import __version__
-from exporter.promtext import MAX_LINE_CHARS, TooManySeries, WantedParser
+from exporter.promtext import DECODE_ERRORS, MAX_LINE_CHARS, TooManySeries, WantedParser
 from exporter.sources import event_loop
 from exporter.sources.base import SourceError
 from exporter.sources.http_environment import TlsOptions, netrc_entries, proxy_for
@@ -347,7 +347,9 @@ class LineBlocks:
     """
 
     def __init__(self, max_line_chars: int = MAX_LINE_CHARS) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # An invalid byte becomes a lone surrogate the parser sees (and drops the line for), not a
+        # U+FFFD that would read as valid text.
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors=DECODE_ERRORS)
         self._max_line_chars = max_line_chars
         self._pending: list[str] = []
         self._pending_chars = 0

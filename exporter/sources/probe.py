@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from exporter import __version__
+from exporter.buckets import Observations
 from exporter.catalogue import QUANTILES
 from exporter.model import Metric, QuantileSummary, Sample
 from exporter.settings import ProbeTarget
@@ -38,6 +40,10 @@ from exporter.sources.http_fetch import HttpClient, redact
 log = logging.getLogger(__name__)
 
 FAILURE_REASONS = ("connect", "tls", "http_status", "timeout", "malformed_stream")
+#: who is asking, so a gateway can tell probes from clients: HAProxy keeps them out of the access
+#: log the exporter judges SLOs on with `http-request set-log-level silent if { req.hdr(user-agent)
+#: -m beg llm-bottleneck-exporter-probe }` (a prober's requests are not the clients', docs/slo.md)
+USER_AGENT = f"llm-bottleneck-exporter-probe/{__version__}"
 #: a probe's stream is a few events; anything past this is not a 4-token completion
 MAX_STREAM_BYTES = 1024 * 1024
 JITTER = 0.1
@@ -68,14 +74,15 @@ class PathRecord:
         self.successes = 0
         self.failures = dict.fromkeys(FAILURE_REASONS, 0)
         self.last_ok: bool | None = None
-        self.ttft_sum = 0.0
-        self.e2e_sum = 0.0
+        #: every success's timings as histograms, for the SLO attainment measured at the probe
+        self.ttft = Observations()
+        self.e2e = Observations()
 
     def succeeded(self, result: ProbeResult) -> None:
         self.results.append(result)
         self.successes += 1
-        self.ttft_sum += result.ttft_seconds
-        self.e2e_sum += result.e2e_seconds
+        self.ttft.observe(result.ttft_seconds)
+        self.e2e.observe(result.e2e_seconds)
         self.last_ok = True
 
     def failed(self, reason: str) -> None:
@@ -129,7 +136,7 @@ async def _stream_completion(
     try:
         async with asyncio.timeout(timeout_seconds):
             try:
-                response = await client.send("POST", url, headers or {}, json_body=body)
+                response = await client.send("POST", url, {"User-Agent": USER_AGENT, **(headers or {})}, json_body=body)
             except aiohttp.ClientSSLError as exc:
                 raise ProbeFailure("tls", type(exc).__name__) from exc
             except (aiohttp.ClientError, OSError, ValueError) as exc:
@@ -287,24 +294,27 @@ class ProbeSource(Source):
                 for reason, count in record.failures.items():
                     out.append(Sample("llm_probe_failures_total", {**labels, "reason": reason}, float(count)))
                 recent = record.recent(wall)
-                out.append(
-                    QuantileSummary(
-                        "llm_probe_time_to_first_token_seconds",
-                        labels,
-                        _quantiles([r.ttft_seconds for r in recent]),
-                        float(record.successes),
-                        record.ttft_sum,
+                for family, lifetime, field in (
+                    ("llm_probe_time_to_first_token_seconds", record.ttft, "ttft_seconds"),
+                    ("llm_probe_e2e_latency_seconds", record.e2e, "e2e_seconds"),
+                ):
+                    values = [getattr(r, field) for r in recent]
+                    window = Observations()
+                    for value in values:
+                        window.observe(value)
+                    histogram = lifetime.histogram()
+                    out.append(
+                        QuantileSummary(
+                            family,
+                            labels,
+                            _quantiles(values),
+                            histogram.count,
+                            histogram.sum,
+                            histogram=histogram,
+                            window=window.histogram(),
+                            window_seconds=record.window_seconds,
+                        )
                     )
-                )
-                out.append(
-                    QuantileSummary(
-                        "llm_probe_e2e_latency_seconds",
-                        labels,
-                        _quantiles([r.e2e_seconds for r in recent]),
-                        float(record.successes),
-                        record.e2e_sum,
-                    )
-                )
         return out
 
     def close(self) -> None:

@@ -2,10 +2,11 @@
 
 A stage module declares its `Stage` (record.py) with its scorer beside it and registers it
 (registry.py); importing this package imports every module in it, so adding a stage is adding its
-file. The other modules are what the records are made of: the scorers' inputs (signals.py for an
-engine, path.py for a gateway), shared scoring helpers (scoring.py), engine-aware actions
-(advice.py), dashboard panel declarations (panels.py) and the report's shared misreadings
-(readings.py). docs/adding-a-stage.md walks through one.
+file. The other modules are what the records are made of: the scorers' inputs (for an engine,
+inputs.py read from the metrics and signals.py kept over time; path.py for a gateway), shared
+scoring helpers (scoring.py), engine-aware actions (advice.py), dashboard panel declarations
+(panels.py) and the report's shared misreadings (readings.py). docs/adding-a-stage.md walks
+through one.
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """Actions that read the engine's own settings (`llm_engine_config_info`).
 
 A stage's actions are plain lines or `Advice`: a line whose wording depends on what the engine
-already does. An engine that exports no settings gets the generic line; one that reports prefix
-caching on is never told to enable it, nor one whose max_model_len is already at most 4,096 to
-cap it, and the settings it has are named with their values.
+already does. One that reports prefix caching on is never told to enable it, nor one whose
+max_model_len is already at most 4,096 to cap it, and the settings it has are named with their
+values. Where the engine does not say (it exports no settings, or not this one), the line is the
+generic one, which says "if not already": advice must not read as news to an engine that already
+took it. A remedy no engine exports a setting for (the scheduling policy: vLLM's
+`cache_config_info` is its CacheConfig alone) is a plain line worded that way.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ SUGGESTED_MAX_MODEL_LEN = 4096
 # vLLM's docs suggest up to about 0.95; above it activations and CUDA graphs run out of room.
 MAX_GPU_MEMORY_UTILIZATION = 0.95
 _PREFIX_CACHING = "enable prefix caching"
+#: how a generic line says the engine may have taken it already
+IF_NOT_ALREADY = "if not already"
 
 
 @dataclass(frozen=True)
@@ -59,13 +64,16 @@ def _prefix_caching(text: str, settings: Settings) -> str | None:
     if state == "true":
         return None
     if state == "false":
-        return text.replace(_PREFIX_CACHING, f"{_PREFIX_CACHING} (it is off: --enable-prefix-caching)", 1)
+        return text.replace(
+            f"{_PREFIX_CACHING}, {IF_NOT_ALREADY},", f"{_PREFIX_CACHING} (it is off: --enable-prefix-caching)", 1
+        )
     return text
 
 
 def enable_prefix_caching(why: str) -> Advice:
-    """ "enable prefix caching <why>": dropped where it is on, said to be off where it is off."""
-    return Advice(f"{_PREFIX_CACHING} {why}", _prefix_caching)
+    """ "enable prefix caching, if not already, <why>": dropped where it is on, said to be off
+    where it is off."""
+    return Advice(f"{_PREFIX_CACHING}, {IF_NOT_ALREADY}, {why}", _prefix_caching)
 
 
 def _kv_share(text: str, settings: Settings) -> str | None:
@@ -79,7 +87,7 @@ def _kv_share(text: str, settings: Settings) -> str | None:
         pool = f" (KV pool {settings['num_gpu_blocks']} blocks of {settings['block_size']} tokens)"
     quantize = "" if quantized else "quantize the KV cache (--kv-cache-dtype fp8)"
     if utilization is None:
-        return text if not quantized else "raise the KV-cache share (--gpu-memory-utilization)"
+        return text if not quantized else f"raise the KV-cache share (--gpu-memory-utilization), {IF_NOT_ALREADY}"
     if utilization < MAX_GPU_MEMORY_UTILIZATION:
         line = (
             f"gpu_memory_utilization is {utilization:.2f}{pool}: raise it to {MAX_GPU_MEMORY_UTILIZATION:.2f} "
@@ -91,7 +99,10 @@ def _kv_share(text: str, settings: Settings) -> str | None:
     return None  # both already done: the remaining actions (shorter contexts, more GPUs) apply
 
 
-RAISE_KV_SHARE = Advice("raise the KV-cache share (--gpu-memory-utilization) or quantize the KV cache (fp8)", _kv_share)
+RAISE_KV_SHARE = Advice(
+    f"raise the KV-cache share (--gpu-memory-utilization) or quantize the KV cache (fp8), {IF_NOT_ALREADY}",
+    _kv_share,
+)
 
 
 def _cap_context(text: str, settings: Settings) -> str | None:
@@ -107,7 +118,8 @@ def _cap_context(text: str, settings: Settings) -> str | None:
 
 
 CAP_CONTEXT = Advice(
-    f"cap --max-model-len (e.g. {SUGGESTED_MAX_MODEL_LEN}) so long contexts do not dominate each decode step",
+    f"cap --max-model-len (e.g. {SUGGESTED_MAX_MODEL_LEN}), {IF_NOT_ALREADY}, so long contexts do not dominate "
+    "each decode step",
     _cap_context,
 )
 
@@ -116,6 +128,8 @@ def _cap_churn(text: str, settings: Settings) -> str | None:
     context = _number(settings.get("max_model_len"))
     if context is None:
         return text
+    if context <= SUGGESTED_MAX_MODEL_LEN:  # the context is capped already: what is left is max_num_seqs
+        return f"lower max_num_seqs to stop preemption churn (max_model_len is already {context:.0f})"
     return f"cap --max-model-len (now {context:.0f}) or max_num_seqs to stop preemption churn"
 
 

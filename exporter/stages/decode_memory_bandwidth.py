@@ -9,13 +9,15 @@ context grew) while the tensor pipes stay light. The band of the signal is the v
 from __future__ import annotations
 
 from exporter.settings import Thresholds
-from exporter.stages.advice import CAP_CONTEXT, enable_prefix_caching
-from exporter.stages.evidence import drawn, engine_gauge, engine_p95, per_engine
-from exporter.stages.panels import PanelDef, Unit, ratio
+from exporter.stages.advice import CAP_CONTEXT, IF_NOT_ALREADY, enable_prefix_caching
+from exporter.stages.engine_estimates import BANDWIDTH_BAND, decode_work_lines, engine_estimate
+from exporter.stages.evidence import ITL, drawn, engine_gauge, itl_with_lines, per_engine
+from exporter.stages.panels import PanelDef, Query, Unit, ratio
 from exporter.stages.readings import average_hides_p99
 from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Readings, Row, Stage, StageResult
 from exporter.stages.registry import register
 from exporter.stages.scoring import (
+    GpuLevel,
     clamp,
     gpu_level,
     host_busy,
@@ -27,7 +29,7 @@ from exporter.stages.scoring import (
     slowing,
 )
 from exporter.stages.signals import History
-from exporter.stages.vendors import bandwidth_signal, missing_bandwidth_reason
+from exporter.stages.vendors import BandwidthSignal, bandwidth_signal, missing_bandwidth_reason
 
 
 def score(h: History, t: Thresholds) -> StageResult:
@@ -38,6 +40,15 @@ def score(h: History, t: Thresholds) -> StageResult:
     busy, saturated = signal.band(t)
     dram_level = gpu_level(h, "dram_active", t, busy, saturated)
     dram = dram_level.value
+    estimate = engine_estimate(h, t, "bandwidth")
+    if dram is None and dram_level.bounds is None and estimate is not None and estimate.share is not None:
+        # No memory-activity counter for this engine's GPUs: the engine's own bytes stand in for it,
+        # on the band of a share of peak bandwidth.
+        dram, (busy, saturated) = estimate.share, BANDWIDTH_BAND
+        signal = BandwidthSignal(f"{estimate.line}, in place of DRAM activity (none from this engine's GPU source);")
+        dram_level = GpuLevel(dram, "share of peak")
+    elif estimate is not None:
+        result.evidence.append(estimate.line)
     sm = h.mean("sm_active", t.level_seconds)
     sm_range = h.node_range("sm_active", t.level_seconds) if sm is None else None
     tensor_level = gpu_level(h, "tensor_active", t, t.tensor_active_high, t.tensor_active_high + 0.3)
@@ -77,10 +88,11 @@ def score(h: History, t: Thresholds) -> StageResult:
             lowest, highest = (decoding * ramp(v, busy, saturated) * slowed for v in dram_level.bounds)
             result.score = clamp(result.score, lowest * light, highest, result)
     if itl is not None:
-        line = f"ITL p95 {itl * 1000:.1f} ms"
+        line = f"ITL p95 {itl * 1000:.1f} ms over {t.level_seconds:g}s"
         if slowdown is not None and slowdown > 1.05:
             line += f", {slowdown:.1f}x its best over {t.baseline_seconds / 60:g} min"
         result.evidence.append(line)
+    result.evidence += decode_work_lines(h, t, slowdown)
     waiting_trend = h.trend("waiting", t.level_seconds * 2)
     if waiting_trend is not None and waiting_trend > 0:
         result.evidence.append(f"waiting requests rising ({waiting_trend:+.0f} over {2 * t.level_seconds:g}s)")
@@ -110,7 +122,7 @@ def _row(s: PanelScope) -> tuple[PanelDef, ...]:
             description="Memory-bandwidth-bound decode: DRAM near its practical peak while SM activity is "
             "moderate. Low SM activity here is not idle capacity.",
         ),
-        engine_p95(s, "Inter-token latency p95", "llm_engine_inter_token_latency_seconds", width=6),
+        itl_with_lines("Inter-token latency p95", Query(s.engine_p95(ITL), "{{engine}}"), s=s, width=6),
         engine_gauge(
             s, "Generated tokens/s", "llm_engine_generation_tokens_total", "sum", Unit.TOKENS_PER_SECOND, True, width=6
         ),
@@ -156,7 +168,9 @@ STAGE = register(
         actions=(
             enable_prefix_caching("to cut KV reads and recomputation"),
             CAP_CONTEXT,
-            "schedule shortest-job-first so short requests are not stuck behind long decodes",
+            # No engine exports its scheduling policy (and vLLM has no shortest-job-first yet):
+            # the line cannot be dropped where it is taken, so it says so.
+            f"schedule shortest-job-first, {IF_NOT_ALREADY}, so short requests are not stuck behind long decodes",
             "do not add concurrency: low SM activity here is not idle capacity; add GPUs or quantize KV/weights "
             "instead",
         ),

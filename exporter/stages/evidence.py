@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter.stages.panels import Line, PanelDef, Query, Unit, ratio, timeseries
+from exporter.stages.panels import Line, PanelDef, Query, Unit, line_series_style, ratio, timeseries
 from exporter.stages.record import PanelScope
 
 #: (diagnosis setting, colour) of the lines drawn on a family's panels: the lines the stages
@@ -15,7 +15,6 @@ LINES: dict[str, tuple[tuple[str, str], ...]] = {
     "llm_engine_kv_cache_usage_ratio": (("kv_usage_warning", "orange"), ("kv_usage_critical", "red")),
     "llm_engine_preemptions_total": (("preemptions_per_second", "red"),),
     "llm_engine_time_to_first_token_seconds": (("ttft_p95_seconds", "red"),),
-    "llm_engine_inter_token_latency_seconds": (("itl_p95_seconds", "red"),),
     "llm_engine_process_cpu_seconds_total": (("engine_cpu_cores_busy", "red"),),
     "llm_gpu_sm_active_ratio": (("sm_active_ineffective", "orange"),),
     "llm_gpu_dram_active_ratio": (("dram_active_busy", "orange"), ("dram_active_saturated", "red")),
@@ -51,6 +50,30 @@ def engine_p95(s: PanelScope, title: str, family: str, **options: Any) -> PanelD
     """The worst replica's p95 of a latency summary per engine, with its diagnosis lines."""
     return timeseries(
         title, Query(s.engine_p95(family), "{{engine}}"), unit=Unit.SECONDS, lines=drawn(s, family), **options
+    )
+
+
+ITL = "llm_engine_inter_token_latency_seconds"
+#: the colours of inter-token latency's lines (PanelScope.itl_lines), by their legends
+ITL_LINE_COLOURS = {".* best p95 over .* line$": "orange", "^SLO .* line$": "red"}
+ITL_LINES_NOTE = (
+    "The dashed lines are what the latency is judged against: orange, the diagnosis' slowdown line "
+    "(itl_slowdown_ratio times the model's best p95 over baseline_seconds: the model's own baseline, not a "
+    "fixed figure); red, the threshold of an SLO that bounds inter-token latency, where one is set."
+)
+
+
+def itl_with_lines(title: str, *queries: Query, s: PanelScope, description: str = "", **options: Any) -> PanelDef:
+    """Inter-token latency (`queries`) with the lines it is judged against, which are series (a
+    model's own baseline, an SLO) rather than fixed thresholds."""
+    return timeseries(
+        title,
+        *queries,
+        *s.itl_lines(),
+        unit=Unit.SECONDS,
+        description=" ".join(part for part in (description, ITL_LINES_NOTE) if part),
+        extra=line_series_style(ITL_LINE_COLOURS),
+        **options,
     )
 
 

@@ -16,6 +16,8 @@ from exporter.stages.scoring import ramp
 
 #: the codes a gateway answers for its upstreams' failures, quoted in the evidence
 ERROR_CODES = ("502", "503", "504")
+#: requests that ended without an answer the client waited for: aborted by it (499), timed out (408, 504)
+ABANDONED_CODES = ("499", "408", "504")
 _RARE = "a gateway is configured (gateways:, probes:)"
 
 
@@ -31,6 +33,13 @@ def score(r: PathReading, t: Thresholds) -> StageResult:
         codes = ", ".join(f"{c}: {r.counts[c]:.0f}" for c in ERROR_CODES if r.counts.get(c))
         result.evidence.append(
             f"5xx {r.error_share:.1%} of {r.answered:.0f} responses in the window" + (f" ({codes})" if codes else "")
+        )
+    abandoned = {c: r.counts[c] for c in ABANDONED_CODES if r.counts.get(c)}
+    if abandoned and r.answered:
+        result.evidence.append(
+            "client aborts and timeouts: "
+            + ", ".join(f"{c}: {n:.0f}" for c, n in abandoned.items())
+            + f" of {r.answered:.0f} responses in the window ({sum(abandoned.values()) / r.answered:.1%})"
         )
     own = r.own
     if own is not None and r.total is not None:

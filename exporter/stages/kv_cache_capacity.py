@@ -33,6 +33,12 @@ def score(h: History, t: Thresholds) -> StageResult:
     result.evidence.append(
         f"KV-cache usage up to {kv:.2f} (warning {t.kv_usage_warning:g}) with {waiting:.1f} requests waiting"
     )
+    pools = h.latest().kv_pools
+    if pools:
+        # A hybrid model admits only while every pool has room: the fullest one is the limit.
+        fullest = max(pools, key=lambda pool: pools[pool])
+        others = ", ".join(f"{pool} {usage:.2f}" for pool, usage in sorted(pools.items()) if pool != fullest)
+        result.evidence.append(f"fullest KV pool: {fullest} {pools[fullest]:.2f} ({others})")
     if preempt is not None:
         result.evidence.append(f"preemptions {preempt:.2f}/s over {t.level_seconds:g}s")
     return result

@@ -55,6 +55,41 @@ class Line:
 
 
 @dataclass(frozen=True)
+class Link:
+    """A link a panel offers: a runbook, /diagnosis. `per_series`: a data link, opened from one
+    series, whose URL may name that series' labels (`${__field.labels.<label>}`)."""
+
+    title: str
+    url: str
+    per_series: bool = False
+
+
+#: how a query that draws a line (its legend ends in " line") is styled: dashed, in its colour
+LINE_LEGEND_SUFFIX = " line"
+
+
+def line_series_style(colours: dict[str, str]) -> dict[str, Any]:
+    """Field overrides that draw the series whose legend matches each regex of `colours` as a
+    dashed line of that colour: lines that are queries (a model's own baseline, an SLO) and so
+    cannot be fixed thresholds."""
+    return {
+        "fieldConfig": {
+            "overrides": [
+                {
+                    "matcher": {"id": "byRegexp", "options": pattern},
+                    "properties": [
+                        {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}},
+                        {"id": "custom.fillOpacity", "value": 0},
+                        {"id": "color", "value": {"mode": "fixed", "fixedColor": colour}},
+                    ],
+                }
+                for pattern, colour in colours.items()
+            ]
+        }
+    }
+
+
+@dataclass(frozen=True)
 class PanelDef:
     kind: str
     title: str
@@ -74,6 +109,7 @@ class PanelDef:
     stack: bool = False
     instant: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    links: tuple[Link, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from exporter.settings import Thresholds
 from exporter.stages.advice import enable_prefix_caching
+from exporter.stages.engine_estimates import engine_estimate
 from exporter.stages.evidence import engine_gauge, engine_ratio
 from exporter.stages.panels import PanelDef, Query, Unit, timeseries
 from exporter.stages.record import ENGINE, Alert, AlertContext, Fmt, PanelScope, Row, Stage, StageResult
@@ -16,8 +17,15 @@ def score(h: History, t: Thresholds) -> StageResult:
     result = StageResult()
     tensor_level = gpu_level(h, "tensor_active", t, t.tensor_active_high - 0.2, t.tensor_active_high)
     tensor = tensor_level.value
-    ttft = h.mean("ttft_p95", t.level_seconds)
-    queue = h.mean("queue_p95", t.level_seconds) or 0.0
+    estimate = engine_estimate(h, t, "compute")
+    stands_in = tensor is None and tensor_level.bounds is None and estimate is not None and estimate.share is not None
+    if stands_in and estimate is not None:
+        # No tensor-pipe counter for this engine's GPUs: the engine's own FLOPs stand in for it.
+        tensor = estimate.share
+    elif estimate is not None:
+        result.evidence.append(estimate.line)
+    ttft = h.level("ttft_p95", t.level_seconds)
+    queue = h.level("queue_p95", t.level_seconds) or 0.0
     prompt_rate = h.rate("prompt_tokens_total", t.level_seconds)
     gen_rate = h.rate("generation_tokens_total", t.level_seconds)
     share = None
@@ -31,7 +39,11 @@ def score(h: History, t: Thresholds) -> StageResult:
         result.score = (
             ramp(tensor, t.tensor_active_high - 0.2, t.tensor_active_high) * prefill_heavy * (1.0 - 0.5 * kv_churn)
         )
-        result.evidence.append(f"tensor active {tensor:.2f} {tensor_level.where}")
+        result.evidence.append(
+            f"{estimate.line}, in place of tensor activity (none from this engine's GPU source)"
+            if stands_in and estimate is not None
+            else f"tensor active {tensor:.2f} {tensor_level.where}"
+        )
     else:
         result.evidence.append(
             no_gpu_line(h, t, "no GPU tensor activity for this engine", tensor_level.withheld)
@@ -46,6 +58,9 @@ def score(h: History, t: Thresholds) -> StageResult:
         result.evidence.append(f"prompt tokens are {share:.0%} of tokens processed ({prompt_rate:.0f}/s)")
     if own_ttft is not None:
         result.evidence.append(f"TTFT p95 {ttft:.2f}s of which queue p95 {queue:.2f}s")
+    prefill = h.mean("prefill_p95", t.level_seconds)
+    if prefill is not None:
+        result.evidence.append(f"prefill time p95 {prefill:.2f}s (the engine's own per-request prefill clock)")
     return result
 
 

@@ -19,7 +19,7 @@ def score(h: History, t: Thresholds) -> StageResult:
         result.evidence.append("no waiting-queue gauge from this engine: queueing not assessed")
         return result
     growth = h.trend("waiting", t.level_seconds * 2)
-    queue_p95 = h.mean("queue_p95", t.level_seconds)
+    queue_p95 = h.level("queue_p95", t.level_seconds)
     kv = h.maximum("kv_usage", t.level_seconds)
     level = ramp(waiting, 0.5, t.waiting_requests)
     if growth is not None and growth > 0:
@@ -29,6 +29,10 @@ def score(h: History, t: Thresholds) -> StageResult:
     level *= 1.0 - 0.6 * ramp(kv, t.kv_usage_warning, t.kv_usage_critical)
     _, slowdown = itl_slowdown(h, t)
     level *= 1.0 - 0.5 * slowing(slowdown, t)
+    # A queue at its admission limit refuses the overflow (HTTP 503) rather than holding it: the
+    # waiting gauge stays at the cap however large the excess, and the refusals are the excess.
+    refused, share = refused_share(h, t)
+    level = max(level, ramp(share, 0.02, 0.2))
     result.score = level
     line = f"{waiting:.1f} requests waiting on average (threshold {t.waiting_requests:g})"
     if growth is not None:
@@ -37,7 +41,39 @@ def score(h: History, t: Thresholds) -> StageResult:
     result.evidence.append(line)
     if queue_p95 is not None:
         result.evidence.append(f"queue time p95 {queue_p95:.2f}s")
+    if refused:
+        reasons = ", ".join(sorted(set(h.latest().rejection_reasons))) or "an admission limit"
+        result.evidence.append(
+            f"{refused:.2f} requests/s refused at admission ({reasons}): {share:.0%} of arrivals never queued"
+        )
+    deferred = h.mean("requests_waiting_deferred", t.level_seconds)
+    parked = h.mean("kv_pending_receiver", t.level_seconds) if h.latest().role == "decode" else None
+    if parked:
+        # capacity_waiting (stages/inputs.py) took them out of this worker's waiting count
+        result.evidence.append(
+            f"besides, {parked:.1f} requests wait for their KV from the prefill pool: the hand-over's (kv_transfer)"
+        )
+    elif deferred:
+        result.evidence.append(
+            f"{deferred:.1f} of the waiting are deferred, not short of a slot (LoRA budget, KV transfer, blocked)"
+        )
     return result
+
+
+def slice_score(waiting: float, t: Thresholds) -> float:
+    """Queueing of one slice (a priority class, a tenant) from its own waiting requests, on the
+    engine's line: the KV and slow-token damping are the engine's, shared by every slice."""
+    return ramp(waiting, 0.5, t.waiting_requests)
+
+
+def refused_share(h: History, t: Thresholds) -> tuple[float | None, float | None]:
+    """(refusals per second, refused share of arrivals) over the level window; (None, None) for an
+    engine without an admission counter."""
+    refused = h.rate("admission_rejections_total", t.level_seconds)
+    finished = h.rate("requests_finished_total", t.level_seconds)
+    if refused is None or finished is None or refused + finished <= 0:
+        return refused, None
+    return refused, refused / (refused + finished)
 
 
 def _description(a: AlertContext) -> str:

@@ -17,7 +17,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 
 from exporter.settings import Thresholds
 from exporter.stages.advice import Action, Settings, tailored
-from exporter.stages.panels import Line, PanelDef
+from exporter.stages.panels import Line, PanelDef, Query
 from exporter.stages.signals import History
 
 In = TypeVar("In")
@@ -193,6 +193,11 @@ class PanelScope(Protocol):
         """exit_score and enter_score, drawn on every score panel."""
         ...
 
+    def itl_lines(self) -> tuple[Query, ...]:
+        """Inter-token latency's lines as series: the model's own baseline times the slowdown
+        ratio, and the threshold of an SLO that bounds it."""
+        ...
+
 
 @dataclass(frozen=True)
 class Row:
@@ -268,7 +273,9 @@ class Stage(Generic[In]):
     #: the report's matrix figures that are its evidence, and the ones it brings
     figures: tuple[str, ...] = ()
     measures: tuple[Measure, ...] = ()
-    #: the report's request-mix figures that drive it: a change of one explains it becoming primary
+    #: the report's request-mix figures that drive it: a significant, large change of one the way
+    #: that asks more of the engines (the figure's `load` in exporter/report/queries.py) explains it
+    #: becoming primary
     driven_by: tuple[str, ...] = ()
     #: the report's "not this" lines: (matrix, whether the stage became the bottleneck or worsened)
     misreadings: Callable[[Readings, bool], list[str]] | None = None

@@ -33,7 +33,7 @@ def gpus_text(h: History) -> str:
 
 def itl_slowdown(h: History, t: Thresholds) -> tuple[float | None, float | None]:
     """(ITL p95 now, ratio to the engine's best over the baseline window)."""
-    now = h.mean("itl_p95", t.level_seconds)
+    now = h.level("itl_p95", t.level_seconds)
     best = h.minimum("itl_p95", t.baseline_seconds)
     if now is None or not best:
         return now, None
@@ -140,9 +140,9 @@ def prefill_stalls(h: History, t: Thresholds) -> float:
     prefills)."""
     prompt_rate = h.rate("prompt_tokens_total", t.level_seconds)
     gen_rate = h.rate("generation_tokens_total", t.level_seconds)
-    ttft = h.mean("ttft_p95", t.level_seconds)
+    ttft = h.level("ttft_p95", t.level_seconds)
     if prompt_rate is None or gen_rate is None or prompt_rate + gen_rate <= 0 or ttft is None:
         return 0.0
-    own_ttft = max(0.0, ttft - (h.mean("queue_p95", t.level_seconds) or 0.0))
+    own_ttft = max(0.0, ttft - (h.level("queue_p95", t.level_seconds) or 0.0))
     share = prompt_rate / (prompt_rate + gen_rate)
     return ramp(share, 0.6, 0.9) * ramp(own_ttft, t.ttft_p95_seconds * 0.5, t.ttft_p95_seconds)

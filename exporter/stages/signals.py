@@ -1,7 +1,7 @@
-"""Per-engine inputs of the diagnosis, read from normalized metrics only.
+"""Each engine's inputs over time (History), with the window helpers the stages read.
 
-The diagnosis never sees an engine's own metric names: it reads the `llm_*` families, so a new
-engine or GPU source works with it unchanged. Counters become rates here, reset-aware.
+Counters become rates here, reset-aware; latency quantiles are read over the stages' own window
+(`level`). The inputs themselves are read from the normalized metrics by exporter/stages/inputs.py.
 """
 
 from __future__ import annotations
@@ -9,191 +9,16 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Container, Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from statistics import fmean
 from typing import Any
 
-from exporter.catalogue import ENGINE_SETTINGS
-from exporter.model import Labels, Metric, QuantileSummary, Sample
-from exporter.stages.pd_inputs import HAND_OVER_FAMILIES, HandOverInputs, absorb
+from exporter.stages.inputs import QUANTILE_OF, EngineInputs
 from exporter.stages.pd_view import PdView
-
-EngineKey = tuple[str, str, str]  # engine, engine_type, model
-
-
-@dataclass
-class EngineInputs(HandOverInputs):
-    """One collection's view of one engine: levels, quantiles and the hardware it runs on (and
-    its part of a disaggregated pair: HandOverInputs)."""
-
-    running: float | None = None
-    waiting: float | None = None
-    kv_usage: float | None = None
-    ttft_p95: float | None = None
-    itl_p95: float | None = None
-    queue_p95: float | None = None
-    e2e_p99: float | None = None
-    preemptions_total: float | None = None
-    prompt_tokens_total: float | None = None
-    generation_tokens_total: float | None = None
-    #: cumulative seconds of finished requests (the e2e summary's `_sum`): its rate is the mean
-    #: number of requests in the engine by Little's law, a count no sampling can miss
-    e2e_seconds_total: float | None = None
-    process_cpu_seconds_total: float | None = None
-    gpus: list[str] = field(default_factory=list)
-    #: the `vendor` labels of those GPUs ("nvidia" where a series has none)
-    gpu_vendors: list[str] = field(default_factory=list)
-    #: GPUs on the node that no attribution tied to an engine while several engines run: their
-    #: ratios are not this engine's own, so they are not averaged in and the evidence says so
-    unattributed_gpus: list[str] = field(default_factory=list)
-    #: over those GPUs, the lowest and highest reading of each ratio (`sm_active`, ...): whichever
-    #: GPUs the engine uses, its own readings lie in between, so a verdict that holds at both ends
-    #: holds for it (stages.gpu_level)
-    node_gpu_range: dict[str, tuple[float, float]] = field(default_factory=dict)
-    sm_active: float | None = None
-    dram_active: float | None = None
-    tensor_active: float | None = None
-    gpu_utilization: float | None = None
-    rdma_utilization: float | None = None
-    rdma_cnp_total: float | None = None
-    rdma_retransmissions_total: float | None = None
-    rdma_xmit_wait_total: float | None = None
-    #: node-wide RDMA bytes received and sent (every port), for the hand-over's link check
-    rdma_receive_bytes_total: float | None = None
-    rdma_transmit_bytes_total: float | None = None
-    #: the engine's serving settings from `llm_engine_config_info` (ENGINE_SETTINGS names), so
-    #: advice can name a setting's value and skip what is already on
-    settings: dict[str, str] = field(default_factory=dict)
-
+from exporter.window import histogram_quantile
 
 #: the EngineInputs attributes that are numbers (or None): the columns History keeps
 _NUMERIC = tuple(f.name for f in fields(EngineInputs) if f.type == "float | None")
-
-_ENGINE_GAUGES = {
-    "llm_engine_requests_running": "running",
-    "llm_engine_requests_waiting": "waiting",
-    "llm_engine_kv_cache_usage_ratio": "kv_usage",
-    "llm_engine_preemptions_total": "preemptions_total",
-    "llm_engine_prompt_tokens_total": "prompt_tokens_total",
-    "llm_engine_generation_tokens_total": "generation_tokens_total",
-    "llm_engine_process_cpu_seconds_total": "process_cpu_seconds_total",
-}
-_E2E_SUMMARY = "llm_engine_e2e_request_latency_seconds"
-_ENGINE_QUANTILES = {
-    ("llm_engine_time_to_first_token_seconds", 0.95): "ttft_p95",
-    ("llm_engine_inter_token_latency_seconds", 0.95): "itl_p95",
-    ("llm_engine_queue_time_seconds", 0.95): "queue_p95",
-    (_E2E_SUMMARY, 0.99): "e2e_p99",
-}
-_GPU_RATIOS = {
-    "llm_gpu_sm_active_ratio": "sm_active",
-    "llm_gpu_dram_active_ratio": "dram_active",
-    "llm_gpu_tensor_active_ratio": "tensor_active",
-    "llm_gpu_utilization_ratio": "gpu_utilization",
-}
-
-
-def engine_key(labels: Labels) -> EngineKey:
-    get = labels.get
-    return (get("engine", ""), get("engine_type", ""), get("model", ""))
-
-
-def gpu_owner(engine: str, owners: Container[str], single_engine: bool) -> str | None:
-    """Whose GPU readings an engine reads, among `owners` (the `engine` label values GPUs carry,
-    "" for none): its own where attribution tied GPUs to it; the node's unattributed GPUs where the
-    node runs this one engine; otherwise none, so that no engine reads another's GPUs."""
-    if engine in owners:
-        return engine
-    return "" if single_engine and "" in owners else None
-
-
-def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
-    """Join engine, GPU, RDMA and host metrics into one EngineInputs per live engine.
-
-    GPUs join their engine through the `engine` label set by attribution; where no GPU carries an
-    engine label and the node runs one engine, the node's GPUs are that engine's. With several
-    engines, unattributed GPUs are nobody's: averaging them into every engine would let one
-    engine's busy GPUs decide another's stage, so each engine records only that they exist and the
-    range of their readings (lowest, highest), which the stages use where the whole range agrees.
-    RDMA ports are node-wide, so every engine on the node sees them.
-    """
-    engines: dict[EngineKey, EngineInputs] = {}
-    gpu_values: dict[str, dict[str, list[float]]] = {}  # engine name ("" unattributed) → field → values
-    gpu_ids: dict[str, set[str]] = {}
-    gpu_vendors: dict[str, set[str]] = {}
-    rdma: dict[str, list[float]] = {}
-    up: set[EngineKey] = set()
-    for metric in metrics:
-        name = metric.name
-        labels = metric.labels
-        if isinstance(metric, QuantileSummary):
-            for (family, q), attr in _ENGINE_QUANTILES.items():
-                if family == name:
-                    value = dict(metric.quantiles).get(q)
-                    if value is not None and not math.isnan(value):
-                        setattr(engines.setdefault(engine_key(labels), EngineInputs()), attr, value)
-            if name == _E2E_SUMMARY and not math.isnan(metric.sum):
-                engines.setdefault(engine_key(labels), EngineInputs()).e2e_seconds_total = metric.sum
-            elif name in HAND_OVER_FAMILIES:
-                absorb(engines.setdefault(engine_key(labels), EngineInputs()), metric)
-            continue
-        assert isinstance(metric, Sample)
-        if name == "llm_engine_up":
-            if metric.value == 1.0:
-                up.add(engine_key(labels))
-                engines.setdefault(engine_key(labels), EngineInputs()).labels = dict(labels)
-        elif name == "llm_engine_config_info":
-            engines.setdefault(engine_key(labels), EngineInputs()).settings = {
-                k: labels[k] for k in ENGINE_SETTINGS if k in labels
-            }
-        elif name in _ENGINE_GAUGES:
-            setattr(engines.setdefault(engine_key(labels), EngineInputs()), _ENGINE_GAUGES[name], metric.value)
-        elif name in HAND_OVER_FAMILIES:
-            absorb(engines.setdefault(engine_key(labels), EngineInputs()), metric)
-        elif name in _GPU_RATIOS:
-            owner = labels.get("engine", "")
-            gpu_values.setdefault(owner, {}).setdefault(_GPU_RATIOS[name], []).append(metric.value)
-            gpu_ids.setdefault(owner, set()).add(labels.get("gpu", "?"))
-            gpu_vendors.setdefault(owner, set()).add(labels.get("vendor", "nvidia"))
-        elif name in ("llm_rdma_port_transmit_utilization_ratio", "llm_rdma_port_receive_utilization_ratio"):
-            rdma.setdefault("utilization", []).append(metric.value)
-        elif name in ("llm_rdma_port_cnp_handled_total", "llm_rdma_port_cnp_sent_total"):
-            rdma.setdefault("cnp", []).append(metric.value)
-        elif name == "llm_rdma_port_retransmissions_total":
-            rdma.setdefault("retransmissions", []).append(metric.value)
-        elif name == "llm_rdma_port_transmit_wait_total":
-            rdma.setdefault("xmit_wait", []).append(metric.value)
-        elif name == "llm_rdma_port_receive_bytes_total":
-            rdma.setdefault("receive_bytes", []).append(metric.value)
-        elif name == "llm_rdma_port_transmit_bytes_total":
-            rdma.setdefault("transmit_bytes", []).append(metric.value)
-    live = {key: engines.get(key, EngineInputs()) for key in up}
-    single_engine = len({key[0] for key in live}) == 1
-    for key, inputs in live.items():
-        whose = gpu_owner(key[0], gpu_values, single_engine)
-        if whose is not None:
-            inputs.gpus = sorted(gpu_ids[whose], key=lambda g: (len(g), g))
-            inputs.gpu_vendors = sorted(gpu_vendors[whose])
-            for attr, values in gpu_values[whose].items():
-                setattr(inputs, attr, fmean(values))
-        elif "" in gpu_ids:
-            inputs.unattributed_gpus = sorted(gpu_ids[""], key=lambda g: (len(g), g))
-            inputs.gpu_vendors = sorted(gpu_vendors[""])
-            inputs.node_gpu_range = {attr: (min(values), max(values)) for attr, values in gpu_values[""].items()}
-        if rdma.get("utilization"):
-            inputs.rdma_utilization = max(rdma["utilization"])
-        for attr, totals in (
-            ("rdma_cnp_total", rdma.get("cnp")),
-            ("rdma_retransmissions_total", rdma.get("retransmissions")),
-            ("rdma_xmit_wait_total", rdma.get("xmit_wait")),
-            ("rdma_receive_bytes_total", rdma.get("receive_bytes")),
-            ("rdma_transmit_bytes_total", rdma.get("transmit_bytes")),
-        ):
-            if totals:
-                setattr(inputs, attr, sum(totals))
-    return live
-
 
 #: the numeric attributes that are counters: their columns also keep a running increase
 _COUNTERS = tuple(attr for attr in _NUMERIC if attr.endswith("_total"))
@@ -314,6 +139,46 @@ class History:
             answers[key] = min(values) if values else None
         return answers[key]
 
+    def level(self, attr: str, seconds: float) -> float | None:
+        """A latency quantile (`itl_p95`, `ttft_p95`, ...) over the last `seconds`: the lower of its
+        quantile over that span, from the increase of the engine's cumulative histogram (None:
+        nothing observed in it), and the mean of the exporter's windowed quantile. The windowed
+        quantile spans the exporter's whole window, so its mean moved a minute and a half after the
+        tokens did (in the seed case decode bandwidth stayed primary a minute after the remedies had
+        cleared the queue); the span's own quantile moves with them, but one burst of slow tokens
+        moves it too. The lower of the two leaves as the tokens recover and never arrives sooner or
+        on less than before."""
+        key = ("level", attr, seconds)
+        answers = self._answers
+        if key not in answers:
+            windowed = self.mean(attr, seconds)
+            span = self._increase(attr, seconds)
+            if span is None:
+                answers[key] = windowed
+            else:
+                value = histogram_quantile(QUANTILE_OF[attr], *span)
+                answers[key] = None if math.isnan(value) else min(value, windowed or math.inf)
+        return answers[key]
+
+    def _increase(self, attr: str, seconds: float) -> tuple[tuple[float, ...], list[float]] | None:
+        """(bounds, bucket increases) of histogram `attr` from the earliest point within the last
+        `seconds` to the newest; None where fewer than two points carry it, or it was reset."""
+        if not self.points:
+            return None
+        newest_at, newest = self.points[-1]
+        last = newest.histograms.get(attr)
+        first = None
+        for at, point in reversed(self.points):
+            if at < newest_at - seconds or last is None:
+                break
+            histogram = point.histograms.get(attr)
+            if at < newest_at and histogram is not None and histogram.bounds == last.bounds:
+                first = histogram
+        if last is None or first is None:
+            return None
+        increase = [after - before for after, before in zip(last.cumulative, first.cumulative)]
+        return None if any(step < 0 for step in increase) else (last.bounds, increase)
+
     def node_range(self, attr: str, seconds: float) -> tuple[float, float] | None:
         """(mean of the lowest, mean of the highest) node-wide reading of GPU ratio `attr` over the
         last `seconds`: no unattributed GPU's own mean lies outside it. Remembered for the round
@@ -372,10 +237,3 @@ class History:
                 third = max(1, len(values) // 3)
                 answers[key] = fmean(values[-third:]) - fmean(values[:third])
         return answers[key]
-
-
-def capacity_waiting(inputs: EngineInputs) -> None:
-    """A decode worker's waiting requests less those parked for their KV: a request whose KV is on
-    its way waits for the transfer, not for a slot, and is not idle capacity either."""
-    if inputs.role == "decode" and inputs.waiting is not None and inputs.kv_pending_receiver:
-        inputs.waiting = max(0.0, inputs.waiting - inputs.kv_pending_receiver)

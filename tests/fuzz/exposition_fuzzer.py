@@ -1,9 +1,10 @@
-"""atheris: Prometheus text from engines and dcgm-exporter, through the sources that read it.
+"""atheris: Prometheus text from engines, gateways and dcgm-exporter, through the sources that read it.
 
-The first byte picks the source (an engine of a given or detected type, or dcgm-exporter); the
+The first byte picks the source (an engine of a given or detected type, a detected gateway, or
+dcgm-exporter); the
 rest is split in two payloads collected one after the other, so the second round exercises the
 windows (deltas, counter resets, new layouts). Properties: tests/fuzz/properties.py. Seeds: the
-real captures in tests/fixtures/engines and tests/fixtures/dcgm-exporter.
+real captures in tests/fixtures/engines, tests/fixtures/gateways and tests/fixtures/dcgm-exporter.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 with atheris.instrument_imports(include=["exporter"]):
     import exporter.sources.device_exporter as exporter_ingest_module
     import exporter.sources.engine as engine_module
-    from exporter.settings import EngineTarget
+    import exporter.sources.gateway as gateway_module
+    from exporter.settings import EngineTarget, GatewayTarget
     from exporter.sources.dcgm_exporter import DcgmExporterSource
     from exporter.sources.engine import EngineSource
+    from exporter.sources.gateway import GatewaySource
 
 from tests.fuzz.harness import run  # noqa: E402
 from tests.fuzz.properties import assert_renders_and_parses_back, canned_open_body, collect  # noqa: E402
@@ -33,6 +36,7 @@ _payload: list[bytes] = [b""]
 # The sources fetch through these names; the harness answers instead of a server. Both stream the
 # body (open_body): the engine source, and dcgm-exporter in the shared exporter ingest.
 engine_module.open_body = canned_open_body(lambda: _payload[0])
+gateway_module.open_body = canned_open_body(lambda: _payload[0])
 exporter_ingest_module.open_body = canned_open_body(lambda: _payload[0])
 
 
@@ -40,10 +44,13 @@ def test_one_input(data: bytes) -> None:
     if not data:
         return
     pick, body = data[0], data[1:]
-    if pick % 7 == 6:
+    source: EngineSource | GatewaySource | DcgmExporterSource
+    if pick % 8 == 7:
+        source = GatewaySource(GatewayTarget(url=URL, name="g"), 60.0)
+    elif pick % 8 == 6:
         source = DcgmExporterSource(URL)
     else:
-        engine_type = ENGINE_TYPES[pick % 7]
+        engine_type = ENGINE_TYPES[pick % 8]
         source = EngineSource(
             EngineTarget(url=URL, name="e", type=engine_type, model="m" if engine_type == "tgi" else None), 60.0
         )

@@ -125,11 +125,12 @@ class Load:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    def join(self) -> LoadResult:
+    def join(self, allow_errors: bool = False) -> LoadResult:
+        """The load's result; failed requests are an error unless the phase provokes them (503s)."""
         self._thread.join(self.spec.duration_s + self.spec.request_timeout_s + 60)
         if self.result is None:
             raise CaptureError("load generator did not finish")
-        if self.result.error_count:
+        if self.result.error_count and not allow_errors:
             errors = sorted({r.error or "" for r in self.result.records if r.error})[:3]
             raise CaptureError(f"{self.result.error_count} requests failed: {errors}")
         return self.result
@@ -144,50 +145,59 @@ def capture_idle(server: VllmServer) -> bytes:
     )
 
 
-def capture_light(server: VllmServer) -> bytes:
-    load = Load(server, LIGHT)
+def capture_mid_load(
+    server: VllmServer,
+    spec: LoadSpec,
+    into: float,
+    condition: Callable[[bytes], bool],
+    what: str,
+    allow_errors: bool = False,
+) -> tuple[bytes, LoadResult]:
+    """The first scrape past `into` (a fraction) of `spec`'s run that satisfies `condition`, and the
+    load's result once it finished."""
+    load = Load(server, spec)
     body = scrape_when(
-        server,
-        lambda b: load.elapsed() > LIGHT.duration_s / 2 and value(b, "vllm:num_requests_running") > 0,
-        "a request running mid-way through the light load",
-        PHASE_TIMEOUT_S,
+        server, lambda b: load.elapsed() > spec.duration_s * into and condition(b), what, PHASE_TIMEOUT_S
     )
-    load.join()
-    return body
+    return body, load.join(allow_errors)
+
+
+def capture_light(server: VllmServer) -> bytes:
+    return capture_mid_load(
+        server,
+        LIGHT,
+        0.5,
+        lambda b: value(b, "vllm:num_requests_running") > 0,
+        "a request running mid-way through the light load",
+    )[0]
 
 
 def capture_prefix_heavy(server: VllmServer) -> bytes:
-    load = Load(server, PREFIX_HEAVY)
-    body = scrape_when(
+    return capture_mid_load(
         server,
+        PREFIX_HEAVY,
+        0.75,
         lambda b: (
-            load.elapsed() > PREFIX_HEAVY.duration_s * 0.75
-            and value(b, "vllm:num_requests_running") > 0
+            value(b, "vllm:num_requests_running") > 0
             and value(b, "vllm:prefix_cache_hits_total") > 0.3 * value(b, "vllm:prefix_cache_queries_total")
         ),
         "prefix-cache hits over 0.3 of queries with requests running",
-        PHASE_TIMEOUT_S,
-    )
-    load.join()
-    return body
+    )[0]
 
 
 def capture_overload(server: VllmServer) -> bytes:
     preempted_before = value(scrape(server), "vllm:num_preemptions_total")
-    load = Load(server, OVERLOAD)
-    body = scrape_when(
+    return capture_mid_load(
         server,
+        OVERLOAD,
+        0.5,
         lambda b: (
-            load.elapsed() > OVERLOAD.duration_s / 2
-            and value(b, "vllm:num_requests_waiting") > 0
+            value(b, "vllm:num_requests_waiting") > 0
             and value(b, "vllm:kv_cache_usage_perc") >= 0.7
             and value(b, "vllm:num_preemptions_total") > preempted_before
         ),
         "queueing with the KV cache at 0.7 or more after preemptions",
-        PHASE_TIMEOUT_S,
-    )
-    load.join()
-    return body
+    )[0]
 
 
 CAPTURES: dict[str, Callable[[VllmServer], bytes]] = {
@@ -237,9 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run_script(main: Callable[[], int]) -> None:
+    """Run a capture script's `main`, a CaptureError printed as one line with exit status 1."""
     try:
         sys.exit(main())
     except CaptureError as error:
         print(f"capture failed: {error}", file=sys.stderr)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    run_script(main)

@@ -9,6 +9,7 @@ own process group.
 from __future__ import annotations
 
 import secrets
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -39,17 +40,33 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: fl
 
 
 class Haproxy:
-    """HAProxy: `frontend llm` → `backend engines` (one server), stats on its own frontend."""
+    """HAProxy: `frontend llm` → `backend engines` (one server), stats on its own frontend.
 
-    def __init__(self, engine_port: int, *, server_maxconn: int = 64, queue_timeout: str = "30s") -> None:
+    `log_port`: send the access log (`option httplog`) as syslog over UDP to 127.0.0.1 on that
+    port, the prober's requests left out (they are not the clients'), and stream without delay, as
+    docs/slo.md configures it."""
+
+    def __init__(
+        self, engine_port: int, *, server_maxconn: int = 64, queue_timeout: str = "30s", log_port: int | None = None
+    ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="haproxy-"))
         self.port = free_port()
         self.stats_port = free_port()
+        logging = "" if log_port is None else f"  log 127.0.0.1:{log_port} local0\n"
+        # With its access log judged against what clients see, HAProxy must also pass streamed tokens
+        # on as they come: without http-no-delay it holds small writes for the client's ACK (Nagle),
+        # time its own timers never see (docs/slo.md).
+        log_defaults = "" if log_port is None else "  log global\n  option httplog\n  option http-no-delay\n"
+        silent_probes = (
+            ""
+            if log_port is None
+            else "  http-request set-log-level silent if { req.hdr(user-agent) -m beg llm-bottleneck-exporter-probe }\n"
+        )
         config = f"""
 global
   maxconn 256
-defaults
-  mode http
+{logging}defaults
+{log_defaults}  mode http
   timeout connect 2s
   timeout client 60s
   timeout server 60s
@@ -59,7 +76,7 @@ frontend stats
   http-request use-service prometheus-exporter if {{ path /metrics }}
 frontend llm
   bind 127.0.0.1:{self.port}
-  default_backend engines
+{silent_probes}  default_backend engines
 backend engines
   server engine 127.0.0.1:{engine_port} maxconn {server_maxconn} check inter 1s fall 2 rise 1
 """
@@ -85,6 +102,7 @@ backend engines
     def close(self) -> None:
         terminate_group(self.proc)
         self._log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Litellm:

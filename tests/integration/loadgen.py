@@ -44,6 +44,9 @@ class LoadSpec:
     max_requests: int | None = None
     request_timeout_s: float = 60.0
     seed: int = 0
+    #: a client's pause after a failed request (a 503 from an admission limit) before its next
+    #: one, as a client backs off: without it a refused worker would retry in a busy loop
+    error_backoff_s: float = 0.0
     model: str = SERVED_MODEL_NAME
 
     def __post_init__(self) -> None:
@@ -226,6 +229,8 @@ def _worker(base_url: str, spec: LoadSpec, index: int, budget: _Budget, sink: Ca
             except (requests.RequestException, ValueError) as exc:
                 record.error = f"{type(exc).__name__}: {exc}"
             sink(record)
+            if record.error and spec.error_backoff_s > 0:
+                time.sleep(spec.error_backoff_s)
 
 
 def run_load(base_url: str, spec: LoadSpec, on_record: Callable[[RequestRecord], None] | None = None) -> LoadResult:

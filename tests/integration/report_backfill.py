@@ -40,11 +40,13 @@ def write_openmetrics(
     out: IO[str],
     snapshots: Iterable[tuple[float, Sequence[Metric]]],
     extra_labels: Mapping[str, str],
-    info: Mapping[str, Sequence[tuple[float, Mapping[str, str]]]] | None = None,
+    engine: Mapping[str, Sequence[tuple[float, Mapping[str, str], float]]] | None = None,
 ) -> int:
     """OpenMetrics text of every (unix time, metrics) pair, family by family and series by series
-    (the format forbids interleaving), and of engine info gauges (`info`: name -> (time, labels),
-    value 1); returns the number of sample lines."""
+    (the format forbids interleaving), and of the engines' own series as a Prometheus scraping
+    them would store them (`engine`: sample name -> (time, labels, value); typed `unknown`, one
+    family per sample name, so a histogram's buckets need no _count or _sum beside them);
+    returns the number of sample lines."""
     by_family: dict[str, dict[tuple[tuple[str, str], ...], list[tuple[float, Metric]]]] = {}
     for t, metrics in snapshots:
         for m in metrics:
@@ -68,14 +70,14 @@ def write_openmetrics(
                 elif isinstance(m, Sample):
                     out.write(f"{name}{_labels(labels)} {_number(m.value)} {ts}\n")
                     lines += 1
-    for name, points in (info or {}).items():
-        out.write(f"# TYPE {name} gauge\n")
-        by_series: dict[str, list[float]] = {}
-        for t, labels in points:
-            by_series.setdefault(_labels(labels), []).append(t)
-        for text, times in by_series.items():
-            out.writelines(f"{name}{text} 1.0 {t:.3f}\n" for t in sorted(times))
-            lines += len(times)
+    for name, points in (engine or {}).items():
+        out.write(f"# TYPE {name} unknown\n")
+        by_series: dict[str, list[tuple[float, float]]] = {}
+        for t, labels, value in points:
+            by_series.setdefault(_labels(labels), []).append((t, value))
+        for text, values in by_series.items():
+            out.writelines(f"{name}{text} {_number(v)} {t:.3f}\n" for t, v in sorted(values))
+            lines += len(values)
     out.write("# EOF\n")
     return lines
 

@@ -187,13 +187,14 @@ def _prometheus_config(rules: Path, alertmanager: Alertmanager, nodes: dict[str,
     jobs["llm-bottleneck-exporter"]["static_configs"] = [
         {"targets": [f"127.0.0.1:{node.exporter.port}"], "labels": {"scenario": name}} for name, node in nodes.items()
     ]
-    # One replica per node is enough to exercise the engine-histogram latency records.
-    jobs["llm-engines"]["scrape_interval"] = "5s"
-    jobs["llm-engines"]["static_configs"] = [
+    # One replica per node is enough to exercise the engine-histogram latency records, through the
+    # engines' job the recipe leaves commented out (which path depends on the engine).
+    engines = [
         {"targets": [url.split("/")[2]], "labels": {"scenario": name, "__metrics_path__": "/" + url.split("/", 3)[3]}}
         for name, node in nodes.items()
         for url in node.engine_urls[:1]
     ]
+    config["scrape_configs"].append({"job_name": "llm-engines", "scrape_interval": "5s", "static_configs": engines})
     return config
 
 

@@ -36,7 +36,16 @@ from exporter.simulate.dcgm_text import POD_NAMESPACE
 from tests import nvml_stub
 from tests.integration.gpu_helpers import stub_dir
 from tests.integration.monitoring_stack import LOCAL, ManagedProcess, Prometheus, require_binary
-from tests.support import FIXTURES, REPO, ExporterProcess, RouteServer, free_port, respond_with
+from tests.support import (
+    FIXTURES,
+    REPO,
+    ExporterProcess,
+    RouteServer,
+    free_port,
+    growing,
+    respond_with,
+    sglang_sliced_page,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -54,6 +63,8 @@ EXPORTER_CONFIG = {
         {"name": slo.name, "objective": slo.objective, **{f"{d}_seconds": t for d, t in slo.thresholds()}}
         for slo in CONFIG.slos
     ],
+    # The SLO dashboard's cost and concurrency panels read what these settings make.
+    "capacity": {"gpu_hour_price": {"default": 2.0}, "max_num_seqs": {"default": 256}},
 }
 
 
@@ -150,18 +161,31 @@ def _simulated_node(scenario: str, workdir: Path) -> Node:
 
 def _injected_node(workdir: Path) -> Node:
     """GPUs from the NVML stand-in (an XID on GPU 5, clock-event reasons on all), an engine
-    target nothing listens on (source errors), and a gateway: HAProxy's real exposition with its
-    server down (tests/fixtures/gateways), with a probe through it that cannot connect."""
+    target nothing listens on (source errors), an SGLang engine with slices (tenants, adapters,
+    priority classes), and a gateway: HAProxy's real exposition with its server down
+    (tests/fixtures/gateways), with a probe through it that cannot connect."""
     state = workdir / "nvml-state"
     node = nvml_stub.eight_gpu_node()
     node["xid_events"] = [(5, 79)]
     nvml_stub.write_state(state, node)
     gateway = RouteServer(
-        {"/metrics": respond_with((FIXTURES / "gateways" / "haproxy-2.6-backend-down.txt").read_text())}
+        {
+            "/metrics": respond_with((FIXTURES / "gateways" / "haproxy-2.6-backend-down.txt").read_text()),
+            # An SGLang engine whose requests carry tenants, adapters and priority classes (its
+            # counts grow on every scrape, so the slices' windows have increases): the slice panels.
+            "/sliced": growing(sglang_sliced_page),
+        }
     )
     config = {
         **EXPORTER_CONFIG,
-        "engines": [{"name": "refused", "type": "vllm", "url": f"http://127.0.0.1:{free_port()}/metrics"}],
+        "engines": [
+            {"name": "a-sliced", "type": "sglang", "url": gateway.url("/sliced")},
+            {"name": "refused", "type": "vllm", "url": f"http://127.0.0.1:{free_port()}/metrics"},
+        ],
+        "engine_defaults": {
+            **EXPORTER_CONFIG["engine_defaults"],
+            "slice_labels": {"tenant": ["tenant"], "adapter": ["adapter"], "priority": ["priority"]},
+        },
         "gpu_attribution": {"processes": False, "pod_resources_socket": ""},
         "gateways": [{"name": "haproxy", "url": gateway.url("/metrics"), "engines": ["refused"]}],
         "probes": [
@@ -196,8 +220,9 @@ def _prometheus_config(nodes: list[Node]) -> dict:
         {"targets": [f"127.0.0.1:{node.exporter.port}"], "labels": {CONFIG.labels.cluster: node.cluster}}
         for node in nodes
     ]
-    # One replica per simulated node feeds the engine-histogram records (latency heatmaps, quantiles).
-    jobs["llm-engines"]["static_configs"] = [
+    # One replica per simulated node feeds the engine-histogram records (latency heatmaps, quantiles)
+    # through the engines' job, which the recipe leaves commented out (which path depends on the engine).
+    engines = [
         {
             "targets": [url.split("/")[2]],
             "labels": {CONFIG.labels.cluster: node.cluster, "__metrics_path__": "/" + url.split("/", 3)[3]},
@@ -205,6 +230,7 @@ def _prometheus_config(nodes: list[Node]) -> dict:
         for node in nodes
         for url in node.engine_urls[:1]
     ]
+    config["scrape_configs"].append({"job_name": "llm-engines", "static_configs": engines})
     return config
 
 
@@ -249,6 +275,8 @@ class Stack:
             "node": _regex(values["node"]),
             "model": _regex(values["model"]),
             "engine": _regex(values["engine"]) if single_engine else ".*",
+            "slice_by": ".*",
+            "slice": ".*",
         }
         return re.sub(r"\$(\w+)", lambda m: replacements[m.group(1)], query.expr)
 
@@ -314,6 +342,9 @@ def test_the_dashboards_have_panels_of_both_kinds():
         "Gateway 5xx by code",
         "Probe end-to-end p95 by path",
         "Requests queued at the gateway",
+        # slices exist only where a source labels its requests with a tenant, adapter or priority
+        "Attainment per slice",
+        "Goodput and queue per slice",
     }
 
 

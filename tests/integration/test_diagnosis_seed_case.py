@@ -100,3 +100,62 @@ def test_plain_flags_read_the_seed_case_from_the_nodes_unanimous_gpus() -> None:
         evidence = " | ".join(engine["evidence"])
         assert "at least, on every one of the node's 8 unattributed GPUs" in evidence, evidence
         assert "GPU signals unattributed: node-wide (8 GPUs" in evidence, evidence
+
+
+def test_after_the_remedies_the_verdict_leaves_with_its_evidence_and_asks_for_nothing_already_done() -> None:
+    """The remedied phase (issue #42): every engine's verdict clears within one level window of its
+    own tokens recovering (the 5 s inter-token latency p95, from the engine's histogram, back
+    within 1.3x of its baseline), stays clear, and no action asks for a remedy the engine reports
+    taken (prefix caching, the max_model_len cap); shortest-job-first, which no engine reports,
+    is asked for "if not already"."""
+    from exporter.simulate.exporter_view import ExporterView
+    from exporter.simulate.node import SimulatedNode
+    from exporter.window import histogram_quantile
+
+    scenario = load_scenario("prompt-growth")
+    phases = scenario.phases
+    incident = next(i for i, p in enumerate(phases) if p.expected_stage == "decode_memory_bandwidth")
+    baseline, remedied = phases[incident - 1], phases[incident + 1]
+    assert remedied.expected_stage == "none"
+    node = SimulatedNode(scenario, None)
+    view = ExporterView(node)
+    level = view.exporter.config.thresholds.level_seconds
+    step = 5.0
+    itl: dict[str, list[tuple[float, object]]] = {}
+    verdicts: dict[str, list[tuple[float, str]]] = {}
+    actions_after: list[str] = []
+    try:
+        for t, snapshot in view.run(remedied.start_seconds + 150, step):
+            for m in snapshot.metrics:
+                if m.name == "llm_engine_inter_token_latency_seconds" and m.histogram is not None:
+                    itl.setdefault(m.labels["engine"], []).append((t, m.histogram))
+            for engine, stage in primaries(snapshot).items():
+                verdicts.setdefault(engine, []).append((t, stage))
+            if t >= remedied.start_seconds + step:
+                actions_after += [a for e in view.exporter.diagnosis()["engines"] for a in e["actions"]]
+    finally:
+        view.close()
+
+    def p95(first, last) -> float:
+        increase = [b - a for a, b in zip(first.cumulative, last.cumulative)]
+        return histogram_quantile(0.95, last.bounds, increase)
+
+    assert len(verdicts) == 8
+    for engine, readings in verdicts.items():
+        by_time = dict(itl[engine])
+        times = sorted(by_time)
+        base_start = max(x for x in times if x <= baseline.start_seconds + 60)
+        base_end = max(x for x in times if x <= phases[incident].start_seconds)
+        healthy = p95(by_time[base_start], by_time[base_end])
+        recovered = next(
+            t
+            for before, t in zip(times, times[1:])
+            if t > remedied.start_seconds and p95(by_time[before], by_time[t]) <= 1.3 * healthy
+        )
+        during = [stage for t, stage in readings if phases[incident].start_seconds + 90 <= t < remedied.start_seconds]
+        assert set(during) == {"decode_memory_bandwidth"}, (engine, during)
+        cleared = next(t for t, stage in readings if t >= recovered and stage == "none")
+        assert cleared - recovered <= level + step, (engine, recovered, cleared, readings)
+        assert {stage for t, stage in readings if t >= cleared} == {"none"}, (engine, readings)
+    assert not any("enable prefix caching" in a or "--max-model-len" in a for a in actions_after), actions_after
+    assert all("if not already" in a for a in actions_after if "shortest-job-first" in a), actions_after

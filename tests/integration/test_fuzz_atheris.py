@@ -37,7 +37,7 @@ rate_limit:
 def _seeds(harness: str, directory: Path) -> list[Path]:
     """Real inputs to start from; the first byte of each is the harness' selector."""
     if harness == "exposition":
-        return [ENGINE_FIXTURES, FIXTURES / "dcgm-exporter"]
+        return [ENGINE_FIXTURES, FIXTURES / "gateways", FIXTURES / "dcgm-exporter"]
     if harness == "config":
         directory.mkdir()
         (directory / "config").write_bytes(b"\x00" + (REPO / "docs" / "example-config.yaml").read_bytes())

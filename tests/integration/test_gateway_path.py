@@ -187,12 +187,15 @@ def test_a_slow_client_network_is_client_network_and_not_the_engine(
         with serve(
             tmp_path, vllm_server, [{"url": haproxy.metrics_url, "name": "haproxy-0", "type": "haproxy"}], [probe]
         ) as exporter:
-            wait_until(
-                lambda: gateway_verdict(exporter, "haproxy-0")["primary"] == "client_network",
-                120,
-                "client_network primary",
-                lambda: diagnosis(exporter),
-            )
+
+            def judged(report: dict[str, Any]) -> bool:
+                """The gateway reads client_network, and the engine has a verdict of its own (it is
+                judged once its history spans a level window)."""
+                engine = next(e for e in report["engines"] if e["engine"] == ENGINE)
+                gateway = next(g for g in report["gateways"] if g["gateway"] == "haproxy-0")
+                return gateway["primary"] == "client_network" and engine["no_verdict"] is None
+
+            wait_until(lambda: judged(diagnosis(exporter)), 120, "client_network primary", lambda: diagnosis(exporter))
             report = diagnosis(exporter)
             verdict = next(g for g in report["gateways"] if g["gateway"] == "haproxy-0")
             assert verdict["latency_components_seconds"]["client_to_gateway"] > 0.3

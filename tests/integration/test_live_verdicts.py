@@ -181,6 +181,9 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
             phase = index["phase"]
             since = now - max(float(phase["start_seconds"]), started)
             evaluated = since >= WINDOW_SECONDS
+            # An engine asleep (the sleeping-replica scenario) is listed with no verdict by design.
+            report["engines"] = [e for e in report["engines"] if e.get("state") != "asleep"]
+            plain_report["engines"] = [e for e in plain_report["engines"] if e.get("state") != "asleep"]
             run.reads.append((phase["name"], evaluated, [(e["role"], e["primary"]) for e in report["engines"]]))
             run.transfer_evidence += [
                 " | ".join(e["evidence"]) for e in report["engines"] if evaluated and e["primary"] == "kv_transfer"

@@ -22,10 +22,8 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.monitoring.config import LabelNames
 from exporter.report.build import Report, build_report
 from exporter.report.prometheus import PrometheusClient, PrometheusOptions
-from exporter.report.queries import QueryContext
 from exporter.report.render_json import document
 from exporter.report.windows import Window
 from exporter.simulate.dcgm_text import pod_name
@@ -38,7 +36,6 @@ from tests.integration.report_backfill import SCRAPE_LABELS, backfilled_promethe
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 INTERVAL = 10.0
-RATE = "1m"
 SELECTOR = 'job="llm-bottleneck-exporter"'
 #: pd-transfer-bound: same-node 0-150 s, cross-node 150-330 s (the first minute of it settling)
 BASELINE, INCIDENT, DURATION = (30, 150), (210, 330), 330
@@ -223,13 +220,7 @@ def report(backfilled: tuple[Prometheus, float]) -> Report:
     windows = [Window(name, t0 + a, t0 + b) for name, (a, b) in (("baseline", BASELINE), ("incident", INCIDENT))]
     client = PrometheusClient(PrometheusOptions(prometheus.url))
     try:
-        return build_report(
-            client,
-            QueryContext(f'{SELECTOR}, engine=~"vllm-.*"', RATE, LabelNames()),
-            windows,
-            INTERVAL,
-            plots=False,
-        )
+        return build_report(client, f'{SELECTOR}, engine=~"vllm-.*"', windows, plots=False)
     finally:
         client.close()
 

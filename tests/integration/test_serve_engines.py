@@ -517,6 +517,34 @@ def steady_exporter() -> Iterator[ExporterProcess]:
         server.close()
 
 
+def test_diagnosis_lists_every_engine_that_is_down_with_its_reason(
+    route_server: RouteServer, tmp_path: Path, exporters
+) -> None:
+    """Both configured engines down (issue #42: the page said `"engines": []`): /diagnosis lists
+    each with its state, the source's reason and message, and why there is no verdict; an engine
+    that answers beside them is listed up, without a verdict until its history spans a level window."""
+    refused = {name: f"http://127.0.0.1:{free_port()}/metrics" for name in ("a", "b")}
+    route_server.routes["/good/metrics"] = respond_with(fixture_text(KV_SATURATED))
+    engines = [{"name": name, "type": "vllm", "url": url} for name, url in refused.items()]
+    engines.append({"name": GOOD, "type": "vllm", "url": route_server.url("/good/metrics")})
+    exporter = ExporterProcess("--config", str(write_config(tmp_path, engines)), interval=5.0)
+    exporters.append(exporter)
+    exporter.wait_for(has_error("b", "connection"), TEXT_TIMEOUT)
+    document = json.loads(raw_get(exporter.port, "/diagnosis")[2])
+    listed = {entry["engine"]: entry for entry in document["engines"]}
+    assert set(listed) == {"a", "b", GOOD}, listed
+    for name, url in refused.items():
+        entry = listed[name]
+        assert entry["state"] == "down" and entry["state_reason"] == "connection", entry
+        assert url.removesuffix("/metrics").removeprefix("http://") in entry["state_message"], entry
+        assert entry["primary"] is None and entry["scores"] == {} and entry["actions"] == [], entry
+        assert entry["no_verdict"].startswith("the engine is down (connection: "), entry
+    good = listed[GOOD]
+    assert good["state"] == "up" and good["state_reason"] == "" and good["primary"] is None
+    assert good["no_verdict"].startswith("not enough history yet: "), good
+    assert document["node"]["states"] == {"down": 2, "up": 1}
+
+
 def test_healthz_answers_200_while_the_loop_runs(steady_exporter: ExporterProcess) -> None:
     status, _, body, _ = raw_get(steady_exporter.port, "/healthz")
     assert status == 200

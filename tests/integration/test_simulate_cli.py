@@ -20,6 +20,7 @@ from exporter.model import Sample
 from exporter.settings import EngineTarget
 from exporter.simulate import load_scenario, run_offline
 from exporter.simulate.scenario import builtin_names
+from exporter.sources.base import collect_now
 from exporter.sources.engine import EngineSource
 from tests.support import REPO, fixture_text, free_port, respond_with, series_value
 
@@ -144,7 +145,7 @@ def test_engine_source_gives_the_same_normalized_families_for_simulator_and_capt
     for url in (f"{simulator.url}/engine/0/metrics", route_server.url("/metrics")):
         source = EngineSource(EngineTarget(url=url, name="e", type="vllm"), 60.0, lifetime_baseline=True)
         try:
-            metrics = source.collect(time.monotonic())
+            metrics = collect_now(source, time.monotonic())
         finally:
             source.close()
         names.append(sorted({m.name for m in metrics}))

@@ -103,3 +103,22 @@ def test_pd_decode_kv_bound_fills_the_decode_pool_and_holds_the_hand_overs():
     assert min(r.kv.usage for r in decode) > 0.85
     before, after = pd_legs(result, 60, 120), pd_legs(result, 180, 220)
     assert after[1] > 10 * before[1]
+
+
+def test_admission_limit_caps_the_queue_and_refuses_the_excess():
+    result = run("admission-limit", 150)
+    after = result.window(150 - TAIL, 150)
+    refused = sum(r.stats.refused for r in result.node.replicas)
+    served = sum(r.stats.http_responses for r in result.node.replicas)
+    assert after.waiting_last <= 16 * 8 and after.waiting > 8  # at the limit (16 waiting per replica)
+    assert refused > 0.05 * (refused + served)
+    assert after.kv_usage < 0.2 and after.preemptions_per_second == 0
+
+
+def test_a_sleeping_replica_gets_nothing_and_holds_no_memory_while_the_others_queue():
+    result = run("sleeping-replica", 150)
+    asleep = result.node.replicas[7]
+    assert result.window(150 - TAIL, 150).waiting > 5
+    assert asleep.asleep and asleep.stats.http_responses == 0 and not asleep.running
+    assert all(r.stats.http_responses > 0 for r in result.node.replicas[:7])
+    assert all(g.memory_used_bytes < 0.05 * asleep.gpu.hbm_bytes for g in asleep.gpus)

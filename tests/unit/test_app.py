@@ -59,9 +59,13 @@ def test_not_ready_until_the_first_collection_completed() -> None:
 def test_publish_joins_process_samples_and_adds_reloads_and_the_diagnosis() -> None:
     source = GatedSource()
     source.gate.set()
-    exporter = exporter_with(source)
+    clock = [0.0]
+    config = Config(gpu=GpuSettings("none"), interval_seconds=60.0, window_seconds=60.0)
+    exporter = Exporter(config, pipeline=Pipeline([source], []), clock=lambda: clock[0])
     try:
-        snapshot = exporter.collect_once()
+        while clock[0] <= config.thresholds.level_seconds:  # an engine is judged after a level window
+            snapshot = exporter.collect_once()
+            clock[0] += 5.0
     finally:
         exporter.stop()
     by_name: dict[str, list[Metric]] = {}
@@ -145,6 +149,20 @@ def test_an_engine_source_that_fails_keeps_its_process_cpu_claim() -> None:
     assert source.reports_process_cpu is True
 
 
+class AnsweringSource(GatedSource):
+    """A GatedSource that says when its collection has returned its answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answered = threading.Event()
+
+    def collect(self, now: float) -> list[Metric]:
+        try:
+            return super().collect(now)
+        finally:
+            self.answered.set()
+
+
 class SlowSource(Source):
     """A node-wide source that returns only when the test lets it (within its 30 s timeout)."""
 
@@ -195,19 +213,29 @@ def test_each_engine_is_diagnosed_at_the_time_it_answered_not_when_the_round_end
     """A round lasts as long as its slowest source: the snapshot keeps when each source answered,
     and the engine's point in the diagnosis carries that time, so its counter rates are not off
     by the wait for the others (exporter.diagnosis.Diagnoser.update)."""
-    fast, slow = GatedSource(), SlowSource()
+    fast, slow = AnsweringSource(), SlowSource()
     fast.gate.set()
     config = Config(gpu=GpuSettings("none"), interval_seconds=60.0, window_seconds=60.0)
     exporter = Exporter(config, pipeline=Pipeline([fast, slow], []))
-    threading.Timer(0.3, slow.gate.set).start()
+    opened: list[float] = []
+
+    def open_after_the_engine_answered() -> None:
+        # Well after the engine's answer: the loop stamps it as its collect returns.
+        fast.answered.wait(timeout=30)
+        time.sleep(1.0)
+        opened.append(time.monotonic())
+        slow.gate.set()
+
+    opener = threading.Thread(target=open_after_the_engine_answered, daemon=True)
+    opener.start()
     try:
-        before = time.monotonic()
         snapshot = exporter.collect_once()
         after = time.monotonic()
     finally:
         slow.gate.set()
         exporter.stop()
+        opener.join(timeout=30)
     engine_at, rdma_at = snapshot.answered_at[("engine", "e1")], snapshot.answered_at[("rdma", "")]
-    assert before <= engine_at < before + 0.2 and before + 0.3 <= rdma_at <= after
+    assert engine_at < opened[0] <= rdma_at <= after
     ((stamped, _),) = exporter.diagnoser._histories[("e1", "vllm", "m")].points
     assert stamped == engine_at

@@ -13,6 +13,8 @@ import pytest
 
 from exporter.config import ConfigError, build
 from exporter.discovery import kubeapi
+from exporter.loop import CollectionLoop
+from exporter.model import Sample
 from exporter.promtext import DEFAULT_MAX_LABEL_VALUE_LENGTH, LabelValueTooLong, TooManySeries, parse_wanted
 from exporter.settings import EngineTarget, ScrapeLimits
 from exporter.sources.base import SourceError, collect_now
@@ -81,6 +83,49 @@ def test_engine_source_reports_a_long_label_value_as_cardinality() -> None:
         assert any(m.name == "llm_engine_up" and m.value == 1.0 for m in collect_now(roomy, 0.0))
     finally:
         server.close()
+
+
+def test_engine_source_drops_a_malformed_line_counts_it_and_reads_the_rest() -> None:
+    # A number the formats do not define (Python's float() reads `4_0` as 40): that series is
+    # left out, the scrape is up, and the round is counted under malformed_line, once.
+    body = fixture_text(KV_SATURATED).replace(
+        'vllm:num_requests_running{engine="0",model_name="tiny-llama"} 4.0',
+        'vllm:num_requests_running{engine="0",model_name="tiny-llama"} 4_0',
+    )
+    server = RouteServer({"/metrics": respond_with(body)})
+    try:
+        source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="vllm"), 60.0)
+        loop = CollectionLoop([source], interval_seconds=5)
+        try:
+            snapshot = loop.collect_once()
+        finally:
+            loop.stop()
+    finally:
+        server.close()
+    values = {m.name: m.value for m in snapshot.metrics if isinstance(m, Sample)}
+    assert values["llm_engine_up"] == 1.0
+    assert "llm_engine_requests_running" not in values
+    assert values["llm_engine_requests_waiting"] == 20.0
+    assert source.discards == {"malformed_line": 1}
+    assert snapshot.error_counts == {("engine", "e", "malformed_line"): 1}
+
+
+def test_a_malformed_line_at_any_url_of_a_multi_url_engine_is_counted() -> None:
+    """An engine at several URLs (`rank_urls`) reads each into its own parser: the lines one of
+    them drops count in the engine's discards as a single URL's would, the rest of it still read."""
+    good = fixture_text(KV_SATURATED)
+    bad = good.replace('model_name="tiny-llama"} 4.0', 'model_name="tiny-llama"} 4_0', 1)
+    server = RouteServer({"/a": respond_with(good), "/b": respond_with(bad)})
+    try:
+        target = EngineTarget(url=server.url("/a"), name="e", type="vllm", rank_urls=(server.url("/b"),))
+        source = EngineSource(target, 60.0)
+        metrics = collect_now(source, 0.0)
+    finally:
+        server.close()
+    values = {m.name: m.value for m in metrics if isinstance(m, Sample) and "rank" not in m.labels}
+    assert values["llm_engine_up"] == 1.0 and values["llm_engine_requests_waiting"] == 40.0  # 20 at each
+    assert values["llm_engine_requests_running"] == 4.0  # the first URL's; the second's line was dropped
+    assert source.discards == {"malformed_line": 1}
 
 
 # --- issue "Hardening": memory, deadlines and credentials of every outbound fetch -------------

@@ -253,3 +253,45 @@ def test_check_config_exits_2_with_one_line_naming_the_bounded_key(tmp_path: Pat
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "diagnosis.kv_usage_warning: must be at most 1, not 1.5" in err
+
+
+def test_an_engine_at_several_urls_and_its_slices_are_configured_per_target() -> None:
+    config = build(
+        {
+            "engine_defaults": {"max_slices_per_dimension": 5, "slice_labels": {"tenant": ["team_alias"]}},
+            "engines": [
+                {
+                    "name": "dsv3",
+                    "url": "http://node0:30000/metrics",
+                    "rank_urls": ["http://node1:30000/metrics"],
+                    "slice_labels": {"priority": []},
+                }
+            ],
+        }
+    )
+    (engine,) = config.engines
+    assert engine.rank_urls == ("http://node1:30000/metrics",)
+    assert engine.limits.max_slices_per_dimension == 5
+    # A target's own slice_labels go over engine_defaults' dimension by dimension, those over the built-in.
+    assert dict(engine.limits.slice_labels) == {
+        "tenant": ("team_alias",),
+        "adapter": ("adapter", "lora_name"),
+        "priority": (),
+    }
+
+
+@pytest.mark.parametrize(
+    ("entry", "where"),
+    [
+        ({"rank_urls": ["node1:30000"]}, "engines[0].rank_urls[0]"),
+        ({"rank_urls": ["http://node0:30000/metrics"]}, "engines[0].rank_urls[0]"),
+        ({"rank_urls": "http://node1/metrics"}, "engines[0].rank_urls"),
+        ({"slice_labels": {"user": ["user"]}}, "engines[0].slice_labels.user"),
+        ({"slice_labels": {"tenant": "team_alias"}}, "engines[0].slice_labels.tenant"),
+        ({"max_slices_per_dimension": 1000}, "engines[0].max_slices_per_dimension"),
+    ],
+)
+def test_bad_ranks_and_slices_name_their_key(entry: dict[str, object], where: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        build({"engines": [{"url": "http://node0:30000/metrics", **entry}]})
+    assert str(error.value).startswith(where), str(error.value)

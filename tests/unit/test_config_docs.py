@@ -10,9 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from exporter.config import build
-from exporter.settings import Config, GpuAttribution, GpuSettings, KubernetesSettings, ScrapeLimits, Thresholds
+from exporter.settings import (
+    CapacitySettings,
+    Config,
+    GpuAttribution,
+    GpuSettings,
+    KubernetesSettings,
+    ScrapeLimits,
+    Thresholds,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _ROW = re.compile(r"^\|\s*`([a-z0-9_]+)`(?:\s*/\s*`([a-z0-9_]+)`)?\s*\|(.*)$")
@@ -59,6 +68,9 @@ def same(documented_text: str, default: Any) -> bool:
             return False
     if isinstance(default, dict):
         return documented_text == "{}" and default == {}
+    if isinstance(default, tuple) and default and all(isinstance(pair, tuple) for pair in default):
+        # a mapping in settled form (slice_labels): documented as its YAML flow mapping
+        return yaml.safe_load(documented_text) == {key: list(value) for key, value in default}
     if isinstance(default, tuple):
         return documented_text == "[]" and default == ()
     return documented_text == str(default)
@@ -95,7 +107,7 @@ def test_top_level_defaults_are_documented() -> None:
 
 @pytest.mark.parametrize(
     "cls, heading",
-    [(ScrapeLimits, "## Engine targets"), (GpuAttribution, "## GPU")],
+    [(ScrapeLimits, "## Engine targets"), (GpuAttribution, "## GPU"), (CapacitySettings, "## Capacity decisions")],
 )
 def test_section_defaults_are_documented(cls: type, heading: str) -> None:
     rows = documented(CONFIGURATION, heading)
@@ -153,3 +165,19 @@ def test_otlp_defaults_are_documented() -> None:
         assert key in rows, key
         if value is not None:
             assert same(first_value(rows[key][0]), value), (key, rows[key][0], value)
+
+
+def test_capacity_bounds_are_the_code_s() -> None:
+    """The Bounds table's capacity rows state the ranges exporter/config.py checks."""
+    from exporter import config
+
+    lines = CONFIGURATION.read_text(encoding="utf-8").splitlines()
+    stated = {line.split("`")[1]: line.split("|")[2].strip() for line in lines if line.startswith("| `capacity.")}
+    low, high = config.TARGET_UTILIZATION_BOUNDS
+    assert stated["capacity.target_utilization"] == f"[{low:g}, {high:g}]"
+    assert stated["capacity.scale_down_stabilization_seconds"] == f"[0, {config.MAX_STABILIZATION_SECONDS:g}]"
+    assert stated["capacity.max_num_seqs.*"] == f"[1, {config.MAX_NUM_SEQS}]"
+    assert stated["capacity.gpu_hour_price.*"] == f"[0, {config.MAX_GPU_HOUR_PRICE:g}]"
+    for key, value in (("target_utilization", high + 0.01), ("scale_down_stabilization_seconds", -1)):
+        with pytest.raises(config.ConfigError):
+            build({"capacity": {key: value}})

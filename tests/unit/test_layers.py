@@ -31,6 +31,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "exporter.process_group",
             "exporter.sanity",
             "exporter.budget",
+            "exporter.slicing",
+            "exporter.buckets",
         ),
     ),
     # A stage's record and scorer (exporter/stages/<id>.py): plain data and pure functions of

@@ -3,6 +3,7 @@ engine families fed round after round into the Diagnoser (as the exporter does).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from exporter.diagnosis import Diagnoser
@@ -21,6 +22,7 @@ class Path:
     engine_up: float = 1.0
     ok: float = 0.0
     errors_503: float = 0.0
+    aborted_499: float = 0.0
     gateway_sum: float = 0.0
     gateway_count: float = 0.0
     engine_sum: float = 0.0
@@ -28,9 +30,10 @@ class Path:
     probe: dict[str, list[float]] = field(default_factory=lambda: {"gateway": [0.0, 0.0], "direct": [0.0, 0.0]})
 
     def step(self, *, requests: int = 10, errors: int = 0, engine_s: float = 0.2, gateway_s: float = 0.21,
-             probe_gateway_s: float = 0.1, probe_direct_s: float = 0.09) -> list[Metric]:  # fmt: skip
-        self.ok += requests - errors
+             probe_gateway_s: float = 0.1, probe_direct_s: float = 0.09, aborts: int = 0) -> list[Metric]:  # fmt: skip
+        self.ok += requests - errors - aborts
         self.errors_503 += errors
+        self.aborted_499 += aborts
         self.gateway_sum += gateway_s * requests
         self.gateway_count += requests
         if self.engine_up:
@@ -43,6 +46,7 @@ class Path:
             Sample("llm_gateway_up", GW, 1.0),
             Sample("llm_gateway_requests_total", {**GW, "code_class": "2xx", "code": ""}, self.ok),
             Sample("llm_gateway_requests_total", {**GW, "code_class": "5xx", "code": "503"}, self.errors_503),
+            Sample("llm_gateway_requests_total", {**GW, "code_class": "4xx", "code": "499"}, self.aborted_499),
             QuantileSummary("llm_gateway_request_duration_seconds", GW, NAN3, self.gateway_count, self.gateway_sum),
             Sample("llm_engine_up", ENGINE, self.engine_up),
         ]
@@ -103,6 +107,17 @@ def test_gateway_503s_with_a_healthy_engine_are_ingress() -> None:
     verdict = run(d, path, 12, errors=4)
     assert verdict["primary"] == "ingress"
     assert any("503: " in line for line in verdict["evidence"])
+
+
+def test_client_aborts_are_named_in_the_ingress_evidence() -> None:
+    # The framework's sign of an ingress limit: "connection timeouts or large numbers of 499/502".
+    d, path = diagnoser(), Path()
+    run(d, path, 4)
+    verdict = run(d, path, 12, aborts=3)
+    lines = [line for line in verdict["evidence"] if "499" in line]
+    assert len(lines) == 1 and lines[0].startswith("ingress: client aborts and timeouts: 499: ")
+    aborted, answered = (float(n) for n in re.findall(r"(\d+) of (\d+) responses", lines[0])[0])
+    assert aborted > 0 and lines[0].endswith(f"({aborted / answered:.1%})")
 
 
 def test_gateway_time_far_above_the_engines_is_ingress() -> None:

@@ -179,7 +179,8 @@ def test_a_monolithic_engine_is_diagnosed_as_before() -> None:
     labels = {"engine": "e0", "engine_type": "vllm", "model": "m"}
     d = Diagnoser()
     for i in range(12):
-        gauges = d.update([Sample("llm_engine_up", labels, 1.0), Sample("llm_engine_requests_waiting", labels, 0.0)], i)
+        snapshot = [Sample("llm_engine_up", labels, 1.0), Sample("llm_engine_requests_waiting", labels, 0.0)]
+        gauges = d.update(snapshot, i * INTERVAL)  # judged once its history spans a level window
     (diagnosis,) = d.latest.values()
     assert diagnosis.as_json()["role"] == "unified" and "pair" not in diagnosis.as_json()
     assert all("role" not in m.labels for m in gauges)
@@ -223,3 +224,26 @@ def test_behind_llm_d_s_coordinator_the_epp_s_ttft_is_a_leg_not_the_request() ->
     assert "unmeasured" not in parts(gauges)  # no end-to-end TTFT: the parts stay a lower bound
     notes = latest(diagnoser, "d0").as_json()["pair"]["ttft_parts_notes"]
     assert any("no end-to-end TTFT" in note for note in notes)
+
+
+def test_before_its_first_verdict_an_engine_of_a_pair_says_its_role() -> None:
+    """/diagnosis lists an engine before its history spans a level window (primary null): its role
+    is known from its first scrape and is said there too."""
+    d, _ = diagnose((2, Pair()))
+    entries = {e["engine"]: e for e in d.report()["engines"]}
+    assert entries["d0"]["primary"] is None and entries["d0"]["no_verdict"].startswith("not enough history")
+    assert (entries["d0"]["role"], entries["d0"]["role_source"]) == ("decode", "configuration")
+    assert entries["p0"]["role"] == "prefill"
+
+
+def test_a_decode_worker_s_requests_waiting_for_their_kv_are_the_hand_over_s_not_its_queue() -> None:
+    """The parked requests leave the decode worker's waiting count (capacity_waiting) and its
+    queueing evidence says where they went; its slices' scores carry its role as its stages do."""
+    d, gauges = diagnose((20, Pair(pending=4.0)))
+    evidence = latest(d, "d0").results["queueing"].evidence
+    assert evidence[0].startswith("0.0 requests waiting")
+    assert any("4.0 requests wait for their KV from the prefill pool" in line for line in evidence)
+    slice_waiting = Sample("llm_engine_slice_requests_waiting", {**DECODE, "slice_by": "priority", "slice": "0"}, 3.0)
+    gauges = d.update([*round_of(20, Pair(pending=4.0)), slice_waiting], 20 * INTERVAL)
+    (score,) = [m for m in gauges if m.name == "llm_bottleneck_slice_score"]
+    assert score.labels["role"] == "decode" and score.labels["slice"] == "0"

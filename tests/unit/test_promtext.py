@@ -11,8 +11,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.promtext import LineCache, ParsedSamples, TooManySeries, parse_wanted, sample_names
+from exporter.promtext import (
+    DECODE_ERRORS,
+    LineCache,
+    ParsedSamples,
+    TooManySeries,
+    WantedParser,
+    parse_wanted,
+    sample_names,
+    text_blocks,
+)
 from exporter.sources.engines import MAPPINGS
+from exporter.sources.http_fetch import LineBlocks
 from tests.support import ENGINE_FIXTURES
 
 CAPTURES = sorted(ENGINE_FIXTURES.glob("*.prom"))
@@ -142,6 +152,98 @@ def test_malformed_line_is_skipped_while_others_survive(bad_line: str) -> None:
     assert parse_wanted(text, ["foo"]) == {"foo": {(("a", "0"),): 1.0, (("a", "2"),): 3.0}}
 
 
+def malformed(text: str, wanted: tuple[str, ...] = ("foo",)) -> tuple[ParsedSamples, int]:
+    parser = WantedParser(wanted)
+    for block in text_blocks(text):
+        parser.feed(block)
+    return parser.result, parser.malformed
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "1_000",  # Python's float() reads it as 1000
+        "\u0661\u0662",  # Arabic-Indic digits: float() reads 12
+        "\uff11",  # a fullwidth 1
+        "-nan",  # float() takes a sign on NaN; the formats do not
+        "+NaN",
+        "0x1p-3",
+        "1e",
+        "Infinit",
+        "1\x1f",  # float() strips the control character
+    ],
+)
+def test_numbers_the_formats_do_not_define_drop_the_line_and_are_counted(value: str) -> None:
+    parsed, bad = malformed(f'foo{{a="0"}} 1\nfoo{{a="1"}} {value}\nfoo{{a="2"}} 3\n')
+
+    assert parsed == {"foo": {(("a", "0"),): 1.0, (("a", "2"),): 3.0}}
+    assert bad == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "number"),
+    [("+Inf", math.inf), ("-infinity", -math.inf), ("INF", math.inf), (".5", 0.5), ("1.", 1.0), ("-1E-3", -0.001)],
+)
+def test_numbers_as_the_formats_define_them_are_read(value: str, number: float) -> None:
+    assert malformed(f"foo {value}\n") == ({"foo": {(): number}}, 0)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'foo{a="1"} 1 1_2',  # a timestamp that is no number
+        'foo{a="1"} 1 NaN',  # nor NaN
+        'foo{a="1",a="2"} 1',  # a label named twice
+        'foo{__name__="bar"} 1',
+        'foo{a="1" b="2"} 1',  # no comma
+        'foo{a="1",,b="2"} 1',
+        "foo{a=1} 1",  # a value unquoted
+        'foo 1 # {a="b"}',  # an exemplar without its value
+        'foo 1 # {a="b"} 1 ',  # anything after an exemplar
+        "foo",
+        "foo ",
+    ],
+)
+def test_lines_neither_format_allows_are_dropped_and_counted(line: str) -> None:
+    parsed, bad = malformed(f'foo{{z="0"}} 1\n{line}\n')
+
+    assert parsed == {"foo": {(("z", "0"),): 1.0}}
+    assert bad == 1
+
+
+@pytest.mark.parametrize(
+    ("line", "labels"),
+    [
+        ('foo {a="1"} 2', (("a", "1"),)),  # the text format's blanks
+        ('foo{ a = "1" , } 2', (("a", "1"),)),
+        ('foo\t{a="1"}\t2\t1700000000000', (("a", "1"),)),
+        ('  foo{a="1"} 2', (("a", "1"),)),  # leading blanks
+        ('foo{a="1"}2', (("a", "1"),)),
+        ('foo{"a.b"="1"} 2', (("a.b", "1"),)),  # a quoted (UTF-8) label name
+        ('foo{a="\\z"} 2', (("a", "\\z"),)),  # an unknown escape, kept as written (OpenMetrics)
+        ('foo{a="1"} 2 1.5 # {trace_id="ab"} 0.4 1.2', (("a", "1"),)),
+    ],
+)
+def test_what_either_format_allows_is_read(line: str, labels: tuple) -> None:
+    assert malformed(line + "\n") == ({"foo": {labels: 2.0}}, 0)
+
+
+def test_invalid_utf8_as_the_http_client_decodes_it_drops_the_line() -> None:
+    blocks = LineBlocks()
+    text = blocks.push(b'foo{m="ok"} 1\nfoo{m="\xff\xfe"} 2\nfoo{m="\xc3\xa9"} 3\n')
+    assert text is not None and blocks.end() is None
+    assert DECODE_ERRORS == "surrogateescape"
+
+    parsed, bad = malformed(text)
+
+    assert parsed == {"foo": {(("m", "ok"),): 1.0, (("m", "é"),): 3.0}}
+    assert bad == 1
+
+
+def test_eof_after_blanks_ends_the_body_too() -> None:
+    assert malformed("foo 1\n  # EOF\nfoo 2\n") == ({"foo": {(): 1.0}}, 0)
+
+
 def test_wanted_names_without_samples_map_to_empty_series() -> None:
     assert parse_wanted("other 1\n", ["foo", "bar"]) == {"foo": {}, "bar": {}}
 
@@ -269,9 +371,14 @@ def test_arbitrary_bytes_decoded_with_replacement_never_raise_but_too_many_serie
 # --- the line cache: a target's series parsed once, the same answers every round ----------------
 
 
-def _parse_or_cap_with(text: str, cache: LineCache | None) -> ParsedSamples | str:
+def _parse_or_cap_with(text: str, cache: LineCache | None) -> tuple[ParsedSamples, int] | str:
+    """What a parse read and how many lines it counted as malformed, or the cap it refused on."""
+    parser = WantedParser(_WANTED, max_series=3, line_cache=cache)
     try:
-        return parse_wanted(text, _WANTED, max_series=3, line_cache=cache)
+        for block in text_blocks(text):
+            if not parser.feed(block):
+                break
+        return parser.result, parser.malformed
     except TooManySeries as exc:
         return f"{type(exc).__name__}: {exc}"
 
@@ -279,8 +386,8 @@ def _parse_or_cap_with(text: str, cache: LineCache | None) -> ParsedSamples | st
 @settings(max_examples=400, deadline=None)
 @given(_STRUCTURED_NOISE, _STRUCTURED_NOISE)
 def test_a_warm_line_cache_parses_exactly_as_no_cache(before: str, text: str) -> None:
-    # Whatever earlier rounds left in the cache (another payload, this one), a round's answer and
-    # its refusals are the parse's own: NaN compared as the same value.
+    # Whatever earlier rounds left in the cache (another payload, this one), a round's answer, its
+    # count of malformed lines and its refusals are the parse's own: NaN compared as the same value.
     cache = LineCache()
     _parse_or_cap_with(before, cache)
     expected = _parse_or_cap_with(text, None)

@@ -210,9 +210,13 @@ def test_a_live_simulator_answers_with_the_state_of_the_moment_it_answers(monkey
     request alone must bring the node to the wall clock. Offline, only the caller advances it."""
     monkeypatch.setattr(server_module, "TICK_SECONDS", 3600.0)
     node = SimulatedNode(parse_scenario(SMALL_NODE, "test"))
+    # The wall clock read before `start`, which sets the simulation's origin (after the warm-up it
+    # runs through): the node then cannot advance by more than `elapsed`, however late this thread
+    # runs on a loaded host. Nothing advances it between `start` and the request.
+    began = time.monotonic()
     live = SimulationServer(node, "127.0.0.1", 0).start()
+    started = node.now
     try:
-        started, began = node.now, time.monotonic()
         time.sleep(1.0)
         text = requests.get(f"http://127.0.0.1:{live.port}/engine/0/metrics", timeout=10).text
         elapsed = time.monotonic() - began

@@ -13,6 +13,7 @@ from exporter.stages import ENGINE, of
 from exporter.validation import MAX_FILE_BYTES, ConfigError
 
 BUILT_IN = (
+    "admission-limit",
     "cross-node-congestion",
     "decode-bandwidth",
     "healthy",
@@ -25,6 +26,7 @@ BUILT_IN = (
     "prefill-long-prompts",
     "prompt-growth",
     "queue-overload",
+    "sleeping-replica",
 )
 
 

@@ -13,7 +13,8 @@ from exporter.config import ConfigError, build
 from exporter.model import Histogram, QuantileSummary, Sample
 from exporter.settings import Config, EngineTarget, GpuSettings, SloTarget
 from exporter.slo.attainment import evaluate, within
-from exporter.slo.headroom import CapacityEstimator, LoadPoint, erlang_c, estimate, fit_decode_pace
+from exporter.slo.headroom import CapacityEstimator, LoadPoint, estimate, fit_decode_pace
+from exporter.slo.queueing import erlang_c
 from exporter.slo.selectors import covers
 from exporter.sources.engine import EngineSource
 from tests.support import RouteServer, respond_with
@@ -169,12 +170,12 @@ def test_exported_families_from_two_scrapes_of_a_vllm_endpoint(engine: RouteServ
 
 def test_low_gpu_utilization_is_answered_with_the_headroom_figure() -> None:
     from exporter.slo.evidence import evidence_lines
+    from exporter.slo.replicas import estimates
 
     labels = {"engine": "e", "engine_type": "vllm", "model": "m", "slo": "chat"}
-    capacity = [
-        Sample("llm_capacity_max_request_rate", labels, 10.0),
-        Sample("llm_capacity_headroom_ratio", labels, 0.05),
-    ]
+    capacity = estimates(
+        [Sample("llm_capacity_max_request_rate", labels, 10.0), Sample("llm_capacity_headroom_ratio", labels, 0.05)]
+    )
     gpu = [Sample("llm_gpu_utilization_ratio", {"gpu": "0", "engine": "e"}, 0.35)]
     lines = evidence_lines([], {}, capacity, gpu)[("e", "", "m")]
     assert lines == [

@@ -14,7 +14,7 @@ import zlib
 from dataclasses import dataclass, field
 
 import attr
-from grafanalib.core import Dashboard, GridPos, Template, Templating, Time
+from grafanalib.core import Dashboard, DashboardLink, GridPos, Template, Templating, Time
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.panels import DATASOURCE, render, row
@@ -26,7 +26,7 @@ GRID_COLUMNS = 24
 SCHEMA_VERSION = 39
 TAGS = ["llm", "llm-bottleneck-exporter"]
 # The order the variables are chained in: each one's values are filtered by the ones before it.
-VARIABLE_ORDER = ("datasource", "cluster", "namespace", "node", "model", "engine")
+VARIABLE_ORDER = ("datasource", "cluster", "namespace", "node", "model", "engine", "slice_by", "slice")
 
 
 def slug(text: str) -> str:
@@ -87,6 +87,8 @@ def variables(config: MonitoringConfig, names: tuple[str, ...], single_engine: b
         "namespace": 'namespace=~"$namespace"',
         "node": f'{node}=~"$node"',
         "model": 'model=~"$model"',
+        "engine": 'engine=~"$engine"',
+        "slice_by": 'slice_by=~"$slice_by"',
     }
     # (family the values come from, its label, the earlier variables that family can be filtered by)
     sources = {
@@ -95,8 +97,19 @@ def variables(config: MonitoringConfig, names: tuple[str, ...], single_engine: b
         "node": ("llm_exporter_build_info", node, ("cluster",)),
         "model": ("llm_engine_up", "model", ("cluster", "namespace", "node")),
         "engine": ("llm_engine_up", "engine", ("cluster", "namespace", "node", "model")),
+        # Slices (docs/metrics.md): the dimensions and values the SLOs are judged per.
+        "slice_by": ("llm_slo_slice_attainment_ratio", "slice_by", ("cluster", "model", "engine")),
+        "slice": ("llm_slo_slice_attainment_ratio", "slice", ("cluster", "model", "engine", "slice_by")),
     }
-    labels = {"cluster": "Cluster", "namespace": "Namespace", "node": "Node", "model": "Model", "engine": "Engine"}
+    labels = {
+        "cluster": "Cluster",
+        "namespace": "Namespace",
+        "node": "Node",
+        "model": "Model",
+        "engine": "Engine",
+        "slice_by": "Slice by",
+        "slice": "Slice",
+    }
     result: list[Template] = []
     for name in (n for n in VARIABLE_ORDER if n in names):
         if name == "datasource":
@@ -134,15 +147,16 @@ class Board:
     variable_names: tuple[str, ...]
     #: the engine variable picks one engine (no "All")
     single_engine: bool = False
-    _rows: list[tuple[str, str, list[PanelDef]]] = field(default_factory=list, init=False)
+    _rows: list[tuple[str, str, list[PanelDef], bool]] = field(default_factory=list, init=False)
     _top: list[PanelDef] = field(default_factory=list, init=False)
 
     def top(self, *panels: PanelDef) -> None:
         """Panels above the first row (a dashboard's headline)."""
         self._top.extend(panels)
 
-    def row(self, title: str, *panels: PanelDef, key: str = "") -> None:
-        self._rows.append((title, key or f"row-{slug(title)}", list(panels)))
+    def row(self, title: str, *panels: PanelDef, key: str = "", collapsed: bool = False) -> None:
+        """A row of panels; `collapsed`: folded, its panels one click away."""
+        self._rows.append((title, key or f"row-{slug(title)}", list(panels), collapsed))
 
     def _layout(self) -> tuple[list, list[PlacedPanel]]:
         built: list = []
@@ -158,7 +172,7 @@ class Board:
 
         y = 0
 
-        def place(panels: list[PanelDef], row_title: str, y: int) -> int:
+        def place(panels: list[PanelDef], row_title: str, y: int, into: list) -> int:
             x, line_height = 0, 0
             for panel in panels:
                 if panel.width > GRID_COLUMNS:
@@ -167,30 +181,37 @@ class Board:
                     y, x, line_height = y + line_height, 0, 0
                 key = panel.key or slug(panel.title)
                 pid = take_id(key)
-                built.append(render(panel, pid, GridPos(h=panel.height, w=panel.width, x=x, y=y)))
+                into.append(render(panel, pid, GridPos(h=panel.height, w=panel.width, x=x, y=y)))
                 placed.append(PlacedPanel(self.uid, pid, key, row_title, panel))
                 x += panel.width
                 line_height = max(line_height, panel.height)
             return y + line_height
 
-        y = place(self._top, "", y)
-        for title, key, panels in self._rows:
-            built.append(row(title, take_id(key), y))
-            y = place(panels, title, y + 1)
+        y = place(self._top, "", y, built)
+        for title, key, panels, collapsed in self._rows:
+            row_id = take_id(key)
+            if collapsed:  # its panels inside it, placed as they unfold; the next row follows at once
+                inside: list = []
+                place(panels, title, y + 1, inside)
+                built.append(row(title, row_id, y, tuple(inside)))
+                y += 1
+            else:
+                built.append(row(title, row_id, y))
+                y = place(panels, title, y + 1, built)
         return built, placed
 
     def panels(self) -> list[PlacedPanel]:
         return self._layout()[1]
 
     def row_anchor(self, title: str) -> str:
-        for row_title, key, _ in self._rows:
+        for row_title, key, _, _ in self._rows:
             if row_title == title:
                 return f"{self.uid}--{key}"
         raise KeyError(title)
 
     def rows(self) -> list[tuple[str, str]]:
         """(title, anchor) of each row, in order."""
-        return [(title, f"{self.uid}--{key}") for title, key, _ in self._rows]
+        return [(title, f"{self.uid}--{key}") for title, key, _, _ in self._rows]
 
     def build(self) -> Dashboard:
         built, _ = self._layout()
@@ -207,4 +228,28 @@ class Board:
             schemaVersion=SCHEMA_VERSION,
             graphTooltip=1,
             editable=True,
+            links=dashboard_links(self.config),
         )
+
+
+def dashboard_links(config: MonitoringConfig) -> list[DashboardLink]:
+    """Every dashboard's header: the others (by their common tag, with the time range and the
+    variables carried over) and the runbooks' index."""
+    return [
+        DashboardLink(
+            title="LLM dashboards",
+            type="dashboards",
+            tags=[TAGS[-1]],
+            asDropdown=True,
+            includeVars=True,
+            keepTime=True,
+        ),
+        DashboardLink(
+            title="Runbooks",
+            type="link",
+            uri=config.runbook_url("README"),
+            icon="doc",
+            targetBlank=True,
+            tooltip="How to act on each alert, stage by stage (docs/runbooks/)",
+        ),
+    ]

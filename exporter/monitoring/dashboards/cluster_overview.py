@@ -14,7 +14,7 @@ from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
 from exporter.monitoring.dashboards.queries import Scope
 from exporter.monitoring.records import RecordNames
-from exporter.stages.evidence import drawn, engine_gauge, kv_usage, waiting
+from exporter.stages.evidence import drawn, engine_gauge, itl_with_lines, kv_usage, waiting
 from exporter.stages.panels import Line, PanelDef, Query, Unit, heatmap, stat, table, timeseries
 
 UID = "llm-cluster-overview"
@@ -99,30 +99,30 @@ def board(config: MonitoringConfig) -> Board:
         ),
     )
     quantiles = 'quantile=~"0.5|0.95|0.99"'
-    # Each latency per model: the objective that pages is drawn on TTFT, the diagnosis' line on ITL.
+    # Each latency per model: the objective that pages is drawn on TTFT; ITL gets its own lines.
     objective = "Quantiles across each model's replicas; the line is the P99 objective that pages."
     ttft_line = Line(t.ttft_p99_seconds, "red", "thresholds.ttft_p99_seconds")
-    itl_line = Line(d.itl_p95_seconds, "orange", "diagnosis.itl_p95_seconds")
     latencies = (
         ("Time to first token", "time_to_first_token", (ttft_line,), objective),
-        ("Inter-token latency", "inter_token_latency", (itl_line,), ""),
         ("End-to-end latency", "e2e_request_latency", (), ""),
         ("Queue time", "queue_time", (), ""),
     )
-    b.row(
-        "Latency per model (P50 / P95 / P99)",
-        *(
-            timeseries(
-                title,
-                Query(s.record(r.latency_quantile(key), quantiles), "{{model}} p{{quantile}}"),
-                unit=Unit.SECONDS,
-                lines=lines,
-                width=6,
-                description=description,
-            )
-            for title, key, lines, description in latencies
-        ),
+
+    def per_model(key: str) -> Query:
+        return Query(s.record(r.latency_quantile(key), quantiles), "{{model}} p{{quantile}}")
+
+    panels = [
+        timeseries(title, per_model(key), unit=Unit.SECONDS, lines=lines, width=6, description=description)
+        for title, key, lines, description in latencies
+    ]
+    itl = itl_with_lines(
+        "Inter-token latency",
+        per_model("inter_token_latency"),
+        s=s,
+        width=6,
+        description="Quantiles across each model's replicas.",
     )
+    b.row("Latency per model (P50 / P95 / P99)", panels[0], itl, *panels[1:])
     b.row(
         "Queue and KV cache per replica",
         waiting(s, "Waiting per replica"),

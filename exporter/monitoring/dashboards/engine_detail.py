@@ -11,8 +11,18 @@ from __future__ import annotations
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.board import Board, summary
 from exporter.monitoring.dashboards.queries import Scope, stage_mappings
-from exporter.stages.evidence import drawn, gpu_ratio, used_and_total
-from exporter.stages.panels import Query, Unit, heatmap, ratio, stat, state_timeline, timeseries, value_mappings
+from exporter.stages.evidence import ITL, drawn, gpu_ratio, itl_with_lines, used_and_total
+from exporter.stages.panels import (
+    PanelDef,
+    Query,
+    Unit,
+    heatmap,
+    ratio,
+    stat,
+    state_timeline,
+    timeseries,
+    value_mappings,
+)
 
 UID = "llm-engine-detail"
 TITLE = "LLM serving / Engine detail"
@@ -22,7 +32,7 @@ QUANTILES = 'quantile=~"0.5|0.95|0.99"'
 # buckets of the engine's model), with what that heatmap counts.
 LATENCIES = (
     ("Time to first token", "llm_engine_time_to_first_token_seconds", "ttft"),
-    ("Inter-token latency", "llm_engine_inter_token_latency_seconds", "itl"),
+    ("Inter-token latency", ITL, "itl"),
     ("End-to-end latency", "llm_engine_e2e_request_latency_seconds", "e2e"),
     ("Queue time", "llm_engine_queue_time_seconds", "queue"),
 )
@@ -99,17 +109,13 @@ def board(config: MonitoringConfig) -> Board:
             f"sum by (le) (\n  {buckets}\n  * on ({s.cluster}, model) group_left ()\n  {model_of_engine}\n)", "{{le}}"
         )
 
-    quantiles = [
-        timeseries(
-            title,
-            Query(f"max by (quantile) ({s(family, QUANTILES)})", "p{{quantile}}"),
-            unit=Unit.SECONDS,
-            width=6,
-            lines=drawn(s, family),
-            key=f"{short}-quantiles",
-        )
-        for title, family, short in LATENCIES
-    ]
+    def latency(title: str, family: str, short: str) -> PanelDef:
+        query = Query(f"max by (quantile) ({s(family, QUANTILES)})", "p{{quantile}}")
+        if family == ITL:
+            return itl_with_lines(title, query, s=s, width=6, key=f"{short}-quantiles")
+        return timeseries(title, query, unit=Unit.SECONDS, width=6, lines=drawn(s, family), key=f"{short}-quantiles")
+
+    quantiles = [latency(title, family, short) for title, family, short in LATENCIES]
     distributions = [
         heatmap(
             f"{title} distribution (model)",

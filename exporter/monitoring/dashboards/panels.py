@@ -15,7 +15,7 @@ from typing import Any
 import attr
 from grafanalib.core import GridPos, Panel, RowPanel, Stat, StateTimeline, Table, Target, Text, TimeSeries
 
-from exporter.stages.panels import Line, PanelDef
+from exporter.stages.panels import Line, Link, PanelDef
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
@@ -105,8 +105,13 @@ class HeatmapPanel(Panel):
         )
 
 
+def _link(link: Link) -> dict[str, Any]:
+    return {"title": link.title, "url": link.url, "targetBlank": True}
+
+
 def render(panel: PanelDef, panel_id: int, grid: GridPos) -> Panel:
     """The grafanalib panel for a definition placed at `grid` with id `panel_id`."""
+    links = [_link(link) for link in panel.links if not link.per_series]
     common: dict[str, Any] = dict(
         title=panel.title,
         id=panel_id,
@@ -114,6 +119,7 @@ def render(panel: PanelDef, panel_id: int, grid: GridPos) -> Panel:
         dataSource=DATASOURCE,
         description=_description(panel),
         maxDataPoints=None,
+        links=links,
     )
     if panel.kind == "text":
         return Text(
@@ -125,8 +131,12 @@ def render(panel: PanelDef, panel_id: int, grid: GridPos) -> Panel:
             maxDataPoints=None,
             dataSource=None,
             description="",
+            links=links,
         )
     extra = dict(panel.extra)
+    data_links = [_link(link) for link in panel.links if link.per_series]
+    if data_links:  # per series: Grafana's data links, in the field defaults
+        extra = _merge(extra, {"fieldConfig": {"defaults": {"links": data_links}}})
     if panel.kind == "timeseries":
         defaults = {"unit": panel.unit, **_min_max(panel)}
         if panel.stack:
@@ -196,8 +206,17 @@ def render(panel: PanelDef, panel_id: int, grid: GridPos) -> Panel:
     )
 
 
-def row(title: str, panel_id: int, y: int) -> RowPanel:
-    return RowPanel(title=title, id=panel_id, gridPos=GridPos(h=1, w=24, x=0, y=y), collapsed=False, maxDataPoints=None)
+def row(title: str, panel_id: int, y: int, collapsed: tuple[Panel, ...] | None = None) -> RowPanel:
+    """A row; `collapsed`: the row is folded, holding these panels (Grafana keeps a folded row's
+    panels inside it)."""
+    return RowPanel(
+        title=title,
+        id=panel_id,
+        gridPos=GridPos(h=1, w=24, x=0, y=y),
+        collapsed=collapsed is not None,
+        panels=list(collapsed or ()),
+        maxDataPoints=None,
+    )
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.promql import series
 from exporter.monitoring.records import RecordNames
 from exporter.stages import ENGINE, of
-from exporter.stages.panels import Line
+from exporter.stages.panels import LINE_LEGEND_SUFFIX, Line, Query
 
 # A GPU shared by several engines names them all in one label (`engine="a,b"`).
 _GPU_ENGINE = 'engine=~"(.*,)?($engine)(,.*)?"'
@@ -62,6 +62,9 @@ class Scope:
             matchers.append('model=~"$model"')
         if engine and "engine" in self.variables and "engine" in labels:
             matchers.append(_GPU_ENGINE if name.startswith("llm_gpu_") else 'engine=~"$engine"')
+        for label in ("slice_by", "slice"):
+            if label in self.variables and label in labels:
+                matchers.append(f'{label}=~"${label}"')
         return series(name, *matchers, *extra)
 
     def record(self, name: str, *extra: str) -> str:
@@ -90,6 +93,22 @@ class Scope:
 
     def score_lines(self) -> tuple[Line, ...]:
         return self.line("exit_score", "orange"), self.line("enter_score")
+
+    def itl_lines(self) -> tuple[Query, ...]:
+        """The lines inter-token latency is judged against, as series: the diagnosis' slowdown line,
+        `itl_slowdown_ratio` times the model's best p95 over `baseline_seconds` (recorded), and the
+        threshold of each SLO that bounds it and covers the selected engines."""
+        d, r = self.diagnosis, self.records
+        itl = 'dimension="itl"'
+        slowdown = f"{d.itl_slowdown_ratio:g} * {self.record(r.itl_best)}"
+        slo = (
+            f"max by ({self.cluster}, slo) ({self('llm_slo_threshold_seconds', itl)})\n"
+            f"and on ({self.cluster}, slo)\n{self('llm_slo_attainment_ratio', itl)}"
+        )
+        return (
+            Query(slowdown, f"{{{{model}}}} {d.itl_slowdown_ratio:g}x best p95 over {r.baseline}{LINE_LEGEND_SUFFIX}"),
+            Query(slo, f"SLO {{{{slo}}}}{LINE_LEGEND_SUFFIX}"),
+        )
 
     def quantile(self, family: str, quantile: str, by: str) -> str:
         """The worst replica's windowed quantile of an exporter summary, per `by` clause."""

@@ -142,7 +142,12 @@ without the label: `datasource`, `cluster` (the configured cluster label), `name
 engine, no "All", on *Engine detail*). Each panel filters only on the labels its family carries
 (the catalogue says which). Every panel has a unit; "lines" are threshold lines and the
 configuration key they come from. Runbooks (docs/runbooks/) link to the panels below by anchor;
-in Grafana a panel opens alone with `/d/<uid>?viewPanel=<id>`.
+in Grafana a panel opens alone with `/d/<uid>?viewPanel=<id>`. The other way round, every dashboard
+links the others (a header dropdown keeping the time range and variables) and the runbooks' index
+(`runbook_url_base`); every panel of a stage's row on *Bottleneck diagnosis* links the runbooks of
+the stage's alerts, and an engine's scores and primary stage link to its exporter's `/diagnosis`
+(`diagnosis_url`) and to the engine on *Engine detail*. Lines that are not constants (an inter-token
+latency's own baseline, an SLO's threshold) are drawn as dashed series whose legend ends in "line".
 """
 
 README_FOOTER = """

@@ -1,9 +1,11 @@
-"""SLOs: per configured SLO, attainment against its objective, error-budget burn against the
-paging lines, goodput, and the capacity headroom left before the SLO breaks.
+"""SLOs: per configured SLO, attainment against its objective at each measuring point,
+error-budget burn against the paging lines, goodput, the capacity headroom left before the SLO
+breaks, the replicas and the concurrency it allows; and what a request costs.
 
 One row per SLO of the exporter's `slos:` (the same list the burn-rate alerts are generated
-from). Attainment is the lower bound at the threshold's bucket edge (docs/slo.md); headroom is
-an estimate with its confidence, the answer to "GPU utilization is low: can we add load?".
+from). Attainment is the lower bound at the threshold's bucket edge (docs/slo.md), measured at the
+engine, the gateway and the prober; headroom is an estimate with its confidence, the answer to
+"GPU utilization is low: can we add load?"; replicas, concurrency and cost are docs/capacity.md's.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from exporter.stages.panels import Line, PanelDef, Query, Unit, text, timeseries
 
 UID = "llm-slo"
 TITLE = "LLM serving / SLOs"
-VARIABLES = ("datasource", "cluster", "model", "engine")
+VARIABLES = ("datasource", "cluster", "model", "engine", "slice_by", "slice")
+AT_CAPACITY, NOW = 'load="slo_capacity"', 'load="current"'
+#: costs are in the currency of capacity.gpu_hour_price, whatever it is
+COST = "none"
 
 
 def board(config: MonitoringConfig) -> Board:
@@ -37,8 +42,80 @@ def board(config: MonitoringConfig) -> Board:
             )
         )
     for slo in config.slos:
-        b.row(_title(slo), *_panels(s, slo), key=f"slo-{slo.name}")
+        b.row(_title(slo), *_panels(s, slo), *_decisions(s, slo), key=f"slo-{slo.name}")
+    b.row("Cost", *_cost(s), key="cost")
     return b
+
+
+def _decisions(s: Scope, slo: SloTarget) -> tuple[PanelDef, ...]:
+    """Replicas and concurrency the SLO allows (exporter/slo/replicas.py, concurrency.py)."""
+    name = f'slo="{slo.name}"'
+
+    def per_engine(op: str, family: str, *matchers: str) -> str:
+        return f"{op} by ({s.cluster}, engine) ({s(family, *matchers)})"
+
+    def counts(key: str, title: str, description: str, *queries: Query) -> PanelDef:
+        return timeseries(title, *queries, unit=Unit.COUNT, min=0, key=f"{slo.name}-{key}", description=description)
+
+    return (
+        counts(
+            "replicas",
+            "Replicas to reach the SLO",
+            "Replicas the model's demand needs to stay within the SLO at capacity.target_utilization of each "
+            "replica's capacity (slo_model:llm_capacity_desired_replicas:ceil; a fall waits for "
+            "capacity.scale_down_stabilization_seconds), beside the replicas up now. KEDA or the HPA read it "
+            "(deploy/autoscaling/).",
+            Query(s.record(SloRecordNames.model_desired_replicas, name), "{{model}} {{role}} desired"),
+            Query(f"count by ({s.cluster}, model) ({s('llm_engine_up')} == 1)", "{{model}} now"),
+        ),
+        counts(
+            "concurrency",
+            "Concurrency the SLO allows vs running",
+            "The largest running batch whose predicted latency keeps the SLO at today's mix: what max_num_seqs "
+            "should be near (an action in /diagnosis when it is far), beside the configured value and the batch "
+            "running now.",
+            Query(per_engine("min", "llm_capacity_recommended_concurrency", name), "{{engine}} max"),
+            Query(per_engine("max", "llm_capacity_configured_concurrency"), "{{engine}} max_num_seqs"),
+            Query(per_engine("sum", "llm_engine_requests_running"), "{{engine}} running"),
+        ),
+    )
+
+
+def _cost(s: Scope) -> tuple[PanelDef, ...]:
+    """GPU cost per request and per million tokens (exporter/slo/cost.py), where prices are set."""
+    by_model = f"by ({s.cluster}, model)"
+    requests = f"sum {by_model} ({s.rate('llm_engine_e2e_request_latency_seconds_count')})"
+    hourly = f"sum {by_model} ({s('llm_cost_per_hour')})"
+    return (
+        timeseries(
+            "Cost per request",
+            Query(f"{hourly} / 3600\n/\n({requests} > 0)", "{{model}} now"),
+            Query(f"min {by_model} ({s('llm_cost_per_request', AT_CAPACITY)})", "{{model}} at SLO capacity"),
+            unit=COST,
+            min=0,
+            key="cost-request",
+            width=12,
+            description="GPU cost of one request across the model's replicas (capacity.gpu_hour_price), now and at "
+            "the largest rate its SLOs allow at the same mix (the cheapest a request gets without breaking them).",
+        ),
+        timeseries(
+            "Cost per million tokens",
+            Query(
+                f"avg by ({s.cluster}, model, tokens) ({s('llm_cost_per_million_tokens', NOW)})",
+                "{{model}} {{tokens}} now",
+            ),
+            Query(
+                f"min by ({s.cluster}, model, tokens) ({s('llm_cost_per_million_tokens', AT_CAPACITY)})",
+                "{{model}} {{tokens}} at SLO capacity",
+            ),
+            unit=COST,
+            min=0,
+            key="cost-tokens",
+            width=12,
+            description="Prompt and generated tokens priced separately: the GPU time split by how long requests "
+            "spend in prefill and in decode (docs/capacity.md).",
+        ),
+    )
 
 
 def _title(slo: SloTarget) -> str:
@@ -65,6 +142,21 @@ def _panels(s: Scope, slo: SloTarget) -> tuple[PanelDef, ...]:
         return Query(f"{record}{{{', '.join((name, cluster, *matchers))}}}", legend)
 
     return (
+        panel(
+            "points",
+            "Attainment where it is measured",
+            Query(
+                f"1 - {SloRecordNames.point_error_ratio(s.w)}{{{', '.join((name, cluster))}}}",
+                "{{measured_at}} {{dimension}}",
+            ),
+            unit=Unit.RATIO,
+            max=1,
+            lines=objective,
+            description="The same SLO judged at the engine (its own clock), the gateway (every request through "
+            "it) and the prober (its requests through the gateway). The engine's clock starts after the API "
+            "server has parsed the request: a gap below the engine's line is time spent before it "
+            "(/diagnosis slo.client_engine_gap says where). The burn-rate alerts read the point nearest the client.",
+        ),
         panel(
             "attainment",
             "Attainment per model",
@@ -95,6 +187,42 @@ def _panels(s: Scope, slo: SloTarget) -> tuple[PanelDef, ...]:
             description="Requests per second within the threshold, beside all completed requests.",
         ),
         panel(
+            "slice-attainment",
+            "Attainment per slice",
+            per_engine(
+                "min",
+                "llm_slo_slice_attainment_ratio",
+                "{{measured_at}} {{slice_by}}={{slice}} {{dimension}}",
+                "measured_at, slice_by, slice, dimension",
+            ),
+            unit=Unit.RATIO,
+            max=1,
+            lines=objective,
+            description="Per tenant, LoRA adapter and priority class where the sources label requests with one "
+            "(docs/metrics.md, Slices), per measuring point (the engines' lowest, the gateways' lowest); filter "
+            'with the Slice variables. slice="other" holds the values past max_slices_per_dimension.',
+            rare="an engine or gateway labels its requests with a tenant, adapter or priority class",
+        ),
+        panel(
+            "slice-goodput",
+            "Goodput and queue per slice",
+            per_engine(
+                "sum",
+                "llm_slo_slice_goodput_requests_per_second",
+                "{{measured_at}} {{slice_by}}={{slice}} {{dimension}} goodput",
+                "measured_at, slice_by, slice, dimension",
+            ),
+            Query(
+                f"sum by ({s.cluster}, slice_by, slice) ({s('llm_engine_slice_requests_waiting')})",
+                "{{slice_by}}={{slice}} waiting",
+            ),
+            unit=Unit.REQUESTS_PER_SECOND,
+            min=0,
+            description="Requests per second within the threshold per slice, beside the requests each slice has "
+            "waiting where the engine reports its queue per slice (SGLang's priority classes).",
+            rare="an engine or gateway labels its requests with a tenant, adapter or priority class",
+        ),
+        panel(
             "capacity",
             "Capacity under the SLO vs load",
             per_engine("max", "llm_capacity_max_request_rate", "{{engine}} max"),
@@ -108,12 +236,13 @@ def _panels(s: Scope, slo: SloTarget) -> tuple[PanelDef, ...]:
             "headroom",
             "Headroom",
             per_engine("min", "llm_capacity_headroom_ratio"),
-            recorded(SloRecordNames.model_headroom, "model {{model}}", model),
+            recorded(SloRecordNames.model_headroom, "model {{model}} {{role}}", model),
             unit=Unit.RATIO,
             max=1,
             lines=(Line(0.0, "red"),),
-            description="1 - load / capacity under the SLO, per engine and per model across replicas. Low GPU "
-            "utilization with little headroom means added concurrency would break the SLO.",
+            description="1 - load / capacity under the SLO, per engine and per model across replicas (per pool of "
+            "a disaggregated model). Low GPU utilization with little headroom means added concurrency would break "
+            "the SLO.",
         ),
         panel(
             "confidence",

@@ -13,28 +13,75 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from types import MappingProxyType
 from typing import Literal
 
-from exporter.catalogue import LATENCY_FAMILIES
 from exporter.model import EngineReading, Histogram
-from exporter.promtext import LabelKey, ParsedSamples
+from exporter.promtext import LabelKey, ParsedSamples, parse_number
+from exporter.settings import ScrapeLimits
 
-Reduce = Literal["sum", "max"]
+Reduce = Literal["sum", "max", "mean"]
 MODEL_LABELS = ("model_name", "model", "name")
-HISTOGRAM_KEYS = tuple(LATENCY_FAMILIES)
 
 
 @dataclass(frozen=True)
 class Signal:
-    """A gauge or counter: the EngineReading field it fills and the wire names, newest first."""
+    """A gauge or counter: the EngineReading field it fills and the wire names, newest first.
+
+    Read as engines vary (`spellings`): a counter is also read without `_total` (an exporter that
+    writes its counters bare), right after its `_total` spelling, so a newer name in either spelling
+    wins over an older one and one family is never read twice. `histogram_fallback`: a family that
+    became a histogram in later versions under the same base name (SGLang's `kv_transfer_*`) is read
+    as the mean of what it observed (`_sum / _count`) where no gauge series is there.
+    """
 
     field: str
     names: tuple[str, ...]
     reduce: Reduce = "sum"
     match: tuple[tuple[str, str], ...] = ()
+    histogram_fallback: bool = False
+
+    @cached_property
+    def spellings(self) -> tuple[str, ...]:
+        return counter_spellings(self.names)
+
+
+def counter_spellings(names: Sequence[str]) -> tuple[str, ...]:
+    """`names` in order, each counter (`…_total`) followed by its bare spelling: OpenMetrics names
+    the family without `_total` and its sample with it, and exporters that write the text format by
+    hand name counters either way."""
+    out: list[str] = []
+    for name in names:
+        out.append(name)
+        if name.endswith("_total") and len(name) > len("_total"):
+            out.append(name[: -len("_total")])
+    return tuple(dict.fromkeys(out))
+
+
+def spellings(name: str, *prefixes: str) -> tuple[str, ...]:
+    """`name` under each prefix, in order of preference: one engine's families as it writes them
+    and as a gateway or a framework in front of it renames them (SGLang's `sglang:` and `sglang_`)."""
+    return tuple(prefix + name for prefix in prefixes)
+
+
+def read_counter(parsed: ParsedSamples, name: str) -> dict[LabelKey, float]:
+    """A counter's series under its `_total` spelling, else its bare one (what `finish()` reads of
+    `extra_names`, which `read_names` keeps in both spellings)."""
+    return first_present(parsed, counter_spellings((name,)))
+
+
+def histogram_means(parsed: ParsedSamples, names: Iterable[str]) -> dict[LabelKey, float]:
+    """Per series of the first name with a `_count`, the mean it observed (`_sum / _count`), for a
+    family read as a gauge that became a histogram; series that observed nothing are left out."""
+    for name in names:
+        counts = parsed.get(name + "_count")
+        if counts:
+            sums = parsed.get(name + "_sum", {})
+            return {key: sums[key] / count for key, count in counts.items() if count > 0 and key in sums}
+    return {}
 
 
 @dataclass(frozen=True)
@@ -82,10 +129,8 @@ def _slot_of(
     if slot is not None:
         return slot
     labels = dict(key)
-    try:
-        bound: float | None = float(labels.get("le", "nan"))
-    except ValueError:
-        bound = None
+    # a bound as the formats write numbers (`le="1_0"` is none, though float() reads it)
+    bound = parse_number(labels.get("le", "NaN"))
     if bound is not None and math.isnan(bound):
         bound = None
     slot = (model_of(labels), _group_key(labels, ignored), _rank_order(labels, duplicate_labels), bound)
@@ -121,7 +166,8 @@ def reduce_by_model(
     match: Sequence[tuple[str, str]] = (),
 ) -> dict[str, float]:
     """One value per model: series that differ only in `duplicate_labels` count once (lowest
-    rank kept), the remaining series of a model (data-parallel ranks) are summed or maxed."""
+    rank kept), the remaining series of a model (data-parallel ranks) are summed, maxed or
+    averaged (a per-GPU counter: the mean of monotonic counters stays monotonic, the max does not)."""
     ignored = _ignored(duplicate_labels, tuple(match))
     chosen: dict[tuple[str, tuple], tuple[tuple[str, ...], float]] = {}
     for key, value in series.items():
@@ -134,14 +180,40 @@ def reduce_by_model(
         if group not in chosen or order < chosen[group][0]:
             chosen[group] = (order, value)
     result: dict[str, float] = {}
+    groups: dict[str, int] = {}
     for (model, _), (_, value) in chosen.items():
+        groups[model] = groups.get(model, 0) + 1
         if model not in result:
             result[model] = value
-        elif reduce == "sum":
-            result[model] += value
-        else:
+        elif reduce == "max":
             result[model] = max(result[model], value)
+        else:
+            result[model] += value
+    if reduce == "mean":
+        return {model: total / groups[model] for model, total in result.items()}
     return result
+
+
+def ranks_by_model(series: dict[LabelKey, float], rank_labels: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Per model, the ranks whose series are present, each named by its rank labels
+    ("engine=1", "dp_rank=2,tp_rank=0"); duplicate ranks (tensor-parallel copies of one scheduler)
+    are named too when the engine exports them, since each one may stop reporting on its own."""
+    found: dict[str, set[str]] = {}
+    for key in series:
+        labels = dict(key)
+        name = ",".join(f"{k}={labels[k]}" for k in rank_labels if k in labels)
+        if name:
+            found.setdefault(model_of(labels), set()).add(name)
+    return {model: tuple(sorted(names, key=_natural)) for model, names in found.items()}
+
+
+def _natural(name: str) -> tuple[tuple[str, int], ...]:
+    """ "dp_rank=10" after "dp_rank=9"."""
+    parts = []
+    for pair in name.split(","):
+        key, _, value = pair.partition("=")
+        parts.append((key, int(value) if value.isdigit() else -1))
+    return tuple(parts)
 
 
 def read_histograms(
@@ -214,6 +286,13 @@ class EngineMapping(ABC):
     # The latency histograms it reads, by wire name and unit: the recording rules read the engines'
     # own histograms under these names when Prometheus scrapes the engines too.
     histograms: tuple[HistogramSignal, ...] = ()
+    # The labels that tell one rank of the engine from another (vLLM's data-parallel `engine`,
+    # SGLang's scheduler ranks): the engine source names a rank that stops reporting.
+    rank_labels: tuple[str, ...] = ()
+    # Info metrics it reads (a configuration's settings as labels) and the labels it reads of each:
+    # the parser keeps only those, bounded, whatever the size of the label set (vLLM's config info
+    # can carry a model's whole configuration).
+    info_labels: Mapping[str, frozenset[str]] = MappingProxyType({})
 
     @property
     @abstractmethod
@@ -226,11 +305,21 @@ class EngineMapping(ABC):
 
     @abstractmethod
     def wanted(self) -> frozenset[str]:
-        """Every sample name `read` looks at, so the parser keeps only those."""
+        """Every sample name `read` looks at, as the engine spells it (what a query may name)."""
+
+    def read_names(self) -> frozenset[str]:
+        """The names the parser keeps for `read`: `wanted()` and the other spellings read where
+        engines vary (a counter without `_total`); default: `wanted()`."""
+        return self.wanted()
 
     @abstractmethod
     def read(self, parsed: ParsedSamples) -> list[EngineReading]:
         """One reading per model, sorted by model name."""
+
+    def read_slices(self, parsed: ParsedSamples, limits: ScrapeLimits, readings: Sequence[EngineReading]) -> None:
+        """Fill each reading's slices (tenant, adapter, priority class) where the engine's series
+        carry them (exporter/slicing.py); default: the engine carries none."""
+        return None
 
 
 class DeclarativeMapping(EngineMapping):
@@ -241,13 +330,18 @@ class DeclarativeMapping(EngineMapping):
     extra_names: tuple[str, ...] = ()  # wire names read only by finish()
 
     def wanted(self) -> frozenset[str]:
-        names = set(self.extra_names)
+        names = set(self.extra_names) | set(self.info_labels)
         for signal in self.signals:
             names.update(signal.names)
+            if signal.histogram_fallback:
+                names.update(name + suffix for name in signal.names for suffix in ("_sum", "_count"))
         for hist in self.histograms:
             for base in hist.names:
                 names.update((base + "_bucket", base + "_sum", base + "_count"))
         return frozenset(names)
+
+    def read_names(self) -> frozenset[str]:
+        return self.wanted().union(counter_spellings(self.extra_names), *(signal.spellings for signal in self.signals))
 
     def read(self, parsed: ParsedSamples) -> list[EngineReading]:
         readings: dict[str, EngineReading] = {}
@@ -257,10 +351,15 @@ class DeclarativeMapping(EngineMapping):
                 readings[model] = EngineReading(model=model)
             return readings[model]
 
-        for signal in self.signals:
-            series = first_present(parsed, signal.names)
+        for index, signal in enumerate(self.signals):
+            series = first_present(parsed, signal.spellings)
+            if not series and signal.histogram_fallback:
+                series = histogram_means(parsed, signal.names)
             for model, value in reduce_by_model(series, signal.reduce, self.duplicate_labels, signal.match).items():
                 setattr(reading(model), signal.field, value)
+            if index == 0 and self.rank_labels:  # the first signal (requests running) names the ranks
+                for model, ranks in ranks_by_model(series, self.rank_labels).items():
+                    reading(model).ranks = ranks
         for hist in self.histograms:
             found = read_histograms(parsed, hist.names, hist.scale, self.duplicate_labels)
             for model, histogram in found.items():

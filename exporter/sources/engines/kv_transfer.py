@@ -7,8 +7,10 @@ Every connector measures something else, on another side (shared/research/field-
   read (decode); failed transfers on both sides; requests whose held KV expired on the prefill
   side. The offloading connector moves KV between GPU and CPU (loads are what a request waits
   for); LMCache reads from its remote backends. vLLM 0.32 puts requests waiting for remote KV in
-  `vllm:num_requests_kv_fetch_by_stage` on a KV consumer (else in the `deferred` waiting reason),
-  and counts the prompt tokens that came by transfer in `prompt_tokens_by_source`.
+  `vllm:num_requests_kv_fetch_by_stage` on a KV consumer (else only in the `deferred` waiting
+  reason, which also holds requests over the LoRA budget: it counts as the receiver's pending
+  transfers on a decode worker alone, exporter/sources/engine_pd.py), and counts the prompt tokens
+  that came by transfer in `prompt_tokens_by_source`.
 - SGLang's PD disaggregation: per request, at the sender (prefill), the transfer's latency (ms),
   speed (GB/s) and size (MB): histograms since 2026-02, last-value gauges before; its queues; and
   `per_stage_req_latency_seconds{stage}`. Its speed is overstated (bytes of every chunk over the
@@ -30,7 +32,13 @@ from dataclasses import dataclass, field
 
 from exporter.model import Histogram
 from exporter.promtext import LabelKey, ParsedSamples
-from exporter.sources.engines.common import first_present, read_histograms, reduce_by_model
+from exporter.sources.engines.common import (
+    counter_spellings,
+    first_present,
+    read_histograms,
+    reduce_by_model,
+    spellings,
+)
 
 #: (wire name, label=value it must carry or "") of a counter or gauge
 Series = tuple[str, str]
@@ -74,7 +82,7 @@ class Connector:
             *self.last_latency,
             *(s for _, series in self.failures for s in series),
         )
-        found.update(name for name, _ in counters)
+        found.update(counter_spellings([name for name, _ in counters]))
         return found
 
 
@@ -102,7 +110,8 @@ class KvTransferReading:
 
 
 def _sglang(*names: str) -> tuple[str, ...]:
-    return tuple(prefix + name for name in names for prefix in ("sglang:", "sglang_"))
+    """SGLang's families under both its prefixes (engines/common.py `spellings`)."""
+    return tuple(spelling for name in names for spelling in spellings(name, "sglang:", "sglang_"))
 
 
 VLLM_CONNECTORS = (
@@ -183,7 +192,6 @@ CONNECTORS: Mapping[str, tuple[Connector, ...]] = {
     "trtllm": (TRTLLM_CONNECTOR,),
 }
 FETCH_BY_STAGE = "vllm:num_requests_kv_fetch_by_stage"
-WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"
 PROMPT_BY_SOURCE = "vllm:prompt_tokens_by_source_total"
 SGLANG_STAGES = _sglang("per_stage_req_latency_seconds")
 SGLANG_PENDING = {
@@ -192,7 +200,7 @@ SGLANG_PENDING = {
 }
 #: what the pending gauges and received tokens read, per engine
 ENGINE_NAMES: Mapping[str, frozenset[str]] = {
-    "vllm": frozenset({FETCH_BY_STAGE, WAITING_BY_REASON, PROMPT_BY_SOURCE}),
+    "vllm": frozenset({FETCH_BY_STAGE, *counter_spellings((PROMPT_BY_SOURCE,))}),
     "sglang": frozenset(
         {*(b + s for b in SGLANG_STAGES for s in ("_bucket", "_sum", "_count")), *SGLANG_PENDING["sender"]}
         | set(SGLANG_PENDING["receiver"])
@@ -219,7 +227,7 @@ def read(
     if engine_type == "sglang":
         _sglang_stage_latency(parsed, duplicate_labels, found)
     pending = _pending(engine_type, parsed, duplicate_labels)
-    received = reduce_by_model(_matching(parsed, PROMPT_BY_SOURCE, "source=external_kv_transfer"), "sum")
+    received = reduce_by_model(_first_matching(parsed, PROMPT_BY_SOURCE, "source=external_kv_transfer"), "sum")
     for model in set(pending) | set(received):
         readings = found.setdefault(model, [])
         if not readings:  # a connector without families of its own (vLLM's ExampleConnector)
@@ -299,16 +307,10 @@ def _sglang_stage_latency(
 def _pending(engine_type: str, parsed: ParsedSamples, duplicate_labels: frozenset[str]) -> dict[str, dict[str, float]]:
     pending: dict[str, dict[str, float]] = {}
     if engine_type == "vllm":
-        stages = ("stage=waiting_to_start", "stage=in_progress")
-        if parsed.get(FETCH_BY_STAGE):
-            receiving: dict[str, float] = {}
-            for stage in stages:
-                for model, value in reduce_by_model(_matching(parsed, FETCH_BY_STAGE, stage), "sum").items():
-                    receiving[model] = receiving.get(model, 0.0) + value
-        else:
-            receiving = reduce_by_model(_matching(parsed, WAITING_BY_REASON, "reason=deferred"), "sum")
-        for model, value in receiving.items():
-            pending.setdefault(model, {})["receiver"] = value
+        for stage in ("stage=waiting_to_start", "stage=in_progress"):
+            for model, value in reduce_by_model(_matching(parsed, FETCH_BY_STAGE, stage), "sum").items():
+                receiving = pending.setdefault(model, {})
+                receiving["receiver"] = receiving.get("receiver", 0.0) + value
     elif engine_type == "sglang":
         for side, names in SGLANG_PENDING.items():
             for model, value in reduce_by_model(first_present(parsed, names), "sum", duplicate_labels).items():
@@ -325,10 +327,20 @@ def _matching(parsed: ParsedSamples, name: str, match: str) -> dict[LabelKey, fl
     return {labels: v for labels, v in series.items() if dict(labels).get(key) == value}
 
 
+def _first_matching(parsed: ParsedSamples, name: str, match: str) -> dict[LabelKey, float]:
+    """`_matching` of a counter under its `_total` spelling, else its bare one (engines/common.py)."""
+    for spelling in counter_spellings((name,)):
+        selected = _matching(parsed, spelling, match)
+        if selected:
+            return selected
+    return {}
+
+
 def _first(parsed: ParsedSamples, series: tuple[Series, ...], duplicate_labels: frozenset[str]) -> dict[str, float]:
-    """Per model, the first of `series` present (the newest spelling), summed over ranks."""
+    """Per model, the first of `series` present (the newest spelling; a counter also bare), summed
+    over ranks."""
     for name, match in series:
-        selected = _matching(parsed, name, match)
+        selected = _first_matching(parsed, name, match)
         if selected:
             return reduce_by_model(selected, "sum", duplicate_labels)
     return {}

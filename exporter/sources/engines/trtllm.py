@@ -18,6 +18,7 @@ from exporter.sources.engines.common import (
     Signal,
     first_present,
     has_prefix,
+    read_counter,
     reduce_by_model,
 )
 
@@ -65,7 +66,7 @@ class TrtllmMapping(DeclarativeMapping):
         for model, blocks in used.items():
             if capacity.get(model, 0) > 0 and reading(model).kv_cache_usage_ratio is None:
                 reading(model).kv_cache_usage_ratio = blocks / capacity[model]
-        missed = reduce_by_model(first_present(parsed, ("trtllm_kv_cache_missed_blocks_total",)), "sum")
+        missed = reduce_by_model(read_counter(parsed, "trtllm_kv_cache_missed_blocks_total"), "sum")
         for model, miss in missed.items():
             hits = reading(model).prefix_cache_hits_total
             if hits is not None:

@@ -14,11 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from exporter.model import Histogram
-from exporter.promtext import LabelKey, ParsedSamples
+from exporter.promtext import LabelKey, ParsedSamples, parse_number
 from exporter.sources.engines.common import first_present
 
-#: the status codes that say something about the path, kept as a `code` label; others only by class
-CODES_OF_NOTE = frozenset({"429", "499", "502", "503", "504"})
+#: the status codes that say something about the path, kept as a `code` label; others only by class:
+#: timeouts (408 the client's, 504 the upstream's), client aborts (499), refusals and upstream failures
+CODES_OF_NOTE = frozenset({"408", "429", "499", "502", "503", "504"})
 CODE_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 #: keys of `GatewayReading.histograms` (and `.averages`), each a `llm_gateway_*_seconds` summary
 LATENCY_KEYS = ("request_duration", "time_to_first_token", "upstream_duration", "queue_time", "kv_transfer_estimate")
@@ -45,6 +46,11 @@ class GatewayReading:
     upstream_connection_errors_total: float | None = None
     #: a disaggregating proxy's pipeline steps as it times them, by step (llm-d's P/D coordinator)
     steps: dict[str, Histogram] = field(default_factory=dict)
+    #: per slice (tenant, adapter, priority class: exporter/slicing.py) where the gateway labels its
+    #: histograms with one (exporter/sources/gateway_slices.py); the queue is not read per slice
+    slice_histograms: dict[tuple[str, str], dict[str, Histogram]] = field(default_factory=dict)
+    slice_running: dict[tuple[str, str], float] = field(default_factory=dict)
+    slice_waiting: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def count(self, status: str, value: float) -> None:
         """Add `value` responses of HTTP `status` ("503", or a class such as "5xx")."""
@@ -66,6 +72,13 @@ class GatewayMapping(ABC):
 
     #: where its time-to-first-token clock starts and stops (docs/metrics.md), None if it has none
     ttft_clock: str | None = None
+    #: the histograms read per slice as well (reading key, wire base names newest first): those
+    #: whose series carry the request's tenant, adapter or priority labels
+    sliced_histograms: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: the refusal statuses (429, 503) whose responses its latency histograms already hold as
+    #: requests, each within a few milliseconds: an SLO judged there moves them from its good events
+    #: to its misses rather than adding them again (exporter/slo/refusals.py)
+    refusals_in_histograms: frozenset[str] = frozenset()
 
     @property
     @abstractmethod
@@ -116,11 +129,8 @@ def merged_histogram(
             if not _matches(key, match):
                 continue
             labels = dict(key)
-            try:
-                bound = float(labels.pop("le", "nan"))
-            except ValueError:
-                continue
-            if not math.isnan(bound):
+            bound = parse_number(labels.pop("le", "NaN"))  # as the formats write numbers
+            if bound is not None and not math.isnan(bound):
                 per_series.setdefault(tuple(sorted(labels.items())), {})[bound] = value
         complete = {k: layout for k, layout in per_series.items() if math.inf in layout}
         if not complete:

@@ -67,8 +67,13 @@ class EppMapping(GatewayMapping):
         '(streaming="true"): includes scheduling, the flow-control queue, the gateway→engine hop and the engine'
     )
 
+    # Labelled per objective: model_name (the InferenceObjective's), target_model_name (what it
+    # routes to, a LoRA adapter or the base model) and priority.
+    sliced_histograms = (("request_duration", DURATION),)
+
     def matches(self, names: set[str]) -> bool:
-        return any(name in names for name in (*REQUESTS, *(d + "_count" for d in DURATION)))
+        # the pool's ready endpoints too: an EPP that has served no request yet has no request series
+        return any(name in names for name in (*REQUESTS, *READY, *(d + "_count" for d in DURATION)))
 
     def wanted(self) -> frozenset[str]:
         return frozenset(

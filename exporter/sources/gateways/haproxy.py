@@ -2,7 +2,11 @@
 
 HAProxy counts responses by class only (`code="5xx"`), so `code` stays empty: a queue timeout's
 503 and a server timeout's 504 are both `5xx` here, told apart by the queue and connection
-signals. It has no latency histograms: each backend reports means over its last 1024 requests
+signals; a client's timeout while sending its request (`timeout http-request`) is a 408 in `4xx`.
+Its class `other` holds the requests that got no status at all, which on a proxy are the ones the
+client abandoned before a response (HAProxy logs them with status -1 and a `C` termination flag,
+nginx as 499): they are counted as `4xx` with code `499`, the class and code users know them by.
+It has no latency histograms: each backend reports means over its last 1024 requests
 (`*_time_average_seconds`), kept as `llm_gateway_average_seconds`. Frontends named `stats`
 (the exporter's own listener, by convention) are left out.
 """
@@ -29,6 +33,8 @@ AVERAGES = {
     "queue_time": _P + "backend_queue_time_average_seconds",
 }
 STATS_PROXIES = frozenset({"stats", "prometheus", "metrics"})
+#: HAProxy's class of responses without a status, and the code they are counted under
+NO_STATUS, CLIENT_CLOSED_REQUEST = "other", "499"
 
 
 def _serving(series: Mapping[LabelKey, float]) -> dict[LabelKey, float]:
@@ -37,6 +43,9 @@ def _serving(series: Mapping[LabelKey, float]) -> dict[LabelKey, float]:
 
 class HaproxyMapping(GatewayMapping):
     gateway_type = "haproxy"
+    # its histograms are its access log's, which takes every response below 500: its own 429s
+    # (a `deny_status 429` rate limit) are in them, its 503s are not (exporter/sources/access_log.py)
+    refusals_in_histograms = frozenset({"429"})
 
     def matches(self, names: set[str]) -> bool:
         return RESPONSES in names or SERVER_STATUS in names
@@ -50,7 +59,8 @@ class HaproxyMapping(GatewayMapping):
     def read(self, parsed: ParsedSamples) -> GatewayReading:
         reading = GatewayReading()
         for series, value in _serving(parsed.get(RESPONSES, {})).items():
-            reading.count(dict(series).get("code", ""), value)
+            code = dict(series).get("code", "")
+            reading.count(CLIENT_CLOSED_REQUEST if code == NO_STATUS else code, value)
         reading.connections_active = total(_serving(parsed.get(CURRENT_SESSIONS, {})))
         reading.connections_limit = total(_serving(parsed.get(LIMIT_SESSIONS, {})))
         reading.requests_in_flight = total(parsed.get(BACKEND_SESSIONS, {}))

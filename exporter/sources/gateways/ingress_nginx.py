@@ -22,6 +22,8 @@ CONNECTIONS = _P + "nginx_process_connections"
 
 class IngressNginxMapping(GatewayMapping):
     gateway_type = "ingress-nginx"
+    # every request's $request_time is observed, whatever its status (rate-limited 429s and 503s too)
+    refusals_in_histograms = frozenset({"429", "503"})
 
     def matches(self, names: set[str]) -> bool:
         return REQUESTS in names or DURATION + "_count" in names

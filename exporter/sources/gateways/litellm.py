@@ -37,6 +37,12 @@ class LitellmMapping(GatewayMapping):
         "LiteLLM's own pre-processing or the client's network"
     )
 
+    # Labelled per request: team, team_alias, api_key_alias, hashed_api_key, end_user, user.
+    sliced_histograms = (
+        ("request_duration", (HISTOGRAMS["request_duration"],)),
+        ("time_to_first_token", (HISTOGRAMS["time_to_first_token"],)),
+    )
+
     def matches(self, names: set[str]) -> bool:
         return any(name.startswith("litellm_") for name in names)
 
