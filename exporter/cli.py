@@ -27,6 +27,9 @@ from exporter.config import ConfigError, build, load_file, parse_engine_flag, pa
 from exporter.exposition import RenderedSnapshot, render_text
 from exporter.server import ExporterHTTPServer
 from exporter.settings import Config
+from exporter.sources.engines import MAPPINGS as ENGINES
+from exporter.sources.gateways import MAPPINGS as GATEWAYS
+from exporter.sources.gpu import GPU_MODES
 from exporter.webguard import WebGuard
 
 PROG = "llm-bottleneck-exporter"
@@ -52,22 +55,20 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
         "--engine",
         action="append",
         metavar="[TYPE=]URL",
-        help="engine metrics URL, repeatable; TYPE is vllm, sglang, tgi, trtllm or triton "
+        help=f"engine metrics URL, repeatable; TYPE is {ENGINES.listing()} "
         "(detected from the metric names when omitted); replaces engines from the file",
     )
     parser.add_argument(
         "--gateway",
         action="append",
         metavar="[TYPE=]URL",
-        help="gateway metrics URL, repeatable; TYPE is epp, envoy-ai-gateway, litellm, haproxy, ingress-nginx, "
-        "dynamo-frontend or llm-d-coordinator (detected from the metric names when omitted); replaces gateways "
-        "from the file",
+        help=f"gateway metrics URL, repeatable; TYPE is {GATEWAYS.listing()} "
+        "(detected from the metric names when omitted); replaces gateways from the file",
     )
     parser.add_argument(
         "--gpu",
         metavar="MODE",
-        help="auto, nvml, dcgm, dcgm-exporter=URL, amdsmi, amd-exporter=URL, ascend-exporter=URL, "
-        f"gaudi-exporter=URL or none (default {_DEFAULTS.gpu.mode})",
+        help=f"{GPU_MODES.listing(lambda name: GPU_MODES[name].usage)} (default {_DEFAULTS.gpu.mode})",
     )
     parser.add_argument("--sysfs", metavar="DIR", help=f"sysfs mount point (default {_DEFAULTS.sysfs})")
     parser.add_argument(

@@ -15,8 +15,6 @@ from exporter import config_targets as targets
 from exporter import validation as v
 from exporter.config_targets import MAX_RESPONSE_BYTES, MAX_SERIES, engine_names, parse_engine_flag, parse_gateway_flag
 from exporter.settings import (
-    GPU_MODES,
-    GPU_URL_MODES,
     LOG_LEVELS,
     OTLP_MODELS,
     OTLP_SENDERS,
@@ -31,6 +29,7 @@ from exporter.settings import (
     Thresholds,
     field_names,
 )
+from exporter.sources.gpu import GPU_MODES
 from exporter.validation import ConfigError, load_file, parse_listen
 
 __all__ = [
@@ -271,21 +270,23 @@ def _gpu_attribution(value: Any, where: str, engine_names: Sequence[str]) -> Gpu
     )
 
 
-KNOWN_GPU_MODES = ", ".join(f"{m}=URL" if m in GPU_URL_MODES else m for m in GPU_MODES)
+def known_gpu_modes() -> str:
+    """The `--gpu` modes as a user writes them, for errors and help."""
+    return ", ".join(mode.usage for mode in (GPU_MODES[name] for name in GPU_MODES.names()))
 
 
 def _gpu(value: Any, where: str, dcgm_address: Any) -> GpuSettings:
     text = v.string(value, where)
     address = v.string(dcgm_address, "dcgm_address")
-    mode, sep, url = text.partition("=")
-    if mode in GPU_URL_MODES:
+    name, sep, url = text.partition("=")
+    mode = GPU_MODES.get(name)
+    if mode is not None and mode.exporter_port is not None:
         if not sep:
-            port = {"dcgm-exporter": 9400, "amd-exporter": 5000, "ascend-exporter": 8082, "gaudi-exporter": 41611}
-            raise ConfigError(where, f"{mode} needs a URL: {mode}=http://HOST:{port[mode]}/metrics")
-        return GpuSettings(mode, targets.url(url, where), address)
-    if sep or mode not in GPU_MODES:
-        raise ConfigError(where, f"unknown GPU mode {text!r} (known: {KNOWN_GPU_MODES})")
-    return GpuSettings(mode, None, address)
+            raise ConfigError(where, f"{name} needs a URL: {name}=http://HOST:{mode.exporter_port}/metrics")
+        return GpuSettings(name, targets.url(url, where), address)
+    if sep or mode is None:
+        raise ConfigError(where, f"unknown GPU mode {text!r} (known: {known_gpu_modes()})")
+    return GpuSettings(name, None, address)
 
 
 SLO_KEYS = ("name", "model", "engine", "ttft_seconds", "itl_seconds", "e2e_seconds", "objective")

@@ -14,8 +14,6 @@ from urllib.parse import urlsplit
 from exporter import validation as v
 from exporter.settings import (
     ENGINE_ROLES,
-    ENGINE_TYPES,
-    GATEWAY_TYPES,
     SLICE_DIMENSIONS,
     EngineTarget,
     GatewayTarget,
@@ -25,6 +23,8 @@ from exporter.settings import (
     ScrapeLimits,
     field_names,
 )
+from exporter.sources.engines import MAPPINGS as ENGINES
+from exporter.sources.gateways import MAPPINGS as GATEWAYS
 from exporter.validation import ConfigError
 
 ENGINE_KEYS = (
@@ -117,12 +117,12 @@ def _slice_labels(value: Any, where: str, base: ScrapeLimits) -> tuple[tuple[str
 
 def parse_engine_flag(text: str) -> dict[str, Any]:
     """`--engine [TYPE=]URL` into an engine entry."""
-    return _target_flag(text, "--engine", "engine", ENGINE_TYPES)
+    return _target_flag(text, "--engine", "engine", ENGINES.names())
 
 
 def parse_gateway_flag(text: str) -> dict[str, Any]:
     """`--gateway [TYPE=]URL` into a gateway entry."""
-    return _target_flag(text, "--gateway", "gateway", GATEWAY_TYPES)
+    return _target_flag(text, "--gateway", "gateway", GATEWAYS.names())
 
 
 def _target_flag(text: str, flag: str, what: str, types: Sequence[str]) -> dict[str, Any]:
@@ -136,7 +136,7 @@ def _target_flag(text: str, flag: str, what: str, types: Sequence[str]) -> dict[
 
 def engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarget, ...]:
     entries = []
-    for at, item, entry in _scrape_targets(value, where, "--engine", ENGINE_KEYS, ENGINE_TYPES, defaults):
+    for at, item, entry in _scrape_targets(value, where, "--engine", ENGINE_KEYS, ENGINES.names(), defaults):
         entry["model"] = v.optional_string(item.get("model"), f"{at}.model")
         entry["role"] = None if item.get("role") is None else v.choice(item["role"], f"{at}.role", ENGINE_ROLES)
         entry["rank_urls"] = _rank_urls(item.get("rank_urls", []), f"{at}.rank_urls", entry["url"])
@@ -263,7 +263,7 @@ def gateways(
 ) -> tuple[GatewayTarget, ...]:
     known = {e.name for e in behind_of}
     entries = []
-    for at, item, entry in _scrape_targets(value, where, "--gateway", GATEWAY_KEYS, GATEWAY_TYPES, defaults):
+    for at, item, entry in _scrape_targets(value, where, "--gateway", GATEWAY_KEYS, GATEWAYS.names(), defaults):
         behind = tuple(v.string(name, f"{at}.engines") for name in v.sequence(item.get("engines", []), f"{at}.engines"))
         for name in behind:
             if name not in known:

@@ -26,7 +26,7 @@ from exporter.loop import Snapshot
 from exporter.model import Metric, QuantileSummary, Sample
 from exporter.render import render_formats
 
-# The text body is format 0.0.4 (DESIGN.md's contract); prometheus_client >= 0.22 names its
+# The text body is format 0.0.4 (docs/design.md#http-endpoints); prometheus_client >= 0.22 names its
 # CONTENT_TYPE_LATEST "version=1.0.0" (the UTF-8 names format) for the same bytes.
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -51,9 +51,32 @@ def metrics_reference() -> str:
         lines += ["", "## Other", "", "| family | type | labels | meaning |", "|---|---|---|---|"]
         for s in rest:
             lines.append(f"| `{s.name}` | {s.type} | {', '.join(f'`{label}`' for label in s.labels)} | {s.help} |")
+    lines += ["", *type_reference()]
     lines += [*vendor_reference(), "", *gateway_clocks(), "", *ranks_and_slices(), "", *pd_reference()]
     lines += ["", *rules_reference()]
     return "\n".join(lines) + "\n"
+
+
+def type_reference() -> list[str]:
+    """The values of `engine_type` and `gateway_type`: the types their mapping modules register."""
+    from exporter.sources.engines import MAPPINGS as ENGINES
+    from exporter.sources.gateways import MAPPINGS as GATEWAYS
+
+    lines = [
+        "## Engine and gateway types",
+        "",
+        "The values of `engine_type` and `gateway_type`, which are also what an engine's or a gateway's `type:`",
+        "and the TYPE of `--engine TYPE=URL` / `--gateway TYPE=URL` accept: one mapping module each, registered by",
+        "itself. Without a `type:` the type is detected from the metric names, trying the types in the order listed.",
+        "",
+        "| label | value | mapping (what it reads: the module's docstring) |",
+        "|---|---|---|",
+    ]
+    for label, registry in (("engine_type", ENGINES), ("gateway_type", GATEWAYS)):
+        for name, mapping in registry.items():
+            path = type(mapping).__module__.replace(".", "/") + ".py"
+            lines.append(f"| `{label}` | `{name}` | `{path}` |")
+    return lines
 
 
 def gateway_clocks() -> list[str]:

@@ -14,32 +14,9 @@ from typing import Any
 
 DEFAULT_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-ENGINE_TYPES = ("sglang", "tgi", "triton", "trtllm", "vllm")  # each has a mapping in sources/engines/
-GPU_MODES = (
-    "auto",
-    "nvml",
-    "dcgm",
-    "dcgm-exporter",
-    "amdsmi",
-    "amd-exporter",
-    "ascend-exporter",
-    "gaudi-exporter",
-    "none",
-)
-#: GPU modes that ingest another exporter and so need `=URL`
-GPU_URL_MODES = ("dcgm-exporter", "amd-exporter", "ascend-exporter", "gaudi-exporter")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 #: the dimensions a target's series can be sliced by (exporter/slicing.py)
 SLICE_DIMENSIONS = ("tenant", "adapter", "priority")
-GATEWAY_TYPES = (  # sources/gateways/
-    "dynamo-frontend",
-    "envoy-ai-gateway",
-    "epp",
-    "haproxy",
-    "ingress-nginx",
-    "litellm",
-    "llm-d-coordinator",
-)
 
 
 def field_names(record: Any) -> tuple[str, ...]:
@@ -167,7 +144,7 @@ class GpuSettings:
     """Which GPU source to run (`--gpu`, `dcgm_address`)."""
 
     mode: str = "auto"
-    url: str | None = None  # for the modes that ingest an exporter (GPU_URL_MODES)
+    url: str | None = None  # for the modes that ingest another exporter (`MODE=URL`)
     #: DCGM host engine; "embedded" starts one in-process
     dcgm_address: str = "localhost:5555"
 

@@ -4,17 +4,10 @@ documented mapping is the one the code applies (exporter.reference places it).""
 from __future__ import annotations
 
 from exporter.catalogue import CATALOGUE
-from exporter.sources.amd_exporter import AMD_EXPORTER
-from exporter.sources.ascend_exporter import ASCEND_EXPORTER
 from exporter.sources.device_exporter import DeviceExporterSpec
-from exporter.sources.gaudi_exporter import GAUDI_EXPORTER
+from exporter.sources.gpu import GPU_MODES
 from exporter.sources.gpu_common import MIB, PERCENT, Scale
 
-_EXPORTERS = (
-    ("AMD device-metrics-exporter (`--gpu amd-exporter=URL`)", AMD_EXPORTER),
-    ("Huawei Ascend npu-exporter (`--gpu ascend-exporter=URL`)", ASCEND_EXPORTER),
-    ("Intel Gaudi metric exporter (`--gpu gaudi-exporter=URL`)", GAUDI_EXPORTER),
-)
 # What `--gpu amdsmi` reads, by family (exporter/sources/amd_smi.py).
 AMDSMI_FIELDS = (
     ("llm_gpu_utilization_ratio", "`amdsmi_get_gpu_activity()` `gfx_activity`", "percent → ratio"),
@@ -102,6 +95,8 @@ def vendor_reference() -> list[str]:
         "",
         f"Absent: {_absent({f for f, _, _ in AMDSMI_FIELDS})}.",
     ]
-    for title, spec in _EXPORTERS:
-        lines += _spec_lines(title, spec)
+    for name in GPU_MODES.names():  # each vendor exporter registered with its spec
+        mode = GPU_MODES[name]
+        if mode.spec is not None:
+            lines += _spec_lines(f"{mode.title} (`--gpu {mode.usage}`)", mode.spec)
     return lines

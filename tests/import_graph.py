@@ -102,6 +102,18 @@ def parse_imports(
     return found
 
 
+# A package that imports every module of itself (so each registers itself: exporter/registry.py,
+# exporter/stages/__init__.py) imports them as surely as a written import would.
+_SELF_LOADING = ("import_modules(__name__, __path__)", "pkgutil.iter_modules(__path__)")
+
+
+def _self_loaded(name: str, path: Path, files: Mapping[str, Path]) -> set[str]:
+    """The modules a package's __init__ imports by listing its own directory."""
+    if path.name != "__init__.py" or not any(call in path.read_text(encoding="utf-8") for call in _SELF_LOADING):
+        return set()
+    return {module for module in files if module.rpartition(".")[0] == name}
+
+
 def _files(root: Path) -> dict[str, Path]:
     return {module_name(path): path for path in sorted(root.rglob("*.py"))}
 
@@ -111,7 +123,7 @@ def graph(with_tools: bool = False) -> dict[str, Imports]:
     """Every module of the package and of tests/, with its imports; exporter.cli's imports of the
     tools (inside functions) only `with_tools`."""
     files = {**_files(PACKAGE), **_files(REPO / "tests")}
-    return {
+    found = {
         name: parse_imports(
             path.read_text(encoding="utf-8"),
             name,
@@ -121,6 +133,9 @@ def graph(with_tools: bool = False) -> dict[str, Imports]:
         )
         for name, path in files.items()
     }
+    for name, path in files.items():
+        found[name].internal |= _self_loaded(name, path, files)
+    return found
 
 
 def closure(starts: Iterable[str], with_tools: bool = False, imports: Mapping[str, Imports] | None = None) -> set[str]:

@@ -1,4 +1,4 @@
-"""Bottleneck diagnosis: the framework of DESIGN.md as `llm_bottleneck_*` gauges and a report.
+"""Bottleneck diagnosis: the framework of docs/design.md as `llm_bottleneck_*` gauges and a report.
 
 Reads only normalized metrics (exporter/stages/inputs.py), scores every engine-scope stage of the
 registry (exporter/stages/) from several signals, applies hysteresis so `llm_bottleneck_active`
@@ -184,7 +184,7 @@ class Diagnoser:
         return gauges + pair_metrics + slices + self.path.update(metrics, now, t)
 
     def report(self) -> dict[str, Any]:
-        """The /diagnosis document (DESIGN.md contract): every engine scraped, its verdict where
+        """The /diagnosis document (docs/design.md#http-endpoints): every engine scraped, its verdict where
         it has one, its state, why it has no verdict where it has none, and what it does not report."""
         engines = []
         for key in sorted(set(self.states.current) | set(self.latest)):

@@ -5,7 +5,7 @@ A pod opts in with annotations (values are strings, as Kubernetes requires):
     llm-bottleneck-exporter/scrape: "true"       required
     llm-bottleneck-exporter/port:   "8000"       the metrics port; default: the pod's only declared port
     llm-bottleneck-exporter/path:   "/metrics"   default /metrics
-    llm-bottleneck-exporter/type:   "vllm"       vllm, sglang, tgi, trtllm or triton; default: detected
+    llm-bottleneck-exporter/type:   "vllm"       an engine type (exporter/sources/engines/); default: detected
     llm-bottleneck-exporter/role:   "decode"     unified, prefill, decode or encode; default: llm-d's
                                                  `llm-d.ai/role` pod label, else the engine's series
 
@@ -36,8 +36,9 @@ from urllib.parse import urlsplit
 from exporter.discovery.kubeapi import ApiError, KubernetesApi, ResourceExpired, in_cluster_api
 from exporter.discovery.targets import Candidate, DynamicEngineSources
 from exporter.model import Metric, Sample
-from exporter.settings import ENGINE_ROLES, ENGINE_TYPES, EngineTarget, KubernetesSettings
+from exporter.settings import ENGINE_ROLES, EngineTarget, KubernetesSettings
 from exporter.sources.base import Source, SourceError
+from exporter.sources.engines import MAPPINGS as ENGINES
 from exporter.sources.engines.roles import normalized
 from exporter.validation import ConfigError
 
@@ -90,8 +91,8 @@ def target_for_pod(
     if not isinstance(path, str) or not _SAFE_PATH.fullmatch(path):
         return None, f"{PATH} {path!r} is not a plain absolute path"
     engine_type = annotations.get(TYPE)
-    if engine_type is not None and engine_type not in ENGINE_TYPES:
-        return None, f"{TYPE} {engine_type!r} is not one of {', '.join(ENGINE_TYPES)}"
+    if engine_type is not None and engine_type not in ENGINES:
+        return None, f"{TYPE} {engine_type!r} is not one of {', '.join(ENGINES.names())}"
     role_word = annotations.get(ROLE) or (meta.get("labels") or {}).get(LLMD_ROLE_LABEL)
     role = normalized(role_word) if isinstance(role_word, str) else None
     if role_word is not None and role is None:

@@ -10,7 +10,7 @@ so a scenario cannot show, say, high tensor activity without the FLOPs that caus
 - SM active: compute time counts fully, memory-bound time at MEMORY_BOUND_SM_ACTIVE — decode
   GEMV and attention kernels saturate HBM with warps on part of the SMs. 0.3 is calibrated so that
   the seed case's decode-bound phase (its prefill chunks and recomputed prompts mixed in: a third
-  of the time in tensor work) reads about 0.5, as DESIGN.md reports (SM active 45 % with DRAM
+  of the time in tensor work) reads about 0.5, as docs/design.md#the-worked-case reports (SM active 45 % with DRAM
   active 95 %, tests/perf/seed_case.py); it is not a vendor figure.
 """
 

@@ -29,6 +29,7 @@ from exporter.attribution import Attributor, GpuRef
 from exporter.model import Metric
 from exporter.sources.base import Source, SourceError
 from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, attributed_samples, quietly, scaled
+from exporter.sources.gpu_modes import GPU_MODES, GpuMode
 
 log = logging.getLogger(__name__)
 
@@ -169,3 +170,8 @@ class AmdSmiSource(Source):
 
     def close(self) -> None:
         self._reader.close()
+
+
+GPU_MODES.register(
+    GpuMode(AmdSmiSource.name, "AMD SMI", lambda gpu, attributor, interval: AmdSmiSource(attributor), vendor="amd")
+)

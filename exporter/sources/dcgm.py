@@ -12,9 +12,12 @@ from typing import Any
 
 from exporter.attribution import Attributor, GpuRef
 from exporter.model import Metric
+from exporter.settings import GpuSettings
 from exporter.sources.base import Source
 from exporter.sources.dcgm_reader import DcgmGpuReading, DcgmModules, DcgmReader
 from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, attributed_samples, scaled
+from exporter.sources.gpu_modes import GPU_MODES, GpuMode
+from exporter.sources.nvml import NvmlProcessLister
 
 # DcgmGpuReading attribute → (family, scale), from the units in dcgm_fields.h: FB in MiB, power W,
 # clocks MHz, GPU_UTIL percent, the DCP (profiling) fields ratios and bytes per second.
@@ -82,3 +85,12 @@ class DcgmSource(Source):
         self._reader.close()
         if self._process_lister is not None:
             self._process_lister.close()
+
+
+def dcgm_source(gpu: GpuSettings, attributor: Attributor, interval_seconds: float) -> DcgmSource:
+    """The DCGM source of `--gpu dcgm` (and of `auto` when a host engine answers): DCGM has no
+    process list of its own, so NVML's tells attribution which PIDs hold each GPU."""
+    return DcgmSource(gpu.dcgm_address, attributor, interval_seconds, process_lister=NvmlProcessLister())
+
+
+GPU_MODES.register(GpuMode(DcgmSource.name, "a DCGM host engine", dcgm_source, vendor="nvidia"))

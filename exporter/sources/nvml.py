@@ -9,6 +9,7 @@ GPM window.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import fields
@@ -16,10 +17,13 @@ from types import ModuleType
 
 from exporter.attribution import Attributor, GpuRef
 from exporter.model import Metric
-from exporter.sources.base import Source
-from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, attributed_samples, scaled
+from exporter.sources.base import Source, SourceError
+from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, attributed_samples, quietly, scaled
+from exporter.sources.gpu_modes import GPU_MODES, GpuMode
 from exporter.sources.nvml_gpm import GpmMetrics
-from exporter.sources.nvml_reader import NvmlGpuReading, NvmlReader, TrafficCounters
+from exporter.sources.nvml_reader import NvmlGpuReading, NvmlReader, TrafficCounters, load_pynvml
+
+log = logging.getLogger(__name__)
 
 # GpmMetrics attribute → (family, scale): percentages become ratios, MiB/s becomes bytes/s, exactly
 # as DCGM 4.6 derives DCGM_FI_PROF_* from GPM on Hopper (DcgmGpmManager.cpp, DcgmCacheManager.cpp).
@@ -95,3 +99,64 @@ class NvmlSource(Source):
 
     def close(self) -> None:
         self._reader.close()
+
+
+def nvml_available() -> tuple[bool, str]:
+    """For `--gpu auto`: can NVML be initialized and does it see a GPU? (and why not)."""
+    try:
+        nvml = load_pynvml()
+    except SourceError as exc:
+        return False, str(exc)
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        return False, f"NVML: {exc}"
+    try:
+        count = nvml.nvmlDeviceGetCount()
+    except nvml.NVMLError as exc:
+        return False, f"NVML: {exc}"
+    finally:
+        quietly(nvml.nvmlShutdown)
+    return (count > 0, f"NVML sees {count} GPU(s)")
+
+
+class NvmlProcessLister:
+    """GPU UUID → running PIDs, for sources without their own process list (DCGM)."""
+
+    def __init__(self, nvml: ModuleType | None = None) -> None:
+        self._nvml = nvml
+        self._ready: bool | None = None
+
+    def pids_by_uuid(self) -> dict[str, frozenset[int]]:
+        if self._ready is False:
+            return {}
+        try:
+            nvml = self._nvml = self._nvml or load_pynvml()
+            if not self._ready:
+                nvml.nvmlInit()
+                self._ready = True
+            result = {}
+            for index in range(nvml.nvmlDeviceGetCount()):
+                try:
+                    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                    uuid = nvml.nvmlDeviceGetUUID(handle)
+                    processes = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                except nvml.NVMLError:
+                    continue
+                result[uuid] = frozenset(p.pid for p in processes)
+            return result
+        except Exception as exc:  # any NVML trouble: attribution simply has no PIDs
+            if self._ready is None:
+                log.info("dcgm: no NVML for process attribution (%s)", exc)
+            self._ready = False
+            return {}
+
+    def close(self) -> None:
+        if self._ready and self._nvml is not None:
+            quietly(self._nvml.nvmlShutdown)
+            self._ready = None
+
+
+GPU_MODES.register(
+    GpuMode(NvmlSource.name, "NVML", lambda gpu, attributor, interval: NvmlSource(attributor), vendor="nvidia")
+)

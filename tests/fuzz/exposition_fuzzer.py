@@ -21,14 +21,15 @@ with atheris.instrument_imports(include=["exporter"]):
     import exporter.sources.engine as engine_module
     import exporter.sources.gateway as gateway_module
     from exporter.settings import EngineTarget, GatewayTarget
-    from exporter.sources.dcgm_exporter import DcgmExporterSource
     from exporter.sources.engine import EngineSource
+    from exporter.sources.engines import MAPPINGS as ENGINES
     from exporter.sources.gateway import GatewaySource
+    from exporter.sources.gpu_exporters.dcgm_exporter import DcgmExporterSource
 
 from tests.fuzz.harness import run  # noqa: E402
 from tests.fuzz.properties import assert_renders_and_parses_back, canned_open_body, collect  # noqa: E402
 
-ENGINE_TYPES = (None, "vllm", "sglang", "tgi", "trtllm", "triton")
+ENGINE_TYPES = (None, *ENGINES.names())
 URL = "http://127.0.0.1:9/metrics"
 _payload: list[bytes] = [b""]
 
@@ -45,12 +46,13 @@ def test_one_input(data: bytes) -> None:
         return
     pick, body = data[0], data[1:]
     source: EngineSource | GatewaySource | DcgmExporterSource
-    if pick % 8 == 7:
+    choice = pick % (len(ENGINE_TYPES) + 2)
+    if choice == len(ENGINE_TYPES) + 1:
         source = GatewaySource(GatewayTarget(url=URL, name="g"), 60.0)
-    elif pick % 8 == 6:
+    elif choice == len(ENGINE_TYPES):
         source = DcgmExporterSource(URL)
     else:
-        engine_type = ENGINE_TYPES[pick % 8]
+        engine_type = ENGINE_TYPES[choice]
         source = EngineSource(
             EngineTarget(url=URL, name="e", type=engine_type, model="m" if engine_type == "tgi" else None), 60.0
         )

@@ -1,6 +1,6 @@
 """The series one node exports, at its documented size and per added engine, GPU and RDMA port.
 
-DESIGN.md's budget: a node of 8 GPUs, 8 engine endpoints and 8 RDMA ports exports at most 1,500
+The budget (docs/design.md#budgets): a node of 8 GPUs, 8 engine endpoints and 8 RDMA ports exports at most 1,500
 series. The simulated node (vLLM text as the real 0.32.0 capture, dcgm-exporter's labels, a
 sysfs tree) is read by the exporter in this process through its ordinary sources
 (`ExporterView`), and the series of its /metrics counted after the windows have filled. The

@@ -264,13 +264,13 @@ def test_stub_is_built_from_the_real_header():
 
 
 def test_auto_probe_sees_the_gpus(state):
-    from exporter.sources.gpu import nvml_available
+    from exporter.sources.nvml import nvml_available
 
     assert nvml_available() == (True, "NVML sees 8 GPU(s)")
 
 
 def test_process_lister_for_dcgm_maps_uuids_to_pids(state):
-    from exporter.sources.gpu import NvmlProcessLister
+    from exporter.sources.nvml import NvmlProcessLister
 
     write_state(state, with_changes(eight_gpu_node(), gpu2={"compute_pids": [31, 32]}))
     lister = NvmlProcessLister()

@@ -1,4 +1,4 @@
-"""The seed case of DESIGN.md, direction and size, from the built-in `prompt-growth` scenario.
+"""The seed case (docs/design.md#the-worked-case), direction and size, from the built-in `prompt-growth` scenario.
 
 Seed: after the prompt template grew (input 200 -> 800 tokens) P99 rose 800 ms -> 2.5 s, throughput
 fell 40 %, running fell 32 -> 18 while waiting grew, SM active 45 %, DRAM active 95 %; prefix

@@ -69,8 +69,9 @@ REPORT_MD = REPORT_DIR / "vllm-exporter-phases.md"
 LIGHT = LoadSpec(
     concurrency=2, prompt_tokens=(16, 48), output_tokens=(16, 32), duration_s=12.0, request_timeout_s=60.0, seed=11
 )
-# DESIGN.md's overload: the 1,536-token KV cache holds one or two of these requests at once. Long
-# prompts and short answers keep the engine, not vLLM's API server, the slow part: with 200-400
+# The overload of docs/design.md#real-components: the 1,536-token KV cache holds one or two of
+# these requests at once. Long prompts and short answers keep the engine, not vLLM's API server,
+# the slow part: with 200-400
 # output tokens each and two CPU-bound processes beside it, the API server (streaming 24 answers)
 # was, and its /metrics answered 8 reads in 45 s, up to 9.9 s each; with these, 19 reads, 411
 # requests, 57 preemptions and a mean of 7.6 requests waiting (by the queue-time counter).

@@ -9,12 +9,13 @@ loopback vLLM stub, one process per case, so RSS figures are comparable:
 3. with `--lifted`, 5,000 models with the budget lifted (every cap 10,000,000, and a 10 s scrape timeout so a slow
    round on a loaded machine still completes), which is what the exporter did before there was one.
 
-For each it collects for `--rounds` intervals and prints the exported series count, the /metrics
-size, RSS after the first round and at the end (growth shows a leak), and the
-`llm_exporter_source_errors_total{reason="cardinality"}` count. About 40 s for the first two;
+The stub's values change at every scrape (counters grown, gauges moved), at the default 5 s
+interval. For each it collects for `--rounds` intervals and prints the exported series count, the
+/metrics size, RSS after the first round and at the end (growth shows a leak), and the
+`llm_exporter_source_errors_total{reason="cardinality"}` count. About a minute for the first two;
 `--lifted` adds one to three minutes (its first snapshot alone is slow).
 
-    python tests/perf/bench_cardinality.py [--models 5000] [--rounds 5] [--interval 2] [--lifted]
+    python tests/perf/bench_cardinality.py [--models 5000] [--rounds 5] [--interval 5] [--lifted]
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ if str(REPO) not in sys.path:  # run as a script: make `tests.support` importabl
 
 import psutil  # noqa: E402
 
+from exporter.settings import ScrapeLimits  # noqa: E402
 from tests.many_models import model_names, vllm_text  # noqa: E402
-from tests.support import ExporterProcess, RouteServer, respond_with, series_value  # noqa: E402
+from tests.perf.node_under_test import Cycling, changing_captures  # noqa: E402
+from tests.perf.table import Row, print_rows  # noqa: E402
+from tests.support import ExporterProcess, RouteServer, series_value  # noqa: E402
 
 LIFTED = 10_000_000
 
@@ -44,7 +48,8 @@ class PatientExporter(ExporterProcess):
         super().wait_ready(timeout)
 
 
-def measure(label: str, url: str, rounds: int, interval: float, config: str | None) -> None:
+def measure(label: str, url: str, rounds: int, interval: float, config: str | None) -> tuple[int, float, float]:
+    """(series exported, RSS after the first round, RSS at the end) in MiB."""
     args = ["--engine", f"vllm={url}", *(["--config", config] if config else [])]
     with PatientExporter(*args, interval=interval) as exporter:
         process = psutil.Process(exporter.process.pid)
@@ -64,18 +69,20 @@ def measure(label: str, url: str, rounds: int, interval: float, config: str | No
         f"RSS {first_rss:6.1f} -> {rss:6.1f} MiB  cardinality count {trimmed:g}  "
         f"engine source up {up:g}, last collect {duration * 1000:.0f} ms"
     )
+    return series, first_rss, rss
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--interval", type=float, default=2.0)
+    parser.add_argument("--interval", type=float, default=5.0)
     parser.add_argument("--lifted", action="store_true", help="also run with every cap lifted (slow)")
     args = parser.parse_args()
     server = RouteServer()
-    server.routes["/one/metrics"] = respond_with(vllm_text(model_names(1)))
-    server.routes["/many/metrics"] = respond_with(vllm_text(model_names(args.models)))
+    # Eight successive scrapes each: the values change every scrape, as a real engine's do.
+    server.routes["/one/metrics"] = Cycling(changing_captures(vllm_text(model_names(1)).encode(), 8))
+    server.routes["/many/metrics"] = Cycling(changing_captures(vllm_text(model_names(args.models)).encode(), 8))
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".yaml") as lifted:
             lifted.write(
@@ -84,8 +91,8 @@ def main() -> int:
             )
             lifted.flush()
             print(f"serve, one vLLM stub, interval {args.interval:g}s, {args.rounds} rounds each")
-            measure("baseline: 1 model", server.url("/one/metrics"), args.rounds, args.interval, None)
-            measure(
+            one = measure("baseline: 1 model", server.url("/one/metrics"), args.rounds, args.interval, None)
+            many = measure(
                 f"{args.models} models, default budget", server.url("/many/metrics"), args.rounds, args.interval, None
             )
             if args.lifted:
@@ -98,6 +105,27 @@ def main() -> int:
                 )
     finally:
         server.close()
+    budget = ScrapeLimits().max_exported_series
+    print_rows(
+        "bench_cardinality",
+        [
+            Row(
+                f"series exported, one engine of {args.models:,} models",
+                many[0],
+                "",
+                one[0],
+                f"≤ one model's + {budget} (max_exported_series)",
+                many[0] <= one[0] + budget,
+            ),
+            Row(
+                f"RSS growth over {args.rounds} rounds, {args.models:,} models",
+                many[2] - many[1],
+                "MiB",
+                one[2] - one[1],
+            ),
+        ],
+        "the same serve against one model",
+    )
     return 0
 
 

@@ -3,7 +3,9 @@
 One exporter process lives through four phases, each configured by rewriting its file and sending
 SIGHUP, and each measured from /proc/PID/status:
 
-1. baseline: 8 normal vLLM targets (a real capture) - peak RSS (VmHWM) and RSS;
+1. baseline: the node users run (tests/perf/node_under_test.py): 8 normal vLLM targets whose
+   values change every scrape, the NVML stand-in's 8 GPUs and 8 RDMA ports, the default 5 s
+   interval - peak RSS (VmHWM) and RSS;
 2. hostile: the same 8 plus 8 hostile targets at their caps at once (below) - peak RSS, with
    VmHWM reset at the start of the phase, so the figure is that phase's alone;
 3. after: back to the 8 normal targets - RSS once the hostile ones are gone;
@@ -17,7 +19,7 @@ trickles a byte a second, a body that trickles a byte a second. Everything is on
 every trickle stops when the benchmark does. It prints the figures and exits 1 when the hostile
 peak is over the budget (256 MiB), 0 otherwise.
 
-    python tests/perf/bench_hostile_targets.py [--phase-seconds S]
+    python tests/perf/bench_hostile_targets.py [--phase-seconds S] [--interval S]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -40,7 +43,6 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.hostile import (  # noqa: E402
-    KV_SATURATED,
     TGI_METRICS,
     endless_json,
     peak_rss_bytes,
@@ -49,7 +51,9 @@ from tests.hostile import (  # noqa: E402
     short_lines_body,
     trickle,
 )
-from tests.support import ExporterProcess, RouteServer, fixture_text, respond_with, series_value  # noqa: E402
+from tests.perf import node_under_test as perf_node  # noqa: E402
+from tests.perf.table import Row, print_rows  # noqa: E402
+from tests.support import ExporterProcess, RouteServer, respond_with, series_value  # noqa: E402
 
 MiB = 1024 * 1024
 CAP = 16 * MiB
@@ -141,16 +145,22 @@ def reload(exporter: ExporterProcess, config: Path, engines: list[dict], reloads
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--phase-seconds", type=float, default=15.0, help="baseline and after; hostile: twice")
+    parser.add_argument("--phase-seconds", type=float, default=20.0, help="baseline and after; hostile: twice")
+    parser.add_argument("--interval", type=float, default=perf_node.DEFAULT_INTERVAL)
     parser.add_argument("--hostile-timeout", type=float, default=10.0, help="timeout_seconds of the hostile targets")
     args = parser.parse_args()
     stop = threading.Event()
-    normal = RouteServer({f"/e{i}": respond_with(fixture_text(KV_SATURATED)) for i in range(8)})
+    workdir = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
+    node = perf_node.Node(8, args.interval, workdir).start()
     hostile = RouteServer(hostile_routes(stop))
     info_trickle = trickling_info_server(stop)
-    for server in (normal, hostile, info_trickle):  # a client hanging up mid-body is the point, not news
+    for server in (hostile, info_trickle):  # a client hanging up mid-body is the point, not news
         server._server.handle_error = lambda *args: None  # type: ignore[method-assign]
-    normal_engines = [{"url": normal.url(f"/e{i}"), "name": f"normal-{i}", "type": "vllm"} for i in range(8)]
+    normal_engines = [
+        {"url": url.partition("=")[2], "name": f"normal-{i}", "type": "vllm"}
+        for i, url in enumerate(node.engine_urls(8))
+    ]
+    node_args = (*node.flags, "--gpu", node.gpus)
     vllm_paths = ("/short-lines", "/short-lines-gzip", "/one-long-line", "/many-series", "/over-the-cap", "/trickle")
     hostile_engines = [{"url": hostile.url(p), "name": p.strip("/"), "type": "vllm"} for p in vllm_paths]
     hostile_engines += [
@@ -161,11 +171,10 @@ def main() -> int:
     # peak is that of complete parses, not of parses cut at 2 s.
     for engine in hostile_engines:
         engine["timeout_seconds"] = args.hostile_timeout
-    workdir = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
     config = workdir / "config.yaml"
     config.write_text(yaml.safe_dump({"engines": normal_engines}))
     started = time.monotonic()
-    exporter = ExporterProcess("--config", str(config), interval=1.0)
+    exporter = ExporterProcess("--config", str(config), *node_args, interval=args.interval, env=node.env)
     try:
         pid = exporter.process.pid
         time.sleep(args.phase_seconds)
@@ -187,7 +196,7 @@ def main() -> int:
         # Shutdown in a process of its own: a trickling target's fetch in flight at SIGTERM.
         trickling = {"url": hostile.url("/trickle"), "name": "trickle", "type": "vllm"}
         config.write_text(yaml.safe_dump({"engines": [*normal_engines, trickling]}))
-        exporter = ExporterProcess("--config", str(config), interval=1.0)
+        exporter = ExporterProcess("--config", str(config), *node_args, interval=args.interval, env=node.env)
         time.sleep(2.5)
         sigterm = time.monotonic()
         os.killpg(exporter.process.pid, signal.SIGTERM)
@@ -196,12 +205,15 @@ def main() -> int:
     finally:
         stop.set()
         exporter.close()
-        for server in (normal, hostile, info_trickle):
+        for server in (hostile, info_trickle):
             server.close()
+        node.close()
+        shutil.rmtree(workdir, ignore_errors=True)
     took = time.monotonic() - started
     print(
         f"phases of {args.phase_seconds:g} s (hostile {2 * args.phase_seconds:g} s, their timeout "
-        f"{args.hostile_timeout:g} s), interval 1 s, 8 normal + 8 hostile targets ({took:.0f} s in all)"
+        f"{args.hostile_timeout:g} s), interval {args.interval:g} s, 8 normal + 8 hostile targets, "
+        f"GPUs: {node.gpus} x 8, RDMA: 8 ports ({took:.0f} s in all)"
     )
     print(f"baseline (8 normal):        peak RSS {baseline_peak / MiB:6.1f} MiB, RSS {baseline_rss / MiB:6.1f} MiB")
     print(f"with 8 hostile at caps:     peak RSS {hostile_peak / MiB:6.1f} MiB (budget {BUDGET / MiB:.0f} MiB)")
@@ -212,6 +224,22 @@ def main() -> int:
     print(f"shutdown after SIGTERM with a 1 byte/s target: {shutdown_seconds:.2f} s")
     for engine in hostile_engines:
         print(f"  {engine['name']:20} {outcome(served, engine['name'])}")
+    print_rows(
+        "bench_hostile_targets",
+        [
+            Row(
+                "peak RSS with 8 hostile targets at their caps beside the node",
+                hostile_peak / MiB,
+                "MiB",
+                baseline_peak / MiB,
+                f"< {BUDGET / MiB:.0f} MiB",
+                hostile_peak < BUDGET,
+            ),
+            Row("RSS once the hostile targets are gone", after_rss / MiB, "MiB", baseline_rss / MiB),
+            Row("shutdown after SIGTERM with a 1 byte/s target in flight", shutdown_seconds, "s"),
+        ],
+        "the same process on the node alone (the phase before)",
+    )
     return 0 if hostile_peak < BUDGET else 1
 
 

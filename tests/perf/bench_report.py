@@ -32,6 +32,7 @@ from exporter.report.render_pages import render_html
 from exporter.report.windows import Window
 from exporter.stages import ENGINE, of
 from tests.integration.report_backfill import SCRAPE_LABELS, _labels, backfilled_prometheus
+from tests.perf.table import Row, print_rows
 
 BUDGET_SECONDS = 30.0
 ENGINES_PER_NODE = 8
@@ -187,6 +188,19 @@ def main() -> int:
         report.primary.get("incident") == "decode_memory_bandwidth"
         and cause is not None
         and cause.figure == "mean_prompt_tokens"
+    )
+    print_rows(
+        "bench_report",
+        [
+            Row(
+                f"report over {args.hours:g} h of {args.engines} engines (queries, HTML and JSON), wall",
+                total,
+                "s",
+                budget=f"< {BUDGET_SECONDS:g} s, right stage and cause",
+                ok=ok and total < BUDGET_SECONDS,
+            ),
+            Row("the same, CPU of Prometheus and the report together", prometheus_cpu + own_cpu, "s"),
+        ],
     )
     if not ok:
         print("FAIL: wrong stage or cause", file=sys.stderr)

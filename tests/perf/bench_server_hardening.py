@@ -16,7 +16,11 @@ The findings of the security review ("Hardening"), measured on the real `serve` 
    127.0.0.1 while 8 threads from 127.0.0.2 flood it, beside the same scrapes without the flood.
    Without credentials the limit is per client address, so the flood spends its own budget.
 
-Bounded: each window is --seconds long (default 3), the whole run takes under a minute. Numbers on
+The exporter serves the node users run (tests/perf/node_under_test.py): 8 vLLM targets whose
+values change every scrape, the NVML stand-in's 8 GPUs and 8 RDMA ports, the default 5 s
+interval, so each scrape carries a real node's body and some land while a round runs.
+
+Bounded: each window is --seconds long (default 3), the whole run takes about a minute. Numbers on
 a shared machine move with its load; the load average is printed.
 
     python tests/perf/bench_server_hardening.py [--idle 2000] [--seconds 5] [--reopen-rate 1000]
@@ -47,7 +51,9 @@ if str(REPO) not in sys.path:  # run as a script: make `tests.support` importabl
 import bcrypt  # noqa: E402
 import psutil  # noqa: E402
 
-from tests.perf.scrape_latency import percentile  # noqa: E402
+from tests.perf import node_under_test as perf_node  # noqa: E402
+from tests.perf.node_under_test import percentile  # noqa: E402
+from tests.perf.table import Row, print_rows  # noqa: E402
 from tests.support import ExporterProcess  # noqa: E402
 
 USER, PASSWORD = "prometheus", "correct horse battery staple"
@@ -78,9 +84,17 @@ class Window:
             time.sleep(SCRAPE_PAUSE_SECONDS)
         self.latencies.sort()
 
+    def answered(self) -> float:
+        """% of scrapes answered 200."""
+        total = len(self.latencies) + sum(self.failures.values())
+        return 100.0 * len(self.latencies) / total if total else 0.0
+
+    def p99(self) -> float | None:
+        return percentile(self.latencies, 0.99) if self.latencies else None
+
     def row(self, label: str) -> str:
         total = len(self.latencies) + sum(self.failures.values())
-        ok = 100.0 * len(self.latencies) / total if total else 0.0
+        ok = self.answered()
         p50 = f"{percentile(self.latencies, 0.5):8.2f}" if self.latencies else "       -"
         p99 = f"{percentile(self.latencies, 0.99):8.2f}" if self.latencies else "       -"
         failed = ", ".join(f"{k}: {v}" for k, v in sorted(self.failures.items())) or "-"
@@ -159,9 +173,36 @@ def server_usage(process: psutil.Process, during: Callable[[], object]) -> tuple
     return cpu, peaks[0], peaks[1], result
 
 
+class NodeServe:
+    """`serve` arguments and environment for the node under test, and the table's rows."""
+
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = {}
+    rows: list[Row] = []
+
+    @classmethod
+    def exporter(cls, *args: str, **options) -> ExporterProcess:  # type: ignore[no-untyped-def]
+        return ExporterProcess(*cls.args, *args, interval=perf_node.DEFAULT_INTERVAL, env=cls.env, **options)
+
+    @classmethod
+    def compare(cls, figure: str, loaded: Window, quiet: Window) -> None:
+        """Rows: the loaded window's p99 and success rate beside the quiet one's."""
+        cls.rows.append(Row(f"{figure}: scrape p99, fresh connection each", loaded.p99(), "ms", quiet.p99()))
+        cls.rows.append(
+            Row(
+                f"{figure}: scrapes answered",
+                loaded.answered(),
+                "%",
+                quiet.answered(),
+                "all",
+                loaded.answered() == 100.0,
+            )
+        )
+
+
 def idle_benchmark(nofile: int | None, idle: int, seconds: float, reopen_rate: float) -> None:
     limit = f"ulimit -n {nofile}" if nofile else f"ulimit -n {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}"
-    with ExporterProcess(nofile=nofile) as exporter:
+    with NodeServe.exporter(nofile=nofile) as exporter:
         server = psutil.Process(exporter.process.pid)
         cpu, threads, fds, baseline = server_usage(server, lambda: Window(exporter.port, seconds))
         print(baseline.row(f"no idle connections ({limit})"), f"  cpu {cpu:5.1f}%  threads {threads}  fds {fds}")
@@ -181,6 +222,7 @@ def idle_benchmark(nofile: int | None, idle: int, seconds: float, reopen_rate: f
             loaded.row(f"{idle} idle held open ({limit})"),
             f"  cpu {cpu:5.1f}%  threads {threads}  fds {fds}  (connects {opened}, failed {failed})",
         )
+        NodeServe.compare(f"{idle:,} idle connections held open ({limit})", loaded, baseline)
 
 
 def flood_benchmark(seconds: float, flooders: int) -> None:
@@ -189,7 +231,7 @@ def flood_benchmark(seconds: float, flooders: int) -> None:
     with tempfile.TemporaryDirectory() as directory:
         config = Path(directory) / "web-config.yml"
         config.write_text(f"basic_auth_users:\n  {USER}: {hashed}\nrate_limit:\n  interval: 10ms\n  burst: 100\n")
-        with ExporterProcess("--web.config.file", str(config), auth=(USER, PASSWORD)) as exporter:
+        with NodeServe.exporter("--web.config.file", str(config), auth=(USER, PASSWORD)) as exporter:
             scrapes_beside_a_flood(exporter, seconds, flooders, "authenticated", good)
 
 
@@ -198,7 +240,7 @@ def rate_limit_benchmark(seconds: float, flooders: int) -> None:
     with tempfile.TemporaryDirectory() as directory:
         config = Path(directory) / "web-config.yml"
         config.write_text("rate_limit:\n  interval: 10ms\n  burst: 100\n")
-        with ExporterProcess("--web.config.file", str(config)) as exporter:
+        with NodeServe.exporter("--web.config.file", str(config)) as exporter:
             scrapes_beside_a_flood(exporter, seconds, flooders, "rate_limit, no auth")
 
 
@@ -228,6 +270,7 @@ def scrapes_beside_a_flood(
         flooded.row(f"{label}, {flooders} threads flooding"),
         f"  cpu {cpu:5.1f}%  (flood from 127.0.0.2 got {_counts(answers)})",
     )
+    NodeServe.compare(f"{label}, {flooders} threads flooding from another address", flooded, baseline)
 
 
 def flood_unauthenticated(port: int, flooders: int, seconds: float, ready, report) -> None:  # noqa: ANN001
@@ -274,15 +317,25 @@ def main() -> int:
     parser.add_argument("--only", choices=("idle", "auth", "rate-limit"), help="run one of the cases alone")
     args = parser.parse_args()
     raise_descriptor_limit(args.idle + 512)
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; fresh connection per scrape")
-    print(f"  {'window':<44} {'scrapes':>6} {'ok':>8} {'p50 ms':>8} {'p99 ms':>8}   failures")
-    if args.only in (None, "idle"):
-        idle_benchmark(None, args.idle, args.seconds, args.reopen_rate)
-        idle_benchmark(128, args.idle, args.seconds, args.reopen_rate)
-    if args.only in (None, "auth"):
-        flood_benchmark(args.seconds, args.flooders)
-    if args.only in (None, "rate-limit"):
-        rate_limit_benchmark(args.seconds, args.flooders)
+    with perf_node.scratch() as directory:
+        node = perf_node.Node(8, perf_node.DEFAULT_INTERVAL, Path(directory)).start()
+        try:
+            engines = [part for url in node.engine_urls(8) for part in ("--engine", url)]
+            NodeServe.args = (*engines, *node.flags, "--gpu", node.gpus)
+            NodeServe.env = node.env
+            print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; fresh connection per scrape")
+            print(f"serve: 8 vLLM targets, values changing every scrape; GPUs: {node.gpus} x 8; RDMA: 8 ports")
+            print(f"  {'window':<44} {'scrapes':>6} {'ok':>8} {'p50 ms':>8} {'p99 ms':>8}   failures")
+            if args.only in (None, "idle"):
+                idle_benchmark(None, args.idle, args.seconds, args.reopen_rate)
+                idle_benchmark(128, args.idle, args.seconds, args.reopen_rate)
+            if args.only in (None, "auth"):
+                flood_benchmark(args.seconds, args.flooders)
+            if args.only in (None, "rate-limit"):
+                rate_limit_benchmark(args.seconds, args.flooders)
+        finally:
+            node.close()
+    print_rows("bench_server_hardening", NodeServe.rows, "the same serve, same window, without the load")
     return 0
 
 

@@ -72,6 +72,26 @@ def changing_captures(capture: bytes, variants: int = VARIANTS) -> list[bytes]:
     return [varied(step) for step in range(variants)]
 
 
+class Cycling:
+    """A RouteServer responder that answers each request with the next of `bodies` (successive
+    scrapes of one target), counting the requests it served."""
+
+    def __init__(self, bodies: list[bytes]) -> None:
+        self.bodies = bodies
+        self.served = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, handler) -> None:  # type: ignore[no-untyped-def]
+        with self._lock:
+            body = self.bodies[self.served % len(self.bodies)]
+            self.served += 1
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/plain; version=0.0.4")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+
 def serve_engines(targets: int) -> None:
     """Child process: /engine-N/metrics answers the capture, each request the next variant."""
     from tests.support import RouteServer
@@ -79,25 +99,10 @@ def serve_engines(targets: int) -> None:
     server = RouteServer()
     server._server.handle_error = lambda request, address: None  # resets at exit are routine
     bodies = changing_captures(CAPTURE.read_bytes())
-    counters = [0] * targets
-    lock = threading.Lock()
-
-    def route(index: int):  # type: ignore[no-untyped-def]
-        def respond(handler):  # type: ignore[no-untyped-def]
-            with lock:
-                body = bodies[counters[index] % len(bodies)]
-                counters[index] += 1
-            handler.send_response(200)
-            handler.send_header("Content-Type", "text/plain; version=0.0.4")
-            handler.send_header("Content-Length", str(len(body)))
-            handler.end_headers()
-            handler.wfile.write(body)
-
-        return respond
-
-    for index in range(targets):
-        server.routes[f"/engine-{index}/metrics"] = route(index)
-    server.routes["/requests"] = lambda handler: _answer(handler, str(sum(counters)).encode())
+    engines = [Cycling(bodies) for _ in range(targets)]
+    for index, engine in enumerate(engines):
+        server.routes[f"/engine-{index}/metrics"] = engine
+    server.routes["/requests"] = lambda handler: _answer(handler, str(sum(e.served for e in engines)).encode())
     print(server.port, flush=True)
     sys.stdin.read()  # until the parent closes it
 

@@ -1,4 +1,5 @@
-"""The seed case of DESIGN.md beside the simulated `prompt-growth`: one offline run per seed, one table.
+"""The seed case (docs/design.md#the-worked-case) beside the simulated `prompt-growth`: one offline
+run per seed, one table.
 
 Seed (13B code-completion model, 4 nodes x 8 A100 80GB, prompt template 200 -> 800 tokens of input):
 P99 800 ms -> 2.5 s, throughput -40 %, running 32 -> 18 with the queue growing, SM active 45 %,

@@ -36,7 +36,7 @@ TESTS_DIR = REPO / "alerts" / "tests"
 RUNBOOKS = REPO / "docs" / "runbooks"
 ALERTMANAGER = REPO / "deploy" / "local" / "alertmanager.yml"
 
-# The alerts the issue asks for, with the severities DESIGN.md fixes for the two pages.
+# The alerts the issue asks for, with the severities docs/design.md#alerts fixes for the two pages.
 REQUIRED_ALERTS = {
     "LLMDecodeMemoryBandwidthSaturated",
     "LLMKVCacheSaturated",

@@ -304,7 +304,8 @@ def test_odd_values_never_crash(value: float) -> None:
 
 
 def test_seed_case_full_cache_behind_saturated_hbm_ranks_decode_first_with_kv_active() -> None:
-    # DESIGN.md's worked case after the prompt change: DRAM 0.9, KV full, waiting growing, ITL 2x.
+    # The worked case (docs/design.md#the-worked-case) after the prompt change: DRAM 0.9, KV full,
+    # waiting growing, ITL 2x.
     d, _ = run(
         Diagnoser(),
         30,

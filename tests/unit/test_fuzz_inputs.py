@@ -26,12 +26,13 @@ from hypothesis import strategies as st
 from exporter.config import ConfigError, build
 from exporter.config import load_file as load_config_file
 from exporter.loop import SourceStatus
-from exporter.settings import EngineTarget, GatewayTarget
+from exporter.settings import EngineTarget, GatewayTarget, GpuSettings
 from exporter.sources.base import Source
-from exporter.sources.dcgm_exporter import DcgmExporterSource
 from exporter.sources.engine import EngineSource
+from exporter.sources.engines import MAPPINGS as ENGINES
 from exporter.sources.gateway import GatewaySource
-from exporter.sources.gpu import DEVICE_EXPORTERS
+from exporter.sources.gpu import GPU_MODES
+from exporter.sources.gpu_exporters.dcgm_exporter import DcgmExporterSource
 from exporter.sources.rdma import RdmaSource
 from exporter.webconfig import load_web_config
 from tests.fuzz.properties import FILE_FATES, assert_renders_and_parses_back, canned_open_body, change_file, collect
@@ -44,9 +45,8 @@ ENGINE_CAPTURES = sorted(ENGINE_FIXTURES.glob("*.prom"))
 GATEWAY_CAPTURES = sorted((FIXTURES / "gateways").glob("*.txt"))
 DCGM_CAPTURES = sorted((FIXTURES / "dcgm-exporter").glob("*.prom"))
 # The vendors' exporters (AMD, Ascend, Gaudi): every capture, one mutated payload source.
-DEVICE_CAPTURES = sorted(
-    p for d in ("amd-exporter", "ascend-exporter", "gaudi-exporter") for p in (FIXTURES / d).glob("*.txt")
-)
+# Each vendor exporter's captures sit in tests/fixtures/<its mode>/.
+DEVICE_CAPTURES = sorted(p for m in GPU_MODES.values() if m.spec for p in (FIXTURES / m.name).glob("*.txt"))
 _LINES = {
     path: path.read_text(encoding="utf-8").split("\n")
     for path in (*ENGINE_CAPTURES, *GATEWAY_CAPTURES, *DCGM_CAPTURES, *DEVICE_CAPTURES)
@@ -123,7 +123,7 @@ def _collect(source: Source, now: float = 0.0) -> tuple[list, SourceStatus]:
 
 
 @FUZZ
-@given(mutated_capture(ENGINE_CAPTURES), st.sampled_from([None, "vllm", "sglang", "tgi", "trtllm", "triton"]))
+@given(mutated_capture(ENGINE_CAPTURES), st.sampled_from([None, *ENGINES.names()]))
 def test_engine_source_on_mutated_payloads(payload: str, engine_type: str | None) -> None:
     source = EngineSource(
         EngineTarget(
@@ -172,9 +172,9 @@ def test_dcgm_exporter_source_on_mutated_payloads(payload: str) -> None:
 
 
 @FUZZ
-@given(mutated_capture(DEVICE_CAPTURES), st.sampled_from(["amd", "ascend", "gaudi"]))
-def test_vendor_exporter_sources_on_mutated_payloads(payload: str, vendor: str) -> None:
-    source = DEVICE_EXPORTERS[f"{vendor}-exporter"]("http://127.0.0.1:9/metrics")
+@given(mutated_capture(DEVICE_CAPTURES), st.sampled_from([mode.name for mode in GPU_MODES.values() if mode.spec]))
+def test_vendor_exporter_sources_on_mutated_payloads(payload: str, mode: str) -> None:
+    source = GPU_MODES[mode].build(GpuSettings(mode, "http://127.0.0.1:9/metrics"), None, 5.0)
     with mock.patch("exporter.sources.device_exporter.open_body", canned_open_body(payload.encode, "text/plain")):
         metrics, status = _collect(source)
     assert_renders_and_parses_back(metrics, [status])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from exporter.attribution import PodContainer
-from exporter.sources.dcgm_exporter import readings_from_text
+from exporter.sources.gpu_exporters.dcgm_exporter import readings_from_text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm-exporter"
 T4 = "dcgm-exporter-t4-pods-runai-1-workload.prom"

@@ -9,13 +9,13 @@ import pytest
 from exporter.app import build_pipeline
 from exporter.attribution import Attributor
 from exporter.config import build
-from exporter.sources.amd_exporter import AmdExporterSource
 from exporter.sources.amd_smi import AmdSmiSource
-from exporter.sources.ascend_exporter import AscendExporterSource
 from exporter.sources.dcgm import DcgmSource
-from exporter.sources.dcgm_exporter import DcgmExporterSource
-from exporter.sources.gaudi_exporter import GaudiExporterSource
 from exporter.sources.gpu import build_gpu_source
+from exporter.sources.gpu_exporters.amd_exporter import AmdExporterSource
+from exporter.sources.gpu_exporters.ascend_exporter import AscendExporterSource
+from exporter.sources.gpu_exporters.dcgm_exporter import DcgmExporterSource
+from exporter.sources.gpu_exporters.gaudi_exporter import GaudiExporterSource
 from exporter.sources.nvml import NvmlSource
 
 YES = lambda: (True, "it answers")  # noqa: E731

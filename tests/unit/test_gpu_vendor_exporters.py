@@ -10,12 +10,12 @@ import pytest
 from exporter.attribution import Attributor, PodContainer
 from exporter.catalogue import CATALOGUE
 from exporter.settings import GpuAttribution
-from exporter.sources.amd_exporter import AMD_EXPORTER, AmdExporterSource
-from exporter.sources.ascend_exporter import ASCEND_EXPORTER, AscendExporterSource
 from exporter.sources.base import SourceError, collect_now
 from exporter.sources.device_exporter import readings_from_text
-from exporter.sources.gaudi_exporter import GAUDI_EXPORTER, GaudiExporterSource
 from exporter.sources.gpu_common import PERCENT
+from exporter.sources.gpu_exporters.amd_exporter import AMD_EXPORTER, AmdExporterSource
+from exporter.sources.gpu_exporters.ascend_exporter import ASCEND_EXPORTER, AscendExporterSource
+from exporter.sources.gpu_exporters.gaudi_exporter import GAUDI_EXPORTER, GaudiExporterSource
 from tests.support import RouteServer, respond_with
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

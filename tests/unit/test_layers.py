@@ -1,5 +1,5 @@
 """The package's layers, bottom to top: a module may import its own layer and the ones below,
-never one above (DESIGN.md, "Layout"). Lazy imports inside functions count too: an import that
+never one above (docs/design.md#layout). Lazy imports inside functions count too: an import that
 climbs back up is a two-way tie whether it runs at start-up or later.
 """
 
@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "exporter",
             "exporter.validation",
+            "exporter.registry",
             "exporter.model",
             "exporter.catalogue",
             "exporter.window",
@@ -38,9 +39,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # A stage's record and scorer (exporter/stages/<id>.py): plain data and pure functions of
     # normalized samples, read by the diagnosis and by the rules, dashboards, report and demo.
     ("stages", ("exporter.stages",)),
-    ("config", ("exporter.config", "exporter.config_targets")),
     ("attribution", ("exporter.attribution",)),
     ("sources", ("exporter.sources",)),
+    # The configuration reads the names the sources register (engine and gateway types, GPU modes).
+    ("config", ("exporter.config", "exporter.config_targets")),
     ("discovery", ("exporter.discovery",)),
     ("pipeline", ("exporter.loop", "exporter.diagnosis", "exporter.exposition", "exporter.render", "exporter.slo")),
     (
@@ -74,7 +76,7 @@ def layer_of(module: str) -> int:
             if (module == prefix or nested) and len(prefix) > best_length:
                 best, best_length = index, len(prefix)
     if best < 0:
-        raise KeyError(f"{module} is in no layer: add it to LAYERS (and to DESIGN.md)")
+        raise KeyError(f"{module} is in no layer: add it to LAYERS (and to docs/design.md#layout)")
     return best
 
 

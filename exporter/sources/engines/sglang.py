@@ -39,6 +39,7 @@ from exporter.sources.engines.common import (
     reduce_by_model,
     spellings,
 )
+from exporter.sources.engines.registry import MAPPINGS
 from exporter.sources.engines.slices import read_engine_slices
 
 
@@ -143,3 +144,6 @@ class SglangMapping(DeclarativeMapping):
 
     def read_slices(self, parsed: ParsedSamples, limits: ScrapeLimits, readings: Sequence[EngineReading]) -> None:
         read_engine_slices(self, parsed, limits, readings, QUEUE_COUNTS)
+
+
+MAPPINGS.register(SglangMapping(), order=30)

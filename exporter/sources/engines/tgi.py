@@ -9,6 +9,7 @@ inter-token signal is the per-request mean time per token.
 from __future__ import annotations
 
 from exporter.sources.engines.common import DeclarativeMapping, HistogramSignal, Signal, has_prefix
+from exporter.sources.engines.registry import MAPPINGS
 
 
 class TgiMapping(DeclarativeMapping):
@@ -28,3 +29,6 @@ class TgiMapping(DeclarativeMapping):
 
     def matches(self, names: set[str]) -> bool:
         return has_prefix(names, "tgi_")
+
+
+MAPPINGS.register(TgiMapping(), order=40)

@@ -20,6 +20,7 @@ from exporter.sources.engines.common import (
     has_prefix,
     reduce_by_model,
 )
+from exporter.sources.engines.registry import MAPPINGS
 
 _REQUESTS = "nv_trt_llm_request_metrics"
 _KV_BLOCKS = "nv_trt_llm_kv_cache_block_metrics"
@@ -72,3 +73,8 @@ class TritonMapping(DeclarativeMapping):
         for model, value in pending.items():
             if reading(model).requests_waiting is None:
                 reading(model).requests_waiting = value
+
+
+# Before vLLM: a Triton serving TensorRT-LLM models can carry a vLLM backend's `vllm:` families too,
+# and its `nv_trt_llm_*` families say the server is Triton.
+MAPPINGS.register(TritonMapping(), order=10)

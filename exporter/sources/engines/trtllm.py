@@ -21,6 +21,7 @@ from exporter.sources.engines.common import (
     read_counter,
     reduce_by_model,
 )
+from exporter.sources.engines.registry import MAPPINGS
 
 _EARLY_HISTOGRAMS = ("time_to_first_token_seconds", "e2e_request_latency_seconds")
 
@@ -71,3 +72,8 @@ class TrtllmMapping(DeclarativeMapping):
             hits = reading(model).prefix_cache_hits_total
             if hits is not None:
                 reading(model).prefix_cache_queries_total = hits + miss
+
+
+# Last: its first release's families are unprefixed (vLLM's names without `vllm:`), so a payload
+# another mapping recognises is that engine's.
+MAPPINGS.register(TrtllmMapping(), order=90)

@@ -32,6 +32,7 @@ from exporter.sources.engines.common import (
     read_counter,
     reduce_by_model,
 )
+from exporter.sources.engines.registry import MAPPINGS
 
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
 # vLLM's CacheConfig fields (labels of `vllm:cache_config_info`, vllm/v1/metrics/loggers.py
@@ -235,3 +236,6 @@ def lora_slots(series: dict[LabelKey, float]) -> tuple[float | None, float | Non
         return None, total
     running = [name for name in labels["running_lora_adapters"].split(",") if name]
     return float(len(running)), total
+
+
+MAPPINGS.register(VllmMapping(), order=20)

@@ -1,37 +1,22 @@
-"""Gateway mappings, one module per gateway, and detection from the metric names."""
+"""Gateway mappings, one module per gateway, each registered by itself (registry.py), and detection
+from the metric names. Importing this package imports every module in it, so adding a gateway type
+is adding its module (docs/contributing.md)."""
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
+from exporter.registry import import_modules
 from exporter.sources.gateways.common import GatewayMapping
-from exporter.sources.gateways.dynamo_frontend import DynamoFrontendMapping
-from exporter.sources.gateways.envoy_ai_gateway import EnvoyAiGatewayMapping
-from exporter.sources.gateways.epp import EppMapping
-from exporter.sources.gateways.haproxy import HaproxyMapping
-from exporter.sources.gateways.ingress_nginx import IngressNginxMapping
-from exporter.sources.gateways.litellm import LitellmMapping
-from exporter.sources.gateways.llmd_coordinator import LlmdCoordinatorMapping
+from exporter.sources.gateways.registry import MAPPINGS
 
-MAPPINGS = MappingProxyType(
-    {
-        m.gateway_type: m
-        for m in (
-            EppMapping(),
-            EnvoyAiGatewayMapping(),
-            LitellmMapping(),
-            HaproxyMapping(),
-            IngressNginxMapping(),
-            DynamoFrontendMapping(),
-            LlmdCoordinatorMapping(),
-        )
-    }
-)
+import_modules(__name__, __path__)
 
 
 def detect(names: set[str]) -> GatewayMapping | None:
-    """The first mapping whose names the payload has; EPP before the AI Gateway that fronts it."""
+    """The first mapping whose names the payload has, in the registered order."""
     for mapping in MAPPINGS.values():
         if mapping.matches(names):
             return mapping
     return None
+
+
+__all__ = ["MAPPINGS", "GatewayMapping", "detect"]

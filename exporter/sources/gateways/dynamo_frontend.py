@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from exporter.promtext import ParsedSamples
 from exporter.sources.gateways.common import GatewayMapping, GatewayReading, histogram_names, merged_histogram, total
+from exporter.sources.gateways.registry import MAPPINGS
 
 REQUESTS = "dynamo_frontend_requests_total"
 HISTOGRAMS = {
@@ -72,3 +73,6 @@ class DynamoFrontendMapping(GatewayMapping):
         reading.requests_in_flight = total(parsed.get(IN_FLIGHT, {}))
         reading.requests_queued = total(parsed.get(ROUTER_PENDING, {}))
         return reading
+
+
+MAPPINGS.register(DynamoFrontendMapping(), order=60)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from exporter.promtext import ParsedSamples
 from exporter.sources.gateways.common import GatewayMapping, GatewayReading, histogram_names, merged_histogram
+from exporter.sources.gateways.registry import MAPPINGS
 
 DURATION = "gen_ai_server_request_duration_seconds"
 TTFT = "gen_ai_server_time_to_first_token_seconds"
@@ -36,3 +37,6 @@ class EnvoyAiGatewayMapping(GatewayMapping):
             if histogram is not None:
                 reading.histograms[key] = histogram
         return reading
+
+
+MAPPINGS.register(EnvoyAiGatewayMapping(), order=20)

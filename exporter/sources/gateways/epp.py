@@ -20,6 +20,7 @@ from exporter.sources.gateways.common import (
     status_key,
     total,
 )
+from exporter.sources.gateways.registry import MAPPINGS
 
 REQUESTS = ("llm_d_epp_request_total", "inference_objective_request_total", "inference_model_request_total")
 ERRORS = (
@@ -106,3 +107,7 @@ class EppMapping(GatewayMapping):
         if ready is not None:
             reading.backends["up"] = ready
         return reading
+
+
+# Before the Envoy AI Gateway that fronts it: a payload of both is the endpoint picker's.
+MAPPINGS.register(EppMapping(), order=10)

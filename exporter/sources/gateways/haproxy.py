@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from exporter.promtext import LabelKey, ParsedSamples
 from exporter.sources.gateways.common import GatewayMapping, GatewayReading, total
+from exporter.sources.gateways.registry import MAPPINGS
 
 _P = "haproxy_"
 RESPONSES = _P + "frontend_http_responses_total"
@@ -76,3 +77,6 @@ class HaproxyMapping(GatewayMapping):
             reading.backends["up"] = total(status, {"state": "UP"}) or 0.0
             reading.backends["down"] = total(status, {"state": "DOWN"}) or 0.0
         return reading
+
+
+MAPPINGS.register(HaproxyMapping(), order=40)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from exporter.promtext import ParsedSamples
 from exporter.sources.gateways.common import GatewayMapping, GatewayReading, histogram_names, merged_histogram, total
+from exporter.sources.gateways.registry import MAPPINGS
 
 _P = "nginx_ingress_controller_"
 REQUESTS = _P + "requests"
@@ -43,3 +44,6 @@ class IngressNginxMapping(GatewayMapping):
         reading.connections_active = total(connections, {"state": "active"})
         reading.requests_in_flight = total(connections, {"state": "writing"})
         return reading
+
+
+MAPPINGS.register(IngressNginxMapping(), order=50)

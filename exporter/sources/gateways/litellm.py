@@ -18,6 +18,7 @@ from exporter.sources.gateways.common import (
     newest,
     total,
 )
+from exporter.sources.gateways.registry import MAPPINGS
 
 REQUESTS = ("litellm_proxy_total_requests_metric_total", "litellm_proxy_total_requests_metric")
 HISTOGRAMS = {
@@ -63,3 +64,6 @@ class LitellmMapping(GatewayMapping):
             reading.backends["up"] = float(sum(1 for v in states.values() if v < 2))
             reading.backends["down"] = float(sum(1 for v in states.values() if v >= 2))
         return reading
+
+
+MAPPINGS.register(LitellmMapping(), order=30)

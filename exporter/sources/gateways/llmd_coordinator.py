@@ -16,6 +16,7 @@ import math
 
 from exporter.promtext import ParsedSamples
 from exporter.sources.gateways.common import GatewayMapping, GatewayReading, histogram_names, merged_histogram, total
+from exporter.sources.gateways.registry import MAPPINGS
 
 PREFIX = "llm_d_coordinator_"
 REQUESTS = PREFIX + "request_total"
@@ -54,3 +55,6 @@ class LlmdCoordinatorMapping(GatewayMapping):
                 reading.steps[step] = histogram
         reading.requests_in_flight = total(parsed.get(RUNNING, {}))
         return reading
+
+
+MAPPINGS.register(LlmdCoordinatorMapping(), order=70)

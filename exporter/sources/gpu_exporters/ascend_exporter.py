@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from exporter.sources.device_exporter import DeviceExporterSource, DeviceExporterSpec, LabelledFamily
 from exporter.sources.gpu_common import MIB, PERCENT
+from exporter.sources.gpu_modes import GPU_MODES, exporter_mode
 
 ASCEND_EXPORTER = DeviceExporterSpec(
     vendor="ascend",
@@ -55,3 +56,6 @@ ASCEND_EXPORTER = DeviceExporterSpec(
 class AscendExporterSource(DeviceExporterSource):
     name = "ascend-exporter"
     spec = ASCEND_EXPORTER
+
+
+GPU_MODES.register(exporter_mode(AscendExporterSource, "Huawei Ascend npu-exporter", port=8082))

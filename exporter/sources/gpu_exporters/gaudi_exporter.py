@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from exporter.sources.device_exporter import DeviceExporterSource, DeviceExporterSpec
 from exporter.sources.gpu_common import PERCENT
+from exporter.sources.gpu_modes import GPU_MODES, exporter_mode
 
 GAUDI_EXPORTER = DeviceExporterSpec(
     vendor="gaudi",
@@ -40,3 +41,6 @@ GAUDI_EXPORTER = DeviceExporterSpec(
 class GaudiExporterSource(DeviceExporterSource):
     name = "gaudi-exporter"
     spec = GAUDI_EXPORTER
+
+
+GPU_MODES.register(exporter_mode(GaudiExporterSource, "Intel Gaudi metric exporter", port=41611))

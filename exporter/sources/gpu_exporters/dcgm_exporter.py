@@ -17,6 +17,7 @@ from exporter.attribution import PodContainer
 from exporter.promtext import LabelKey, ParsedSamples, parse_wanted
 from exporter.sources.device_exporter import ExporterIngest
 from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, scaled
+from exporter.sources.gpu_modes import GPU_MODES, exporter_mode
 
 # (family, scale) by dcgm-exporter metric name; old name first, DCGM 4.6 name second.
 _PERCENT, _RATIO = PERCENT, 1.0
@@ -154,3 +155,6 @@ class DcgmExporterSource(ExporterIngest):
                 if values:
                     reading.labels[label] = ",".join(sorted(values))
         return readings, owners
+
+
+GPU_MODES.register(exporter_mode(DcgmExporterSource, "dcgm-exporter", port=9400, vendor="nvidia"))

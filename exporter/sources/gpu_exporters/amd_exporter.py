@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from exporter.sources.device_exporter import DeviceExporterSource, DeviceExporterSpec, LabelledFamily
 from exporter.sources.gpu_common import MIB, PERCENT
+from exporter.sources.gpu_modes import GPU_MODES, exporter_mode
 
 KIB = 1024.0
 
@@ -59,3 +60,6 @@ AMD_EXPORTER = DeviceExporterSpec(
 class AmdExporterSource(DeviceExporterSource):
     name = "amd-exporter"
     spec = AMD_EXPORTER
+
+
+GPU_MODES.register(exporter_mode(AmdExporterSource, "AMD device-metrics-exporter", port=5000))
