@@ -1,11 +1,12 @@
-"""docs/metrics.md's disaggregated-serving part, written from the connectors' specs and the roles' table
-(exporter/sources/engines/kv_transfer.py, roles.py), so it cannot drift from what is read."""
+"""docs/metrics.md's disaggregated-serving part, written from the connectors each engine mapping declares
+(`kv_connectors`, exporter/sources/engines/kv_transfer.py) and the roles' table (roles.py), so it cannot
+drift from what is read."""
 
 from __future__ import annotations
 
 from exporter.catalogue.disagg import TTFT_PARTS
-from exporter.sources.engines import kv_transfer
-from exporter.sources.engines.kv_transfer import Connector
+from exporter.sources.engines import MAPPINGS as ENGINES
+from exporter.sources.engines.connectors import Connector
 from exporter.sources.engines.roles import ROLE_LABELS, ROLE_WORDS
 
 #: the series one prefill/decode pair may add over two unified engines (test_cardinality_budget.py)
@@ -58,7 +59,10 @@ def pd_reference() -> list[str]:
         "one, its `kv_transfer_latency_ms` (or, before its histograms, that gauge's values as scraped) where not.",
         "",
     ]
-    for engine, connectors in kv_transfer.CONNECTORS.items():
+    for engine, mapping in ENGINES.items():
+        connectors = mapping.kv_connectors
+        if not connectors:
+            continue
         lines += [f"### {engine}", "", "| family | " + " | ".join(f"`{c.name}`" for c in connectors) + " |"]
         lines.append("|---|" + "---|" * len(connectors))
         tables = [_names(c) for c in connectors]

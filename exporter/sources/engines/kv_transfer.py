@@ -39,51 +39,8 @@ from exporter.sources.engines.common import (
     reduce_by_model,
     spellings,
 )
-
-#: (wire name, label=value it must carry or "") of a counter or gauge
-Series = tuple[str, str]
-
-
-@dataclass(frozen=True)
-class Connector:
-    """Where one connector's figures are, for one engine's exposition."""
-
-    name: str
-    #: histograms of each transfer's time (newest spelling first), in `latency_scale` of a second
-    latency: tuple[str, ...] = ()
-    latency_scale: float = 1.0
-    #: histograms of each transfer's size: `_sum` is the bytes (x `size_scale`), `_count` the transfers
-    size: tuple[str, ...] = ()
-    size_scale: float = 1.0
-    #: counters where there are no histograms (offloading, TENT, LMCache)
-    bytes_counters: tuple[Series, ...] = ()
-    seconds_counters: tuple[Series, ...] = ()
-    transfer_counters: tuple[Series, ...] = ()
-    failures: tuple[tuple[str, tuple[Series, ...]], ...] = ()
-    expired: tuple[Series, ...] = ()
-    retries: tuple[Series, ...] = ()
-    #: the engine's own speed histogram (GB/s), read only to say how far it is off
-    speed: tuple[str, ...] = ()
-    #: a last-value gauge of the last transfer's latency (SGLang before its histograms), in seconds x scale
-    last_latency: tuple[Series, ...] = ()
-    #: why the latency is not the plain per-transfer wire time, for the evidence
-    latency_note: str = ""
-
-    def names(self) -> set[str]:
-        found: set[str] = set()
-        for base in (*self.latency, *self.size, *self.speed):
-            found.update((base + "_bucket", base + "_sum", base + "_count"))
-        counters = (
-            *self.bytes_counters,
-            *self.seconds_counters,
-            *self.transfer_counters,
-            *self.expired,
-            *self.retries,
-            *self.last_latency,
-            *(s for _, series in self.failures for s in series),
-        )
-        found.update(counter_spellings([name for name, _ in counters]))
-        return found
+from exporter.sources.engines.connectors import Connector, Series
+from exporter.sources.engines.registry import MAPPINGS
 
 
 @dataclass(slots=True)
@@ -107,6 +64,24 @@ class KvTransferReading:
     #: the engine's own speed histogram, bytes per second (the figure not to trust)
     engine_speed: Histogram | None = None
     last_latency_seconds: float | None = None
+
+
+def connector_names(connector: Connector) -> set[str]:
+    """Every sample name a connector's figures are read from."""
+    found: set[str] = set()
+    for base in (*connector.latency, *connector.size, *connector.speed):
+        found.update((base + "_bucket", base + "_sum", base + "_count"))
+    counters = (
+        *connector.bytes_counters,
+        *connector.seconds_counters,
+        *connector.transfer_counters,
+        *connector.expired,
+        *connector.retries,
+        *connector.last_latency,
+        *(s for _, series in connector.failures for s in series),
+    )
+    found.update(counter_spellings([name for name, _ in counters]))
+    return found
 
 
 def _sglang(*names: str) -> tuple[str, ...]:
@@ -186,11 +161,6 @@ TRTLLM_CONNECTOR = Connector(
     transfer_counters=(("trtllm_kv_transfer_success_total", ""),),
     speed=("trtllm_kv_transfer_speed_gb_s",),
 )
-CONNECTORS: Mapping[str, tuple[Connector, ...]] = {
-    "vllm": VLLM_CONNECTORS,
-    "sglang": (SGLANG_CONNECTOR,),
-    "trtllm": (TRTLLM_CONNECTOR,),
-}
 FETCH_BY_STAGE = "vllm:num_requests_kv_fetch_by_stage"
 PROMPT_BY_SOURCE = "vllm:prompt_tokens_by_source_total"
 SGLANG_STAGES = _sglang("per_stage_req_latency_seconds")
@@ -208,11 +178,17 @@ ENGINE_NAMES: Mapping[str, frozenset[str]] = {
 }
 
 
+def connectors(engine_type: str) -> tuple[Connector, ...]:
+    """The connectors an engine type's mapping declares (`EngineMapping.kv_connectors`)."""
+    mapping = MAPPINGS.get(engine_type)
+    return () if mapping is None else mapping.kv_connectors
+
+
 def wanted(engine_type: str) -> frozenset[str]:
     """Every sample name the hand-over of this engine type is read from."""
     names: set[str] = set(ENGINE_NAMES.get(engine_type, ()))
-    for connector in CONNECTORS.get(engine_type, ()):
-        names |= connector.names()
+    for connector in connectors(engine_type):
+        names |= connector_names(connector)
     return frozenset(names)
 
 
@@ -221,7 +197,7 @@ def read(
 ) -> dict[str, list[KvTransferReading]]:
     """Per model, one reading per connector the exposition has figures of (none: no hand-over seen)."""
     found: dict[str, list[KvTransferReading]] = {}
-    for connector in CONNECTORS.get(engine_type, ()):
+    for connector in connectors(engine_type):
         for model, reading in _connector(connector, parsed, duplicate_labels).items():
             found.setdefault(model, []).append(reading)
     if engine_type == "sglang":
