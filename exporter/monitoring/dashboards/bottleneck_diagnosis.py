@@ -86,8 +86,8 @@ def no_gateway_guide() -> str:
     return prose(
         "**No gateway is configured**, so the panels of this row would stay empty. The stages before the "
         "engine are scored per gateway: add the gateway in front of the engines to the exporter "
-        "configuration's `gateways:` (its metrics URL and type: epp, envoy-ai-gateway, litellm, haproxy, "
-        "ingress-nginx; docs/configuration.md), and `probes:` through it for the client network, then "
+        "configuration's `gateways:` (its metrics URL and its type, one of the gateway types in docs/metrics.md; "
+        "docs/configuration.md), and `probes:` through it for the client network, then "
         "regenerate the dashboards (`generate --exporter-config FILE`) to unfold this row."
     )
 
