@@ -11,16 +11,20 @@ receive rate: close together, the KV crosses the fabric (docs/metrics.md, "Disag
 from __future__ import annotations
 
 from exporter.monitoring.config import MonitoringConfig
-from exporter.monitoring.dashboards.board import Board, summary
+from exporter.monitoring.dashboards.board import Board, alert_runbook_links, summary
 from exporter.monitoring.dashboards.queries import Scope
 from exporter.stages.evidence import drawn
 from exporter.stages.kv_transfer import SHARE_HIGH, SHARE_LOW
+from exporter.stages.kv_transfer import STAGE as KV_TRANSFER
 from exporter.stages.panels import Line, Query, Unit, ratio, timeseries
 
 UID = "llm-disaggregated"
 TITLE = "LLM serving / Disaggregated serving"
 VARIABLES = ("datasource", "cluster", "namespace", "node", "model")
 ROLES = ("prefill", "decode")
+#: the alerts that page on what this board shows (exporter/monitoring/pd_rules.py, the kv_transfer stage's)
+IMBALANCE = "LLMPrefillDecodeImbalance"
+HAND_OVER_LOST = ("LLMKVTransferFailures", "LLMKVTransferExpired")
 
 
 def board(config: MonitoringConfig) -> Board:
@@ -32,6 +36,8 @@ def board(config: MonitoringConfig) -> Board:
     )
 
     pools, p95 = 'role=~"prefill|decode"', 'quantile="0.95"'
+    balance = alert_runbook_links(config, IMBALANCE)
+    transfer_bound = alert_runbook_links(config, *(alert.name for alert in KV_TRANSFER.alerts))
     transfer_parts = 'part=~"transfer|transfer_queue"'
 
     def pooled(op: str, family: str, rate: bool = False) -> str:
@@ -46,6 +52,7 @@ def board(config: MonitoringConfig) -> Board:
             unit=Unit.COUNT,
             lines=drawn(s, "llm_engine_requests_waiting"),
             description="A decode worker's count includes the requests parked for their KV (see pending hand-overs).",
+            links=balance,
         ),
         timeseries(
             "Running per worker",
@@ -58,6 +65,7 @@ def board(config: MonitoringConfig) -> Board:
             lines=drawn(s, "llm_engine_kv_cache_usage_ratio"),
             description="A prefill worker holds KV until the decode side has read it: a full prefill pool with idle "
             "compute is decode back-pressure.",
+            links=balance,
         ),
         timeseries(
             "Time to first token p95 per pool",
@@ -76,6 +84,7 @@ def board(config: MonitoringConfig) -> Board:
             Query(f"count {by_role} ({s('llm_engine_up', pools)} == 1)", "{{model}} {{role}}"),
             unit=Unit.COUNT,
             description="The P:D ratio the balance is read against (LLMPrefillDecodeImbalance).",
+            links=balance,
         ),
     )
     b.row(
@@ -89,6 +98,7 @@ def board(config: MonitoringConfig) -> Board:
             description="gateway queue, prefill queue, prefill compute, decode admission, transfer queue, transfer, "
             "first decode step, and what a measured end-to-end TTFT leaves unexplained; a part no component "
             "measures is absent, not 0.",
+            links=transfer_bound,
         ),
         timeseries(
             "Transfer share of TTFT",
@@ -103,6 +113,7 @@ def board(config: MonitoringConfig) -> Board:
             lines=(Line(SHARE_LOW, "orange"), Line(SHARE_HIGH, "red")),
             width=8,
             description="The KV transfer stage ramps from 20 % to 40 % of the time to first token.",
+            links=transfer_bound,
         ),
     )
     b.row(
@@ -114,12 +125,14 @@ def board(config: MonitoringConfig) -> Board:
                 "{{model}} {{role}} {{connector}}",
             ),
             unit=Unit.SECONDS,
+            links=transfer_bound,
         ),
         timeseries(
             "KV moved vs RDMA received",
             Query(f"sum by (model) ({s.rate('llm_kv_transfer_bytes_total')})", "{{model}} KV bytes"),
             Query(f"sum ({s.rate('llm_rdma_port_receive_bytes_total')})", "RDMA receive"),
             unit=Unit.BYTES_PER_SECOND,
+            links=transfer_bound,
         ),
         timeseries(
             "Speed while transferring",
@@ -129,6 +142,7 @@ def board(config: MonitoringConfig) -> Board:
             ),
             unit=Unit.BYTES_PER_SECOND,
             description="Bytes over transfer time, recomputed by the exporter (never SGLang's own speed figure).",
+            links=transfer_bound,
         ),
         timeseries(
             "Pending hand-overs",
@@ -137,6 +151,7 @@ def board(config: MonitoringConfig) -> Board:
                 "{{model}} {{side}}",
             ),
             unit=Unit.COUNT,
+            links=transfer_bound,
         ),
         timeseries(
             "Failed and expired hand-overs",
@@ -144,6 +159,7 @@ def board(config: MonitoringConfig) -> Board:
             Query(f"sum by (model) ({s.rate('llm_kv_transfer_expired_total')})", "{{model}} expired"),
             unit=Unit.PER_SECOND,
             lines=(failure_line,),
+            links=alert_runbook_links(config, *HAND_OVER_LOST),
         ),
     )
     return b
