@@ -90,6 +90,14 @@ def pd_reference() -> list[str]:
         "never used as `transfer`. llm-d's P/D coordinator exports no TTFT (it does not read the decode stream); "
         'its `llm_gateway_step_duration_seconds{step="prefill"}` against the prefill pool\'s TTFT gives the hops.',
         "",
+        "**Per model, in the recording rules**: a disaggregated model's requests and answers are counted where "
+        'they end (`role!="prefill"`), its prompt tokens where they are computed (`role!="decode"`); its time to '
+        "first token, inter-token and end-to-end quantiles (`model_quantile:…:histogram_quantile`) are the larger of "
+        "its workers' quantiles, never both pools' buckets summed (a prefill worker's one-token answers would pull "
+        "them down; the engines' own histograms carry no role). Each leg is part of every request, so the figure "
+        "is a lower bound that follows the leg that grew; the whole request's is the gateway's "
+        '(`measured_at="gateway"`) or the sum of the TTFT parts.',
+        "",
         f"**Series budget**: a prefill/decode pair adds at most {PAIR_SERIES_BUDGET} series over two unified "
         "engines: the role info, the transfer families per side and the TTFT parts of the decode worker (31 "
         "measured in vLLM's NIXL format, 34 in SGLang's, which has the sender's and receiver's queues besides; "
