@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from exporter import validation as v
 from exporter.settings import (
+    ENGINE_ROLES,
     SLICE_DIMENSIONS,
     EngineTarget,
     GatewayTarget,
@@ -32,6 +33,7 @@ ENGINE_KEYS = (
     "type",
     "name",
     "model",
+    "role",
     "basic_auth",
     "bearer_token_file",
     *field_names(ScrapeLimits),
@@ -136,6 +138,7 @@ def engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarge
     entries = []
     for at, item, entry in _scrape_targets(value, where, "--engine", ENGINE_KEYS, ENGINES.names(), defaults):
         entry["model"] = v.optional_string(item.get("model"), f"{at}.model")
+        entry["role"] = None if item.get("role") is None else v.choice(item["role"], f"{at}.role", ENGINE_ROLES)
         entry["rank_urls"] = _rank_urls(item.get("rank_urls", []), f"{at}.rank_urls", entry["url"])
         entries.append(entry)
     names = _unique_names(entries, where, "engine")
@@ -147,6 +150,7 @@ def engines(value: Any, where: str, defaults: ScrapeLimits) -> tuple[EngineTarge
             model=e["model"],
             limits=e["limits"],
             auth=e["auth"],
+            role=e["role"],
             rank_urls=e["rank_urls"],
         )
         for e, name in zip(entries, names)

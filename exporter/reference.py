@@ -7,6 +7,7 @@ file differs from what the catalogue says.
 from __future__ import annotations
 
 from exporter.catalogue import CATALOGUE
+from exporter.monitoring.pd_reference import pd_reference
 from exporter.sanity import rules_reference
 from exporter.vendor_reference import vendor_reference
 
@@ -16,6 +17,8 @@ _SECTIONS = (
     ("llm_rdma_", "RDMA ports"),
     ("llm_host_", "Host"),
     ("llm_health_", "Node health findings (docs/health.md)"),
+    ("llm_kv_transfer_", "KV hand-over between prefill and decode workers"),
+    ("llm_pd_", "Time to first token taken apart (disaggregated serving)"),
     ("llm_bottleneck_", "Bottleneck diagnosis"),
     ("llm_gateway_", "Gateways (the stages before the engine)"),
     ("llm_probe_", "Active probes (the client-network stage)"),
@@ -50,7 +53,7 @@ def metrics_reference() -> str:
         for s in rest:
             lines.append(f"| `{s.name}` | {s.type} | {', '.join(f'`{label}`' for label in s.labels)} | {s.help} |")
     lines += ["", *type_reference()]
-    lines += [*vendor_reference(), "", *gateway_clocks(), "", *ranks_and_slices()]
+    lines += [*vendor_reference(), "", *gateway_clocks(), "", *ranks_and_slices(), "", *pd_reference()]
     lines += ["", *rules_reference()]
     return "\n".join(lines) + "\n"
 

@@ -80,6 +80,15 @@ class EngineTarget:
     auth: ScrapeAuth = field(default_factory=ScrapeAuth)
     #: the endpoints of this engine's other ranks or nodes (exporter/sources/engine_urls.py)
     rank_urls: tuple[str, ...] = ()
+    #: its part of a disaggregated deployment where the operator states it (`role:`, or the pod's
+    #: role label or annotation); None: from the engine's own series (docs/metrics.md, "Roles")
+    role: str | None = None
+    #: where `role` was stated: "configuration" or "kubernetes"
+    role_source: str = "configuration"
+
+
+#: the roles an engine may be given (`engines[].role`, the pod's role annotation)
+ENGINE_ROLES = ("unified", "prefill", "decode", "encode")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from exporter.catalogue.derived import (
     REQUEST_FAMILIES,
     SLO_FAMILIES,
 )
+from exporter.catalogue.disagg import PD_FAMILIES
 from exporter.catalogue.engines import (
     ENGINE_FAMILIES,
     ENGINE_SETTINGS,
@@ -47,6 +48,7 @@ CATALOGUE: dict[str, MetricSpec] = {
     spec.name: spec
     for spec in (
         ENGINE_FAMILIES
+        + PD_FAMILIES
         + GPU_FAMILIES
         + RDMA_FAMILIES
         + HOST_FAMILIES

@@ -21,9 +21,24 @@ from exporter.catalogue.spec import (
 
 BOTTLENECK_FAMILIES: tuple[MetricSpec, ...] = families(
     ENGINE_LABELS,
-    gauge("llm_bottleneck_score", "How strongly the evidence points at this stage as the bottleneck, 0-1.", "stage"),
-    gauge("llm_bottleneck_active", "1 while the stage's score is past its threshold (with hysteresis).", "stage"),
-    gauge("llm_bottleneck_primary", "One-hot over stage (including none): the engine's main bottleneck now.", "stage"),
+    gauge(
+        "llm_bottleneck_score",
+        "How strongly the evidence points at this stage as the bottleneck, 0-1.",
+        "role",
+        "stage",
+    ),
+    gauge(
+        "llm_bottleneck_active",
+        "1 while the stage's score is past its threshold (with hysteresis).",
+        "role",
+        "stage",
+    ),
+    gauge(
+        "llm_bottleneck_primary",
+        "One-hot over stage (including none): the engine's main bottleneck now.",
+        "role",
+        "stage",
+    ),
     gauge(
         "llm_engine_state",
         "One-hot over state, the engine's state in the diagnosis (docs/diagnosis.md): up (judged), down, asleep, "
@@ -35,6 +50,7 @@ BOTTLENECK_FAMILIES: tuple[MetricSpec, ...] = families(
         "Per slice (docs/metrics.md, Slices), the score of the stages a slice can suffer alone: queueing, from the "
         "slice's own waiting requests (a low priority class waits while a high one runs). The other stages are "
         "the engine's, shared by every slice.",
+        "role",
         "stage",
         *SLICE_LABELS,
     ),

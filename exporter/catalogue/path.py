@@ -29,6 +29,18 @@ GATEWAY_FAMILIES: tuple[MetricSpec, ...] = families(
         "Time the gateway waited on its upstream (the engine and the hop to it); windowed quantiles.",
     ),
     summary("llm_gateway_queue_time_seconds", "Time requests waited in the gateway's own queue; windowed quantiles."),
+    summary(
+        "llm_gateway_kv_transfer_estimate_seconds",
+        "A router's estimate of the disaggregated KV transfer (Dynamo: the prefill's completion to the first "
+        "decode token), an upper bound that includes the decode worker's admission and first step, not the "
+        "transfer time; windowed quantiles.",
+    ),
+    summary(
+        "llm_gateway_step_duration_seconds",
+        "A disaggregating proxy's pipeline step as it times it, the backend call included (llm-d's P/D "
+        "coordinator: render, replace-media-urls, encode, prefill, conditional-decode, decode); windowed quantiles.",
+        "step",
+    ),
     gauge(
         "llm_gateway_average_seconds",
         "A mean the gateway computes itself, by phase (request_duration, upstream_duration, queue_time); "

@@ -8,8 +8,9 @@ from typing import Literal
 MetricType = Literal["gauge", "counter", "summary"]
 
 ENGINE_LABELS = ("engine", "engine_type", "model")
-# Series of an engine found through Kubernetes discovery also carry its pod's labels.
-ENGINE_SERIES_LABELS = ENGINE_LABELS + ("pod", "namespace", "container")
+# Series of an engine found through Kubernetes discovery also carry its pod's labels; an engine of
+# a disaggregated deployment its `role` (prefill, decode, encode; none on a unified engine).
+ENGINE_SERIES_LABELS = ENGINE_LABELS + ("pod", "namespace", "container", "role")
 # `engine` when the GPU is attributed to one; `pod`/`namespace`/`container` when known (kubelet
 # pod-resources or dcgm-exporter); `gpu_i_id`/`gpu_i_profile` on MIG instances (dcgm-exporter ingest).
 # `vendor` on every GPU series ("nvidia", "amd", "ascend", "gaudi"); AMD partitions keep their

@@ -18,6 +18,7 @@ from typing import Any
 
 from exporter.diagnosis.coverage import coverage_fields
 from exporter.diagnosis.path import PathDiagnoser
+from exporter.diagnosis.pd import PairDiagnosis, balance_actions, not_judged, pair_evidence, pair_json
 from exporter.diagnosis.states import EngineState, States, Status
 from exporter.diagnosis.verdict import NONE, Hysteresis
 from exporter.health.finding import Finding
@@ -26,6 +27,7 @@ from exporter.model import Metric, Sample
 from exporter.settings import Thresholds, field_names
 from exporter.stages import ENGINE, of
 from exporter.stages.inputs import EngineInputs, EngineKey, engine_inputs, engine_key
+from exporter.stages.pd_view import PdView
 from exporter.stages.queueing import slice_score
 from exporter.stages.record import StageResult
 from exporter.stages.signals import History
@@ -44,6 +46,10 @@ class EngineDiagnosis:
     actions: list[str] = field(default_factory=list)
     #: the (monotonic) time of the round that judged it
     at: float = 0.0
+    #: its part of a disaggregated deployment and where that comes from ("" while nothing says)
+    role: str = "unified"
+    role_source: str = ""
+    pd: PdView | None = None
 
     def as_json(self) -> dict[str, Any]:
         engine, engine_type, model = self.key
@@ -51,6 +57,9 @@ class EngineDiagnosis:
             "engine": engine,
             "engine_type": engine_type,
             "model": model,
+            "role": self.role,
+            "role_source": self.role_source,
+            **({"pair": pair_json(self.pd)} if self.pd is not None else {}),
             "primary": self.primary,
             "scores": {stage: round(score, 3) for stage, score in self.scores.items()},
             "active": [stage for stage, on in self.active.items() if on],
@@ -59,14 +68,16 @@ class EngineDiagnosis:
         }
 
 
-def _slice_scores(metrics: Sequence[Metric], judged: set[EngineKey], t: Thresholds) -> list[Metric]:
+def _slice_scores(
+    metrics: Sequence[Metric], judged: Mapping[EngineKey, EngineDiagnosis], t: Thresholds
+) -> list[Metric]:
     """`llm_bottleneck_slice_score` of each judged engine's slices (queueing: its own waiting)."""
     out: list[Metric] = []
     for metric in metrics:
         if metric.name == "llm_engine_slice_requests_waiting" and isinstance(metric, Sample):
             key = engine_key(metric.labels)
             if key in judged:
-                labels = {"engine": key[0], "engine_type": key[1], "model": key[2], "stage": "queueing"}
+                labels = {**_base_labels(judged[key]), "stage": "queueing"}
                 labels.update(slice_by=metric.labels["slice_by"], slice=metric.labels["slice"])
                 out.append(Sample("llm_bottleneck_slice_score", labels, round(slice_score(metric.value, t), 4)))
     return out
@@ -93,6 +104,8 @@ class Diagnoser:
         self._notes: dict[EngineKey, list[str]] = {}
         #: the stages before the engine, per gateway
         self.path = PathDiagnoser()
+        #: disaggregated pairs across the node's engines (pd.py)
+        self.pairs = PairDiagnosis()
 
     def update(
         self,
@@ -151,6 +164,7 @@ class Diagnoser:
             del self._histories[key]
             del self._last_seen[key]
             self._hysteresis.forget(key)
+        pair_metrics = self.pairs.update(self._histories, inputs.keys(), metrics, t)
         # An engine is judged once its history spans a level window: before that its means and
         # rates rest on a few points, and its "best" inter-token latency on the first one. One
         # warming up (a start or a wake moments ago) is not judged: its slowness is its warm-up.
@@ -180,7 +194,8 @@ class Diagnoser:
                 self.latest[key] = previous[key]
         self.generated_at = time.time()
         gauges = [m for d in self.latest.values() for m in self._gauges(d)] + self.states.gauges()
-        return gauges + _slice_scores(metrics, set(self.latest), t) + self.path.update(metrics, now, t)
+        slices = _slice_scores(metrics, self.latest, t)
+        return gauges + pair_metrics + slices + self.path.update(metrics, now, t)
 
     def report(self) -> dict[str, Any]:
         """The /diagnosis document (docs/design.md#http-endpoints): every engine scraped, its verdict where
@@ -189,7 +204,11 @@ class Diagnoser:
         for key in sorted(set(self.states.current) | set(self.latest)):
             verdict = self.latest.get(key)
             status = self.states.current.get(key) or Status(EngineState.UP, self.generated_at)
-            entry = verdict.as_json() if verdict is not None else _unjudged(key, self._notes.get(key, []))
+            entry = (
+                verdict.as_json()
+                if verdict is not None
+                else _unjudged(key, self._notes.get(key, []), self.inputs.get(key))
+            )
             entry.update(status.as_json())
             entry["no_verdict"] = self._why_no_verdict(key, status, verdict)
             if key in self.inputs:  # a live engine: the families its scrape lacked, its silent ranks
@@ -228,7 +247,11 @@ class Diagnoser:
     def _diagnose(self, key: EngineKey, history: History, now: float) -> EngineDiagnosis:
         t = self.thresholds
         stages = of(ENGINE)
-        results = {stage.id: stage.score(history, t) for stage in stages}
+        role = history.latest().role
+        results = {
+            stage.id: stage.score(history, t) if stage.judged_on(role) else not_judged(stage.title, role)
+            for stage in stages
+        }
         scores = {stage_id: r.score for stage_id, r in results.items()}
         active, primary = self._hysteresis.judge(key, stages, scores, t, now)
         ordered = sorted(stages, key=lambda s: (not active[s.id], -scores[s.id]))
@@ -245,13 +268,18 @@ class Diagnoser:
                 f"GPU signals unattributed: node-wide ({len(unattributed)} GPUs, no engine label, several engines): "
                 "used for this engine only where every GPU of the node agrees; set gpu_attribution to use them"
             )
+        view = history.pd
+        evidence += pair_evidence(view, evidence)
         settings = history.latest().settings
-        actions = [a for s in ordered if active[s.id] for a in s.actions_for(settings)]
-        return EngineDiagnosis(key, scores, active, results, primary, evidence, actions, now)
+        actions = [a for s in ordered if active[s.id] for a in results[s.id].actions or s.actions_for(settings)]
+        actions += balance_actions(view, role) if any(active.values()) else []
+        inputs = history.latest()
+        return EngineDiagnosis(
+            key, scores, active, results, primary, evidence, actions, now, inputs.role, inputs.role_source, view
+        )
 
     def _gauges(self, d: EngineDiagnosis) -> list[Metric]:
-        engine, engine_type, model = d.key
-        base = {"engine": engine, "engine_type": engine_type, "model": model}
+        base = _base_labels(d)
         out: list[Metric] = []
         for stage, score in d.scores.items():
             labels = {**base, "stage": stage}
@@ -262,14 +290,26 @@ class Diagnoser:
         return out
 
 
-def _unjudged(key: EngineKey, notes: list[str]) -> dict[str, Any]:
+def _base_labels(d: EngineDiagnosis) -> dict[str, str]:
+    """The labels of an engine's diagnosis series: its identity, and its role in a pair."""
+    engine, engine_type, model = d.key
+    base = {"engine": engine, "engine_type": engine_type, "model": model}
+    if d.role != "unified":
+        base["role"] = d.role
+    return base
+
+
+def _unjudged(key: EngineKey, notes: list[str], inputs: EngineInputs | None) -> dict[str, Any]:
     """An engine's /diagnosis fields without a verdict: no primary stage (null), nothing scored;
-    its evidence is the notes from outside the stages (an SLO's attainment) alone."""
+    its evidence is the notes from outside the stages (an SLO's attainment) alone. Its role is
+    known from its series before any verdict."""
     engine, engine_type, model = key
     return {
         "engine": engine,
         "engine_type": engine_type,
         "model": model,
+        "role": inputs.role if inputs is not None else "unified",
+        "role_source": inputs.role_source if inputs is not None else "",
         "primary": None,
         "scores": {},
         "active": [],

@@ -6,6 +6,8 @@ A pod opts in with annotations (values are strings, as Kubernetes requires):
     llm-bottleneck-exporter/port:   "8000"       the metrics port; default: the pod's only declared port
     llm-bottleneck-exporter/path:   "/metrics"   default /metrics
     llm-bottleneck-exporter/type:   "vllm"       an engine type (exporter/sources/engines/); default: detected
+    llm-bottleneck-exporter/role:   "decode"     unified, prefill, decode or encode; default: llm-d's
+                                                 `llm-d.ai/role` pod label, else the engine's series
 
 Whoever can create a pod can write annotations, so they choose a port and a path and nothing else:
 the URL is always `http://<status.podIP>:<port><path>` of a Running pod whose `spec.nodeName` is
@@ -34,15 +36,18 @@ from urllib.parse import urlsplit
 from exporter.discovery.kubeapi import ApiError, KubernetesApi, ResourceExpired, in_cluster_api
 from exporter.discovery.targets import Candidate, DynamicEngineSources
 from exporter.model import Metric, Sample
-from exporter.settings import EngineTarget, KubernetesSettings
+from exporter.settings import ENGINE_ROLES, EngineTarget, KubernetesSettings
 from exporter.sources.base import Source, SourceError
 from exporter.sources.engines import MAPPINGS as ENGINES
+from exporter.sources.engines.roles import normalized
 from exporter.validation import ConfigError
 
 log = logging.getLogger(__name__)
 
 ANNOTATION_PREFIX = "llm-bottleneck-exporter/"
-SCRAPE, PORT, PATH, TYPE = (ANNOTATION_PREFIX + key for key in ("scrape", "port", "path", "type"))
+SCRAPE, PORT, PATH, TYPE, ROLE = (ANNOTATION_PREFIX + key for key in ("scrape", "port", "path", "type", "role"))
+#: llm-d's pod label for a P/D deployment's pools (prefill, decode, both/prefill-decode, encode)
+LLMD_ROLE_LABEL = "llm-d.ai/role"
 DEFAULT_PATH = "/metrics"
 # Path characters RFC 3986 allows, less those that could end the path or start another part of the
 # URL: no "?", "#", "\", "@", whitespace, and no leading "//" (an authority to some parsers).
@@ -88,6 +93,10 @@ def target_for_pod(
     engine_type = annotations.get(TYPE)
     if engine_type is not None and engine_type not in ENGINES:
         return None, f"{TYPE} {engine_type!r} is not one of {', '.join(ENGINES.names())}"
+    role_word = annotations.get(ROLE) or (meta.get("labels") or {}).get(LLMD_ROLE_LABEL)
+    role = normalized(role_word) if isinstance(role_word, str) else None
+    if role_word is not None and role is None:
+        return None, f"role {role_word!r} is not one of {', '.join(ENGINE_ROLES)}"
     host = f"[{ip.compressed}]" if ip.version == 6 else ip.compressed
     url = f"http://{host}:{port}{path}"
     parts = urlsplit(url)
@@ -101,6 +110,8 @@ def target_for_pod(
         limits=settings.limits,
         labels=(("pod", name), ("namespace", namespace), ("container", container)),
         follow_redirects=False,
+        role=role,
+        role_source="kubernetes" if role else "configuration",
     ), ""
 
 

@@ -12,6 +12,7 @@ from exporter.monitoring.alert_builder import GROUP_PREFIX, AlertBuilder, Alerti
 from exporter.monitoring.cluster import cluster_records
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.health_alerts import health_alerts
+from exporter.monitoring.pd_rules import pd_alerts, pd_recording_rules
 from exporter.monitoring.promql import percent, series
 from exporter.monitoring.records import RecordingRule, RecordNames, recording_rules
 from exporter.monitoring.slo_rules import (
@@ -67,9 +68,11 @@ def _serving_alerts(b: AlertBuilder) -> list[AlertingRule]:
         ),
         b.alert(
             "LLMLoadImbalance",
-            f"{r.running_cv} > {t.load_imbalance_cv:g}\nand\n{r.running} >= {t.load_imbalance_min_running:g}",
+            f"{r.running_cv} > {t.load_imbalance_cv:g}\nand on ({b.cluster}, model)\n"
+            f"{r.running} >= {t.load_imbalance_min_running:g}",
             "LLM load is unevenly spread across a model's replicas.",
-            f"Running requests of model {{{{ $labels.model }}}}{cluster_ref} vary across its replicas with a "
+            f"Running requests of model {{{{ $labels.model }}}}{cluster_ref}"
+            "{{ with $labels.role }} in its {{ . }} pool{{ end }} vary across its replicas with a "
             f"coefficient of variation of {{{{ $value | {PCT} }}}} (line {percent(t.load_imbalance_cv)}); "
             f"{total_running} running in total.",
             scope="replicas",
@@ -227,6 +230,7 @@ def rule_groups(config: MonitoringConfig) -> list[RuleGroup]:
         RuleGroup(f"{GROUP_PREFIX}.rdma", list(_rdma_alerts(b))),
         RuleGroup(f"{GROUP_PREFIX}.availability", list(_availability_alerts(b))),
         health_alerts(b),
+        RuleGroup(f"{GROUP_PREFIX}.disaggregated", [*pd_recording_rules(config), *pd_alerts(b)]),
         stage_alerts(b, PATH),
         # One group, records first: rules of a group run in order, so an alert reads the burn
         # recorded in the same evaluation (groups run concurrently, a second group could lag one).

@@ -27,7 +27,7 @@ import re
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.promql import series
-from exporter.monitoring.records import RecordingRule, RecordNames
+from exporter.monitoring.records import NOT_PREFILL, RecordingRule, RecordNames
 
 
 def cluster_records(config: MonitoringConfig) -> list[RecordingRule]:
@@ -41,7 +41,11 @@ def cluster_records(config: MonitoringConfig) -> list[RecordingRule]:
     median_itl = f"avg {by_node} ({series('llm_engine_inter_token_latency_seconds', x, p50)})"
     up = series("up", x)
     return [
-        RecordingRule(n.node_tokens, f"sum {by_node} (rate({series('llm_engine_generation_tokens_total', x)}[{w}]))"),
+        # a prefill worker answers one token per request: its share of the load is not in tokens
+        RecordingRule(
+            n.node_tokens,
+            f"sum {by_node} (rate({series('llm_engine_generation_tokens_total', x, NOT_PREFILL)}[{w}]))",
+        ),
         RecordingRule(n.node_tokens_mean, f"avg by ({cluster}) ({n.node_tokens})"),
         RecordingRule(
             n.node_tokens_spread,

@@ -96,6 +96,9 @@ class AlertThresholds:
     rdma_link_congested_utilization: float = 0.6
     # A node back from an outage has recovered once it serves this share of the per-node mean.
     node_recovered_load_ratio: float = 0.9
+    # Failed KV hand-overs: NIXL counts handshake and notification failures too; a healthy pair
+    # fails none, and one a minute and a half is a link or a peer going bad.
+    kv_transfer_failures_per_second: float = 0.01
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,10 @@ OTHER_POLICIES: Mapping[str, AlertPolicy] = MappingProxyType(
         "LLMSLOErrorBudgetBurnSlow": AlertPolicy("warning", "15m"),
         "LLMStragglerNode": AlertPolicy("warning", "15m"),
         "LLMRDMALinkCongested": AlertPolicy("warning", "10m"),
+        # Lost hand-overs are lost work, but the request is retried or recomputed: a ticket.
+        "LLMKVTransferFailures": AlertPolicy("warning", "10m"),
+        "LLMKVTransferExpired": AlertPolicy("warning", "5m"),
+        "LLMPrefillDecodeImbalance": AlertPolicy("warning", "15m"),
     }
 )
 

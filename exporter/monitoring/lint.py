@@ -34,6 +34,7 @@ from promql_parser import (
 from exporter.catalogue import CATALOGUE
 from exporter.monitoring.cluster import cluster_records
 from exporter.monitoring.config import MonitoringConfig
+from exporter.monitoring.pd_rules import pd_recording_rules
 from exporter.monitoring.promql import names_read, parse
 from exporter.monitoring.records import recording_rules
 from exporter.monitoring.slo_rules import slo_recording_rules
@@ -59,6 +60,7 @@ def known_names(config: MonitoringConfig) -> frozenset[str]:
     names.update(rule.record for rule in recording_rules(config))
     names.update(rule.record for rule in slo_recording_rules(config))
     names.update(rule.record for rule in cluster_records(config))
+    names.update(rule.record for rule in pd_recording_rules(config))
     return frozenset(names)
 
 

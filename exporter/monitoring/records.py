@@ -28,6 +28,11 @@ from exporter.sources.engines import MAPPINGS
 # Engines label the served model `model_name` (vLLM, SGLang, trtllm-serve); it becomes `model`,
 # the exporter's label, so both sources of a quantile carry the same labels.
 _ENGINE_MODEL_LABEL = "model_name"
+#: a unified engine has no `role` label, which `!=` matches
+NOT_PREFILL, NOT_DECODE = 'role!="prefill"', 'role!="decode"'
+#: the latencies of a request as its client sees it: on a disaggregated model both legs hold part
+#: of each (the prefill worker's one-token answer, the decode worker's from its own arrival)
+REQUEST_LATENCIES = ("time_to_first_token", "inter_token_latency", "e2e_request_latency")
 
 
 @dataclass(frozen=True)
@@ -122,18 +127,22 @@ def recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
     def per_model(op: str, expr: str) -> str:
         return f"{op} by ({cluster}, model) ({expr})"
 
+    # A disaggregated request passes a prefill and a decode worker: it is counted, with its
+    # answer, where it ends (the decode leg) and its prompt where it is computed (the prefill leg).
     rules = [
         RecordingRule(
             names.requests_rate,
-            per_model("sum", f"rate({series('llm_engine_e2e_request_latency_seconds_count', exporter)}[{w}])"),
+            per_model(
+                "sum", f"rate({series('llm_engine_e2e_request_latency_seconds_count', exporter, NOT_PREFILL)}[{w}])"
+            ),
         ),
         RecordingRule(
             names.prompt_tokens_rate,
-            per_model("sum", f"rate({series('llm_engine_prompt_tokens_total', exporter)}[{w}])"),
+            per_model("sum", f"rate({series('llm_engine_prompt_tokens_total', exporter, NOT_DECODE)}[{w}])"),
         ),
         RecordingRule(
             names.generation_tokens_rate,
-            per_model("sum", f"rate({series('llm_engine_generation_tokens_total', exporter)}[{w}])"),
+            per_model("sum", f"rate({series('llm_engine_generation_tokens_total', exporter, NOT_PREFILL)}[{w}])"),
         ),
         RecordingRule(
             names.preemptions_rate, per_model("sum", f"rate({series('llm_engine_preemptions_total', exporter)}[{w}])")
@@ -143,15 +152,23 @@ def recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
         RecordingRule(names.kv_usage_max, per_model("max", series("llm_engine_kv_cache_usage_ratio", exporter))),
         RecordingRule(names.kv_usage_avg, per_model("avg", series("llm_engine_kv_cache_usage_ratio", exporter))),
     ]
+    # The engines' own histograms carry no role, and a disaggregated model's two legs are not two
+    # samples of one latency: their buckets summed would put the prefill legs' one-token answers
+    # among the requests' first tokens and pull every quantile down. Such a model's latencies are
+    # the larger of its workers' quantiles (the exporter's, per leg): each leg is part of every
+    # request, so neither reads above the request, and the leg that grew (a starved prefill pool,
+    # a slow hand-over) is the one read.
+    prefill_workers = series("llm_engine_role_info", exporter, 'role="prefill"')
+    legs_apart = f"unless on ({cluster}, model)\n{prefill_workers}"
     for key, family in LATENCY_FAMILIES.items():
         rules.append(RecordingRule(names.latency_buckets(key), _bucket_rates(config, key)))
+        per_request = key in REQUEST_LATENCIES
         for q in QUANTILES:
             quantile_matcher = f'quantile="{q}"'
+            from_buckets = f"histogram_quantile({q:g}, sum by ({cluster}, model, le) ({names.latency_buckets(key)}))"
             expr = (
-                f"histogram_quantile({q:g}, sum by ({cluster}, model, le) ({names.latency_buckets(key)}))\n"
-                "or\n"
-                f"max by ({cluster}, model) ({series(family, exporter, quantile_matcher)})"
-            )
+                f"(\n{from_buckets}\n{legs_apart}\n)" if per_request else from_buckets
+            ) + f"\nor\nmax by ({cluster}, model) ({series(family, exporter, quantile_matcher)})"
             rules.append(RecordingRule(names.latency_quantile(key), expr, {"quantile": str(q)}))
     itl_p95 = series(names.latency_quantile("inter_token_latency"), 'quantile="0.95"')
     rules.append(RecordingRule(names.itl_best, f"min without (quantile) (min_over_time({itl_p95}[{names.baseline}]))"))
@@ -165,9 +182,9 @@ def recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
             names.gpu_busy_cv,
             f"stddev by ({cluster}) ({names.node_gpu_busy})\n/\n({names.cluster_gpu_busy} > 0)",
         ),
-        RecordingRule(
+        RecordingRule(  # per pool: a prefill worker runs a few requests where a decode worker runs many
             names.running_cv,
-            f"stddev by ({cluster}, model) ({running})\n/\n(avg by ({cluster}, model) ({running}) > 0)",
+            f"stddev by ({cluster}, model, role) ({running})\n/\n(avg by ({cluster}, model, role) ({running}) > 0)",
         ),
     ]
     return rules

@@ -112,17 +112,21 @@ def slo_recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
         )
     )
     # Across a model's replicas: capacities add; headroom is what the model's offered rate leaves.
+    # A disaggregated model's pools each carry every request (the prefill leg, then the decode
+    # leg), so capacity and load add within a pool (`role`) and never across the two.
     rules.append(
         RecordingRule(
             names.model_max_rate,
-            f"sum by ({cluster}, slo, model) ({series('llm_capacity_max_request_rate', x)})",
+            f"sum by ({cluster}, slo, model, role) ({series('llm_capacity_max_request_rate', x)})",
         )
     )
-    requests = f"sum by ({cluster}, model) (rate({series('llm_engine_e2e_request_latency_seconds_count', x)}[{w}]))"
+    requests = (
+        f"sum by ({cluster}, model, role) (rate({series('llm_engine_e2e_request_latency_seconds_count', x)}[{w}]))"
+    )
     rules.append(
         RecordingRule(
             names.model_headroom,
-            f"1 - {requests}\n/ on ({cluster}, model) group_right ()\n({names.model_max_rate} > 0)",
+            f"1 - {requests}\n/ on ({cluster}, model, role) group_right ()\n({names.model_max_rate} > 0)",
         )
     )
     # Replicas: each exporter exports its replicas' fractional shares (exporter/slo/replicas.py);

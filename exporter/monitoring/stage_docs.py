@@ -46,7 +46,7 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str
 
 def _scoring(scope: Scope[Any]) -> list[str]:
     rows = [
-        (f"`{s.id}`", s.reads, s.guards, ", ".join(f"`{line}`" for line in s.lines) or "—")
+        (f"`{s.id}`", s.reads, _guards(s), ", ".join(f"`{line}`" for line in s.lines) or "—")
         for s in stages()
         if s.scope is scope
     ]
@@ -110,3 +110,11 @@ def stages_page(config: MonitoringConfig) -> str:
 
 def stage_files(config: MonitoringConfig) -> dict[str, str]:
     return {STAGES_PATH: stages_page(config)}
+
+
+def _guards(stage: Stage[Any]) -> str:
+    """What keeps the stage from firing wrongly, and which workers of a disaggregated deployment
+    it is judged on."""
+    if not stage.roles:
+        return stage.guards
+    return f"{stage.guards}; judged on {' and '.join(stage.roles)} workers (and unified engines) only"

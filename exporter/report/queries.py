@@ -312,7 +312,7 @@ def _measure(measure: Measure) -> Figure:
         raise ValueError(f"measure {measure.key}: {measure.family} is not in the catalogue")
 
     def build(ctx: QueryContext, level: Level) -> str:
-        selected = ctx.sel(measure.family)
+        selected = series(measure.family, ", ".join(m for m in (ctx.selector, measure.match) if m))
         if measure.rate:
             selected = f"rate({selected}[{ctx.rate_interval}])"
         return f"{measure.aggregate} by ({ctx.grouping(level)}) ({selected})"

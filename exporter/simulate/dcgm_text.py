@@ -146,5 +146,9 @@ def _labels(node: SimulatedNode, gpu: GpuDevice) -> str:
 
 def pod_name(node: SimulatedNode, replica: int) -> str:
     """The pod an engine replica runs in (the same name in the JSON index)."""
-    model = node.replicas[replica].model.key.replace(".", "-")
+    engine = node.replicas[replica]
+    model = engine.model.key.replace(".", "-")
+    how = node.scenario.disaggregation
+    if how is not None:  # a prefill or decode pool's pod, named as its deployment would name it
+        return f"{how.engine_type}-{model}-{engine.role}-{replica}"
     return f"vllm-{model}-{replica}"

@@ -266,6 +266,8 @@ def _status(
         rdma_idle_reason=rdma_idle_reason(scenario, phase),
         phase_seen_seconds=now - max(phase.start_seconds, watched_since) if watched_since is not None else 0.0,
         window_seconds=window_seconds(EXPORTER_INTERVAL_SECONDS),
+        expected_by_role=phase.expected_by_role,
+        engine_type=scenario.disaggregation.engine_type if scenario.disaggregation else "vllm",
     )
 
 

@@ -14,6 +14,7 @@ Long runs of pure decode are advanced many steps at a time (fastforward.py).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
@@ -43,6 +44,9 @@ Scheduled = list[tuple[Request, int, bool]]  # (request, tokens this step, is a 
 
 
 class EngineReplica(FastForward):
+    #: "prefill" or "decode" for a replica of a disaggregated pool (pd_engine.py), "" otherwise
+    role = ""
+
     def __init__(
         self,
         index: int,
@@ -120,16 +124,27 @@ class EngineReplica(FastForward):
             self._accept_arrivals()
             if self.now >= self._next_sweep:
                 self._sweep_timeouts()
-            if not self.running and not self.waiting:
-                idle_until = min(end, self.inbox[0].arrival) if self.inbox else end
+            if not self._has_work():
+                idle_until = min(end, self._next_wake())
                 self.stats.cpu_seconds += max(0.0, idle_until - self.now) * IDLE_CPU_FRACTION
                 self.now = max(self.now, idle_until)
-                if not self.inbox or self.inbox[0].arrival > end:
+                if self._next_wake() > end:
                     break
                 continue
-            if not self._macro_step(end):
+            if not self._macro_step(self._horizon(end)):
                 self._step()
         self._accept_arrivals()
+
+    # Hooks a disaggregated replica (pd_engine.py) extends: work that is neither running nor
+    # queued (KV on its way), and the next time something arrives without a step.
+    def _has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    def _next_wake(self) -> float:
+        return self.inbox[0].arrival if self.inbox else math.inf
+
+    def _horizon(self, end: float) -> float:
+        return end
 
     # ------------------------------------------------------------------------------ admission
     def _accept_arrivals(self) -> None:

@@ -30,12 +30,24 @@ def window_seconds(interval: float) -> float:
     return max(60.0, 4 * interval)
 
 
+def engine_type(node: SimulatedNode) -> str:
+    """The engine type every replica of the node speaks (SGLang for a disaggregated scenario in its format)."""
+    how = node.scenario.disaggregation
+    return how.engine_type if how is not None else "vllm"
+
+
+def _role(replica: Any) -> dict[str, str]:
+    """A pool's role as a deployment's configuration (or its pods' labels) states it."""
+    return {"role": replica.role} if replica.role else {}
+
+
 def exporter_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | None, interval: float) -> dict[str, Any]:
     """Configuration-file data (the `--config` YAML) that points the exporter at a simulation."""
     names = [pod_name(node, r.index) for r in node.replicas]
     settings: dict[str, Any] = {
         "engines": [
-            {"name": name, "type": "vllm", "url": f"{base_url}/engine/{i}/metrics"} for i, name in enumerate(names)
+            {"name": name, "type": engine_type(node), "url": f"{base_url}/engine/{i}/metrics", **_role(replica)}
+            for (i, name), replica in zip(enumerate(names), node.replicas)
         ],
         "gpu": f"{GPU_TEXT_FORMATS[node.scenario.node.gpu.vendor]}={base_url}/gpu/metrics",
         "interval_seconds": interval,
@@ -56,7 +68,9 @@ def plain_flag_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | Non
     """What `serve --engine vllm=URL ... --gpu FORMAT=URL --sysfs DIR` configures: every other key
     (names, interval, window, attribution) at its default."""
     settings: dict[str, Any] = {
-        "engines": [{"type": "vllm", "url": f"{base_url}/engine/{i}/metrics"} for i in range(len(node.replicas))],
+        "engines": [
+            {"type": engine_type(node), "url": f"{base_url}/engine/{i}/metrics"} for i in range(len(node.replicas))
+        ],
         "gpu": f"{GPU_TEXT_FORMATS[node.scenario.node.gpu.vendor]}={base_url}/gpu/metrics",
     }
     if sysfs_dir:

@@ -34,6 +34,7 @@ from exporter.simulate.cells import (
     number,
     span,
 )
+from exporter.simulate.pd_spec import expected_text
 from exporter.simulate.view import ExporterReading, natural_key
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
@@ -73,6 +74,13 @@ class DemoStatus:
     #: the verdicts still weigh the previous phase (or the exporter's first rounds)
     phase_seen_seconds: float = float("inf")
     window_seconds: float = 60.0
+    #: a disaggregated phase's pools that should read another stage, and the engines' type
+    expected_by_role: tuple[tuple[str, str], ...] = ()
+    engine_type: str = "vllm"
+
+    @property
+    def expected_text(self) -> str:
+        return expected_text(self.expected_stage, self.expected_by_role)
 
     @property
     def window_filling(self) -> bool:
@@ -130,7 +138,7 @@ def _header(status: DemoStatus, width: int, note_lines: int) -> list[Text]:
     first = Text(f"{status.scenario} t={status.simulated_seconds:.0f}s ", style="bold")
     first.append(f"phase {status.phase_number}/{status.phase_count} {status.phase}", style="bold cyan")
     first.append(": expects ", style="cyan")
-    first.append(status.expected_stage, style="bold cyan")
+    first.append(status.expected_text, style="bold cyan")
     first.truncate(width, overflow="ellipsis")
     # Until the window has filled, the verdicts still weigh what came before the phase: said first.
     filling = (
@@ -235,12 +243,12 @@ def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoSt
             continue
         head = Text(stage, style="bold yellow")
         head.append(f" on {names}")
-        if stage == status.expected_stage:
+        if stage == status.expected_stage or stage in dict(status.expected_by_role).values():
             head.append(" · expected", style="green")
         elif stage in status.secondary_stages:
             head.append(" · expected secondary", style="yellow")
         else:
-            head.append(f" · phase expects {status.expected_stage}", style="bold red")
+            head.append(f" · phase expects {status.expected_text}", style="bold red")
         head.truncate(width, overflow="ellipsis")
         if not top.scores:  # the /metrics gauge names a stage, but /diagnosis was read a round apart
             missing = "not in this round's /diagnosis (read between two collections); next refresh"
@@ -303,7 +311,7 @@ def _pages(status: DemoStatus, width: int, budget: int, engines: int) -> list[Te
 def try_commands(status: DemoStatus) -> list[str]:
     """Commands a reader can paste while the demo runs: the same node through `once`, the diagnosis."""
     return [
-        f"llm-bottleneck-exporter once --engine vllm={status.simulator_url}/engine/0/metrics "
+        f"llm-bottleneck-exporter once --engine {status.engine_type}={status.simulator_url}/engine/0/metrics "
         f"--gpu dcgm-exporter={status.simulator_url}/gpu/metrics",
         f"curl -s {status.exporter_url}/diagnosis",
     ]

@@ -12,11 +12,13 @@ import itertools
 import random
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 
 from exporter.simulate.closedloop import ClosedPopulation
 from exporter.simulate.engine import EngineReplica
 from exporter.simulate.gpu import HISTORY_SECONDS, GpuDevice
 from exporter.simulate.network import NetworkCondition, RdmaPort
+from exporter.simulate.pd_node import PdRouter
 from exporter.simulate.roofline import LinkState, Parallelism
 from exporter.simulate.scenario import Phase, Scenario
 from exporter.simulate.workload import ArrivalProcess, Request, WorkloadSpec
@@ -52,6 +54,8 @@ class SimulatedNode:
             if scenario.phases[0].workload.arrival == "closed"
             else ArrivalProcess(self._workload_at, boundaries, arrivals_rng)
         )
+        #: the P/D proxy of a disaggregated scenario (pd_node.py), None for monolithic replicas
+        self.pd = PdRouter(self) if scenario.disaggregation else None
         self.build_replicas()
         self._router_rng = random.Random(rng.getrandbits(64))
         self._round_robin = itertools.cycle(range(len(self.replicas)))
@@ -72,6 +76,8 @@ class SimulatedNode:
                 for request in [*replica.inbox, *replica.waiting, *replica.running]:
                     self._arrivals.left(request, self.now)
         self.placements, self.replicas = [], []
+        if self.pd is not None:
+            self.pd.reset()
         next_gpu = 0
         for group_index, group in enumerate(self.scenario.replicas):
             parallel = Parallelism(group.tensor_parallel, group.nodes)
@@ -79,7 +85,8 @@ class SimulatedNode:
                 gpus = tuple(range(next_gpu, next_gpu + parallel.gpus_per_node))
                 next_gpu += parallel.gpus_per_node
                 index = len(self.replicas)
-                replica = EngineReplica(
+                make = partial(self.pd.replica, group.role, list(gpus)) if self.pd and group.role else EngineReplica
+                replica = make(
                     index,
                     group.model,
                     node.gpu,
@@ -158,7 +165,11 @@ class SimulatedNode:
     # ------------------------------------------------------------------------------ routing
     def _route(self, request: Request) -> None:
         """To a replica that is awake: a router (the EPP, a Kubernetes Service) sends nothing to a
-        sleeping engine, which is out of the pool until it wakes."""
+        sleeping engine, which is out of the pool until it wakes. A disaggregated node routes
+        through its pair (pd_node.py)."""
+        if self.pd is not None:
+            self.pd.route(request)
+            return
         routing = self.scenario.routing
         awake = [r for r in self.replicas if not r.asleep] or self.replicas
         if routing.policy == "least_loaded":

@@ -22,6 +22,15 @@ from exporter.simulate.cluster_spec import ClusterSpec, parse_cluster
 from exporter.simulate.engine_config import RUNTIME_KEYS, EngineConfig
 from exporter.simulate.hardware import GPUS, MODELS, GpuSpec, ModelSpec
 from exporter.simulate.network import NetworkCondition, NicSpec
+from exporter.simulate.pd_spec import (
+    Disaggregation,
+    check_roles,
+    expected_text,
+    parse_disaggregation,
+    parse_expected_by_role,
+    parse_role,
+    phase_disaggregation,
+)
 from exporter.simulate.waitqueue import POLICIES
 from exporter.simulate.workload import LengthSpec, WorkloadSpec
 from exporter.stages import ENGINE, of
@@ -41,12 +50,14 @@ TOP_LEVEL_KEYS = (
     "workload",
     "phases",
     "nodes",
+    "disaggregation",
 )
 NODE_KEYS = ("gpu", "gpus", "hostname", "driver_version", "nic", "nics")
 NIC_KEYS = ("rate_gbps", "link_layer", "latency_us")
-REPLICA_GROUP_KEYS = ("model", "count", "tensor_parallel", "nodes", "engine")
+REPLICA_GROUP_KEYS = ("model", "count", "tensor_parallel", "nodes", "engine", "role")
 ROUTING_KEYS = ("policy", "weights")
-PHASE_KEYS = ("name", "start_seconds", "expected_stage", "secondary_stages", "note", "workload", "engine", "network")
+PHASE_KEYS: tuple[str, ...] = ("name", "start_seconds", "expected_stage", "secondary_stages", "note", "workload")
+PHASE_KEYS += ("engine", "network", "expected_by_role", "disaggregation")  # the last two: pd_spec.py
 NETWORK_KEYS = ("background_utilization", "ecn_mark_fraction")
 WORKLOAD_KEYS = (
     "rate_per_second",
@@ -86,6 +97,8 @@ class ReplicaGroup:
     count: int = 1
     tensor_parallel: int = 1
     nodes: int = 1
+    #: "prefill" or "decode" in a disaggregated scenario (pd_spec.py), "" for a monolithic replica
+    role: str = ""
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,14 @@ class Phase:
     engine_changes: dict[int, dict[str, Any]] = field(default_factory=dict)  # -1: every replica group
     secondary_stages: tuple[str, ...] = ()
     note: str = ""
+    #: (role, stage) where a pool is expected to read another stage than `expected_stage`
+    expected_by_role: tuple[tuple[str, str], ...] = ()
+    #: the pools' hand-over in this phase (None: a monolithic scenario)
+    disaggregation: Disaggregation | None = None
+
+    def expected_for(self, role: str) -> str:
+        """The stage an engine of `role` ("" for a monolithic one) should read in this phase."""
+        return dict(self.expected_by_role).get(role, self.expected_stage)
 
 
 @dataclass(frozen=True)
@@ -127,7 +148,11 @@ class Scenario:
 
     @property
     def stages_text(self) -> str:
-        return " -> ".join(p.expected_stage for p in self.phases)
+        return " -> ".join(expected_text(p.expected_stage, p.expected_by_role) for p in self.phases)
+
+    @property
+    def disaggregation(self) -> Disaggregation | None:
+        return self.phases[0].disaggregation
 
 
 def replace_node(scenario: Scenario, **changes: Any) -> Scenario:
@@ -178,10 +203,13 @@ def scenario_from_data(data: dict[str, Any], source: str) -> Scenario:
     if used > node.gpus:
         raise ConfigError("replicas", f"need {used} GPUs on this node, the node has {node.gpus}")
     routing = _routing(data.get("routing", {}), sum(g.count for g in groups))
+    disaggregation = parse_disaggregation(data.get("disaggregation"))
     phases = _phases(
         v.mapping(v.required(data.get("workload"), "workload"), "workload"),
         v.non_empty_sequence(data.get("phases", [{}]), "phases"),
+        disaggregation,
     )
+    check_roles([g.role for g in groups], disaggregation, phases[0].workload.arrival)
     return Scenario(
         name=v.string(data.get("name", Path(source).stem), "name"),
         description=v.string_or_empty(data.get("description"), "description"),
@@ -232,7 +260,10 @@ def _replica_group(value: Any, where: str) -> ReplicaGroup:
             f"{where}.engine.max_num_batched_tokens",
             "must be at least max_model_len when chunked_prefill is off (as vLLM requires)",
         )
-    return ReplicaGroup(model, engine, v.positive_int(data.get("count", 1), f"{where}.count"), tp, nodes)
+    role = parse_role(data.get("role"), f"{where}.role")
+    if role and tp > 1:
+        raise ConfigError(f"{where}.tensor_parallel", "prefill and decode replicas are modelled at tensor_parallel 1")
+    return ReplicaGroup(model, engine, v.positive_int(data.get("count", 1), f"{where}.count"), tp, nodes, role)
 
 
 def _engine(value: Any, where: str, allowed: tuple[str, ...]) -> EngineConfig:
@@ -272,7 +303,9 @@ def _routing(value: Any, replicas: int) -> Routing:
     return Routing(policy, weights)
 
 
-def _phases(base_workload: dict[str, Any], items: list[Any]) -> tuple[Phase, ...]:
+def _phases(
+    base_workload: dict[str, Any], items: list[Any], disaggregation: Disaggregation | None
+) -> tuple[Phase, ...]:
     phases: list[Phase] = []
     workload = copy.deepcopy(base_workload)
     engine: dict[str, Any] = {}
@@ -290,6 +323,7 @@ def _phases(base_workload: dict[str, Any], items: list[Any]) -> tuple[Phase, ...
         _engine(engine_data, f"{where}.engine", RUNTIME_KEYS)  # validates the change; applied at run time
         engine = {**engine, **engine_data}
         network = {**network, **v.section(data.get("network", {}), f"{where}.network", NETWORK_KEYS)}
+        disaggregation = phase_disaggregation(data.get("disaggregation", {}), f"{where}.disaggregation", disaggregation)
         if phases and (workload.get("arrival") == "closed") != (phases[0].workload.arrival == "closed"):
             # The clients in flight would have nowhere to go, and a rate nobody to send it.
             raise ConfigError(
@@ -314,6 +348,10 @@ def _phases(base_workload: dict[str, Any], items: list[Any]) -> tuple[Phase, ...
                     v.non_negative(network.get("ecn_mark_fraction", 0.0), f"{where}.network.ecn_mark_fraction", 1.0),
                 ),
                 engine_changes={-1: dict(engine)} if engine else {},
+                expected_by_role=parse_expected_by_role(
+                    data.get("expected_by_role", {}), f"{where}.expected_by_role", EXPECTED_STAGES
+                ),
+                disaggregation=disaggregation,
             )
         )
     return tuple(phases)

@@ -23,6 +23,8 @@ from typing import Any, Protocol
 from exporter.simulate.amd_text import render_amd
 from exporter.simulate.dcgm_text import pod_name, render_dcgm
 from exporter.simulate.node import SimulatedNode
+from exporter.simulate.pd_engine import DecodeReplica, PrefillReplica
+from exporter.simulate.pd_sglang_text import render_sglang
 from exporter.simulate.sysfs import SysfsWriter
 from exporter.simulate.vllm_text import render_vllm
 
@@ -164,6 +166,8 @@ class SimulationServer(IndexedServer):
                 return 503, "text/plain; charset=utf-8", (refusal + "\n").encode()
             if match and int(match.group(1)) < len(self.node.replicas):
                 replica = self.node.replicas[int(match.group(1))]
+                if isinstance(replica, (PrefillReplica, DecodeReplica)) and self._engine_type == "sglang":
+                    return 200, TEXT_TYPE, render_sglang(replica).encode()
                 return 200, TEXT_TYPE, render_vllm(replica, self.started_wall).encode()
             if path == "/gpu/metrics":
                 render = render_amd if self.node.scenario.node.gpu.vendor == "amd" else render_dcgm
@@ -171,6 +175,15 @@ class SimulationServer(IndexedServer):
             if path in INDEX_PATHS:  # the index reads the node: under the lock
                 return super().respond(path)
         return super().respond(path)
+
+    @property
+    def _engine_type(self) -> str:
+        """What the engines speak: vLLM, or SGLang for a disaggregated scenario in its format."""
+        how = self.node.scenario.disaggregation
+        return how.engine_type if how is not None else "vllm"
+
+    def _role(self, replica: Any) -> dict[str, str]:
+        return {"role": replica.role} if replica.role else {}
 
     def index(self) -> dict[str, Any]:
         node = self.node
@@ -181,7 +194,8 @@ class SimulationServer(IndexedServer):
                 {
                     "index": r.index,
                     "url": f"/engine/{r.index}/metrics",
-                    "engine_type": "vllm",
+                    "engine_type": self._engine_type,
+                    **self._role(r),
                     "model": r.model.served_name,
                     "pod": pod_name(node, r.index),
                     "gpus": list(p.gpus),
@@ -213,7 +227,8 @@ class SimulationServer(IndexedServer):
                 {
                     "index": r.index,
                     "url": f"{self.url}/engine/{r.index}/metrics",
-                    "engine_type": "vllm",
+                    "engine_type": self._engine_type,
+                    **self._role(r),
                     "model": r.model.served_name,
                     "pod": pod_name(node, r.index),
                     "gpus": list(p.gpus),

@@ -155,7 +155,7 @@ class EngineStats:
     preemptions: int = 0
     prompt_tokens: int = 0
     prompt_tokens_computed: int = 0  # prompt_tokens_by_source{source="local_compute"}
-    prompt_tokens_cached: int = 0  # prompt_tokens_by_source{source="local_cache_hit"}
+    prompt_tokens_cached: int = 0  # local cache hits, and on a decode replica the tokens read from its peer
     generation_tokens: int = 0
     prefix_queries: int = 0
     prefix_hits: int = 0

@@ -13,6 +13,12 @@ from collections.abc import Sequence
 from prometheus_client.utils import floatToGoString
 
 from exporter.simulate.engine import EngineReplica
+from exporter.simulate.pd_text import (
+    deferred_requests,
+    external_prompt_tokens,
+    kv_fetch_by_stage,
+    vllm_connector_families,
+)
 from exporter.simulate.stats import Histogram
 
 HANDLER = "/v1/completions"
@@ -94,6 +100,7 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
     out = _Writer(created)
     base = {"engine": "0", "model_name": replica.model.served_name}
     _process_families(out, replica, created)
+    vllm_connector_families(out, replica, base)
     for kind, total in (("flops", stats.flops), ("read_bytes", stats.read_bytes), ("write_bytes", stats.written_bytes)):
         noun = {
             "flops": "floating point operations",
@@ -101,7 +108,8 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
             "write_bytes": "bytes written to memory",
         }[kind]
         out.counter(f"vllm:estimated_{kind}_per_gpu", f"Estimated number of {noun} {ESTIMATE_HELP}", [(base, total)])
-    waiting = len(replica.waiting)
+    deferred = deferred_requests(replica)
+    waiting = len(replica.waiting) + deferred
     out.gauge(
         "vllm:num_requests_running", "Number of requests in model execution batches.", [(base, len(replica.running))]
     )
@@ -111,8 +119,9 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
         "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
         "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
         "Sum of all reasons equals vllm:num_requests_waiting.",
-        [({**base, "reason": "capacity"}, waiting), ({**base, "reason": "deferred"}, 0.0)],
+        [({**base, "reason": "capacity"}, waiting - deferred), ({**base, "reason": "deferred"}, deferred)],
     )
+    kv_fetch_by_stage(out, replica, base)
     out.gauge(
         "vllm:engine_sleep_state",
         "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
@@ -151,8 +160,8 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
         "Number of prompt tokens by source.",
         [
             ({**base, "source": "local_compute"}, stats.prompt_tokens_computed),
-            ({**base, "source": "local_cache_hit"}, stats.prompt_tokens_cached),
-            ({**base, "source": "external_kv_transfer"}, 0.0),
+            ({**base, "source": "local_cache_hit"}, stats.prompt_tokens_cached - external_prompt_tokens(replica)),
+            ({**base, "source": "external_kv_transfer"}, external_prompt_tokens(replica)),
         ],
     )
     out.counter(

@@ -10,7 +10,10 @@ therefore judged at every point that measures it, each series labelled `measured
   HAProxy its access log, exporter/sources/access_log.py) of every request through it: `e2e` on
   its request duration, `ttft` where it times a first token. A gateway's histograms cover every
   engine and model behind it, so an SLO is judged there only when it covers all of them (one that
-  selects no engine or model covers them all, scraped here or not);
+  selects no engine or model covers them all, scraped here or not). Behind llm-d's P/D coordinator
+  the EPP routes each leg of a disaggregated request as a request of its own, so its time to first
+  token is the decode leg's, not the client's: it is not judged there (the coordinator times no
+  first token either);
 - `probe`: the prober's own requests through the gateway (exporter/sources/probe.py), `ttft` only:
   its tiny completion waits for a first token as any request does, but its four-token answer says
   nothing of an SLO's end-to-end time. Its requests are few (one per interval), so its attainment
@@ -97,6 +100,11 @@ def evaluate_client_side(
             gateways.setdefault(m.labels["gateway"], {})[m.name] = m
         elif m.labels.get("path") == "gateway" and m.name in PROBE_FAMILIES.values():
             probes.setdefault(m.labels["probe"], {})[m.name] = m
+    if any(m.labels.get("gateway_type") == "llm-d-coordinator" for m in metrics):
+        for families in gateways.values():
+            ttft = families.get(GATEWAY_FAMILIES["ttft"])
+            if ttft is not None and ttft.labels.get("gateway_type") == "epp":
+                del families[GATEWAY_FAMILIES["ttft"]]
     result: list[DimensionAttainment] = []
     for name, families in sorted(gateways.items()):
         mine = behind(layout, name, pairs)

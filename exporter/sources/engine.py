@@ -22,6 +22,7 @@ from exporter.promtext import MALFORMED_LINE, NAMES_HEAD_CHARS, LineCache, Wante
 from exporter.sanity import INVALID_VALUE, screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import Source, SourceError
+from exporter.sources.engine_pd import EngineHandOver
 from exporter.sources.engine_process import NAMES as PROCESS_NAMES
 from exporter.sources.engine_process import process_samples
 from exporter.sources.engine_ranks import RankTracker
@@ -29,7 +30,7 @@ from exporter.sources.engine_signals import signal_samples
 from exporter.sources.engine_slices import SliceFolder
 from exporter.sources.engine_urls import URL_LABEL, Joined, scrape_all
 from exporter.sources.engines import MAPPINGS, detect
-from exporter.sources.engines.common import EngineMapping
+from exporter.sources.engines.common import DeclarativeMapping, EngineMapping
 from exporter.sources.http_fetch import HttpClient, feed_parser, open_body, redact
 from exporter.sources.scrape_auth import authorizer
 from exporter.window import DeltaWindow, histogram_quantile, histogram_vector, observed, window_histogram
@@ -59,7 +60,9 @@ _COUNTERS = {
 INFO_MAX_BYTES = 1024 * 1024
 KNOWN_TYPE_HEAD_CHARS = 64 * 1024
 _EVERY_WANTED = frozenset().union(
-    *(mapping.read_names() for mapping in MAPPINGS.values()), {_PROCESS_CPU}, PROCESS_NAMES
+    *(mapping.read_names() | EngineHandOver.wanted(kind) for kind, mapping in MAPPINGS.items()),
+    {_PROCESS_CPU},
+    PROCESS_NAMES,
 )
 _EVERY_INFO = {name: labels for mapping in MAPPINGS.values() for name, labels in mapping.info_labels.items()}
 
@@ -85,6 +88,8 @@ class EngineSource(Source):
         self._windows: dict[tuple[str, str], DeltaWindow] = {}
         self._ranks = RankTracker()
         self._slices = SliceFolder(window_seconds, lifetime_baseline)
+        #: its role and its KV hand-over in a disaggregated deployment (engine_pd.py)
+        self.hand_over = EngineHandOver(target.role, target.role_source, window_seconds, lifetime_baseline)
         self._info_model: str | None = None
         self._known_models: tuple[str, ...] = ()
         #: the engine's last answered scrape carried its own process CPU, so the host source need
@@ -119,7 +124,7 @@ class EngineSource(Source):
             raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")
         parsed = parser.result
         if self._mapping is None:
-            parsed = {name: parsed[name] for name in mapping.read_names() | {_PROCESS_CPU} | PROCESS_NAMES}
+            parsed = {name: parsed[name] for name in self._wanted(mapping)}
         if not parser.present & mapping.read_names() and not mapping.matches(parser.names):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
@@ -127,6 +132,8 @@ class EngineSource(Source):
             self._mapping = mapping
         readings = mapping.read(parsed)
         mapping.read_slices(parsed, self.config.limits, readings)
+        duplicates = mapping.duplicate_labels if isinstance(mapping, DeclarativeMapping) else frozenset()
+        self.hand_over.read(mapping.engine_type, parsed, duplicates, readings, now)
         readings = self._within_model_cap(readings)
         if parser.malformed:  # lines the formats do not allow: dropped, the rest of the scrape read
             self._counting[MALFORMED_LINE] += parser.malformed
@@ -150,9 +157,22 @@ class EngineSource(Source):
         self._known_models = tuple(r.model for r in readings)
         self._forget_windows({r.model for r in readings})
         self._ranks.update(now, readings, joined.silent if joined else ())
-        metrics = [metric for reading in readings for metric in self._render(now, reading)]
-        metrics += [m for r in readings for m in process_samples(parsed, self._labels(r.model), r.model)]
+        metrics = [
+            metric
+            for reading in readings
+            for part in (
+                self._render(now, reading),
+                self.hand_over.metrics(now, reading.model, self._labels(reading.model)),
+                process_samples(parsed, self._labels(reading.model), reading.model),
+            )
+            for metric in part
+        ]
         return self._within_series_cap(metrics)
+
+    def _wanted(self, mapping: EngineMapping) -> frozenset[str]:
+        """What the parser keeps once the engine is known: its mapping's names, its hand-over's,
+        the process families."""
+        return mapping.read_names() | EngineHandOver.wanted(mapping.engine_type) | {_PROCESS_CPU} | PROCESS_NAMES
 
     def _parser(self, index: int = 0) -> WantedParser:
         """A parser for this target's next scrape. Before the engine type is known every mapping's
@@ -160,7 +180,7 @@ class EngineSource(Source):
         detection reads names from the first MiB, and once the type is known a block's worth tells
         a payload that declares the families from one that is not this engine's any more."""
         limits = self.config.limits
-        wanted = self._mapping.read_names() | {_PROCESS_CPU} | PROCESS_NAMES if self._mapping else _EVERY_WANTED
+        wanted = self._wanted(self._mapping) if self._mapping else _EVERY_WANTED
         known = self._mapping is not None
         return WantedParser(
             wanted,
@@ -199,7 +219,13 @@ class EngineSource(Source):
         self._client.close()
 
     def _labels(self, model: str) -> dict[str, str]:
-        return {"engine": self.target, "engine_type": self.engine_type, "model": model, **dict(self.config.labels)}
+        return {
+            "engine": self.target,
+            "engine_type": self.engine_type,
+            "model": model,
+            **dict(self.config.labels),
+            **self.hand_over.role_labels(),
+        }
 
     # -- the output budget and impossible values (exporter/budget.py, exporter/sanity.py) ----------
 
@@ -296,6 +322,7 @@ class EngineSource(Source):
             del self._windows[key]
         self._ranks.forget_models(models)
         self._slices.forget_models(models)
+        self.hand_over.forget(models)
 
     async def _model_without_label(self, seconds_left: float) -> str:
         """TGI labels nothing with the model: take it from the config, else from its /info.

@@ -36,7 +36,10 @@ LATENCY_FAMILIES = {
     "time_to_first_token": "llm_gateway_time_to_first_token_seconds",
     "upstream_duration": "llm_gateway_upstream_duration_seconds",
     "queue_time": "llm_gateway_queue_time_seconds",
+    "kv_transfer_estimate": "llm_gateway_kv_transfer_estimate_seconds",
 }
+#: `GatewayReading.steps` -> one summary per step
+STEP_FAMILY = "llm_gateway_step_duration_seconds"
 _GAUGES = {
     "requests_in_flight": "llm_gateway_requests_in_flight",
     "requests_queued": "llm_gateway_requests_queued",
@@ -153,8 +156,14 @@ class GatewaySource(Source):
             histogram = reading.histograms.get(key)
             if histogram is not None:
                 yield replace(self._summary(now, key, histogram, labels), slices=tuple(slice_windows.get(key, ())))
+        for step, histogram in sorted(reading.steps.items()):
+            yield self._summary(now, f"step:{step}", histogram, {**labels, "step": step}, STEP_FAMILY)
 
-    def _summary(self, now: float, key: str, histogram: Histogram, labels: dict[str, str]) -> QuantileSummary:
+    def _summary(
+        self, now: float, key: str, histogram: Histogram, labels: dict[str, str], family: str | None = None
+    ) -> QuantileSummary:
+        """A latency summary over the window; its increase (`window`) rides along, unexported, for the
+        SLO attainment and the means the pair diagnosis takes apart (exporter/diagnosis/pd.py)."""
         vector, bounds = histogram_vector(histogram), histogram.bounds
         window = observed(self._windows, key, self._window_seconds, self._lifetime_baseline, now, vector, bounds)
-        return windowed_summary(LATENCY_FAMILIES[key], labels, histogram, window, QUANTILES)
+        return windowed_summary(family or LATENCY_FAMILIES[key], labels, histogram, window, QUANTILES)

@@ -30,6 +30,10 @@ def score(h: History, t: Thresholds) -> StageResult:
     # engine's bottleneck: weight by the step slowdown where it is known.
     symptom = 1.0 if slowdown is None else max(0.5, ramp(slowdown, 1.0, t.itl_slowdown_ratio))
     result.score = max(saturation, congestion) * symptom * ramp(requests_in_engine(h, t), 0.0, 1.0)
+    if h.pd is not None and h.pd.link.over == "rdma":
+        # The ports carry a disaggregated pair's KV hand-over: the KV transfer stage weighs that.
+        result.score *= 0.5
+        result.evidence.append("the node's RDMA ports carry the KV hand-over of its prefill/decode pair")
     parts = []
     if util is not None:
         parts.append(f"RDMA link utilization {util:.2f}")
@@ -61,7 +65,8 @@ STAGE = register(
         question="do steps wait on RDMA?",
         signature="link utilization, CNP/ECN and retransmission rates",
         reads="RDMA utilization, CNP and retransmission rates",
-        guards="weighted by the engine's own ITL slowdown, and needs running requests",
+        guards="weighted by the engine's own ITL slowdown, and needs running requests; halved where the ports carry "
+        "a prefill/decode pair's KV hand-over (the KV transfer stage's)",
         lines=("rdma_utilization_high", "cnp_per_second", "retransmissions_per_second", "itl_slowdown_ratio"),
         actions=(
             "check RDMA congestion control (ECN/PFC, DCQCN) and the fabric for hot links",

@@ -146,6 +146,7 @@ STAGE = register(
     Stage(
         id="decode_memory_bandwidth",
         order=50,
+        roles=("decode",),  # in a disaggregated deployment: a prefill worker decodes one token
         scope=ENGINE,
         title="decode memory bandwidth",
         colour="red",

@@ -15,13 +15,15 @@ from statistics import fmean
 from exporter.catalogue import ENGINE_SETTINGS
 from exporter.model import Histogram, Labels, Metric, QuantileSummary, Sample
 from exporter.stages.labelled import LABELLED_ENGINE_FAMILIES, labelled_engine_input
+from exporter.stages.pd_inputs import HAND_OVER_FAMILIES, HandOverInputs, absorb
 
 EngineKey = tuple[str, str, str]  # engine, engine_type, model
 
 
 @dataclass
-class EngineInputs:
-    """One collection's view of one engine: levels, quantiles and the hardware it runs on."""
+class EngineInputs(HandOverInputs):
+    """One collection's view of one engine: levels, quantiles and the hardware it runs on (and
+    its part of a disaggregated pair: HandOverInputs)."""
 
     running: float | None = None
     waiting: float | None = None
@@ -57,6 +59,9 @@ class EngineInputs:
     rdma_cnp_total: float | None = None
     rdma_retransmissions_total: float | None = None
     rdma_xmit_wait_total: float | None = None
+    #: node-wide RDMA bytes received and sent (every port), for the hand-over's link check
+    rdma_receive_bytes_total: float | None = None
+    rdma_transmit_bytes_total: float | None = None
     #: the engine's serving settings from `llm_engine_config_info` (ENGINE_SETTINGS names), so
     #: advice can name a setting's value and skip what is already on
     settings: dict[str, str] = field(default_factory=dict)
@@ -169,11 +174,14 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
                 engines.setdefault(engine_key(labels), EngineInputs()).e2e_seconds_total = metric.sum
             if name == _E2E_SUMMARY:
                 engines.setdefault(engine_key(labels), EngineInputs()).requests_finished_total = metric.count
+            elif name in HAND_OVER_FAMILIES:
+                absorb(engines.setdefault(engine_key(labels), EngineInputs()), metric)
             continue
         assert isinstance(metric, Sample)
         if name == "llm_engine_up":
             if metric.value == 1.0:
                 up.add(engine_key(labels))
+                engines.setdefault(engine_key(labels), EngineInputs()).labels = dict(labels)
         elif name == "llm_engine_config_info":
             engines.setdefault(engine_key(labels), EngineInputs()).settings = {
                 k: labels[k] for k in ENGINE_SETTINGS if k in labels
@@ -182,6 +190,8 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
             setattr(engines.setdefault(engine_key(labels), EngineInputs()), _ENGINE_GAUGES[name], metric.value)
         elif name in LABELLED_ENGINE_FAMILIES:
             labelled_engine_input(engines.setdefault(engine_key(labels), EngineInputs()), metric)
+        elif name in HAND_OVER_FAMILIES:
+            absorb(engines.setdefault(engine_key(labels), EngineInputs()), metric)
         elif name in _GPU_RATIOS:
             owner = labels.get("engine", "")
             gpu_values.setdefault(owner, {}).setdefault(_GPU_RATIOS[name], []).append(metric.value)
@@ -197,6 +207,10 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
             rdma.setdefault("retransmissions", []).append(metric.value)
         elif name == "llm_rdma_port_transmit_wait_total":
             rdma.setdefault("xmit_wait", []).append(metric.value)
+        elif name == "llm_rdma_port_receive_bytes_total":
+            rdma.setdefault("receive_bytes", []).append(metric.value)
+        elif name == "llm_rdma_port_transmit_bytes_total":
+            rdma.setdefault("transmit_bytes", []).append(metric.value)
     live = {key: engines.get(key, EngineInputs()) for key in up}
     single_engine = len({key[0] for key in live}) == 1
     for key, inputs in live.items():
@@ -217,7 +231,19 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
             ("rdma_cnp_total", rdma.get("cnp")),
             ("rdma_retransmissions_total", rdma.get("retransmissions")),
             ("rdma_xmit_wait_total", rdma.get("xmit_wait")),
+            ("rdma_receive_bytes_total", rdma.get("receive_bytes")),
+            ("rdma_transmit_bytes_total", rdma.get("transmit_bytes")),
         ):
             if totals:
                 setattr(inputs, attr, sum(totals))
+        capacity_waiting(inputs)
     return live
+
+
+def capacity_waiting(inputs: EngineInputs) -> None:
+    """A decode worker's waiting requests less those parked for their KV: a request whose KV is on
+    its way waits for the transfer, not for a slot, and is not idle capacity either. The parked
+    ones are the receiver's pending transfers, which on vLLM without its fetch-by-stage gauge are
+    its `deferred` waiting (exporter/sources/engine_pd.py)."""
+    if inputs.role == "decode" and inputs.waiting is not None and inputs.kv_pending_receiver:
+        inputs.waiting = max(0.0, inputs.waiting - inputs.kv_pending_receiver)

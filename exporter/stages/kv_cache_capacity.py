@@ -90,6 +90,7 @@ STAGE = register(
     Stage(
         id="kv_cache_capacity",
         order=60,
+        roles=("decode",),  # in a disaggregated deployment: a prefill worker's pool holds KV only until it is read
         scope=ENGINE,
         title="KV-cache capacity",
         colour="orange",

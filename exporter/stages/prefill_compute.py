@@ -93,6 +93,7 @@ STAGE = register(
     Stage(
         id="prefill_compute",
         order=40,
+        roles=("prefill",),  # in a disaggregated deployment: a decode worker's prompts arrive computed
         scope=ENGINE,
         title="prefill compute",
         colour="purple",

@@ -47,7 +47,13 @@ def score(h: History, t: Thresholds) -> StageResult:
             f"{refused:.2f} requests/s refused at admission ({reasons}): {share:.0%} of arrivals never queued"
         )
     deferred = h.mean("requests_waiting_deferred", t.level_seconds)
-    if deferred:
+    parked = h.mean("kv_pending_receiver", t.level_seconds) if h.latest().role == "decode" else None
+    if parked:
+        # capacity_waiting (stages/inputs.py) took them out of this worker's waiting count
+        result.evidence.append(
+            f"besides, {parked:.1f} requests wait for their KV from the prefill pool: the hand-over's (kv_transfer)"
+        )
+    elif deferred:
         result.evidence.append(
             f"{deferred:.1f} of the waiting are deferred, not short of a slot (LoRA budget, KV transfer, blocked)"
         )

@@ -78,6 +78,8 @@ class StageResult:
 
     score: float = 0.0
     evidence: list[str] = field(default_factory=list)
+    #: actions worded for the state the scorer saw; when given, they stand for the record's `actions`
+    actions: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,8 @@ class Measure:
     #: a counter: its rate over the report's rate window
     rate: bool = False
     better: Literal["higher", "lower", ""] = "lower"
+    #: matchers of the family's series it reads (`part="transfer"`), "" for all
+    match: str = ""
 
 
 @dataclass(frozen=True)
@@ -275,6 +279,12 @@ class Stage(Generic[In]):
     driven_by: tuple[str, ...] = ()
     #: the report's "not this" lines: (matrix, whether the stage became the bottleneck or worsened)
     misreadings: Callable[[Readings, bool], list[str]] | None = None
+    #: the roles of a disaggregated deployment it is judged on (empty: every engine); a unified
+    #: engine is judged on every stage
+    roles: tuple[str, ...] = ()
+
+    def judged_on(self, role: str) -> bool:
+        return not self.roles or role == "unified" or role in self.roles
 
     def __post_init__(self) -> None:
         if not _ID.match(self.id):

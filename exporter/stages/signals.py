@@ -15,6 +15,7 @@ from typing import Any
 
 from exporter.health.finding import Finding
 from exporter.stages.inputs import QUANTILE_OF, EngineInputs
+from exporter.stages.pd_view import PdView
 from exporter.window import histogram_quantile
 
 #: the EngineInputs attributes that are numbers (or None): the columns History keeps
@@ -56,6 +57,9 @@ class History:
         #: the node's health findings this round (exporter/health/): evidence the stages quote
         #: where a finding of their topic explains them (`finding.lines_for`)
         self.findings: tuple[Finding, ...] = ()
+        #: this engine's place in a disaggregated pair, worked out across engines each round by
+        #: the diagnosis (exporter/diagnosis/pd.py); None for an engine of no pair
+        self.pd: PdView | None = None
 
     def add(self, now: float, inputs: EngineInputs) -> None:
         self.points.append((now, inputs))

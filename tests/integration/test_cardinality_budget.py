@@ -13,7 +13,9 @@ from __future__ import annotations
 import pytest
 
 from exporter.app import Exporter, Pipeline
+from exporter.catalogue.disagg import PD_FAMILIES
 from exporter.exposition import render_text
+from exporter.monitoring.pd_reference import PAIR_SERIES_BUDGET
 from exporter.settings import Config, EngineTarget, GpuSettings, ScrapeLimits, SloTarget
 from exporter.simulate.exporter_view import ExporterView
 from exporter.simulate.node import SimulatedNode
@@ -24,7 +26,7 @@ from tests.support import RouteServer, respond_with, sglang_sliced_page
 pytestmark = pytest.mark.integration
 
 NODE_BUDGET = 1500
-# Measured (printed by the test): 886 series at the documented size; an engine adds 72 (its
+# Measured (printed by the test): 910 series at the documented size; an engine adds 75 (its
 # families, latency and prefill/decode summaries with three quantiles, the 2026 families: refusals,
 # cached prompt tokens and reuse, sleep state, MFU counters, tokens per step; a bottleneck
 # score/active/primary per stage, its source's self-observability), a GPU 15, a port 22. The
@@ -39,14 +41,27 @@ PER_GPU_BUDGET = 18
 PER_PORT_BUDGET = 27
 
 
-def node_series(gpus: int, engines: int, ports: int) -> int:
+def node_series(gpus: int, engines: int, ports: int, disaggregation: str = "") -> int:
+    """Series of a node; `disaggregation` a format (vllm-nixl, sglang): its engines as one prefill
+    and one decode pool of engines / 2 each."""
+    return len(node_lines(gpus, engines, ports, disaggregation))
+
+
+def node_lines(gpus: int, engines: int, ports: int, disaggregation: str = "") -> list[str]:
+    """The node's exposition, one line per series, once its engines have verdicts."""
+    replicas = f"""
+  - model: llama-3.1-8b
+    count: {engines}"""
+    if disaggregation:
+        replicas = f"""
+  - {{model: llama-3.1-8b, role: prefill, count: {engines // 2}}}
+  - {{model: llama-3.1-8b, role: decode, count: {engines // 2}}}
+disaggregation: {{format: {disaggregation}}}"""
     text = f"""
 name: cardinality
 seed: 5
 node: {{gpu: h100-sxm, gpus: {gpus}, nics: {ports}}}
-replicas:
-  - model: llama-3.1-8b
-    count: {engines}
+replicas:{replicas}
 workload:
   rate_per_second: {3 * engines}
   prompt_tokens: {{mean: 600, cv: 0.5}}
@@ -56,12 +71,25 @@ workload:
     view = ExporterView(node, interval=5.0)
     try:
         body = b""
-        for t in (30.0, 35.0, 40.0):  # every window and rate has a previous collection by the last
-            node.advance(t)
+        # every window and rate has a previous collection by the last, and every engine's history
+        # spans the diagnosis's level window (30 s), so its bottleneck series are there
+        for t in range(30, 75, 5):
+            node.advance(float(t))
             body = render_text(view.collect())
     finally:
         view.close()
-    return sum(1 for line in body.decode().splitlines() if line and not line.startswith("#"))
+    return [line for line in body.decode().splitlines() if line and not line.startswith("#")]
+
+
+def family_of(line: str) -> str:
+    name = line.split("{")[0].split(" ")[0]
+    for suffix in ("_sum", "_count"):
+        if name.endswith(suffix) and name[: -len(suffix)] in _PD_NAMES:
+            return name[: -len(suffix)]
+    return name
+
+
+_PD_NAMES = frozenset(spec.name for spec in PD_FAMILIES)
 
 
 def test_a_node_at_its_documented_size_and_each_added_part_stay_within_budget():
@@ -74,6 +102,23 @@ def test_a_node_at_its_documented_size_and_each_added_part_stay_within_budget():
     assert 0 < per_engine <= PER_ENGINE_BUDGET, per_engine
     assert 0 < per_gpu <= PER_GPU_BUDGET, per_gpu
     assert 0 < per_port <= PER_PORT_BUDGET, per_port
+
+
+@pytest.mark.parametrize("disaggregation", ["vllm-nixl", "sglang"])
+def test_a_prefill_decode_pair_adds_at_most_its_budget(disaggregation: str) -> None:
+    """docs/metrics.md's budget: a pair adds at most PAIR_SERIES_BUDGET series (its role info, the
+    hand-over per side, the decode worker's TTFT parts: the disaggregated families). In vLLM's
+    format they are all it adds over two unified vLLM engines of the same model; SGLang's format
+    has fewer engine families than vLLM's (no prefill/decode time histograms, MFU or speculative
+    counters), so a pair in it is measured by its disaggregated families alone."""
+    unified = node_lines(2, 2, 2)
+    paired = node_lines(2, 2, 2, disaggregation)
+    added = sum(1 for line in paired if family_of(line) in _PD_NAMES)
+    print(f"series: 2 unified engines {len(unified)}; a {disaggregation} pair {len(paired)}, {added} disaggregated")
+    assert 0 < added <= PAIR_SERIES_BUDGET, added
+    assert not any(family_of(line) in _PD_NAMES for line in unified)
+    if disaggregation == "vllm-nixl":  # nothing else grows (a prefill worker's ITL may be absent)
+        assert 0 < len(paired) - len(unified) <= added
 
 
 def test_slices_of_ten_tenants_ten_adapters_three_priorities_stay_within_budget() -> None:

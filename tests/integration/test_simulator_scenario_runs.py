@@ -4,6 +4,8 @@ tests/unit/test_simulator_scenarios.py)."""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from exporter.simulate import load_scenario, run_offline
@@ -69,6 +71,38 @@ def test_host_overhead_idles_the_gpu_while_the_engine_burns_a_core():
     assert after.running > 1 and after.gpu_utilization < 0.3 and after.sm_active < 0.2
     assert after.engine_cpu_cores > 0.6 > before.engine_cpu_cores
     assert after.tpot_p50 > 3 * before.tpot_p50
+
+
+def pd_legs(result, start: float, end: float) -> tuple[float, float]:
+    """Medians of (the prefill leg, the decode leg to its first token) of requests that arrived in [start, end)."""
+    legs: dict[int, list] = {}
+    for request in result.requests:
+        legs.setdefault(request.id, []).append(request)
+    prefill, decode = [], []
+    for pair in legs.values():
+        first, *rest = sorted(pair, key=lambda r: r.arrival)
+        if start <= first.arrival < end and rest and rest[0].first_token >= 0:
+            prefill.append(first.finished - first.arrival)
+            decode.append(rest[0].first_token - rest[0].arrival)
+    assert len(decode) > 50
+    return statistics.median(prefill), statistics.median(decode)
+
+
+def test_pd_transfer_bound_slows_the_hand_over_not_the_prefill_and_co_locating_fixes_it():
+    result = run("pd-transfer-bound", 390)
+    same, cross, back = pd_legs(result, 90, 150), pd_legs(result, 270, 330), pd_legs(result, 345, 390)
+    assert cross[1] > 3 * same[1] and cross[0] < 1.2 * same[0]  # the decode side waits for its KV
+    assert back[1] < 1.5 * same[1]
+    received = sum(p.values["port_rcv_data"] for p in result.node.ports)
+    assert received > 0  # the KV crossed the decode GPUs' RDMA ports
+
+
+def test_pd_decode_kv_bound_fills_the_decode_pool_and_holds_the_hand_overs():
+    result = run("pd-decode-kv-bound", 240)
+    decode = [r for r in result.node.replicas if r.role == "decode"]
+    assert min(r.kv.usage for r in decode) > 0.85
+    before, after = pd_legs(result, 60, 120), pd_legs(result, 180, 220)
+    assert after[1] > 10 * before[1]
 
 
 def test_admission_limit_caps_the_queue_and_refuses_the_excess():

@@ -29,11 +29,22 @@ from exporter.simulate.scenario import builtin_names  # noqa: E402
 from tests.integration.test_live_verdicts import LiveRun, live_run, share  # noqa: E402
 
 
-def others(run: LiveRun, phase: str) -> str:
+def others(run: LiveRun, phase: str, role: str | None = None) -> str:
     """What the evaluated reads of `phase` said instead of the expected stage, most common first."""
-    counts = Counter(p for name, evaluated, primaries in run.reads if name == phase and evaluated for p in primaries)
-    counts.pop(run.expected[phase], None)
+    counts = Counter(
+        primary
+        for name, evaluated, engines in run.reads
+        if name == phase and evaluated
+        for engine_role, primary in engines
+        if (role is None or engine_role == role) and primary != run.expected_for(phase, engine_role)
+    )
     return ", ".join(f"{stage} {n}" for stage, n in counts.most_common(3))
+
+
+def roles(run: LiveRun) -> list[str | None]:
+    """The pools to print apart: both of a disaggregated scenario, else all engines together."""
+    seen = {role for _, _, engines in run.reads for role, _ in engines}
+    return sorted(seen) if seen - {"unified"} else [None]
 
 
 def main() -> int:
@@ -55,13 +66,16 @@ def main() -> int:
             if run.error:
                 print(f"{seed:>4} {run.name:<42}error: {run.error}")
                 continue
-            for phase, expected in run.expected.items():
-                fraction, count = share(run, phase)
-                plain, _ = share(run, phase, plain=True)
-                print(
-                    f"{seed:>4} {run.name + '/' + phase:<42}{expected:<26}{fraction:>6.0%}{count:>6}{plain:>7.0%}"
-                    f"  {others(run, phase)}"
-                )
+            for phase in run.expected:
+                for role in roles(run):
+                    fraction, count = share(run, phase, role=role)
+                    plain, _ = share(run, phase, plain=True, role=role)
+                    where = run.name + "/" + phase + (f" ({role})" if role else "")
+                    expected = run.expected_for(phase, role or "unified")
+                    print(
+                        f"{seed:>4} {where:<42}{expected:<26}{fraction:>6.0%}{count:>6}{plain:>7.0%}"
+                        f"  {others(run, phase, role)}"
+                    )
             for miss in run.misses[:3] if args.misses else ():
                 print(f"       miss: {json.dumps(miss)}")
         print(f"     load average after seed {seed}: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")

@@ -70,7 +70,7 @@ def _misreadings(readings: Readings, moved: bool) -> list[str]:
 
 STAGE: Stage[History] = Stage(
     id="example_handover",
-    order=45,  # between prefill_compute (40) and decode_memory_bandwidth (50)
+    order=47,  # between kv_transfer (45) and decode_memory_bandwidth (50)
     scope=ENGINE,
     title="example handover",
     colour="light-blue",
@@ -187,12 +187,12 @@ def test_its_alert_is_generated_with_its_defaults_runbook_and_known_figures(adde
 def test_the_dashboard_gives_it_a_row_a_score_panel_and_a_state(added: Stage[History]) -> None:
     board = bottleneck_diagnosis.board(MonitoringConfig())
     titles = [title for title, _ in board.rows()]
-    assert titles[3:6] == ["4 · Handover", "5 · Decode", "6 · KV cache"]
+    assert titles[3:7] == ["4 · KV transfer", "5 · Handover", "6 · Decode", "7 · KV cache"]
     panels = {p.key: p for p in board.panels()}
     assert f'stage="{added.id}"' in panels[f"score-{added.id}"].definition.queries[0].expr
-    assert panels["handover-p95"].row == "4 · Handover"
+    assert panels["handover-p95"].row == "5 · Handover"
     assert (added.title, added.colour) in stage_mappings().values()
-    assert "ingress → queueing → prefill → handover → decode" in panels["how-to-read"].definition.description
+    assert "KV transfer → handover → decode" in " ".join(panels["how-to-read"].definition.description.split())
 
 
 def test_the_report_walks_it_with_its_figures_causes_misreadings_and_colour(added: Stage[History]) -> None:
@@ -218,7 +218,7 @@ def test_the_report_walks_it_with_its_figures_causes_misreadings_and_colour(adde
 
 def test_the_stages_page_lists_it(added: Stage[History]) -> None:
     page = stages_page(MonitoringConfig())
-    assert f"| 5 | `{added.id}` | example handover | per engine | do requests wait between prefill and decode?" in page
+    assert f"| 6 | `{added.id}` | example handover | per engine | do requests wait between prefill and decode?" in page
     assert "[LLMExampleHandoverSlow](runbooks/LLMExampleHandoverSlow.md) (warning, for 5m)" in page
 
 

@@ -233,7 +233,7 @@ def test_alertmanager_inhibitions_name_existing_alerts_and_labels():
     stage_alerts = {rule["alert"] for rule in _committed_alerts() if "stage" in rule["labels"]}
     by_source = {rule["source_matchers"][0]: rule for rule in config["inhibit_rules"]}
     engine_down = by_source['alertname="LLMEngineDown"']
-    assert engine_down["target_matchers"] == ['stage=~".+"'] and len(stage_alerts) == 6
+    assert engine_down["target_matchers"] == ['stage=~".+"'] and len(stage_alerts) == 7
     assert engine_down["equal"] == [labels.cluster, labels.node, "engine"]
     absent = by_source['alertname="LLMExporterAbsent"']
     assert absent["equal"] == [labels.cluster, labels.node]

@@ -155,3 +155,24 @@ def test_generate_reads_the_gateways_from_the_exporter_configuration(tmp_path: P
     config = monitoring_config(tmp_path, exporter_config=str(exporter_config))
     assert config.gateways == ("edge",)
     assert not any(p.row.endswith("(no gateway configured)") for p in bottleneck_diagnosis.board(config).panels())
+
+
+def test_the_disaggregated_board_links_the_runbooks_of_the_pair_alerts() -> None:
+    """The pools, the TTFT parts and the hand-over each link the runbooks of the alerts that page on
+    them, and every linked alert is one the generated rules define."""
+    rules = yaml.safe_load((REPO / "alerts" / "generated" / "llm-bottleneck.rules.yaml").read_text())
+    alerting = {rule["alert"] for group in rules["groups"] for rule in group["rules"] if "alert" in rule}
+    by_title = {p["title"]: p for row in rows(committed("disaggregated")).values() for p in row}
+    linked = {title: {runbook_file(link["url"]).stem for link in p["links"]} for title, p in by_title.items()}
+    assert linked["Waiting per worker"] == {"LLMPrefillDecodeImbalance"}
+    assert linked["Transfer share of TTFT"] == {"LLMKVTransferBound"}
+    assert linked["Failed and expired hand-overs"] == {"LLMKVTransferFailures", "LLMKVTransferExpired"}
+    reached = set().union(*linked.values())
+    assert reached == {
+        "LLMPrefillDecodeImbalance",
+        "LLMKVTransferBound",
+        "LLMKVTransferFailures",
+        "LLMKVTransferExpired",
+    }
+    assert reached <= alerting
+    assert all((RUNBOOKS / f"{alert}.md").is_file() for alert in reached)

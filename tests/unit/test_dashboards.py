@@ -244,6 +244,7 @@ def test_dashboard_uids_are_fixed_and_unique():
         "cluster-overview": "llm-cluster-overview",
         "bottleneck-diagnosis": "llm-bottleneck-diagnosis",
         "engine-detail": "llm-engine-detail",
+        "disaggregated": "llm-disaggregated",
         "gpu-node": "llm-gpu-node",
         "network": "llm-network",
         "slo": "llm-slo",
@@ -281,7 +282,7 @@ def test_panel_ids_do_not_move_when_a_panel_is_inserted_before_them():
 def test_the_diagnosis_rows_walk_the_framework_in_order_each_with_its_stage_score():
     board = DASHBOARDS["bottleneck-diagnosis"](CONFIG)
     rows = [title for title, _ in board.rows()]
-    words = ["ingress", "queueing", "prefill", "decode", "kv cache", "network", "host"]
+    words = ["ingress", "queueing", "prefill", "kv transfer", "decode", "kv cache", "network", "host"]
     assert len(rows) == len(words)
     for title, word in zip(rows, words):
         assert word in title.lower(), (title, word)
@@ -464,7 +465,9 @@ def _runbook_links(path: Path) -> list[tuple[str, str]]:
 def test_runbooks_link_the_panels_they_name(path):
     text = path.read_text(encoding="utf-8")
     confirm = text.split("## Confirm", 1)[1].split("\n## ", 1)[0] if "## Confirm" in text else ""
-    named = re.findall(r"\*(Cluster overview|Bottleneck diagnosis|Engine detail|GPU and node|Network)\*", confirm)
+    named = re.findall(
+        r"\*(Cluster overview|Bottleneck diagnosis|Engine detail|Disaggregated serving|GPU and node|Network)\*", confirm
+    )
     links = _runbook_links(path)
     if named:
         assert links, f"{path.name} names dashboards {named} but links no panel"
@@ -476,6 +479,7 @@ def test_runbooks_link_the_panels_they_name(path):
         "Cluster overview": "llm-cluster-overview",
         "Bottleneck diagnosis": "llm-bottleneck-diagnosis",
         "Engine detail": "llm-engine-detail",
+        "Disaggregated serving": "llm-disaggregated",
         "GPU and node": "llm-gpu-node",
         "Network": "llm-network",
     }

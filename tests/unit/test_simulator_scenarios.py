@@ -19,6 +19,10 @@ BUILT_IN = (
     "healthy",
     "host-overhead",
     "kv-cache-saturation",
+    "pd-decode-kv-bound",
+    "pd-healthy",
+    "pd-prefill-starved",
+    "pd-transfer-bound",
     "prefill-long-prompts",
     "prompt-growth",
     "queue-overload",
@@ -35,7 +39,7 @@ def test_every_phase_names_a_known_stage_and_the_scenario_exercises_one(name):
     scenario = load_scenario(name)
     stages = {p.expected_stage for p in scenario.phases}
     assert stages <= {"none", *(stage.id for stage in of(ENGINE))}
-    assert name == "healthy" or stages - {"none"}
+    assert name in ("healthy", "pd-healthy") or stages - {"none"}
     assert scenario.warmup_seconds <= 90  # steady state well within 60 s of wall time after it
 
 
@@ -44,6 +48,7 @@ def test_list_shows_every_scenario_with_its_stages():
     for name in BUILT_IN:
         assert name in text
     assert "prompt-growth            none -> decode_memory_bandwidth -> none" in text
+    assert "pd-transfer-bound        none -> kv_transfer (prefill: none) -> none" in text
 
 
 @pytest.mark.parametrize(

@@ -90,6 +90,24 @@ def test_a_gateway_is_judged_only_on_slos_that_cover_every_model_behind_it() -> 
     assert judged.measured_at == "gateway"
 
 
+def test_behind_llm_d_s_coordinator_the_epp_s_first_token_is_a_leg_and_not_judged() -> None:
+    """The coordinator sends a disaggregated request's prefill and decode legs through the EPP as
+    two requests: the EPP's TTFT is the decode leg's (short), not the client's; its request
+    duration still holds every request and stays judged."""
+    epp = {"gateway": "epp", "gateway_type": "epp"}
+    metrics = [
+        engine_up(),
+        summary("llm_gateway_time_to_first_token_seconds", epp, *([0.02] * 10)),
+        summary("llm_gateway_request_duration_seconds", epp, *([0.5] * 10)),
+    ]
+    layout = PathLayout({"epp": ()}, {})
+    alone = {r.dimension for r in evaluate_client_side([SLO], metrics, layout)}
+    assert alone == {"ttft", "e2e"}
+    coordinator = Sample("llm_gateway_up", {"gateway": "coord", "gateway_type": "llm-d-coordinator"}, 1.0)
+    behind = {r.dimension for r in evaluate_client_side([SLO], [*metrics, coordinator], layout)}
+    assert behind == {"e2e"}
+
+
 def test_the_gap_is_put_on_the_part_of_the_path_that_holds_the_extra_time() -> None:
     metrics = starved_host()
     results = evaluate([SLO], metrics) + evaluate_client_side([SLO], metrics, LAYOUT)

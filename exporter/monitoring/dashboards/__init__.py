@@ -14,7 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from exporter.monitoring.config import MonitoringConfig
-from exporter.monitoring.dashboards import bottleneck_diagnosis, cluster_overview, engine_detail, gpu_node, network, slo
+from exporter.monitoring.dashboards import (
+    bottleneck_diagnosis,
+    cluster_overview,
+    disaggregated,
+    engine_detail,
+    gpu_node,
+    network,
+    slo,
+)
 from exporter.monitoring.dashboards.board import Board
 
 # File stem -> the dashboard's definition, in the order the README lists them.
@@ -22,6 +30,7 @@ DASHBOARDS: dict[str, Callable[[MonitoringConfig], Board]] = {
     "cluster-overview": cluster_overview.board,
     "bottleneck-diagnosis": bottleneck_diagnosis.board,
     "engine-detail": engine_detail.board,
+    "disaggregated": disaggregated.board,
     "gpu-node": gpu_node.board,
     "network": network.board,
     "slo": slo.board,

@@ -19,7 +19,7 @@ from grafanalib.core import Dashboard, DashboardLink, GridPos, Template, Templat
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.dashboards.panels import DATASOURCE, render, row
 from exporter.monitoring.promql import series
-from exporter.stages.panels import PanelDef
+from exporter.stages.panels import Link, PanelDef
 
 GRID_COLUMNS = 24
 # Grafana 10.4 to 11: every field emitted is of the current model, so no migration has to run.
@@ -253,3 +253,8 @@ def dashboard_links(config: MonitoringConfig) -> list[DashboardLink]:
             tooltip="How to act on each alert, stage by stage (docs/runbooks/)",
         ),
     ]
+
+
+def alert_runbook_links(config: MonitoringConfig, *alerts: str) -> tuple[Link, ...]:
+    """A panel's links to the runbooks of the alerts that page on what it shows (docs/runbooks/)."""
+    return tuple(Link(f"Runbook: {alert}", config.runbook_url(alert)) for alert in dict.fromkeys(alerts))

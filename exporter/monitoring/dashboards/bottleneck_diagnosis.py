@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from exporter.monitoring.config import MonitoringConfig
-from exporter.monitoring.dashboards.board import Board, slug, summary
+from exporter.monitoring.dashboards.board import Board, alert_runbook_links, slug, summary
 from exporter.monitoring.dashboards.cluster_overview import active_bottlenecks_table
 from exporter.monitoring.dashboards.engine_detail import UID as ENGINE_DETAIL
 from exporter.monitoring.dashboards.queries import Scope, stage_mappings
@@ -79,15 +79,15 @@ def runbook_links(config: MonitoringConfig, stage: Stage[Any]) -> tuple[Link, ..
     """The runbooks of the stage's alerts, and of the stages its row covers (those of its scope
     without a row of their own)."""
     covered = [stage, *(s for s in of(stage.scope) if s.row is None and s is not stage)]
-    return tuple(Link(f"Runbook: {a.name}", config.runbook_url(a.name)) for s in covered for a in s.alerts)
+    return alert_runbook_links(config, *(a.name for s in covered for a in s.alerts))
 
 
 def no_gateway_guide() -> str:
     return prose(
         "**No gateway is configured**, so the panels of this row would stay empty. The stages before the "
         "engine are scored per gateway: add the gateway in front of the engines to the exporter "
-        "configuration's `gateways:` (its metrics URL and type: epp, envoy-ai-gateway, litellm, haproxy, "
-        "ingress-nginx; docs/configuration.md), and `probes:` through it for the client network, then "
+        "configuration's `gateways:` (its metrics URL and its type, one of the gateway types in docs/metrics.md; "
+        "docs/configuration.md), and `probes:` through it for the client network, then "
         "regenerate the dashboards (`generate --exporter-config FILE`) to unfold this row."
     )
 

@@ -236,12 +236,13 @@ def _panels(s: Scope, slo: SloTarget) -> tuple[PanelDef, ...]:
             "headroom",
             "Headroom",
             per_engine("min", "llm_capacity_headroom_ratio"),
-            recorded(SloRecordNames.model_headroom, "model {{model}}", model),
+            recorded(SloRecordNames.model_headroom, "model {{model}} {{role}}", model),
             unit=Unit.RATIO,
             max=1,
             lines=(Line(0.0, "red"),),
-            description="1 - load / capacity under the SLO, per engine and per model across replicas. Low GPU "
-            "utilization with little headroom means added concurrency would break the SLO.",
+            description="1 - load / capacity under the SLO, per engine and per model across replicas (per pool of "
+            "a disaggregated model). Low GPU utilization with little headroom means added concurrency would break "
+            "the SLO.",
         ),
         panel(
             "confidence",

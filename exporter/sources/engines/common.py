@@ -22,6 +22,7 @@ from typing import Literal
 from exporter.model import EngineReading, Histogram
 from exporter.promtext import LabelKey, ParsedSamples, parse_number
 from exporter.settings import ScrapeLimits
+from exporter.sources.engines.connectors import Connector
 
 Reduce = Literal["sum", "max", "mean"]
 MODEL_LABELS = ("model_name", "model", "name")
@@ -293,6 +294,9 @@ class EngineMapping(ABC):
     # the parser keeps only those, bounded, whatever the size of the label set (vLLM's config info
     # can carry a model's whole configuration).
     info_labels: Mapping[str, frozenset[str]] = MappingProxyType({})
+    # The KV connectors whose transfer families it exports when serving disaggregated, read by
+    # kv_transfer.py and listed per engine type in the metrics reference.
+    kv_connectors: tuple[Connector, ...] = ()
 
     @property
     @abstractmethod

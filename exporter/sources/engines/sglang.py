@@ -39,6 +39,7 @@ from exporter.sources.engines.common import (
     reduce_by_model,
     spellings,
 )
+from exporter.sources.engines.kv_transfer import SGLANG_CONNECTOR
 from exporter.sources.engines.registry import MAPPINGS
 from exporter.sources.engines.slices import read_engine_slices
 
@@ -70,6 +71,7 @@ def _is_total(key: LabelKey) -> bool:
 
 class SglangMapping(DeclarativeMapping):
     engine_type = "sglang"
+    kv_connectors = (SGLANG_CONNECTOR,)
     duplicate_labels = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank", "pid"})
     rank_labels = ("dp_rank", "tp_rank", "pp_rank")
     signals = (

@@ -21,6 +21,7 @@ from exporter.sources.engines.common import (
     read_counter,
     reduce_by_model,
 )
+from exporter.sources.engines.kv_transfer import TRTLLM_CONNECTOR
 from exporter.sources.engines.registry import MAPPINGS
 
 _EARLY_HISTOGRAMS = ("time_to_first_token_seconds", "e2e_request_latency_seconds")
@@ -28,6 +29,7 @@ _EARLY_HISTOGRAMS = ("time_to_first_token_seconds", "e2e_request_latency_seconds
 
 class TrtllmMapping(DeclarativeMapping):
     engine_type = "trtllm"
+    kv_connectors = (TRTLLM_CONNECTOR,)
     signals = (
         Signal("requests_running", ("trtllm_num_requests_running",)),
         Signal("requests_waiting", ("trtllm_num_requests_waiting",)),

@@ -32,6 +32,7 @@ from exporter.sources.engines.common import (
     read_counter,
     reduce_by_model,
 )
+from exporter.sources.engines.kv_transfer import VLLM_CONNECTORS
 from exporter.sources.engines.registry import MAPPINGS
 
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
@@ -101,6 +102,7 @@ def _max_model_len(pool_tokens: str | None, concurrency: str | None) -> str | No
 
 class VllmMapping(DeclarativeMapping):
     engine_type = "vllm"
+    kv_connectors = VLLM_CONNECTORS
     signals = (
         Signal("requests_running", ("vllm:num_requests_running",)),
         Signal("requests_waiting", ("vllm:num_requests_waiting",)),

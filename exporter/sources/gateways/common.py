@@ -22,7 +22,7 @@ from exporter.sources.engines.common import first_present
 CODES_OF_NOTE = frozenset({"408", "429", "499", "502", "503", "504"})
 CODE_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 #: keys of `GatewayReading.histograms` (and `.averages`), each a `llm_gateway_*_seconds` summary
-LATENCY_KEYS = ("request_duration", "time_to_first_token", "upstream_duration", "queue_time")
+LATENCY_KEYS = ("request_duration", "time_to_first_token", "upstream_duration", "queue_time", "kv_transfer_estimate")
 
 
 @dataclass(slots=True)
@@ -44,6 +44,8 @@ class GatewayReading:
     #: backends (servers, endpoints, deployments) by state: "up", "down"
     backends: dict[str, float] = field(default_factory=dict)
     upstream_connection_errors_total: float | None = None
+    #: a disaggregating proxy's pipeline steps as it times them, by step (llm-d's P/D coordinator)
+    steps: dict[str, Histogram] = field(default_factory=dict)
     #: per slice (tenant, adapter, priority class: exporter/slicing.py) where the gateway labels its
     #: histograms with one (exporter/sources/gateway_slices.py); the queue is not read per slice
     slice_histograms: dict[tuple[str, str], dict[str, Histogram]] = field(default_factory=dict)
