@@ -22,6 +22,9 @@ from exporter.simulate.scenario import Phase, Scenario
 from exporter.simulate.workload import ArrivalProcess, Request, WorkloadSpec
 
 CHUNK_SECONDS = 0.25
+#: how long the engines had been serving when the scenario begins: a scenario is their steady
+#: state, not their start, so the exporter must not read them as warming up (health.warmup_seconds)
+ENGINE_UPTIME_SECONDS = 3600.0
 SAMPLE_SECONDS = 1.0
 
 
@@ -52,7 +55,7 @@ class SimulatedNode:
             if scenario.phases[0].workload.arrival == "closed"
             else ArrivalProcess(self._workload_at, boundaries, arrivals_rng)
         )
-        self.build_replicas()
+        self.build_replicas(started_at=-ENGINE_UPTIME_SECONDS)
         self._router_rng = random.Random(rng.getrandbits(64))
         self._round_robin = itertools.cycle(range(len(self.replicas)))
         self.nic_history: list[deque[tuple[float, float]]] = [deque() for _ in self.ports]
@@ -60,8 +63,9 @@ class SimulatedNode:
         self._apply_phase(self.phase)
         self._sample()
 
-    def build_replicas(self) -> None:
-        """Place the scenario's replica groups on the GPUs; fresh engine processes, as after a restart.
+    def build_replicas(self, started_at: float | None = None) -> None:
+        """Place the scenario's replica groups on the GPUs; fresh engine processes, as after a restart
+        (started now, unless `started_at` says when).
 
         Requests the old processes held are lost; a closed population's clients get their error and
         think before they ask again.
@@ -91,6 +95,7 @@ class SimulatedNode:
                     record=self._record_requests,
                 )
                 replica.now = self.now
+                replica.started_at = self.now if started_at is None else started_at
                 if isinstance(self._arrivals, ClosedPopulation):
                     replica.on_close = self._arrivals.left
                 self.placements.append(ReplicaPlacement(index, group_index, gpus))
