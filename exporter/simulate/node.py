@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from exporter.simulate.closedloop import ClosedPopulation
 from exporter.simulate.engine import EngineReplica
@@ -43,6 +43,10 @@ class SimulatedNode:
         node = scenario.node
         self.gpus = [GpuDevice(i, node.gpu, rng) for i in range(node.gpus)]
         self.ports = [RdmaPort(f"{node.nic_device_prefix}{i}", node.nic) for i in range(node.nics)]
+        for fault in node.nic_faults:  # a port at another rate carries its traffic at that rate
+            port = self.ports[fault.nic]
+            port.spec = replace(port.spec, rate_gbps=fault.rate_gbps or port.spec.rate_gbps)
+            port.pcie_width, port.ecn_enabled = fault.pcie_width, fault.ecn
         self.now = 0.0
         self.phase = scenario.phases[0]
         self.placements: list[ReplicaPlacement] = []

@@ -232,6 +232,7 @@ def _phase_json(phase: Any) -> dict[str, Any]:
         "start_seconds": phase.start_seconds,
         "expected_stage": phase.expected_stage,
         "secondary_stages": list(phase.secondary_stages),
+        "expected_findings": [finding.as_json() for finding in phase.expected_findings],
         "note": phase.note,
     }
 
