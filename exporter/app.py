@@ -167,8 +167,12 @@ class Exporter:
         *,
         lifetime_baseline: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
         pipeline: Pipeline | None = None,
     ) -> None:
+        """`clock`: the collection loop's and the windows' time; `wall_clock`: the Unix time that
+        engines' start times are read against (a simulation served faster than real time gives
+        its own, so that an engine's start is as long ago as the simulation says)."""
         self.config = config
         self.rendered = RenderedSnapshot()
         self.diagnoser = Diagnoser(config.thresholds, warm_up=not lifetime_baseline)
@@ -187,6 +191,7 @@ class Exporter:
         self.reloads = {"success": 0, "failure": 0}
         self.series_budget = SeriesBudget()  # the node-wide output cap, applied in publish
         self._clock = clock
+        self._wall_clock = wall_clock
         self._lifetime_baseline = lifetime_baseline
         self._lock = threading.Lock()
         pipeline = pipeline or build_pipeline(config, lifetime_baseline)
@@ -220,7 +225,7 @@ class Exporter:
                 self.spans.observe(metrics, self._targets(), self.config.window_seconds)
             metrics = (*metrics, *self.slo.update(metrics, self._clock()))
             answered = {target: at for (name, target), at in snapshot.answered_at.items() if name == EngineSource.name}
-            health = self.node_health.update(metrics, self._clock(), time.time())
+            health = self.node_health.update(metrics, self._clock(), self._wall_clock())
             failures = {
                 s.target: (s.error, s.message) for s in snapshot.statuses if s.source == EngineSource.name and not s.up
             }

@@ -39,7 +39,8 @@ HEALTH_FAMILIES: tuple[MetricSpec, ...] = (
         ),
         gauge(
             "llm_rdma_port_ecn_enabled",
-            "1 where ECN (DCQCN) is on for the priority at the notification (np) or reaction (rp) point.",
+            "1 where ECN (DCQCN) is on for the RoCE priority (`health.roce_priority`, the only one read) at the "
+            "notification (np) or reaction (rp) point.",
             "netdev",
             "point",
             "priority",

@@ -138,9 +138,10 @@ class EngineStarts:
         return Startup(engine.start_time, restarts=list(track.restarts), loading_seconds=loading, findings=[finding])
 
     def _cold(self, engine: EngineFacts, track: _Track, wall: float, s: HealthSettings) -> Startup:
-        startup = Startup(
-            track.started_at, track.first_served_at, own=dict(engine.startup_seconds), restarts=list(track.restarts)
-        )
+        # First seen after it had served, the first request it serves is not known: no start-up
+        # figure (the next one seen would make it as long as the process has run).
+        first = None if track.seen_late else track.first_served_at
+        startup = Startup(track.started_at, first, own=dict(engine.startup_seconds), restarts=list(track.restarts))
         if s.warmup_seconds <= 0:  # the cold regime turned off
             return startup
         since = track.woke_at if track.woke_at is not None else track.started_at

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psutil
 
 from exporter.engine_processes import EngineProcesses
-from exporter.profile.summary import TraceSummary, summarize
+from exporter.profile.summary import TraceSummary, summarize_capture
 from exporter.settings import EngineTarget
 from exporter.sources import event_loop
 from exporter.sources.http_fetch import HttpClient
@@ -139,8 +139,7 @@ def take(
         raise ProfilingOff(f"{target.name}: started, but no trace directory is known: pass --trace-dir")
     traces = wait_for_traces(directory, started, sleep)
     capture = Capture(target.name, started, seconds, directory, [str(p) for p in traces])
-    if traces:
-        capture.summary = summarize(traces[0])
+    capture.summary = summarize_capture(traces)
     return capture
 
 

@@ -13,6 +13,7 @@ import gzip
 import json
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,22 @@ def summarize(path: Path, top: int = 10) -> TraceSummary:
         ranked,
         {kind: (value / total if total else 0.0) for kind, value in shares.items()},
     )
+
+
+def summarize_capture(paths: Sequence[Path], top: int = 10) -> TraceSummary | None:
+    """The summary of a capture's engine trace: the first of its traces with kernels or operators.
+
+    vLLM (0.32) writes one trace per worker rank (`rank0.*`: the operators and kernels) and, its
+    frontend profiled by default, one for its API server process (`HOST_PID.async_llm.*`) holding
+    Python functions only. Which is flushed last is a race, so the newest is not the one to read;
+    the frontend's is read last (it is as large as a worker's and never has what is summarized)."""
+    first: TraceSummary | None = None
+    for path in sorted(paths, key=lambda p: ".async_llm." in p.name):
+        summary = summarize(path, top)
+        if summary.top:
+            return summary
+        first = first or summary
+    return first
 
 
 def _self_times(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:

@@ -73,6 +73,8 @@ class EngineReplica(FastForward):
         self.kv = KvCache(pool // config.block_size, config.block_size)
         self.stats = EngineStats(config.max_model_len)
         self.now = 0.0
+        #: when its process started (simulated seconds; before 0: it was serving when the scenario began)
+        self.started_at = 0.0
         self.inbox: deque[Request] = deque()
         self.waiting = WaitQueue(config.scheduling)
         self.running: list[Request] = []

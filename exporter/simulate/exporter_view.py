@@ -102,7 +102,8 @@ class ExporterView:
         )
         settings = {**base, **(extra_settings or {})}
         config = build(settings)
-        self.exporter = Exporter(config, clock=lambda: node.now)
+        # Unix time as the simulation tells it: its engines' start times are stated on this clock.
+        self.exporter = Exporter(config, clock=lambda: node.now, wall_clock=lambda: self.server.started_wall + node.now)
 
     def collect(self) -> Snapshot:
         self.server.write_sysfs()

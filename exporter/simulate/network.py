@@ -116,6 +116,9 @@ class RdmaPort:
     values: dict[str, float] = field(default_factory=dict)
     # This port's own condition (one congested link in a cluster scenario), in place of the phase's.
     override: NetworkCondition | None = None
+    #: the width its NIC's PCIe link trained to (of x16), and ECN on its RoCE priority (faults.py)
+    pcie_width: int = 16
+    ecn_enabled: bool = True
 
     def __post_init__(self) -> None:
         names: tuple[str, ...] = PMA_COUNTERS + HW_COUNTERS

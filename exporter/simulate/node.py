@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from exporter.simulate.closedloop import ClosedPopulation
@@ -24,6 +24,9 @@ from exporter.simulate.scenario import Phase, Scenario
 from exporter.simulate.workload import ArrivalProcess, Request, WorkloadSpec
 
 CHUNK_SECONDS = 0.25
+#: how long the engines had been serving when the scenario begins: a scenario is their steady
+#: state, not their start, so the exporter must not read them as warming up (health.warmup_seconds)
+ENGINE_UPTIME_SECONDS = 3600.0
 SAMPLE_SECONDS = 1.0
 
 
@@ -42,6 +45,10 @@ class SimulatedNode:
         node = scenario.node
         self.gpus = [GpuDevice(i, node.gpu, rng) for i in range(node.gpus)]
         self.ports = [RdmaPort(f"{node.nic_device_prefix}{i}", node.nic) for i in range(node.nics)]
+        for fault in node.nic_faults:  # a port at another rate carries its traffic at that rate
+            port = self.ports[fault.nic]
+            port.spec = replace(port.spec, rate_gbps=fault.rate_gbps or port.spec.rate_gbps)
+            port.pcie_width, port.ecn_enabled = fault.pcie_width, fault.ecn
         self.now = 0.0
         self.phase = scenario.phases[0]
         self.placements: list[ReplicaPlacement] = []
@@ -56,7 +63,7 @@ class SimulatedNode:
         )
         #: the P/D proxy of a disaggregated scenario (pd_node.py), None for monolithic replicas
         self.pd = PdRouter(self) if scenario.disaggregation else None
-        self.build_replicas()
+        self.build_replicas(started_at=-ENGINE_UPTIME_SECONDS)
         self._router_rng = random.Random(rng.getrandbits(64))
         self._round_robin = itertools.cycle(range(len(self.replicas)))
         self.nic_history: list[deque[tuple[float, float]]] = [deque() for _ in self.ports]
@@ -64,8 +71,9 @@ class SimulatedNode:
         self._apply_phase(self.phase)
         self._sample()
 
-    def build_replicas(self) -> None:
-        """Place the scenario's replica groups on the GPUs; fresh engine processes, as after a restart.
+    def build_replicas(self, started_at: float | None = None) -> None:
+        """Place the scenario's replica groups on the GPUs; fresh engine processes, as after a restart
+        (started now, unless `started_at` says when).
 
         Requests the old processes held are lost; a closed population's clients get their error and
         think before they ask again.
@@ -98,6 +106,7 @@ class SimulatedNode:
                     record=self._record_requests,
                 )
                 replica.now = self.now
+                replica.started_at = self.now if started_at is None else started_at
                 if isinstance(self._arrivals, ClosedPopulation):
                     replica.on_close = self._arrivals.left
                 self.placements.append(ReplicaPlacement(index, group_index, gpus))

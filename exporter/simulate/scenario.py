@@ -20,6 +20,7 @@ from typing import Any
 from exporter import validation as v
 from exporter.simulate.cluster_spec import ClusterSpec, parse_cluster
 from exporter.simulate.engine_config import RUNTIME_KEYS, EngineConfig
+from exporter.simulate.faults import ExpectedFinding, NicFault, parse_expected_findings, parse_nic_faults
 from exporter.simulate.hardware import GPUS, MODELS, GpuSpec, ModelSpec
 from exporter.simulate.network import NetworkCondition, NicSpec
 from exporter.simulate.pd_spec import (
@@ -52,12 +53,13 @@ TOP_LEVEL_KEYS = (
     "nodes",
     "disaggregation",
 )
-NODE_KEYS = ("gpu", "gpus", "hostname", "driver_version", "nic", "nics")
+NODE_KEYS = ("gpu", "gpus", "hostname", "driver_version", "nic", "nics", "nic_faults")
 NIC_KEYS = ("rate_gbps", "link_layer", "latency_us")
 REPLICA_GROUP_KEYS = ("model", "count", "tensor_parallel", "nodes", "engine", "role")
 ROUTING_KEYS = ("policy", "weights")
-PHASE_KEYS: tuple[str, ...] = ("name", "start_seconds", "expected_stage", "secondary_stages", "note", "workload")
-PHASE_KEYS += ("engine", "network", "expected_by_role", "disaggregation")  # the last two: pd_spec.py
+PHASE_KEYS: tuple[str, ...] = ("name", "start_seconds", "expected_stage", "secondary_stages", "expected_findings")
+# expected_by_role and disaggregation: pd_spec.py
+PHASE_KEYS += ("note", "workload", "engine", "network", "expected_by_role", "disaggregation")
 NETWORK_KEYS = ("background_utilization", "ecn_mark_fraction")
 WORKLOAD_KEYS = (
     "rate_per_second",
@@ -88,6 +90,7 @@ class NodeSpec:
     nic: NicSpec = NicSpec()
     nics: int = 8  # one NIC per GPU (rail-optimized)
     nic_device_prefix: str = "mlx5_"
+    nic_faults: tuple[NicFault, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,8 @@ class Phase:
     network: NetworkCondition = NetworkCondition()
     engine_changes: dict[int, dict[str, Any]] = field(default_factory=dict)  # -1: every replica group
     secondary_stages: tuple[str, ...] = ()
+    #: the node's health findings the exporter must name during the phase (evidence, not stages)
+    expected_findings: tuple[ExpectedFinding, ...] = ()
     note: str = ""
     #: (role, stage) where a pool is expected to read another stage than `expected_stage`
     expected_by_role: tuple[tuple[str, str], ...] = ()
@@ -235,13 +240,15 @@ def _node(value: Any) -> NodeSpec:
         latency_seconds=v.positive_number(nic_data.get("latency_us", 8.0), "node.nic.latency_us") / 1e6,
     )
     gpus = v.positive_int(data.get("gpus", 8), "node.gpus")
+    nics = v.integer(data.get("nics", gpus), "node.nics", minimum=0)
     return NodeSpec(
         gpu=GPUS[gpu],
         gpus=gpus,
         hostname=v.string(data.get("hostname", "sim-node-0"), "node.hostname"),
         driver_version=v.string(data.get("driver_version", "550.90.07"), "node.driver_version"),
         nic=nic,
-        nics=v.integer(data.get("nics", gpus), "node.nics", minimum=0),
+        nics=nics,
+        nic_faults=parse_nic_faults(data.get("nic_faults", []), nics),
     )
 
 
@@ -338,6 +345,9 @@ def _phases(
                 secondary_stages=tuple(
                     v.choice(s, f"{where}.secondary_stages[{i}]", EXPECTED_STAGES)
                     for i, s in enumerate(v.sequence(data.get("secondary_stages", []), f"{where}.secondary_stages"))
+                ),
+                expected_findings=parse_expected_findings(
+                    data.get("expected_findings", []), f"{where}.expected_findings"
                 ),
                 note=v.string_or_empty(data.get("note"), f"{where}.note"),
                 workload=phase_workload,

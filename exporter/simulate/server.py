@@ -106,7 +106,7 @@ class SimulationServer(IndexedServer):
             with self.lock:
                 self.node.advance(self.node.scenario.warmup_seconds)
                 self.write_sysfs()
-        # `_created` and process start times: as if the engines started when the simulation did.
+        # The Unix time of simulated 0: the engines' `_created` and process start times count from it.
         self.started_wall = time.time() - self.node.now
         if self.realtime:
             self._origin = (time.monotonic(), self.node.now)
@@ -247,6 +247,7 @@ def _phase_json(phase: Any) -> dict[str, Any]:
         "start_seconds": phase.start_seconds,
         "expected_stage": phase.expected_stage,
         "secondary_stages": list(phase.secondary_stages),
+        "expected_findings": [finding.as_json() for finding in phase.expected_findings],
         "note": phase.note,
     }
 

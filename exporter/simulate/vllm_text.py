@@ -93,13 +93,14 @@ class _Writer:
             self.sample(base + "_created", labels, self.created)
 
 
-def render_vllm(replica: EngineReplica, created: float) -> str:
-    """The replica's /metrics text; `created` is its start as a Unix time (for `_created` and
-    process_start_time_seconds)."""
+def render_vllm(replica: EngineReplica, zero_wall: float) -> str:
+    """The replica's /metrics text; `zero_wall` is the Unix time of simulated 0. Its process started
+    at `replica.started_at` (process_start_time_seconds, an hour before 0 unless it restarted); its
+    series were created at that start or at 0, whichever is later (the counters start from zero then)."""
     stats, kv = replica.stats, replica.kv
-    out = _Writer(created)
+    out = _Writer(zero_wall + max(0.0, replica.started_at))
     base = {"engine": "0", "model_name": replica.model.served_name}
-    _process_families(out, replica, created)
+    _process_families(out, replica, zero_wall + replica.started_at)
     vllm_connector_families(out, replica, base)
     for kind, total in (("flops", stats.flops), ("read_bytes", stats.read_bytes), ("write_bytes", stats.written_bytes)):
         noun = {
@@ -211,7 +212,7 @@ def _sleep_flag(replica: EngineReplica, state: str) -> float:
     return 1.0 if state == current else 0.0
 
 
-def _process_families(out: _Writer, replica: EngineReplica, created: float) -> None:
+def _process_families(out: _Writer, replica: EngineReplica, started: float) -> None:
     stats = replica.stats
     gc = stats.gc_collections
     out.family("python_gc_objects_collected_total", "Objects collected during gc", "counter")
@@ -235,7 +236,7 @@ def _process_families(out: _Writer, replica: EngineReplica, created: float) -> N
     out.gauge(
         "process_start_time_seconds",
         "Start time of the process since unix epoch in seconds.",
-        [({}, round(created, 2))],
+        [({}, round(started, 2))],
     )
     out.family("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", "counter")
     out.sample("process_cpu_seconds_total", {}, round(stats.cpu_seconds, 2))

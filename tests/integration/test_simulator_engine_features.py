@@ -80,3 +80,18 @@ def test_prefix_reuse_is_read_by_tokens_on_a_shared_prompt() -> None:
     assert len(reuse) == 8 and all(0.05 < value < 0.95 for value in reuse.values()), reuse
     # The simulated vLLM counts a cached token once in each counter: the two figures agree.
     assert all(reuse[e] == pytest.approx(hit[e], abs=0.01) for e in reuse)
+
+
+def test_simulated_engines_had_long_been_serving_so_none_reads_as_warming_up() -> None:
+    """A scenario is its engines' steady state: their process started an hour before it (on the
+    simulation's clock), so from the first round they are up and judged, not in their cold regime."""
+    view, _ = view_at("healthy", 75.0)
+    try:
+        report = view.exporter.diagnosis()
+        zero = view.server.started_wall
+    finally:
+        view.close()
+    assert {(e["state"], e["primary"]) for e in report["engines"]} == {("up", "none")}
+    for engine in report["engines"]:
+        assert engine["startup"]["started_at"] == pytest.approx(zero - 3600.0, abs=0.01)
+        assert engine["startup"]["startup_seconds"] is None and engine["startup"]["cold_until"] is None

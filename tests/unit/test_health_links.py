@@ -27,8 +27,9 @@ class Node:
         self.root = root
         self.ethtool = dict(ethtool or {})
         self.rdma = RdmaSource(str(root), window_seconds=60.0, full_read_every=1)
-        self.links = LinkHealthSource(str(root), refresh_seconds=0.0, ethtool_stats=self._stats)
         self.health = NodeHealth(HealthSettings(**settings))  # type: ignore[arg-type]
+        priority = self.health.settings.roce_priority
+        self.links = LinkHealthSource(str(root), refresh_seconds=0.0, ethtool_stats=self._stats, roce_priority=priority)
         self.now = 1000.0
         self.metrics: list[Metric] = []
 
@@ -53,6 +54,9 @@ def test_a_healthy_node_has_no_finding(tmp_path: Path) -> None:
         assert node.round() == []
     families = {m.name for m in node.metrics}
     assert {"llm_rdma_device_pcie_link_width", "llm_rdma_port_ecn_enabled", "llm_rdma_port_physical_state"} <= families
+    # Only the RoCE priority's switches (the tree has all eight): np and rp, one of each per port.
+    ecn = [m.labels for m in node.metrics if m.name == "llm_rdma_port_ecn_enabled"]
+    assert {labels["priority"] for labels in ecn} == {"3"} and len(ecn) == 2 * len({lb["device"] for lb in ecn})
 
 
 def test_a_nic_trained_to_x8_is_named_with_its_figure_and_the_slot_apart(tmp_path: Path) -> None:

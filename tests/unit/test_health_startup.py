@@ -71,6 +71,8 @@ def test_an_engine_up_long_before_the_exporter_is_serving_at_once_and_a_restart_
     clock = Clock(NodeHealth(HealthSettings(warmup_seconds=60.0)))
     clock.step(engine_round(True, clock.wall - 3600, 5000))
     assert clock.state()[0] == "up"
+    # The first request it served is before the exporter saw it: no start-up figure of an hour.
+    assert clock.step(engine_round(True, clock.wall - 3605, 5200)).startups["vllm-0"].startup_seconds is None
     restarted = clock.step(engine_round(True, clock.wall + 1, 0))
     assert clock.state()[:2] == ("warming_up", "restart") and clock.state()[2].startswith("restarted 4 s ago")
     assert len(restarted.startups["vllm-0"].restarts) == 1

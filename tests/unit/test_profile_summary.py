@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.profile.summary import summarize
+from exporter.profile.summary import summarize, summarize_capture
 
 
 def write(path: Path, events: list[dict]) -> Path:
@@ -48,3 +48,17 @@ def test_a_gpu_trace_is_read_by_its_kernels_with_communication_and_copies(tmp_pa
     assert summary.basis == "gpu kernels" and summary.top[0][0] == "sm90_xmma_gemm_bf16"
     assert summary.shares == {"communication": pytest.approx(0.3), "copies": pytest.approx(0.1),
                               "compute": pytest.approx(0.6)}  # fmt: skip
+
+
+def test_a_capture_is_summarized_by_its_engine_trace_not_by_the_frontend_trace_flushed_last(tmp_path: Path) -> None:
+    """vLLM writes its API server's trace (Python functions only) beside the worker's; either may be
+    the newest. Neither the newest nor the first listed decides: the trace with operators does."""
+    frontend = write(tmp_path / "vm_7.async_llm.2.pt.trace.json.gz", [op("_worker", 0, 9000, cat="python_function")])
+    other = write(tmp_path / "api.3.pt.trace.json.gz", [op("run", 0, 5000, cat="python_function")])
+    worker = write(tmp_path / "rank0.1.pt.trace.json.gz", [op("aten::mm", 0, 400), op("aten::add", 500, 100)])
+    summary = summarize_capture([frontend, other, worker])
+    assert summary is not None and summary.path == str(worker)
+    assert [name for name, _ in summary.top] == ["aten::mm", "aten::add"]
+    empty = summarize_capture([other])
+    assert empty is not None and empty.path == str(other) and empty.top == []
+    assert summarize_capture([]) is None

@@ -16,6 +16,7 @@ BUILT_IN = (
     "admission-limit",
     "cross-node-congestion",
     "decode-bandwidth",
+    "degraded-fabric",
     "healthy",
     "host-overhead",
     "kv-cache-saturation",
@@ -39,7 +40,8 @@ def test_every_phase_names_a_known_stage_and_the_scenario_exercises_one(name):
     scenario = load_scenario(name)
     stages = {p.expected_stage for p in scenario.phases}
     assert stages <= {"none", *(stage.id for stage in of(ENGINE))}
-    assert name in ("healthy", "pd-healthy") or stages - {"none"}
+    # a scenario shows a stage, or findings of the node's health (evidence, not stages)
+    assert name in ("healthy", "pd-healthy") or stages - {"none"} or any(p.expected_findings for p in scenario.phases)
     assert scenario.warmup_seconds <= 90  # steady state well within 60 s of wall time after it
 
 
@@ -52,21 +54,38 @@ def test_list_shows_every_scenario_with_its_stages():
 
 
 @pytest.mark.parametrize(
-    ("edit", "where"),
+    ("scenario", "edit", "where"),
     [
-        (("clients: 1000", "clients: many"), "workload.clients"),
-        (("expected_stage: decode_memory_bandwidth", "expected_stage: slow"), "phases[1].expected_stage"),
-        (("      scheduling: sjf", "      scheduling: random"), "phases[2].engine.scheduling"),
-        (("      max_num_seqs: 256", "      max_num_seqs: 256\n      colour: blue"), "replicas[0].engine.colour"),
-        (("  gpu: a100-80gb", "  gpu: a100-40gb"), "node.gpu"),
-        (("  gpus: 8", "  gpus: 4"), "replicas"),
-        (("  gpus: 8", "  gpus: 8.5"), "node.gpus"),
-        (("clients: 1000", "clients:"), "workload.clients"),
+        ("prompt-growth", ("clients: 1000", "clients: many"), "workload.clients"),
+        (
+            "prompt-growth",
+            ("expected_stage: decode_memory_bandwidth", "expected_stage: slow"),
+            "phases[1].expected_stage",
+        ),
+        ("prompt-growth", ("      scheduling: sjf", "      scheduling: random"), "phases[2].engine.scheduling"),
+        (
+            "prompt-growth",
+            ("      max_num_seqs: 256", "      max_num_seqs: 256\n      colour: blue"),
+            "replicas[0].engine.colour",
+        ),
+        ("prompt-growth", ("  gpu: a100-80gb", "  gpu: a100-40gb"), "node.gpu"),
+        ("prompt-growth", ("  gpus: 8", "  gpus: 4"), "replicas"),
+        ("prompt-growth", ("  gpus: 8", "  gpus: 8.5"), "node.gpus"),
+        ("prompt-growth", ("clients: 1000", "clients:"), "workload.clients"),
+        ("degraded-fabric", ("{nic: 2, pcie_width: 8}", "{nic: 8, pcie_width: 8}"), "node.nic_faults[0].nic"),
+        ("degraded-fabric", ("{nic: 2, pcie_width: 8}", "{nic: 2, pcie_width: 32}"), "node.nic_faults[0].pcie_width"),
+        ("degraded-fabric", ("{nic: 6, ecn: false}", "{nic: 6, ecn: off, colour: red}"), "node.nic_faults[2].colour"),
+        ("degraded-fabric", ("{kind: port_rate_low,", "{kind: port_slow,"), "phases[0].expected_findings[1].kind"),
+        (
+            "degraded-fabric",
+            ("{kind: ecn_disabled, device: mlx5_6/1}", "{kind: ecn_disabled}"),
+            "phases[0].expected_findings[2].device",
+        ),
     ],
 )
-def test_scenario_errors_name_the_key(edit, where):
-    original = load_scenario_text("prompt-growth")
-    assert edit[0] in original, f"the edit's anchor {edit[0]!r} is no longer in prompt-growth.yaml"
+def test_scenario_errors_name_the_key(scenario, edit, where):
+    original = load_scenario_text(scenario)
+    assert edit[0] in original, f"the edit's anchor {edit[0]!r} is no longer in {scenario}.yaml"
     text = original.replace(*edit)
     with pytest.raises(ConfigError) as error:
         parse_scenario(text, "edited.yaml")
@@ -114,3 +133,12 @@ def load_scenario_text(name: str) -> str:
     from importlib import resources
 
     return (resources.files("exporter.simulate") / "scenarios" / f"{name}.yaml").read_text("utf-8")
+
+
+def test_a_nic_fault_sets_its_port_s_link_rate_and_ecn():
+    from exporter.simulate.node import SimulatedNode
+
+    node = SimulatedNode(load_scenario("degraded-fabric"))
+    faulty = {p.device: (p.pcie_width, p.spec.rate_gbps, p.ecn_enabled) for p in node.ports}
+    assert faulty["mlx5_2"] == (8, 400, True) and faulty["mlx5_5"] == (16, 200, True)
+    assert faulty["mlx5_6"] == (16, 400, False) and faulty["mlx5_0"] == (16, 400, True)

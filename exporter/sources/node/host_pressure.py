@@ -6,13 +6,17 @@ loading while its metrics do not answer yet (vLLM binds its port before it loads
 Engine processes are found as the host source finds them (exporter/engine_processes.py: the
 process listening on the engine URL's port); their samples carry the `engine` label alone and are
 joined to the engine's label sets by the composition root, which drops the start time where the
-engine exports its own. Everything is read every `refresh_seconds` (the socket table is the cost).
+engine exports its own. A process listening for several engines (a simulator serving a node's
+replicas at paths of one port, a proxy) is none of theirs: its start and its cgroup say nothing of
+any one engine, so those engines get neither from the host. Everything is read every
+`refresh_seconds` (the socket table is the cost).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 
 import psutil
@@ -96,7 +100,11 @@ class HostPressureSource(Source):
             yield Sample("llm_host_cpu_steal_ratio", {}, max(0.0, (steal - before[0]) / (total - before[1])))
 
     def _engines(self) -> Iterator[Sample]:
-        for name, found in sorted(self._processes.lookup().items()):
+        engines = self._processes.lookup()
+        serving = Counter(found.root for found in engines.values())
+        for name, found in sorted(engines.items()):
+            if serving[found.root] > 1:
+                continue
             labels = {"engine": name}
             try:
                 started = psutil.Process(found.root).create_time()

@@ -8,8 +8,10 @@ link runs below its capability or its configuration drifted (shared/research/fie
 - each port's physical state and its flap and signal-integrity counters (`link_downed`,
   `link_error_recovery`, `symbol_error`, `local_link_integrity_errors`,
   `excessive_buffer_overrun_errors`), apart, where the RDMA source sums them into one error kind;
-- on RoCE ports, the ECN switches per priority, the QoS trust mode, and the per-priority PFC pause
-  counters and pause-storm events of the driver's ethtool statistics.
+- on RoCE ports, the ECN switches of the RoCE priority (`health.roce_priority`: the one the
+  fabric runs RDMA on and the only one judged; the other seven would be 14 series a port of no
+  use), the QoS trust mode, and the per-priority PFC pause counters and pause-storm events of the
+  driver's ethtool statistics.
 
 These change rarely, so the files are read every `refresh_seconds` (30 s by default) and the samples
 of the last read served in between. The ethtool statistics are read through the kernel's ethtool
@@ -64,9 +66,14 @@ class LinkHealthSource(Source):
     timeout_seconds = 5.0
 
     def __init__(
-        self, sysfs: str, refresh_seconds: float = 30.0, ethtool_stats: EthtoolStats = pyroute2_statistics
+        self,
+        sysfs: str,
+        refresh_seconds: float = 30.0,
+        ethtool_stats: EthtoolStats = pyroute2_statistics,
+        roce_priority: int = 3,
     ) -> None:
         self._sysfs = sysfs
+        self._roce_priority = roce_priority
         self._refresh_seconds = refresh_seconds
         self._ethtool_stats = ethtool_stats
         self._read_at: float | None = None
@@ -105,6 +112,8 @@ class LinkHealthSource(Source):
             return
         with_netdev = {**labels, "netdev": port.netdev}
         for (point, priority), enabled in sorted(read_ecn(self._sysfs, port.netdev).items()):
+            if priority != self._roce_priority:
+                continue
             ecn = {**with_netdev, "point": point.removeprefix("roce_"), "priority": str(priority)}
             yield Sample("llm_rdma_port_ecn_enabled", ecn, 1.0 if enabled else 0.0)
         trust = read_trust(self._sysfs, port.netdev)
@@ -161,7 +170,7 @@ def _build(node: NodeContext) -> Source | None:
     """Only on a node with RDMA devices: the RDMA source's condition, its families absent otherwise."""
     if not os.path.isdir(class_path(node.sysfs)):
         return None
-    return LinkHealthSource(node.sysfs, node.health.refresh_seconds)
+    return LinkHealthSource(node.sysfs, node.health.refresh_seconds, roce_priority=node.health.roce_priority)
 
 
 NODE_SOURCES.register(NodeSource(LinkHealthSource.name, _build))
