@@ -94,9 +94,12 @@ def pd_reference() -> list[str]:
         'they end (`role!="prefill"`), its prompt tokens where they are computed (`role!="decode"`); its time to '
         "first token, inter-token and end-to-end quantiles (`model_quantile:…:histogram_quantile`) are the larger of "
         "its workers' quantiles, never both pools' buckets summed (a prefill worker's one-token answers would pull "
-        "them down; the engines' own histograms carry no role). Each leg is part of every request, so the figure "
+        "them down; the engines' own histograms carry no role), and for the same reason the per-model buckets of "
+        "those three latencies (`model_le:…_bucket:sum_rate5m`, the engine-detail dashboard's heatmaps) leave a "
+        "disaggregated model out. Each leg is part of every request, so the figure "
         "is a lower bound that follows the leg that grew; the whole request's is the gateway's "
-        '(`measured_at="gateway"`) or the sum of the TTFT parts.',
+        '(`measured_at="gateway"`) or the sum of the TTFT parts. SLO attainment counts each request once, on the '
+        "decode worker ([slo.md](slo.md)).",
         "",
         f"**Series budget**: a prefill/decode pair adds at most {PAIR_SERIES_BUDGET} series over two unified "
         "engines: the role info, the transfer families per side and the TTFT parts of the decode worker (31 "

@@ -152,23 +152,14 @@ def recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
         RecordingRule(names.kv_usage_max, per_model("max", series("llm_engine_kv_cache_usage_ratio", exporter))),
         RecordingRule(names.kv_usage_avg, per_model("avg", series("llm_engine_kv_cache_usage_ratio", exporter))),
     ]
-    # The engines' own histograms carry no role, and a disaggregated model's two legs are not two
-    # samples of one latency: their buckets summed would put the prefill legs' one-token answers
-    # among the requests' first tokens and pull every quantile down. Such a model's latencies are
-    # the larger of its workers' quantiles (the exporter's, per leg): each leg is part of every
-    # request, so neither reads above the request, and the leg that grew (a starved prefill pool,
-    # a slow hand-over) is the one read.
-    prefill_workers = series("llm_engine_role_info", exporter, 'role="prefill"')
-    legs_apart = f"unless on ({cluster}, model)\n{prefill_workers}"
     for key, family in LATENCY_FAMILIES.items():
         rules.append(RecordingRule(names.latency_buckets(key), _bucket_rates(config, key)))
-        per_request = key in REQUEST_LATENCIES
         for q in QUANTILES:
             quantile_matcher = f'quantile="{q}"'
-            from_buckets = f"histogram_quantile({q:g}, sum by ({cluster}, model, le) ({names.latency_buckets(key)}))"
             expr = (
-                f"(\n{from_buckets}\n{legs_apart}\n)" if per_request else from_buckets
-            ) + f"\nor\nmax by ({cluster}, model) ({series(family, exporter, quantile_matcher)})"
+                f"histogram_quantile({q:g}, sum by ({cluster}, model, le) ({names.latency_buckets(key)}))"
+                f"\nor\nmax by ({cluster}, model) ({series(family, exporter, quantile_matcher)})"
+            )
             rules.append(RecordingRule(names.latency_quantile(key), expr, {"quantile": str(q)}))
     itl_p95 = series(names.latency_quantile("inter_token_latency"), 'quantile="0.95"')
     rules.append(RecordingRule(names.itl_best, f"min without (quantile) (min_over_time({itl_p95}[{names.baseline}]))"))
@@ -195,6 +186,13 @@ def _bucket_rates(config: MonitoringConfig, key: str) -> str:
 
     `or` keeps the left series where two spellings carry the same labels (an engine exporting a
     family under its new and its deprecated name), so each observation counts once.
+
+    The engines' own histograms carry no role, and a disaggregated model's two legs are not two
+    samples of one latency: their buckets summed would put the prefill legs' one-token answers
+    among the requests' and pull every quantile down. Such a model (one with a prefill worker) is
+    left out of a request latency's buckets; its quantiles are the larger of its workers' (the
+    exporter's, per leg): each leg is part of every request, so neither reads above the request,
+    and the leg that grew (a starved prefill pool, a slow hand-over) is the one read.
     """
     parts = [
         f"label_replace(rate({series(name + '_bucket', config.selectors.engines)}[{config.rate_interval}]), "
@@ -202,4 +200,9 @@ def _bucket_rates(config: MonitoringConfig, key: str) -> str:
         for name in engine_histogram_names(key)
     ]
     inner = "\n  or\n  ".join(parts)
-    return f"sum by ({config.labels.cluster}, model, le) (\n  {inner}\n)"
+    cluster = config.labels.cluster
+    summed = f"sum by ({cluster}, model, le) (\n  {inner}\n)"
+    if key not in REQUEST_LATENCIES:
+        return summed
+    prefill_workers = series("llm_engine_role_info", config.selectors.exporter, 'role="prefill"')
+    return f"{summed}\nunless on ({cluster}, model)\n{prefill_workers}"

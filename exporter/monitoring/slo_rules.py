@@ -20,6 +20,11 @@ client that exists for that SLO and dimension — probe, then gateway, then engi
 engine's clock cannot see (a starved API server, a gateway queue) burns the budget too; the alert
 carries `measured_at` and says it.
 
+A disaggregated request is judged once, on the decode worker where it ends (exporter/slo/legs.py):
+the exporter exports no SLO events for a prefill worker, and these rules leave out any that an
+exporter from before that rule still exports (`role!="prefill"`), so a model's events stay its
+requests through a rolling upgrade.
+
 Each SLO's alerts have its name and objective inlined, so `generate --check` fails when the
 deployed `slos:` and the committed rules diverge.
 """
@@ -30,7 +35,7 @@ from dataclasses import dataclass
 
 from exporter.monitoring.config import MonitoringConfig
 from exporter.monitoring.promql import series
-from exporter.monitoring.records import RecordingRule
+from exporter.monitoring.records import NOT_PREFILL, RecordingRule
 from exporter.settings import SloTarget
 
 ERROR_RATIO_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
@@ -87,8 +92,8 @@ def slo_recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
     by = f"{cluster}, slo, dimension"
     rules: list[RecordingRule] = []
     for w in ERROR_RATIO_WINDOWS:
-        events = f"sum by ({by}, measured_at) (rate({series('llm_slo_events_total', x)}[{w}]))"
-        good = f"sum by ({by}, measured_at) (rate({series('llm_slo_good_events_total', x)}[{w}]))"
+        events = f"sum by ({by}, measured_at) (rate({series('llm_slo_events_total', x, NOT_PREFILL)}[{w}]))"
+        good = f"sum by ({by}, measured_at) (rate({series('llm_slo_good_events_total', x, NOT_PREFILL)}[{w}]))"
         rules.append(RecordingRule(names.point_error_ratio(w), f"1 - {good}\n/\n({events} > 0)"))
     for w in ERROR_RATIO_WINDOWS:
         points = [f'{names.point_error_ratio(w)}{{measured_at="{point}"}}' for point in CLOSEST_FIRST]
@@ -103,7 +108,7 @@ def slo_recording_rules(config: MonitoringConfig) -> list[RecordingRule]:
         )
     w = config.rate_interval
     by_model = f"{cluster}, slo, dimension, model"
-    engine = 'measured_at="engine"'
+    engine = f'measured_at="engine", {NOT_PREFILL}'
     rules.append(
         RecordingRule(
             names.model_attainment(w),

@@ -7,6 +7,10 @@ reports the lower bound as `llm_slo_attainment_ratio` (conservative: an SLO repo
 and the upper one as `llm_slo_attainment_upper_bound_ratio`; they agree when T is an edge, so
 choose thresholds on the engine's edges (vLLM TTFT: …0.5, 0.75, 1, 2.5…).
 
+A request of a disaggregated model has a leg on a prefill and one on a decode worker, each counted
+in its engine's histograms: it is judged once, on the decode worker, in the dimensions that worker
+sees whole (exporter/slo/legs.py).
+
 Each dimension is judged on its own histogram. Joint attainment — a request that met TTFT *and*
 TPOT — cannot come from separate histograms (which requests were slow in one and fast in the
 other is gone); it needs per-request data (exporter/slo/otlp.py).
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 
 from exporter.model import Histogram, Metric, QuantileSummary, Sample
 from exporter.settings import SloTarget
+from exporter.slo.legs import judged_dimensions
 from exporter.slo.selectors import covers
 
 #: the engine-histogram summary each SLO dimension is judged on
@@ -111,11 +116,15 @@ def evaluate(slos: Sequence[SloTarget], metrics: Iterable[Metric]) -> list[Dimen
             summaries.setdefault(key, {})[metric.name] = metric
     result = []
     for (engine, model), families in summaries.items():
+        judged = judged_dimensions(next(iter(families.values())).labels)
+        dimension_families = {d: f for d, f in DIMENSION_FAMILIES.items() if d in judged}
+        if not dimension_families:  # a prefill worker: its requests are counted on the decode side
+            continue
         rate = request_rate(families.get(REQUESTS_FAMILY))
         for slo in slos:
             if not covers(slo, engine, model):
                 continue
-            result += judge(slo, families, DIMENSION_FAMILIES, rate, "engine")
+            result += judge(slo, families, dimension_families, rate, "engine")
     return result
 
 

@@ -22,6 +22,7 @@ from exporter.slo.cost import EngineCost, MixWindow, costs
 from exporter.slo.evidence import BurnTracker, evidence_lines
 from exporter.slo.gap import Gap, explain
 from exporter.slo.headroom import CapacityEstimator
+from exporter.slo.legs import NotJudged, not_judged
 from exporter.slo.otlp import RequestStore
 from exporter.slo.planners import compare
 from exporter.slo.points import GATEWAY_FAMILIES, PathLayout, evaluate_client_side, gateway_covers
@@ -62,6 +63,8 @@ class SloMonitor:
         self.actions: dict[tuple[str, str, str], list[str]] = {}
         #: the last snapshot's results, for the diagnosis evidence
         self.latest: list[DimensionAttainment] = []
+        #: engines' dimensions left unjudged, a disaggregated request being judged once (legs.py)
+        self.unjudged: list[NotJudged] = []
         self.gaps: list[Gap] = []
         self.advice: list[ConcurrencyAdvice] = []
         self.costs: list[EngineCost] = []
@@ -86,6 +89,8 @@ class SloMonitor:
         engine_side = with_refusals(evaluate(self.slos, metrics), refusals)
         client_side = with_refusals(evaluate_client_side(self.slos, metrics, self.layout), refusals)
         self.latest = engine_side + client_side
+        nearer = {(r.slo.name, r.dimension) for r in client_side}
+        self.unjudged = not_judged(self.slos, metrics, DIMENSION_FAMILIES, nearer)
         out = list(attainment_samples(self.latest, self.slos))
         out += slice_samples(evaluate_slices(self.slos, metrics, DIMENSION_FAMILIES, engine_point))
         at_gateway = gateway_covers(self.layout, metrics)
@@ -106,6 +111,9 @@ class SloMonitor:
         self.planners = compare(metrics, self.replicas.pools)
         self.evidence = evidence_lines(engine_side, self.burn.update(engine_side, now), found, metrics)
         self.actions = {}
+        for item in self.unjudged:
+            key = (item.labels.get("engine", ""), item.labels.get("engine_type", ""), item.labels.get("model", ""))
+            self.evidence.setdefault(key, []).append(item.line())
         for gap in self.gaps:
             if gap.holder is not None:
                 for key in gap.engines:
@@ -120,7 +128,8 @@ class SloMonitor:
         return out
 
     def report(self) -> dict[str, Any]:
-        """The /diagnosis `slo` section: where each SLO was measured, the client/engine gap and who
+        """The /diagnosis `slo` section: where each SLO was measured (and which engines' histograms
+        are left out of it, a disaggregated request being judged once), the client/engine gap and who
         holds it, replicas per model and pool, concurrency per engine, cost, and outside planners."""
         return {
             "attainment": [
@@ -135,6 +144,7 @@ class SloMonitor:
                 for r in self.latest
                 if r.attainment == r.attainment  # NaN: no window yet
             ],
+            "not_judged_at_engine": [u.as_json() for u in self.unjudged],
             "client_engine_gap": [g.as_json() for g in self.gaps],
             "replicas": [p.as_json() for p in self.replicas.pools],
             "concurrency": [a.as_json() for a in self.advice],

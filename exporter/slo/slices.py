@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from exporter.model import Metric, QuantileSummary, Sample, SliceHistograms, SliceKey
 from exporter.settings import SloTarget
 from exporter.slo.attainment import REQUESTS_FAMILY, WithinCount, lower_share, within
+from exporter.slo.legs import judged_dimensions
 from exporter.slo.selectors import covers
 
 Covers = Callable[[SloTarget, Mapping[str, str]], bool]
@@ -79,13 +80,14 @@ def evaluate_slices(
     results = []
     for point, summaries in by_point.items():
         labels = dict(point)
+        judged = judged_dimensions(labels)  # a disaggregated request is judged once (legs.py)
         requests = dict(summaries[requests_family].slices) if requests_family in summaries else {}
         for slo in slos:
             if not covers(slo, labels):
                 continue
             for dimension, threshold in slo.thresholds():
                 summary = summaries.get(families.get(dimension, ""))
-                if summary is None:
+                if summary is None or dimension not in judged:
                     continue
                 for key, histograms in summary.slices:
                     window = None if histograms.window is None else within(threshold, histograms.window)

@@ -124,7 +124,11 @@ def board(config: MonitoringConfig) -> Board:
             unit=Unit.SECONDS,
             width=12,
             key=f"{short}-heatmap",
-            description=f"{counted}, over all replicas of this engine's model.",
+            description=(
+                f"{counted}, over all replicas of this engine's model. Empty for a disaggregated model: "
+                "its prefill and decode legs are not samples of one latency (the Disaggregated serving "
+                "dashboard shows each pool)."
+            ),
         )
         for title, key, short, counted in DISTRIBUTIONS
     ]
