@@ -53,6 +53,9 @@ class EngineConfig:
     # router sends it nothing, and its GPUs hold only what the level keeps (level 1 offloads the
     # weights to host memory, level 2 discards them).
     sleep_level: int = 0
+    # SGLang's `--swa-full-tokens-ratio` for hybrid sliding-window models: the SWA pool's size over
+    # the full-attention pool's, in tokens (its default 0.8); other models and vLLM ignore it.
+    swa_full_tokens_ratio: float = 0.8
 
     @property
     def efficiency(self) -> Efficiency:

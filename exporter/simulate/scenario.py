@@ -44,7 +44,9 @@ TOP_LEVEL_KEYS = (
 )
 NODE_KEYS = ("gpu", "gpus", "hostname", "driver_version", "nic", "nics")
 NIC_KEYS = ("rate_gbps", "link_layer", "latency_us")
-REPLICA_GROUP_KEYS = ("model", "count", "tensor_parallel", "nodes", "engine")
+REPLICA_GROUP_KEYS = ("model", "count", "tensor_parallel", "nodes", "engine", "engine_type")
+#: which engine's /metrics a replica serves (its scheduler is the same simulated one)
+ENGINE_TYPES = ("vllm", "sglang")
 ROUTING_KEYS = ("policy", "weights")
 PHASE_KEYS = ("name", "start_seconds", "expected_stage", "secondary_stages", "note", "workload", "engine", "network")
 NETWORK_KEYS = ("background_utilization", "ecn_mark_fraction")
@@ -65,7 +67,7 @@ ARRIVALS = ("poisson", "gamma", "closed")
 LENGTH_KEYS = ("mean", "cv", "min", "max")
 ENGINE_KEYS = tuple(f.name for f in fields(EngineConfig))
 #: engine flags that are fractions of something (memory, peak FLOP/s, peak bandwidth, KV blocks)
-FRACTION_KEYS = ("gpu_memory_utilization", "mfu", "mbu", "kv_watermark")
+FRACTION_KEYS = ("gpu_memory_utilization", "mfu", "mbu", "kv_watermark", "swa_full_tokens_ratio")
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class ReplicaGroup:
     count: int = 1
     tensor_parallel: int = 1
     nodes: int = 1
+    engine_type: str = "vllm"
 
 
 @dataclass(frozen=True)
@@ -232,7 +235,15 @@ def _replica_group(value: Any, where: str) -> ReplicaGroup:
             f"{where}.engine.max_num_batched_tokens",
             "must be at least max_model_len when chunked_prefill is off (as vLLM requires)",
         )
-    return ReplicaGroup(model, engine, v.positive_int(data.get("count", 1), f"{where}.count"), tp, nodes)
+    engine_type = v.choice(data.get("engine_type", "vllm"), f"{where}.engine_type", ENGINE_TYPES)
+    if model.hybrid and engine_type != "sglang":
+        raise ConfigError(
+            f"{where}.engine_type",
+            f"{model.key} is a hybrid sliding-window model: the simulator keeps its two KV pools as SGLang does, "
+            "so it runs with engine_type sglang",
+        )
+    count = v.positive_int(data.get("count", 1), f"{where}.count")
+    return ReplicaGroup(model, engine, count, tp, nodes, engine_type)
 
 
 def _engine(value: Any, where: str, allowed: tuple[str, ...]) -> EngineConfig:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from exporter.simulate.amd_text import render_amd
 from exporter.simulate.dcgm_text import pod_name, render_dcgm
 from exporter.simulate.node import SimulatedNode
+from exporter.simulate.sglang_text import render_sglang
 from exporter.simulate.sysfs import SysfsWriter
 from exporter.simulate.vllm_text import render_vllm
 
@@ -164,7 +165,12 @@ class SimulationServer(IndexedServer):
                 return 503, "text/plain; charset=utf-8", (refusal + "\n").encode()
             if match and int(match.group(1)) < len(self.node.replicas):
                 replica = self.node.replicas[int(match.group(1))]
-                return 200, TEXT_TYPE, render_vllm(replica, self.started_wall).encode()
+                text = (
+                    render_sglang(replica)
+                    if replica.engine_type == "sglang"
+                    else render_vllm(replica, self.started_wall)
+                )
+                return 200, TEXT_TYPE, text.encode()
             if path == "/gpu/metrics":
                 render = render_amd if self.node.scenario.node.gpu.vendor == "amd" else render_dcgm
                 return 200, TEXT_TYPE, render(self.node, self.gpu_window_seconds).encode()
@@ -181,7 +187,7 @@ class SimulationServer(IndexedServer):
                 {
                     "index": r.index,
                     "url": f"/engine/{r.index}/metrics",
-                    "engine_type": "vllm",
+                    "engine_type": r.engine_type,
                     "model": r.model.served_name,
                     "pod": pod_name(node, r.index),
                     "gpus": list(p.gpus),
@@ -213,7 +219,7 @@ class SimulationServer(IndexedServer):
                 {
                     "index": r.index,
                     "url": f"{self.url}/engine/{r.index}/metrics",
-                    "engine_type": "vllm",
+                    "engine_type": r.engine_type,
                     "model": r.model.served_name,
                     "pod": pod_name(node, r.index),
                     "gpus": list(p.gpus),

@@ -43,7 +43,7 @@ HTTP_SIZE_HELP = (
 Labels = dict[str, str]
 
 
-class _Writer:
+class TextWriter:
     def __init__(self, created: float) -> None:
         self.lines: list[str] = []
         self.created = created
@@ -91,7 +91,7 @@ def render_vllm(replica: EngineReplica, created: float) -> str:
     """The replica's /metrics text; `created` is its start as a Unix time (for `_created` and
     process_start_time_seconds)."""
     stats, kv = replica.stats, replica.kv
-    out = _Writer(created)
+    out = TextWriter(created)
     base = {"engine": "0", "model_name": replica.model.served_name}
     _process_families(out, replica, created)
     for kind, total in (("flops", stats.flops), ("read_bytes", stats.read_bytes), ("write_bytes", stats.written_bytes)):
@@ -202,7 +202,7 @@ def _sleep_flag(replica: EngineReplica, state: str) -> float:
     return 1.0 if state == current else 0.0
 
 
-def _process_families(out: _Writer, replica: EngineReplica, created: float) -> None:
+def _process_families(out: TextWriter, replica: EngineReplica, created: float) -> None:
     stats = replica.stats
     gc = stats.gc_collections
     out.family("python_gc_objects_collected_total", "Objects collected during gc", "counter")
@@ -278,7 +278,7 @@ def _cache_config_labels(replica: EngineReplica) -> Labels:
     }
 
 
-def _http_families(out: _Writer, replica: EngineReplica) -> None:
+def _http_families(out: TextWriter, replica: EngineReplica) -> None:
     stats = replica.stats
     series = [({"handler": HANDLER, "method": "POST", "status": "2xx"}, stats.http_responses)]
     if stats.rejected:
