@@ -140,11 +140,12 @@ def _labels(node: SimulatedNode, gpu: GpuDevice) -> str:
         ("DCGM_FI_DRIVER_VERSION", node.scenario.node.driver_version),
     ]
     if gpu.engine is not None:
-        pairs += [("container", "vllm"), ("namespace", POD_NAMESPACE), ("pod", pod_name(node, gpu.engine))]
+        container = node.replicas[gpu.engine].engine_type
+        pairs += [("container", container), ("namespace", POD_NAMESPACE), ("pod", pod_name(node, gpu.engine))]
     return ",".join(f'{k}="{v}"' for k, v in pairs)
 
 
 def pod_name(node: SimulatedNode, replica: int) -> str:
-    """The pod an engine replica runs in (the same name in the JSON index)."""
-    model = node.replicas[replica].model.key.replace(".", "-")
-    return f"vllm-{model}-{replica}"
+    """The pod an engine replica runs in (the same name in the JSON index), named after its engine."""
+    engine = node.replicas[replica]
+    return f"{engine.engine_type}-{engine.model.key.replace('.', '-')}-{replica}"

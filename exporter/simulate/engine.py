@@ -179,8 +179,13 @@ class EngineReplica(FastForward):
         watermark = int(cfg.kv_watermark * kv.total_blocks) if self.running else 0
         if new_blocks + held_free + watermark > kv.free_blocks:
             return None
-        if self.swa is not None and self.swa.growth(request, cached + n) > self.swa.free_tokens:
-            return None  # SGLang admits only while every pool has room
+        swa = self.swa
+        if (
+            swa is not None
+            and swa.growth(request, cached + n) + cfg.kv_watermark * swa.total_tokens * bool(self.running)
+            > swa.free_tokens
+        ):
+            return None  # SGLang admits only while every pool has room (the watermark kept in each)
         return cached_blocks, n, new_blocks
 
     def _admit(self, budget: int, scheduled: Scheduled) -> None:

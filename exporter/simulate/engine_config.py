@@ -41,6 +41,7 @@ class EngineConfig:
     # Blocks kept free when admitting a waiting request, so running ones can grow without being
     # preempted. V1 has none (0.0): under KV pressure a just-admitted request is preempted and
     # re-admitted over and over (vLLM PR #28018, issue #25538); V0 kept 1 %, PR #44594 proposes one.
+    # On SGLang it is kept in the sliding-window pool too, as its reservation for running requests.
     kv_watermark: float = 0.0
     mfu: float = 0.6
     mbu: float = 0.85

@@ -130,7 +130,9 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
             **popen,
         )
         plain_port = free_port()
-        engines = [a for i in range(len(node.replicas)) for a in ("--engine", f"vllm={sim_url}/engine/{i}/metrics")]
+        engines = [
+            a for r in node.replicas for a in ("--engine", f"{r.engine_type}={sim_url}/engine/{r.index}/metrics")
+        ]
         plain = subprocess.Popen(
             [*command, "serve", "--config", str(roomy), *engines, "--gpu", f"dcgm-exporter={sim_url}/gpu/metrics"]
             + ["--sysfs", str(sysfs), "--listen", f"127.0.0.1:{plain_port}"],

@@ -18,6 +18,7 @@ BUILT_IN = (
     "decode-bandwidth",
     "healthy",
     "host-overhead",
+    "hybrid-kv-saturation",
     "kv-cache-saturation",
     "prefill-long-prompts",
     "prompt-growth",
