@@ -83,7 +83,7 @@ def _labels(node: SimulatedNode, gpu: GpuDevice) -> str:
         ("card_model", ""),
         ("card_series", gpu.spec.model_name),
         ("card_vendor", "Advanced Micro Devices, Inc. [AMD/ATI]"),
-        ("container", "vllm" if held else ""),
+        ("container", node.replicas[gpu.engine].engine_type if gpu.engine is not None else ""),
         ("driver_version", node.scenario.node.driver_version),
         ("gpu_compute_partition_type", "spx"),
         ("gpu_id", str(gpu.index)),

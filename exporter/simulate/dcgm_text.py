@@ -140,15 +140,15 @@ def _labels(node: SimulatedNode, gpu: GpuDevice) -> str:
         ("DCGM_FI_DRIVER_VERSION", node.scenario.node.driver_version),
     ]
     if gpu.engine is not None:
-        pairs += [("container", "vllm"), ("namespace", POD_NAMESPACE), ("pod", pod_name(node, gpu.engine))]
+        container = node.replicas[gpu.engine].engine_type
+        pairs += [("container", container), ("namespace", POD_NAMESPACE), ("pod", pod_name(node, gpu.engine))]
     return ",".join(f'{k}="{v}"' for k, v in pairs)
 
 
 def pod_name(node: SimulatedNode, replica: int) -> str:
-    """The pod an engine replica runs in (the same name in the JSON index)."""
+    """The pod an engine replica runs in (the same name in the JSON index), named after its engine."""
     engine = node.replicas[replica]
     model = engine.model.key.replace(".", "-")
-    how = node.scenario.disaggregation
-    if how is not None:  # a prefill or decode pool's pod, named as its deployment would name it
-        return f"{how.engine_type}-{model}-{engine.role}-{replica}"
-    return f"vllm-{model}-{replica}"
+    if node.scenario.disaggregation is not None:  # a prefill or decode pool's pod, as its deployment names it
+        return f"{engine.engine_type}-{model}-{engine.role}-{replica}"
+    return f"{engine.engine_type}-{model}-{replica}"

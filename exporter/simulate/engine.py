@@ -25,7 +25,7 @@ from exporter.simulate.engine_config import EngineConfig
 from exporter.simulate.fastforward import FastForward
 from exporter.simulate.gpu import GpuDevice
 from exporter.simulate.hardware import GpuSpec, ModelSpec
-from exporter.simulate.kvcache import KvCache
+from exporter.simulate.kvcache import KvCache, SlidingWindowPool, hybrid_pool_tokens
 from exporter.simulate.network import NetworkCondition, RdmaPort
 from exporter.simulate.roofline import GIB, LinkState, Parallelism, StepCost, StepWork, kv_pool_tokens, step_cost
 from exporter.simulate.stats import EngineStats
@@ -58,8 +58,10 @@ class EngineReplica(FastForward):
         ports: list[RdmaPort],
         link: LinkProvider,
         record: bool = False,
+        engine_type: str = "vllm",
     ) -> None:
         self.index = index
+        self.engine_type = engine_type
         self.model = model
         self.gpu = gpu
         self.parallel = parallel
@@ -70,8 +72,13 @@ class EngineReplica(FastForward):
         pool = kv_pool_tokens(
             model, gpu, parallel.tensor_parallel, config.gpu_memory_utilization, config.activation_reserve_gib * GIB
         )
+        # A hybrid model on SGLang keeps its sliding-window layers' KV in a pool of their own.
+        self.swa: SlidingWindowPool | None = None
+        if engine_type == "sglang" and model.hybrid:
+            pool, swa_tokens = hybrid_pool_tokens(model, pool, config.swa_full_tokens_ratio)
+            self.swa = SlidingWindowPool(swa_tokens, model.sliding_window)
         self.kv = KvCache(pool // config.block_size, config.block_size)
-        self.stats = EngineStats(config.max_model_len)
+        self.stats = EngineStats(config.max_model_len, engine_type)
         self.now = 0.0
         #: when its process started (simulated seconds; before 0: it was serving when the scenario began)
         self.started_at = 0.0
@@ -189,6 +196,13 @@ class EngineReplica(FastForward):
         watermark = int(cfg.kv_watermark * kv.total_blocks) if self.running else 0
         if new_blocks + held_free + watermark > kv.free_blocks:
             return None
+        swa = self.swa
+        if (
+            swa is not None
+            and swa.growth(request, cached + n) + cfg.kv_watermark * swa.total_tokens * bool(self.running)
+            > swa.free_tokens
+        ):
+            return None  # SGLang admits only while every pool has room (the watermark kept in each)
         return cached_blocks, n, new_blocks
 
     def _admit(self, budget: int, scheduled: Scheduled) -> None:
@@ -209,6 +223,8 @@ class EngineReplica(FastForward):
             kv.allocate(new_blocks)
             request.blocks = new_blocks
             request.computed = cached = cached_blocks * kv.block_size
+            if self.swa is not None:
+                self.swa.take(request, cached + n)
             if cfg.enable_prefix_caching:
                 self.stats.prefix_queries += request.prompt_tokens + request.generated
                 self.stats.prefix_hits += cached
@@ -238,17 +254,20 @@ class EngineReplica(FastForward):
                 continue
             n = need if need < budget else budget
             want = (computed + n + size - 1) // size - request.blocks - request.prefix_blocks
-            if want > 0:
+            if want > 0 or self.swa is not None:
                 lost = False
-                while want > kv.free_blocks and not lost:
+                while self._short_of(request, want, computed + n) and not lost:
                     victim = self._victim(i)
                     self._preempt(victim)
                     preempted = True
                     lost = victim is request
                 if lost:
                     break
-                kv.allocate(want)
-                request.blocks += want
+                if want > 0:
+                    kv.allocate(want)
+                    request.blocks += want
+                if self.swa is not None:
+                    self.swa.take(request, computed + n)
             scheduled.append((request, n, need == 1 and request.generated > 0))
             budget -= n
             i += 1
@@ -260,6 +279,12 @@ class EngineReplica(FastForward):
             return
         self._execute(scheduled)
 
+    def _short_of(self, request: Request, blocks: int, context: int) -> bool:
+        """Whether `request` cannot grow to `context` tokens (`blocks` more KV blocks) without a preemption."""
+        if blocks > self.kv.free_blocks:
+            return True
+        return self.swa is not None and self.swa.growth(request, context) > self.swa.free_tokens
+
     def _victim(self, first_unscheduled: int) -> Request:
         candidates = self.running[first_unscheduled:]
         if self.config.scheduling == "sjf":
@@ -270,6 +295,8 @@ class EngineReplica(FastForward):
         self.kv.free(request.blocks)
         if request.prefix_blocks:
             self.kv.release((request.prefix_group, request.prefix_tokens))
+        if self.swa is not None:
+            self.swa.release(request)
         request.blocks = request.prefix_blocks = request.computed = 0
         request.preemptions += 1
         self.stats.preemptions += 1
@@ -385,6 +412,8 @@ class EngineReplica(FastForward):
         self.kv.free(request.blocks)
         if request.prefix_blocks:
             self.kv.release((request.prefix_group, request.prefix_tokens))
+        if self.swa is not None:
+            self.swa.release(request)
         request.blocks = request.prefix_blocks = 0
         self._close(request, at, ledger.finished(self.stats, request, at, self.config.max_model_len))
 

@@ -41,6 +41,7 @@ class EngineConfig:
     # Blocks kept free when admitting a waiting request, so running ones can grow without being
     # preempted. V1 has none (0.0): under KV pressure a just-admitted request is preempted and
     # re-admitted over and over (vLLM PR #28018, issue #25538); V0 kept 1 %, PR #44594 proposes one.
+    # On SGLang it is kept in the sliding-window pool too, as its reservation for running requests.
     kv_watermark: float = 0.0
     mfu: float = 0.6
     mbu: float = 0.85
@@ -53,6 +54,9 @@ class EngineConfig:
     # router sends it nothing, and its GPUs hold only what the level keeps (level 1 offloads the
     # weights to host memory, level 2 discards them).
     sleep_level: int = 0
+    # SGLang's `--swa-full-tokens-ratio` for hybrid sliding-window models: the SWA pool's size over
+    # the full-attention pool's, in tokens (its default 0.8); other models and vLLM ignore it.
+    swa_full_tokens_ratio: float = 0.8
 
     @property
     def efficiency(self) -> Efficiency:

@@ -1,12 +1,12 @@
 """The exporter reading a simulated node through its ordinary sources (for offline mode and `demo`).
 
-The sources are the ones `serve` builds from a configuration file: one vLLM engine source per
-replica URL, `gpu: dcgm-exporter=URL`, and `sysfs: DIR` for the RDMA tree. Each engine is named
-after the pod it runs in, and `gpu_attribution.engine_pods` ties it to the GPUs dcgm-exporter
-labels with that pod — the attribution a Kubernetes deployment gets from dcgm-exporter's pod
-labels. `plain_flags=True` reads the node as `serve --engine vllm=URL ... --gpu dcgm-exporter=URL
---sysfs DIR` does: unnamed engines and no attribution configured (docs/diagnosis.md, "GPUs no
-engine is tied to"). Nothing here knows how the sources work; it only hands them URLs and a
+The sources are the ones `serve` builds from a configuration file: one engine source per replica
+URL of the replica's engine type (vLLM or SGLang), `gpu: dcgm-exporter=URL`, and `sysfs: DIR` for
+the RDMA tree. Each engine is named after the pod it runs in, and `gpu_attribution.engine_pods`
+ties it to the GPUs dcgm-exporter labels with that pod — the attribution a Kubernetes deployment
+gets from dcgm-exporter's pod labels. `plain_flags=True` reads the node as `serve --engine TYPE=URL
+... --gpu dcgm-exporter=URL --sysfs DIR` does: unnamed engines and no attribution configured
+(docs/diagnosis.md, "GPUs no engine is tied to"). Nothing here knows how the sources work; it only hands them URLs and a
 directory.
 """
 
@@ -30,12 +30,6 @@ def window_seconds(interval: float) -> float:
     return max(60.0, 4 * interval)
 
 
-def engine_type(node: SimulatedNode) -> str:
-    """The engine type every replica of the node speaks (SGLang for a disaggregated scenario in its format)."""
-    how = node.scenario.disaggregation
-    return how.engine_type if how is not None else "vllm"
-
-
 def _role(replica: Any) -> dict[str, str]:
     """A pool's role as a deployment's configuration (or its pods' labels) states it."""
     return {"role": replica.role} if replica.role else {}
@@ -46,8 +40,8 @@ def exporter_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | None,
     names = [pod_name(node, r.index) for r in node.replicas]
     settings: dict[str, Any] = {
         "engines": [
-            {"name": name, "type": engine_type(node), "url": f"{base_url}/engine/{i}/metrics", **_role(replica)}
-            for (i, name), replica in zip(enumerate(names), node.replicas)
+            {"name": name, "type": replica.engine_type, "url": f"{base_url}/engine/{i}/metrics", **_role(replica)}
+            for i, (name, replica) in enumerate(zip(names, node.replicas))
         ],
         "gpu": f"{GPU_TEXT_FORMATS[node.scenario.node.gpu.vendor]}={base_url}/gpu/metrics",
         "interval_seconds": interval,
@@ -69,7 +63,8 @@ def plain_flag_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | Non
     (names, interval, window, attribution) at its default."""
     settings: dict[str, Any] = {
         "engines": [
-            {"type": engine_type(node), "url": f"{base_url}/engine/{i}/metrics"} for i in range(len(node.replicas))
+            {"type": replica.engine_type, "url": f"{base_url}/engine/{i}/metrics"}
+            for i, replica in enumerate(node.replicas)
         ],
         "gpu": f"{GPU_TEXT_FORMATS[node.scenario.node.gpu.vendor]}={base_url}/gpu/metrics",
     }

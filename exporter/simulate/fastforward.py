@@ -17,7 +17,7 @@ from exporter.simulate.roofline import StepWork
 
 if TYPE_CHECKING:
     from exporter.simulate.engine_config import EngineConfig
-    from exporter.simulate.kvcache import KvCache
+    from exporter.simulate.kvcache import KvCache, SlidingWindowPool
     from exporter.simulate.roofline import StepCost
     from exporter.simulate.stats import EngineStats
     from exporter.simulate.waitqueue import WaitQueue
@@ -33,6 +33,7 @@ class _Engine(Protocol):
     waiting: WaitQueue
     running: list[Request]
     kv: KvCache
+    swa: SlidingWindowPool | None
     stats: EngineStats
 
     def _admission(self, request: Request, budget: int) -> tuple[int, int, int] | None: ...
@@ -41,6 +42,7 @@ class _Engine(Protocol):
     def _account(self, work: StepWork, steps: int) -> StepCost: ...
     def _finish(self, request: Request, at: float) -> None: ...
     def _blocks_needed(self, k: int) -> int: ...
+    def _fits(self, k: int) -> bool: ...
     def _steps_within_free_blocks(self, k: int) -> int: ...
 
 
@@ -76,12 +78,11 @@ class FastForward:
             k = min(k, math.ceil((self.inbox[0].arrival - self.now) / estimate))
         if k < 2:
             return False
-        needed = self._blocks_needed(k)
-        if needed > self.kv.free_blocks:
+        if not self._fits(k):
             k = self._steps_within_free_blocks(k)
             if k < 2:
                 return False
-            needed = self._blocks_needed(k)
+        needed = self._blocks_needed(k)
         middle = (k - 1) / 2  # every context grows by one token a step: time the middle step
         work.kv_read_tokens += batch * middle
         work.attention_pairs += batch * middle
@@ -98,6 +99,8 @@ class FastForward:
             request.computed += k
             request.generated += k
             request.last_token = end
+            if self.swa is not None:
+                self.swa.take(request, request.computed)
             if request.generated >= request.target_tokens:
                 self._finish(request, end)
             else:
@@ -117,12 +120,18 @@ class FastForward:
                 total += want
         return total
 
+    def _fits(self: _Engine, k: int) -> bool:
+        """Whether k more tokens for every running request fit the free KV blocks (and SWA slots)."""
+        if self._blocks_needed(k) > self.kv.free_blocks:
+            return False
+        swa = self.swa
+        return swa is None or sum(swa.growth(r, r.computed + k) for r in self.running) <= swa.free_tokens
+
     def _steps_within_free_blocks(self: _Engine, k: int) -> int:
-        free = self.kv.free_blocks
         low, high = 1, k  # a single step is left to _step, which preempts if it must
         while high - low > 1:
             mid = (low + high) // 2
-            if self._blocks_needed(mid) <= free:
+            if self._fits(mid):
                 low = mid
             else:
                 high = mid

@@ -62,6 +62,14 @@ class ModelSpec:
     head_dim: int
     max_position_embeddings: int
     dtype_bytes: int = BF16_BYTES
+    #: a hybrid model's attention window in tokens (0: every layer attends the whole context)
+    sliding_window: int = 0
+    #: of `layers`, those with full attention; the rest use the sliding window (0: all full)
+    full_attention_layers: int = 0
+
+    @property
+    def hybrid(self) -> bool:
+        return self.sliding_window > 0 and 0 < self.full_attention_layers < self.layers
 
     @property
     def weight_bytes(self) -> float:
@@ -103,5 +111,9 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("codellama-13b", "codellama/CodeLlama-13b-hf", 13.016e9, 40, 5120, 40, 40, 128, 16384),
         ModelSpec("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", 8.03e9, 32, 4096, 32, 8, 128, 131072),
         ModelSpec("llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct", 70.6e9, 80, 8192, 64, 8, 128, 131072),
+        # Gemma 3 27B (text_config of its config.json, recalled): 62 layers, 16 KV heads of 128, a
+        # 1,024-token sliding window on five layers of every six (10 full-attention layers); the
+        # model of the SGLang hybrid capture (tests/fixtures/engines/sglang-0.5.23-hybrid-priority.prom).
+        ModelSpec("gemma-3-27b", "google/gemma-3-27b-it", 27.0e9, 62, 5376, 32, 16, 128, 131072, BF16_BYTES, 1024, 10),
     )
 }

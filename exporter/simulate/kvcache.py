@@ -1,4 +1,5 @@
-"""The paged KV cache: a fixed pool of blocks, private blocks per request, shared prefix blocks.
+"""The paged KV cache: a fixed pool of blocks, private blocks per request, shared prefix blocks;
+and the sliding-window pool a hybrid model has beside it on SGLang.
 
 As in vLLM's block manager (PagedAttention, [S3]): the pool is allocated once at start-up, each
 request holds ceil(tokens / block_size) blocks, and with prefix caching the full blocks of a
@@ -12,6 +13,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from exporter.simulate.hardware import ModelSpec
+    from exporter.simulate.workload import Request
 
 PrefixKey = tuple[int, int]  # (prefix group, prefix length in tokens)
 
@@ -121,3 +127,56 @@ class KvCache:
             truly_free += entry.blocks
             if truly_free >= blocks:
                 return
+
+
+def hybrid_pool_tokens(model: ModelSpec, pool_tokens: int, swa_full_tokens_ratio: float) -> tuple[int, int]:
+    """(full-attention, sliding-window) pool sizes in tokens for a hybrid model on SGLang.
+
+    `pool_tokens` is what the KV memory holds at every layer's cost per token. SGLang splits the
+    same memory so that the SWA pool has `swa_full_tokens_ratio` times the full pool's tokens
+    (`--swa-full-tokens-ratio`, model_runner's hybrid sizing): full x full layers + swa x SWA
+    layers = pool_tokens x all layers.
+    """
+    swa_layers = model.layers - model.full_attention_layers
+    full = int(pool_tokens * model.layers / (model.full_attention_layers + swa_full_tokens_ratio * swa_layers))
+    return full, int(full * swa_full_tokens_ratio)
+
+
+@dataclass
+class SlidingWindowPool:
+    """The sliding-window (SWA) layers' own KV pool of a hybrid model, as SGLang keeps it.
+
+    A request holds a slot per token it has computed, but only within the window: SGLang frees the
+    slots that slide out of it (`swa_evicted_seqlen`), so a request holds min(context, window). A
+    request shorter than the window costs the SWA pool as much as the full one, which is why many
+    short requests fill the (smaller) SWA pool while the full pool still has room. Slots are per
+    request (a shared prefix is not deduplicated here) and at token granularity (SGLang's page 1).
+    """
+
+    total_tokens: int
+    window: int
+    used_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.total_tokens <= 0:
+            raise ValueError("the sliding-window pool has no slots: the weights leave no room for KV")
+
+    @property
+    def free_tokens(self) -> int:
+        return self.total_tokens - self.used_tokens
+
+    def growth(self, request: Request, context: int) -> int:
+        """Slots `request` needs to hold `context` tokens of which the window keeps the last ones."""
+        return max(0, min(context, self.window) - request.swa_tokens)
+
+    def take(self, request: Request, context: int) -> None:
+        grow = self.growth(request, context)
+        if grow > self.free_tokens:
+            raise RuntimeError(f"SWA pool overcommitted: {grow} slots asked, {self.free_tokens} free")
+        self.used_tokens += grow
+        request.swa_tokens += grow
+
+    def release(self, request: Request) -> None:
+        self.used_tokens -= request.swa_tokens
+        request.swa_tokens = 0
+        assert self.used_tokens >= 0, "freed more SWA slots than were taken"

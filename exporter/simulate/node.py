@@ -104,6 +104,7 @@ class SimulatedNode:
                     [self.ports[g % len(self.ports)] for g in gpus] if parallel.cross_node and self.ports else [],
                     self._link_state,
                     record=self._record_requests,
+                    engine_type=group.engine_type,
                 )
                 replica.now = self.now
                 replica.started_at = self.now if started_at is None else started_at

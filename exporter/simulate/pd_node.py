@@ -74,6 +74,7 @@ class PdRouter:
             ingress = KvIngress(node.gpus[gpus[0]], port)
             replica = DecodeReplica(*args, ingress=ingress, conditions=self.conditions, **kwargs)
             self.decode.append(replica)
+        replica.engine_type = self.how.engine_type  # the pair's format: what its /metrics speaks
         if self.how.format == "sglang":
             replica.stats = SglangStats(replica.stats.max_model_len)
         return replica

@@ -10,12 +10,12 @@ a histogram family can hold several labelled series.
 from __future__ import annotations
 
 from exporter.simulate.stats import Histogram
-from exporter.simulate.vllm_text import Labels, _Writer
+from exporter.simulate.vllm_text import Labels, TextWriter
 
 __all__ = ["Labels", "PromWriter"]
 
 
-class PromWriter(_Writer):
+class PromWriter(TextWriter):
     """Lines of one exposition, family by family in the order they are written."""
 
     def __init__(self, created: float | None) -> None:

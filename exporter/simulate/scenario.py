@@ -55,7 +55,9 @@ TOP_LEVEL_KEYS = (
 )
 NODE_KEYS = ("gpu", "gpus", "hostname", "driver_version", "nic", "nics", "nic_faults")
 NIC_KEYS = ("rate_gbps", "link_layer", "latency_us")
-REPLICA_GROUP_KEYS = ("model", "count", "tensor_parallel", "nodes", "engine", "role")
+REPLICA_GROUP_KEYS = ("model", "count", "tensor_parallel", "nodes", "engine", "role", "engine_type")
+#: which engine's /metrics a replica serves (its scheduler is the same simulated one)
+ENGINE_TYPES = ("vllm", "sglang")
 ROUTING_KEYS = ("policy", "weights")
 PHASE_KEYS: tuple[str, ...] = ("name", "start_seconds", "expected_stage", "secondary_stages", "expected_findings")
 # expected_by_role and disaggregation: pd_spec.py
@@ -78,7 +80,7 @@ ARRIVALS = ("poisson", "gamma", "closed")
 LENGTH_KEYS = ("mean", "cv", "min", "max")
 ENGINE_KEYS = tuple(f.name for f in fields(EngineConfig))
 #: engine flags that are fractions of something (memory, peak FLOP/s, peak bandwidth, KV blocks)
-FRACTION_KEYS = ("gpu_memory_utilization", "mfu", "mbu", "kv_watermark")
+FRACTION_KEYS = ("gpu_memory_utilization", "mfu", "mbu", "kv_watermark", "swa_full_tokens_ratio")
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ class ReplicaGroup:
     nodes: int = 1
     #: "prefill" or "decode" in a disaggregated scenario (pd_spec.py), "" for a monolithic replica
     role: str = ""
+    engine_type: str = "vllm"
 
 
 @dataclass(frozen=True)
@@ -270,7 +273,15 @@ def _replica_group(value: Any, where: str) -> ReplicaGroup:
     role = parse_role(data.get("role"), f"{where}.role")
     if role and tp > 1:
         raise ConfigError(f"{where}.tensor_parallel", "prefill and decode replicas are modelled at tensor_parallel 1")
-    return ReplicaGroup(model, engine, v.positive_int(data.get("count", 1), f"{where}.count"), tp, nodes, role)
+    engine_type = v.choice(data.get("engine_type", "vllm"), f"{where}.engine_type", ENGINE_TYPES)
+    if model.hybrid and engine_type != "sglang":
+        raise ConfigError(
+            f"{where}.engine_type",
+            f"{model.key} is a hybrid sliding-window model: the simulator keeps its two KV pools as SGLang does, "
+            "so it runs with engine_type sglang",
+        )
+    count = v.positive_int(data.get("count", 1), f"{where}.count")
+    return ReplicaGroup(model, engine, count, tp, nodes, role, engine_type)
 
 
 def _engine(value: Any, where: str, allowed: tuple[str, ...]) -> EngineConfig:

@@ -24,7 +24,8 @@ from exporter.simulate.amd_text import render_amd
 from exporter.simulate.dcgm_text import pod_name, render_dcgm
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.pd_engine import DecodeReplica, PrefillReplica
-from exporter.simulate.pd_sglang_text import render_sglang
+from exporter.simulate.pd_sglang_text import render_sglang as render_sglang_pd
+from exporter.simulate.sglang_text import render_sglang
 from exporter.simulate.sysfs import SysfsWriter
 from exporter.simulate.vllm_text import render_vllm
 
@@ -166,21 +167,19 @@ class SimulationServer(IndexedServer):
                 return 503, "text/plain; charset=utf-8", (refusal + "\n").encode()
             if match and int(match.group(1)) < len(self.node.replicas):
                 replica = self.node.replicas[int(match.group(1))]
-                if isinstance(replica, (PrefillReplica, DecodeReplica)) and self._engine_type == "sglang":
-                    return 200, TEXT_TYPE, render_sglang(replica).encode()
-                return 200, TEXT_TYPE, render_vllm(replica, self.started_wall).encode()
+                if isinstance(replica, (PrefillReplica, DecodeReplica)) and replica.engine_type == "sglang":
+                    text = render_sglang_pd(replica)
+                elif replica.engine_type == "sglang":
+                    text = render_sglang(replica)
+                else:
+                    text = render_vllm(replica, self.started_wall)
+                return 200, TEXT_TYPE, text.encode()
             if path == "/gpu/metrics":
                 render = render_amd if self.node.scenario.node.gpu.vendor == "amd" else render_dcgm
                 return 200, TEXT_TYPE, render(self.node, self.gpu_window_seconds).encode()
             if path in INDEX_PATHS:  # the index reads the node: under the lock
                 return super().respond(path)
         return super().respond(path)
-
-    @property
-    def _engine_type(self) -> str:
-        """What the engines speak: vLLM, or SGLang for a disaggregated scenario in its format."""
-        how = self.node.scenario.disaggregation
-        return how.engine_type if how is not None else "vllm"
 
     def _role(self, replica: Any) -> dict[str, str]:
         return {"role": replica.role} if replica.role else {}
@@ -194,7 +193,7 @@ class SimulationServer(IndexedServer):
                 {
                     "index": r.index,
                     "url": f"/engine/{r.index}/metrics",
-                    "engine_type": self._engine_type,
+                    "engine_type": r.engine_type,
                     **self._role(r),
                     "model": r.model.served_name,
                     "pod": pod_name(node, r.index),
@@ -227,7 +226,7 @@ class SimulationServer(IndexedServer):
                 {
                     "index": r.index,
                     "url": f"{self.url}/engine/{r.index}/metrics",
-                    "engine_type": self._engine_type,
+                    "engine_type": r.engine_type,
                     **self._role(r),
                     "model": r.model.served_name,
                     "pod": pod_name(node, r.index),

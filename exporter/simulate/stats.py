@@ -107,6 +107,45 @@ HTTP_HIGHR_BUCKETS = (
     60.0,
 )
 HTTP_BUCKETS = (0.1, 0.5, 1.0)
+# SGLang 0.5.23's tokenizer histograms (observability/metrics_collector.py, as its capture
+# tests/fixtures/engines/sglang-0.5.23-hybrid-priority.prom prints them).
+SGLANG_TTFT_BUCKETS = (
+    *(0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0),
+    *(10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0, 400.0),
+)
+SGLANG_E2E_BUCKETS = (*SGLANG_TTFT_BUCKETS, 600.0, 1200.0, 1800.0, 2400.0)
+SGLANG_ITL_BUCKETS = (
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.035,
+    0.04,
+    0.06,
+    0.08,
+    *SGLANG_TTFT_BUCKETS[:10],
+)
+SGLANG_TOKEN_BUCKETS = (
+    *(100, 300, 500, 700, 1000, 1500),
+    *range(2000, 10001, 1000),
+    *range(12500, 30001, 2500),
+    *(35000, 40000, 60000, 80000, 100000, 200000, 300000, 400000, 600000, 800000, 1000000, 1100000),
+)
+#: the histograms SGLang has too, with its own buckets (the ledger observes the same names)
+SGLANG_LAYOUTS: dict[str, tuple[float, ...]] = {
+    "time_to_first_token_seconds": SGLANG_TTFT_BUCKETS,
+    "inter_token_latency_seconds": SGLANG_ITL_BUCKETS,
+    "request_time_per_output_token_seconds": SGLANG_ITL_BUCKETS,
+    "e2e_request_latency_seconds": SGLANG_E2E_BUCKETS,
+    "request_prompt_tokens": SGLANG_TOKEN_BUCKETS,
+    "request_generation_tokens": SGLANG_TOKEN_BUCKETS,
+    "request_prefill_kv_computed_tokens": SGLANG_TOKEN_BUCKETS,
+}
 
 
 def buckets_1_2_5(max_value: int) -> tuple[int, ...]:
@@ -152,6 +191,7 @@ class EngineStats:
     """Everything one replica's /metrics reports, accumulated since it started."""
 
     max_model_len: int
+    engine_type: str = "vllm"  # "sglang": the histograms SGLang also has take its buckets
     preemptions: int = 0
     prompt_tokens: int = 0
     prompt_tokens_computed: int = 0  # prompt_tokens_by_source{source="local_compute"}
@@ -195,6 +235,8 @@ class EngineStats:
             "http_request_duration_highr_seconds": HTTP_HIGHR_BUCKETS,
             "http_request_duration_seconds": HTTP_BUCKETS,
         }
+        if self.engine_type == "sglang":
+            layouts.update(SGLANG_LAYOUTS)
         self.histograms = {name: Histogram(tuple(float(b) for b in bounds)) for name, bounds in layouts.items()}
 
     def observe(self, name: str, value: float, times: int = 1) -> None:

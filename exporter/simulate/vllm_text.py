@@ -49,7 +49,7 @@ HTTP_SIZE_HELP = (
 Labels = dict[str, str]
 
 
-class _Writer:
+class TextWriter:
     def __init__(self, created: float) -> None:
         self.lines: list[str] = []
         self.created = created
@@ -98,7 +98,7 @@ def render_vllm(replica: EngineReplica, zero_wall: float) -> str:
     at `replica.started_at` (process_start_time_seconds, an hour before 0 unless it restarted); its
     series were created at that start or at 0, whichever is later (the counters start from zero then)."""
     stats, kv = replica.stats, replica.kv
-    out = _Writer(zero_wall + max(0.0, replica.started_at))
+    out = TextWriter(zero_wall + max(0.0, replica.started_at))
     base = {"engine": "0", "model_name": replica.model.served_name}
     _process_families(out, replica, zero_wall + replica.started_at)
     vllm_connector_families(out, replica, base)
@@ -212,7 +212,7 @@ def _sleep_flag(replica: EngineReplica, state: str) -> float:
     return 1.0 if state == current else 0.0
 
 
-def _process_families(out: _Writer, replica: EngineReplica, started: float) -> None:
+def _process_families(out: TextWriter, replica: EngineReplica, started: float) -> None:
     stats = replica.stats
     gc = stats.gc_collections
     out.family("python_gc_objects_collected_total", "Objects collected during gc", "counter")
@@ -288,7 +288,7 @@ def _cache_config_labels(replica: EngineReplica) -> Labels:
     }
 
 
-def _http_families(out: _Writer, replica: EngineReplica) -> None:
+def _http_families(out: TextWriter, replica: EngineReplica) -> None:
     stats = replica.stats
     series = [({"handler": HANDLER, "method": "POST", "status": "2xx"}, stats.http_responses)]
     if stats.rejected:

@@ -72,6 +72,7 @@ class Request:
     generated: int = 0
     blocks: int = 0  # private KV blocks held
     prefix_blocks: int = 0  # shared prefix-cache blocks referenced
+    swa_tokens: int = 0  # sliding-window pool slots held (hybrid models on SGLang)
     cached_tokens: int = 0  # prefix-cache hit at the first scheduling
     first_scheduled: float = -1.0
     first_token: float = -1.0

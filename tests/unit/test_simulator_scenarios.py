@@ -19,6 +19,7 @@ BUILT_IN = (
     "degraded-fabric",
     "healthy",
     "host-overhead",
+    "hybrid-kv-saturation",
     "kv-cache-saturation",
     "pd-decode-kv-bound",
     "pd-healthy",
