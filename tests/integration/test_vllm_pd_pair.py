@@ -63,7 +63,10 @@ def engines(pair: PdPair, roles: bool) -> list[str]:
 
 def serve(pair: PdPair, tmp: Path, roles: bool) -> ExporterProcess:
     config = tmp / f"exporter-{'roles' if roles else 'plain'}.yaml"
-    config.write_text("engines:\n" + "".join(f"  - {entry}\n" for entry in engines(pair, roles)))
+    # Not a warm-up test: the pair started moments ago and is judged at once (test_vllm_restart.py
+    # has the cold regime).
+    text = "health:\n  warmup_seconds: 0\nengines:\n" + "".join(f"  - {entry}\n" for entry in engines(pair, roles))
+    config.write_text(text)
     return ExporterProcess("--config", str(config), interval=1.0)
 
 
