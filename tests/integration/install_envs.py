@@ -29,8 +29,9 @@ from tests.integration.vllm_env import CACHE_DIR, REPO_ROOT, file_lock
 PIP = ("-m", "pip", "--disable-pip-version-check", "--no-input", "--quiet")
 # What the wheel is built from: the files the Dockerfile copies (.dockerignore keeps only these).
 PACKAGE_FILES = ("pyproject.toml", "README.md", "exporter")
-# The test runner in the floor venv, at the versions of the interpreter running the tests.
-TEST_TOOLS = ("pytest", "pytest-timeout", "hypothesis", "packaging")
+# The test runner and the tests' own HTTP client (tests/support.py) in the floor venv, at the
+# versions of the interpreter running the tests: none of them is the daemon's dependency.
+TEST_TOOLS = ("pytest", "pytest-timeout", "hypothesis", "packaging", "requests")
 STEP_TIMEOUT_S = 900.0
 
 
