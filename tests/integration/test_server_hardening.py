@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import ipaddress
 import itertools
 import logging
 import os
@@ -26,6 +27,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 import requests
+from cryptography import x509
 
 from exporter.validation import ConfigError
 from exporter.webconfig import load_web_config
@@ -352,7 +354,9 @@ def test_bcrypt_costs_out_of_range_are_refused_at_load(tmp_path, cost):
 def test_a_tls_key_readable_by_others_is_warned_about(tmp_path, caplog):
     from exporter.webguard import WebGuard
 
-    issued = CertificateAuthority(tmp_path, "ca").issue("exporter", [], _server_auth())
+    # cryptography refuses an empty SubjectAlternativeName: the loopback address, as a server has.
+    loopback = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    issued = CertificateAuthority(tmp_path, "ca").issue("exporter", loopback, _server_auth())
     config = write_web_config(tmp_path, f"tls_server_config:\n  cert_file: {issued.cert}\n  key_file: {issued.key}\n")
     with caplog.at_level(logging.WARNING, logger="exporter.webguard"):
         os.chmod(issued.key, 0o600)
