@@ -142,7 +142,7 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
             **popen,
         )
         plain_port = free_port()
-        listed = requests.get(sim_url + "/", timeout=10).json()["engines"]
+        listed = requests.get(sim_url + "/", timeout=REQUEST_BOUND_SECONDS).json()["engines"]
         engines = [a for e in listed for a in ("--engine", f"{e['engine_type']}={sim_url}{e['url']}")]
         plain = subprocess.Popen(
             [*command, "serve", "--config", str(roomy), *engines, "--gpu", f"dcgm-exporter={sim_url}/gpu/metrics"]
