@@ -346,6 +346,13 @@ def test_the_dashboards_have_panels_of_both_kinds():
         # slices exist only where a source labels its requests with a tenant, adapter or priority
         "Attainment per slice",
         "Goodput and queue per slice",
+        # the node's health findings exist only where a link, port or engine host is unwell
+        "Link findings",
+        "ECN switched off (per priority)",
+        "Link flaps and symbol errors (10m)",
+        "Start-up and host findings",
+        "GPU link findings",
+        "NVLink errors",
     }
 
 
