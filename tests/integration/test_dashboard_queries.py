@@ -1,7 +1,8 @@
 """Every dashboard panel's queries return data from a real Prometheus that scraped `serve`.
 
-Three nodes run side by side, each read by its own exporter and labelled with its own `cluster`
-(so a dashboard's `$cluster` picks one): the simulated `healthy` and `kv-cache-saturation` nodes
+Four nodes run side by side, each read by its own exporter and labelled with its own `cluster`
+(so a dashboard's `$cluster` picks one): the simulated `healthy`, `kv-cache-saturation` and
+`pd-transfer-bound` (a prefill/decode pair, its roles configured) nodes
 (engines named after their pods, GPUs attributed through dcgm-exporter's pod labels, as the
 simulator's own exporter view does), and an `injected` node for the rare conditions — GPUs from
 the NVML stand-in with an XID error and clock-throttle reasons, and an engine target that refuses
@@ -11,7 +12,7 @@ the committed recording rules.
 Each query runs with the dashboard's variables set as an operator would: `$cluster` to the
 node's cluster, `$node` and `$model` to its real values (a matcher on a label the family lacks
 would then come back empty), `$engine` to one engine on *Engine detail*, "All" (`.*`) elsewhere.
-A query must return data for `healthy` or for `kv-cache-saturation`; a panel marked rare (its
+A query must return data for one of the simulated nodes; a panel marked rare (its
 `rare=` says what fills it) must return data for `injected` instead.
 """
 
@@ -51,6 +52,8 @@ from tests.support import (
 pytestmark = pytest.mark.integration
 
 HEALTHY, BOTTLENECK, INJECTED = "healthy", "kv-cache-saturation", "injected"
+#: a prefill/decode pair whose hand-over is the bottleneck: the disaggregated dashboard's panels
+DISAGGREGATED = "pd-transfer-bound"
 INTERVAL_SECONDS = 2
 # Generous: five processes share a loaded two-core machine, and the bottleneck must first turn
 # active (the diagnosis' level window and hysteresis) before its panels have rows.
@@ -132,7 +135,15 @@ def _simulated_node(scenario: str, workdir: Path) -> Node:
     )
     try:
         index = requests.get(f"{base}/", timeout=REQUEST_BOUND_SECONDS).json()
-        engines = [{"name": e["pod"], "type": "vllm", "url": base + e["url"]} for e in index["engines"]]
+        engines = [
+            {
+                "name": e["pod"],
+                "type": e["engine_type"],
+                "url": base + e["url"],
+                **({"role": e["role"]} if "role" in e else {}),
+            }
+            for e in index["engines"]
+        ]
         config = {
             **EXPORTER_CONFIG,
             "engines": engines,
@@ -313,7 +324,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     nodes: dict[str, Node] = {}
     prometheus = None
     try:
-        for scenario in (HEALTHY, BOTTLENECK):
+        for scenario in (HEALTHY, BOTTLENECK, DISAGGREGATED):
             (workdir / scenario).mkdir()
             nodes[scenario] = _simulated_node(scenario, workdir / scenario)
         (workdir / INJECTED).mkdir()
@@ -369,7 +380,7 @@ def test_every_panel_query_is_valid_promql_for_prometheus(stack: Stack):
 
 
 def test_every_panel_query_returns_data_for_healthy_or_the_bottleneck(stack: Stack):
-    empty = stack.wait_for_data(COMMON, (HEALTHY, BOTTLENECK))
+    empty = stack.wait_for_data(COMMON, (HEALTHY, BOTTLENECK, DISAGGREGATED))
     assert not empty, (
         f"{len(empty)} panel queries returned no data for {HEALTHY} or {BOTTLENECK} within "
         f"{DATA_WITHIN_SECONDS}s:\n" + "\n".join(f"{q.name}: {q.expr}" for q in empty) + "\n" + stack.diagnostics()
