@@ -1,11 +1,13 @@
-"""Fixtures for tests that run against a real vLLM CPU engine."""
+"""Fixtures shared by the integration tests: a real vLLM CPU engine, the NVML stand-in."""
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterator
 
 import pytest
 
+from tests import nvml_stub
 from tests.integration.vllm_server import VllmServer
 from tests.support import free_port
 
@@ -29,3 +31,13 @@ def vllm_server() -> Iterator[VllmServer]:
     """One real vLLM server for the session; startup (~45 s) is too costly per test."""
     with VllmServer() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def stub_loaded() -> ctypes.CDLL:
+    """The NVML stand-in (tests/nvml_stub) built and loaded into this process under the real binding."""
+    try:
+        lib_dir = nvml_stub.build_stub()
+    except nvml_stub.StubUnavailable as exc:
+        pytest.fail(f"the NVML stand-in cannot be built: {exc}")
+    return nvml_stub.preload(lib_dir)

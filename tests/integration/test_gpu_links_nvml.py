@@ -9,21 +9,11 @@ import pytest
 
 from exporter.health.evaluate import NodeHealth
 from exporter.sources.nvml import NvmlSource
-from tests import nvml_stub
 from tests.nvml_stub import eight_gpu_node, with_changes, write_state
 
 pytestmark = pytest.mark.integration
 
 HEALTHY_LINK = {"pcie_gen": 5, "pcie_width": 16, "pcie_max_gen": 5, "pcie_max_width": 16, "pcie_gpu_max_gen": 5}
-
-
-@pytest.fixture(scope="module")
-def stub_loaded():
-    try:
-        lib_dir = nvml_stub.build_stub()
-    except nvml_stub.StubUnavailable as exc:
-        pytest.fail(f"the NVML stand-in cannot be built: {exc}")
-    return nvml_stub.preload(lib_dir)
 
 
 def linked_node() -> dict:

@@ -22,15 +22,6 @@ from tests.nvml_stub import GPM_DRAM_BW_UTIL, GPM_SM_UTIL, eight_gpu_node, with_
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def stub_loaded():
-    try:
-        lib_dir = nvml_stub.build_stub()
-    except nvml_stub.StubUnavailable as exc:
-        pytest.fail(f"the NVML stand-in cannot be built: {exc}")
-    return nvml_stub.preload(lib_dir)
-
-
 @pytest.fixture
 def state(stub_loaded, tmp_path, monkeypatch):
     path = tmp_path / "nvml-state"
