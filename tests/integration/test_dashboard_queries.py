@@ -4,24 +4,30 @@ Four nodes run side by side, each read by its own exporter and labelled with its
 (so a dashboard's `$cluster` picks one): the simulated `healthy`, `kv-cache-saturation` and
 `pd-transfer-bound` (a prefill/decode pair, its roles configured) nodes
 (engines named after their pods, GPUs attributed through dcgm-exporter's pod labels, as the
-simulator's own exporter view does), and an `injected` node for the rare conditions — GPUs from
-the NVML stand-in with an XID error and clock-throttle reasons, and an engine target that refuses
-connections. Prometheus scrapes them and one engine per simulated node every 2 s and evaluates
-the committed recording rules.
+simulator's own exporter view does), and an `injected` node, read the way the default flags read a
+node (GPUs through NVML, here the NVML stand-in; RDMA ports from sysfs) and holding the rare
+conditions: an XID error, clock-throttle reasons, a GPU link trained down and an NVLink link down,
+NICs whose link and ECN drifted, an engine target that refuses connections, an SGLang engine that
+has just started (its start-up figures, full garbage collections, a throttled cgroup) and a gateway
+whose server is down. Prometheus scrapes them and one engine per simulated node every 2 s and
+evaluates the committed recording rules.
 
 Each query runs with the dashboard's variables set as an operator would: `$cluster` to the
 node's cluster, `$node` and `$model` to its real values (a matcher on a label the family lacks
 would then come back empty), `$engine` to one engine on *Engine detail*, "All" (`.*`) elsewhere.
-A query must return data for one of the simulated nodes; a panel marked rare (its
-`rare=` says what fills it) must return data for `injected` instead.
+A query must return data for one of the nodes; a panel marked rare (its `rare=` says what fills
+it) must return data for `injected`. A rare panel whose families only a device absent here makes
+(NEEDS_HARDWARE) is checked against the source that makes them, fed that device's counters.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,8 +38,11 @@ import yaml
 from exporter.generate import monitoring_config
 from exporter.monitoring.dashboards import boards
 from exporter.monitoring.dashboards.board import PlacedPanel, variables
+from exporter.monitoring.promql import metric_names
 from exporter.monitoring.rule_files import RULES_PATH
 from exporter.simulate.dcgm_text import POD_NAMESPACE
+from exporter.sources.node.host_pressure import cgroup_path
+from exporter.sources.node.links import LinkHealthSource
 from tests import nvml_stub
 from tests.integration.gpu_helpers import stub_dir
 from tests.integration.monitoring_stack import LOCAL, ManagedProcess, Prometheus, require_binary
@@ -48,6 +57,7 @@ from tests.support import (
     respond_with,
     sglang_sliced_page,
 )
+from tests.sysfs_trees import healthy_roce_node, write_ecn, write_pci_link
 
 pytestmark = pytest.mark.integration
 
@@ -100,9 +110,12 @@ class Node:
     simulator: ManagedProcess | None = None
     engine_urls: list[str] = field(default_factory=list)
     gateway: RouteServer | None = None
+    cgroup: ThrottledCgroup | None = None
 
     def close(self) -> None:
         self.exporter.close()
+        if self.cgroup is not None:
+            self.cgroup.close()
         if self.gateway is not None:
             self.gateway.close()
         if self.simulator is not None:
@@ -171,23 +184,95 @@ def _simulated_node(scenario: str, workdir: Path) -> Node:
     return Node(scenario, exporter, simulator, [e["url"] for e in engines])
 
 
+class ThrottledCgroup:
+    """The cgroup v2 `cpu.stat` of this process (it serves the injected node's engines) under the
+    exporter's sysfs root, its periods counting on as a CPU limit makes them, 20 % throttled."""
+
+    def __init__(self, sysfs: Path) -> None:
+        own = cgroup_path(os.getpid()) or "/"
+        self.path = sysfs / "fs" / "cgroup" / own.lstrip("/") / "cpu.stat"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._stop = threading.Event()
+        self._write(0)
+        self._thread = threading.Thread(target=self._count, name="cgroup-cpu-stat", daemon=True)
+        self._thread.start()
+
+    def _write(self, periods: int) -> None:
+        text = f"usage_usec {periods * 80_000}\nnr_periods {periods}\nnr_throttled {periods // 5}\n"
+        text += f"throttled_usec {periods * 4_000}\n"
+        partial = self.path.with_suffix(".partial")
+        partial.write_text(text, encoding="ascii")
+        partial.replace(self.path)
+
+    def _count(self) -> None:
+        periods = 0
+        while not self._stop.wait(1.0):
+            periods += 10  # 100 ms periods
+            self._write(periods)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _just_started_sglang(started_at: float) -> Callable[[int], str]:
+    """The sliced SGLang page of an engine that started at `started_at` and serves from its first
+    scrape on: its process start, its own start-up figures (SGLang 0.5's gauges), its generated
+    tokens rising and a full garbage collection every scrape."""
+
+    def page(n: int) -> str:
+        lines = [
+            "# TYPE process_start_time_seconds gauge",
+            f"process_start_time_seconds {started_at:.2f}",
+            "# TYPE python_gc_collections_total counter",
+            *(f'python_gc_collections_total{{generation="{g}"}} {n * (30 - 10 * g)}' for g in range(3)),
+            "# TYPE sglang:engine_startup_time gauge",
+            'sglang:engine_startup_time{engine_type="unified",model_name="m"} 41.5',
+            "# TYPE sglang:engine_load_weights_time gauge",
+            'sglang:engine_load_weights_time{engine_type="unified",model_name="m"} 23.0',
+            "# TYPE sglang:generation_tokens_total counter",
+            f'sglang:generation_tokens_total{{engine_type="unified",model_name="m"}} {n * 500}',
+        ]
+        return sglang_sliced_page(n) + "\n".join(lines) + "\n"
+
+    return page
+
+
+def _degraded_fabric(sysfs: Path) -> None:
+    """Two RoCE NICs: mlx5_0 trained to PCIe x8 in its x16 slot, ECN off on mlx5_1's RoCE priority."""
+    healthy_roce_node(sysfs, ports=2)
+    write_pci_link(sysfs, "mlx5_0", 0, current=(5, 8))
+    write_ecn(sysfs, "ens2f0np0", np={3: False}, rp={3: False})
+
+
 def _injected_node(workdir: Path) -> Node:
-    """GPUs from the NVML stand-in (an XID on GPU 5, clock-event reasons on all), an engine
-    target nothing listens on (source errors), an SGLang engine with slices (tenants, adapters,
-    priority classes), and a gateway: HAProxy's real exposition with its server down
-    (tests/fixtures/gateways), with a probe through it that cannot connect."""
+    """GPUs from the NVML stand-in (an XID on GPU 5, clock-event reasons on all, GPU 6 trained to
+    PCIe x8 while busy, one NVLink link of GPU 3 down, NVLink errors counted on GPU 2), RoCE NICs
+    whose links drifted, an engine target nothing listens on (source errors), an SGLang engine
+    with slices (tenants, adapters, priority classes) that has just started in a throttled cgroup,
+    and a gateway: HAProxy's real exposition with its server down (tests/fixtures/gateways), with a
+    probe through it that cannot connect."""
     state = workdir / "nvml-state"
-    node = nvml_stub.eight_gpu_node()
+    down = [1] * 17 + [0]
+    node = nvml_stub.with_changes(
+        nvml_stub.with_links(nvml_stub.eight_gpu_node()),
+        gpu2={"nvlink_error.0.2": 5},  # NVML_NVLINK_ERROR_DL_CRC_FLIT
+        gpu3={"nvlink_states": down},
+        gpu6={"pcie_width": 8},
+    )
     node["xid_events"] = [(5, 79)]
     nvml_stub.write_state(state, node)
+    sysfs = workdir / "sysfs"
+    _degraded_fabric(sysfs)
     gateway = RouteServer(
         {
             "/metrics": respond_with((FIXTURES / "gateways" / "haproxy-2.6-backend-down.txt").read_text()),
             # An SGLang engine whose requests carry tenants, adapters and priority classes (its
             # counts grow on every scrape, so the slices' windows have increases): the slice panels.
-            "/sliced": growing(sglang_sliced_page),
+            "/sliced": growing(_just_started_sglang(time.time())),
         }
     )
+    cgroup = ThrottledCgroup(sysfs)
     config = {
         **EXPORTER_CONFIG,
         "engines": [
@@ -206,18 +291,22 @@ def _injected_node(workdir: Path) -> Node:
     }
     config_path = workdir / "exporter.yaml"
     config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    (workdir / "sysfs").mkdir()
-    exporter = ExporterProcess(
-        "--config",
-        str(config_path),
-        "--gpu",
-        "nvml",
-        "--sysfs",
-        str(workdir / "sysfs"),
-        interval=INTERVAL_SECONDS,
-        env=nvml_stub.child_env(stub_dir(), state),
-    )
-    return Node(INJECTED, exporter, gateway=gateway)
+    try:
+        exporter = ExporterProcess(
+            "--config",
+            str(config_path),
+            "--gpu",
+            "nvml",
+            "--sysfs",
+            str(sysfs),
+            interval=INTERVAL_SECONDS,
+            env=nvml_stub.child_env(stub_dir(), state),
+        )
+    except BaseException:
+        gateway.close()
+        cgroup.close()
+        raise
+    return Node(INJECTED, exporter, gateway=gateway, cgroup=cgroup)
 
 
 def _prometheus_config(nodes: list[Node]) -> dict:
@@ -340,12 +429,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 QUERIES = _panel_queries()
 COMMON = [q for q in QUERIES if not q.panel.definition.rare]
-RARE = [q for q in QUERIES if q.panel.definition.rare]
+#: rare panels only a device absent here fills: the title, and the source that makes its families
+NEEDS_HARDWARE = {"PFC paused share": "mlx5's per-priority ethtool pause counters, read by the links source"}
+RARE = [q for q in QUERIES if q.panel.definition.rare and q.panel.definition.title not in NEEDS_HARDWARE]
+ALL_NODES = (HEALTHY, BOTTLENECK, DISAGGREGATED, INJECTED)
 
 
 def test_the_dashboards_have_panels_of_both_kinds():
     assert len(COMMON) > 100
-    assert {q.panel.definition.title for q in RARE} == {
+    assert {q.panel.definition.title for q in RARE} | set(NEEDS_HARDWARE) == {
         "XID errors",
         "Clock throttle reasons",
         "Source errors",
@@ -364,7 +456,22 @@ def test_the_dashboards_have_panels_of_both_kinds():
         "Start-up and host findings",
         "GPU link findings",
         "NVLink errors",
+        "PFC paused share",
+        # start-up figures exist after a start; throttling only under a CPU limit
+        "Start-up",
+        "CPU throttling",
     }
+
+
+def test_panels_needing_hardware_read_what_their_source_makes_from_that_hardware(tmp_path: Path):
+    """The PFC panel's families come from the links source fed mlx5's ethtool statistics."""
+    healthy_roce_node(tmp_path, ports=1)
+    stats = {"rx_prio3_pause": 900, "rx_prio3_pause_duration": 2_500_000, "tx_prio3_pause_duration": 0}
+    made = {m.name for m in LinkHealthSource(str(tmp_path), ethtool_stats=lambda _: stats).collect(0.0)}
+    panels = {q.panel.definition.title: q for q in QUERIES if q.panel.definition.title in NEEDS_HARDWARE}
+    assert set(panels) == set(NEEDS_HARDWARE)
+    for title, query in panels.items():
+        assert metric_names(query.expr) <= made, (title, metric_names(query.expr) - made)
 
 
 def test_every_panel_query_is_valid_promql_for_prometheus(stack: Stack):
@@ -379,10 +486,10 @@ def test_every_panel_query_is_valid_promql_for_prometheus(stack: Stack):
     assert not invalid, invalid
 
 
-def test_every_panel_query_returns_data_for_healthy_or_the_bottleneck(stack: Stack):
-    empty = stack.wait_for_data(COMMON, (HEALTHY, BOTTLENECK, DISAGGREGATED))
+def test_every_panel_query_returns_data_for_one_of_the_nodes(stack: Stack):
+    empty = stack.wait_for_data(COMMON, ALL_NODES)
     assert not empty, (
-        f"{len(empty)} panel queries returned no data for {HEALTHY} or {BOTTLENECK} within "
+        f"{len(empty)} panel queries returned no data for any of {', '.join(ALL_NODES)} within "
         f"{DATA_WITHIN_SECONDS}s:\n" + "\n".join(f"{q.name}: {q.expr}" for q in empty) + "\n" + stack.diagnostics()
     )
 

@@ -9,17 +9,14 @@ import pytest
 
 from exporter.health.evaluate import NodeHealth
 from exporter.sources.nvml import NvmlSource
-from tests.nvml_stub import eight_gpu_node, with_changes, write_state
+from tests.nvml_stub import eight_gpu_node, with_changes, with_links, write_state
 
 pytestmark = pytest.mark.integration
 
-HEALTHY_LINK = {"pcie_gen": 5, "pcie_width": 16, "pcie_max_gen": 5, "pcie_max_width": 16, "pcie_gpu_max_gen": 5}
-
 
 def linked_node() -> dict:
-    state = eight_gpu_node()
+    state = with_links(eight_gpu_node())
     for index, gpu in enumerate(state["gpus"]):
-        gpu.update(HEALTHY_LINK, pcie_replay=3, nvlink_states=[1] * 18, fabric_health_mask=2)
         gpu["utilization_gpu"] = 80 if index < 6 else 0  # GPUs 6 and 7 idle
         gpu.pop("gpm_metrics", None)
         gpu["gpm"] = False

@@ -164,6 +164,18 @@ def eight_gpu_node() -> dict[str, Any]:
     return {"gpus": [_gpu(i, names[i], i < 4, memory[i]) for i in range(8)], "xid_events": []}
 
 
+#: a GPU's PCIe link trained as far as it and its slot allow (Gen5 x16)
+HEALTHY_LINK = {"pcie_gen": 5, "pcie_width": 16, "pcie_max_gen": 5, "pcie_max_width": 16, "pcie_gpu_max_gen": 5}
+
+
+def with_links(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `state` whose GPUs report healthy links: PCIe Gen5 x16 and 18 NVLink links up."""
+    result = copy.deepcopy(dict(state))
+    for gpu in result["gpus"]:
+        gpu.update(HEALTHY_LINK, pcie_replay=3, nvlink_states=[1] * 18, fabric_health_mask=2)
+    return result
+
+
 def with_changes(state: Mapping[str, Any], **gpu_changes: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of `state` with `gpu5={"lost": True}`-style per-GPU changes."""
     result = copy.deepcopy(dict(state))

@@ -351,6 +351,10 @@ def test_rare_panels_say_what_fills_them():
         "Link flaps and symbol errors (10m)",
         "ECN switched off (per priority)",
         "NVLink errors",
+        "PFC paused share",
+        # start-up figures exist after a start; throttling only under a CPU limit
+        "Start-up",
+        "CPU throttling",
         # slices exist only where a source labels its requests with a tenant, adapter or priority
         "Attainment per slice",
         "Goodput and queue per slice",

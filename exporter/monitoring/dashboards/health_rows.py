@@ -13,7 +13,7 @@ from exporter.monitoring.dashboards.queries import Scope
 from exporter.stages.panels import PanelDef, Query, Unit, state_timeline, timeseries, value_mappings
 
 
-def _findings(s: Scope, title: str, topics: tuple[str, ...], width: int = 24) -> PanelDef:
+def _findings(s: Scope, title: str, topics: tuple[str, ...], rare: str, width: int = 24) -> PanelDef:
     covered = "|".join(kind.id for kind in kinds() if kind.topic in topics)
     return timeseries(
         title,
@@ -22,7 +22,7 @@ def _findings(s: Scope, title: str, topics: tuple[str, ...], width: int = 24) ->
         ),
         unit=Unit.COUNT,
         width=width,
-        rare="a link runs below its capability or the fabric's configuration drifted",
+        rare=rare,
         description="The exporter's findings (llm_health_finding): the value is each one's figure (lanes, "
         "rate ratio, events); /diagnosis gives the line with its numbers and the file or counter.",
     )
@@ -32,7 +32,9 @@ def network_panels(s: Scope) -> tuple[PanelDef, ...]:
     nic = f"{{{{{s.node}}}}} {{{{device}}}} {{{{bound}}}}"
     port = f"{{{{{s.node}}}}} {{{{device}}}}/{{{{port}}}}"
     return (
-        _findings(s, "Link findings", (NETWORK,)),
+        _findings(
+            s, "Link findings", (NETWORK,), "a NIC's link runs below its capability or its configuration drifted"
+        ),
         timeseries(
             "NIC PCIe width",
             Query(s("llm_rdma_device_pcie_link_width"), nic),
@@ -67,6 +69,7 @@ def network_panels(s: Scope) -> tuple[PanelDef, ...]:
             ),
             unit=Unit.RATIO,
             width=12,
+            rare="the NIC's driver counts per-priority PFC pauses (mlx5's ethtool statistics)",
         ),
     )
 
@@ -74,7 +77,9 @@ def network_panels(s: Scope) -> tuple[PanelDef, ...]:
 def gpu_panels(s: Scope) -> tuple[PanelDef, ...]:
     gpu = f"{{{{{s.node}}}}} GPU {{{{gpu}}}} {{{{bound}}}}"
     return (
-        _findings(s, "GPU link findings", (GPU_LINK,), width=12),
+        _findings(
+            s, "GPU link findings", (GPU_LINK,), "a GPU's PCIe link runs below its capability or NVLink fails", width=12
+        ),
         timeseries(
             "PCIe width",
             Query(s("llm_gpu_pcie_link_width"), gpu),
@@ -122,7 +127,7 @@ def engine_panels(s: Scope) -> tuple[PanelDef, ...]:
             "State",
             Query(code, "{{engine}}"),
             mappings=value_mappings(states),
-            width=8,
+            width=6,
             description="Warming up is the cold regime: the diagnosis gives no verdict there.",
         ),  # fmt: skip
         timeseries(
@@ -130,18 +135,29 @@ def engine_panels(s: Scope) -> tuple[PanelDef, ...]:
             Query(s("llm_engine_startup_duration_seconds"), "{{engine}} start to first request"),
             Query(s("llm_engine_startup_seconds"), "{{engine}} {{phase}} (engine's own)"),
             unit=Unit.SECONDS,
-            width=8,
+            width=6,
+            rare="an engine started while the exporter watched, or exports its own start-up figures",
         ),
         timeseries(
-            "Full GC and CPU throttling",
+            "Full GC",
             Query(f"60 * {s.rate('llm_engine_gc_collections_total', full_gc)}", "{{engine}} full GC/min"),
+            unit=Unit.COUNT,
+            width=6,
+            description="Generation-2 collections per minute of the engine's Python process.",
+        ),
+        timeseries(
+            "CPU throttling",
             Query(
                 f"{s.rate('llm_engine_cgroup_cpu_throttled_periods_total')} / "
                 f"({s.rate('llm_engine_cgroup_cpu_periods_total')} > 0)",
                 "{{engine}} throttled share",
             ),
-            unit=Unit.COUNT,
-            width=8,
+            unit=Unit.RATIO,
+            width=6,
+            rare="the engine's cgroup has a CPU limit and its process is found (root and hostPID)",
+            description="Share of the engine cgroup's CPU periods throttled (cgroup v2 cpu.stat).",
         ),
-        _findings(s, "Start-up and host findings", (STARTUP, HOST)),
+        _findings(
+            s, "Start-up and host findings", (STARTUP, HOST), "an engine is loading, or its host pauses or throttles it"
+        ),
     )
