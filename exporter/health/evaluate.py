@@ -11,7 +11,7 @@ from typing import Any
 
 import exporter.health.kinds  # noqa: F401 - registers every kind
 from exporter.health.finding import Finding
-from exporter.health.record import kinds
+from exporter.health.record import counter_horizons, kinds
 from exporter.health.startup import EngineStarts, Startup
 from exporter.health.view import CounterHistory, build_view
 from exporter.model import Metric, Sample
@@ -34,7 +34,7 @@ class HealthRound:
 class NodeHealth:
     def __init__(self, settings: HealthSettings | None = None) -> None:
         self.settings = settings or HealthSettings()
-        self._counters = CounterHistory()
+        self._counters = CounterHistory(counter_horizons())
         self._starts = EngineStarts()
         self._logged: set[tuple[str, str]] = set()
         self.latest = HealthRound()

@@ -43,6 +43,9 @@ class FindingKind:
     alert: FindingAlert
     #: for docs/health.md: the line it is judged by and who published it
     threshold: str
+    #: the counter families its check takes increases of, and the longest window it reads each
+    #: over: only these are kept in the history (exporter/health/history.py), that long
+    reads: tuple[tuple[str, float], ...] = ()
 
 
 _KINDS: dict[str, FindingKind] = {}
@@ -58,6 +61,15 @@ def register(kind: FindingKind) -> FindingKind:
 def kinds() -> tuple[FindingKind, ...]:
     """Every kind, in registration order (module name order)."""
     return tuple(_KINDS.values())
+
+
+def counter_horizons() -> dict[str, float]:
+    """Per counter family a kind reads, the longest window any kind reads it over."""
+    horizons: dict[str, float] = {}
+    for kind in _KINDS.values():
+        for family, seconds in kind.reads:
+            horizons[family] = max(seconds, horizons.get(family, 0.0))
+    return horizons
 
 
 def alerts() -> tuple[FindingAlert, ...]:

@@ -8,15 +8,12 @@ dcgm-exporter for a GPU, sysfs for a NIC).
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from exporter.health.history import CounterHistory
 from exporter.model import Labels, Metric, QuantileSummary, Sample
-
-#: the longest window a threshold is stated over (NVSentinel's symbol errors per hour)
-HORIZON_SECONDS = 3600.0
 
 
 @dataclass
@@ -72,51 +69,6 @@ class EngineFacts:
     served_total: float | None = None
 
 
-class CounterHistory:
-    """(time, value) per counter series for the last hour, with Prometheus-style increases."""
-
-    def __init__(self, horizon_seconds: float = HORIZON_SECONDS) -> None:
-        self.horizon_seconds = horizon_seconds
-        self._times: dict[tuple, list[float]] = {}
-        self._values: dict[tuple, list[float]] = {}
-
-    def observe(self, key: tuple, now: float, value: float) -> None:
-        times = self._times.setdefault(key, [])
-        values = self._values.setdefault(key, [])
-        times.append(now)
-        values.append(value)
-        cut = bisect_left(times, now - self.horizon_seconds)
-        if cut > 64:
-            del times[:cut], values[:cut]
-
-    def forget_except(self, keys: set[tuple]) -> None:
-        for key in [k for k in self._times if k not in keys]:
-            del self._times[key], self._values[key]
-
-    def increase(self, key: tuple, seconds: float) -> float | None:
-        """The increase over the last `seconds` (resets counted as Prometheus does); None without
-        two points in the window."""
-        times, values = self._times.get(key), self._values.get(key)
-        if not times or not values:
-            return None
-        first = bisect_left(times, times[-1] - seconds)
-        if len(times) - first < 2:
-            return None
-        window = values[first:]
-        return sum(after - before if after >= before else after for before, after in zip(window, window[1:]))
-
-    def span(self, key: tuple, seconds: float) -> float:
-        """Seconds the points of the last `seconds` cover."""
-        times = self._times.get(key) or [0.0]
-        first = bisect_left(times, times[-1] - seconds)
-        return times[-1] - times[first]
-
-    def samples(self, key: tuple, seconds: float) -> list[tuple[float, float]]:
-        times, values = self._times.get(key) or [], self._values.get(key) or []
-        first = bisect_left(times, (times[-1] if times else 0.0) - seconds)
-        return list(zip(times[first:], values[first:]))
-
-
 def _key(name: str, labels: Labels, *drop: str) -> tuple:
     return (name, *sorted((k, v) for k, v in labels.items() if k not in drop))
 
@@ -165,8 +117,8 @@ _GPU_BUSY = ("llm_gpu_sm_active_ratio", "llm_gpu_utilization_ratio")
 
 
 def build_view(metrics: Iterable[Metric], now: float, counters: CounterHistory) -> NodeView:
-    """Group one round's samples; every counter is observed into `counters` (those not seen this
-    round are forgotten: a device that went away takes its history with it)."""
+    """Group one round's samples; every counter a check reads is observed into `counters` (those
+    not seen this round are forgotten: a device that went away takes its history with it)."""
     view = NodeView(now, counters)
     seen: set[tuple] = set()
     for metric in metrics:
@@ -186,6 +138,8 @@ def build_view(metrics: Iterable[Metric], now: float, counters: CounterHistory) 
 
 
 def _observe(view: NodeView, seen: set[tuple], name: str, labels: Labels, value: float) -> None:
+    if not view.counters.wants(name):
+        return
     key = _key(name, labels)
     seen.add(key)
     view.counters.observe(key, view.now, value)

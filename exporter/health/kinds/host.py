@@ -23,7 +23,8 @@ ITL = "llm_engine_inter_token_latency_seconds"
 
 
 def _per_round(view: NodeView, labels: dict[str, str], num: str, den: str) -> list[float]:
-    """The mean of num over den in each round of the window (both counters of one engine)."""
+    """The mean of num over den between each two points of the window (both counters of one
+    engine, observed together: their points fall at the same times)."""
     top = view.counters.samples(_key(num, labels), JITTER_WINDOW)
     bottom = dict(view.counters.samples(_key(den, labels), JITTER_WINDOW))
     means = []
@@ -114,15 +115,19 @@ def _found_by_the_start_tracker(view: NodeView, s: HealthSettings) -> list[Findi
     return []
 
 
-for _id, _topic, _title, _check, _alert, _line in (
+_CGROUP = ("periods", "throttled_periods", "throttled_seconds")
+for _id, _topic, _title, _check, _alert, _line, _reads in (
     ("jitter", HOST, "jittery tokens", jitter, alerts.HOST_PAUSES,
-     "time per output token varies more than `jitter_ratio` (15 %) round to round"),
+     "time per output token varies more than `jitter_ratio` (15 %) round to round",
+     ((ITL + "_sum", JITTER_WINDOW), (ITL + "_count", JITTER_WINDOW))),
     ("gc_pauses", HOST, "garbage-collection pauses", gc_pauses, alerts.HOST_PAUSES,
-     "more than `gc_full_collections_per_minute` (1) generation-2 collections per minute"),
+     "more than `gc_full_collections_per_minute` (1) generation-2 collections per minute",
+     (("llm_engine_gc_collections_total", WINDOW),)),
     ("cpu_throttled", HOST, "CPU quota throttling", throttled, alerts.HOST_PAUSES,
-     "more than `cpu_throttled_ratio` (5 %) of the engine cgroup's periods throttled"),
-    ("cpu_steal", HOST, "CPU steal", steal, alerts.HOST_PAUSES, "more than `cpu_steal_ratio` (5 %) stolen"),
+     "more than `cpu_throttled_ratio` (5 %) of the engine cgroup's periods throttled",
+     tuple((f"llm_engine_cgroup_cpu_{c}_total", WINDOW) for c in _CGROUP)),
+    ("cpu_steal", HOST, "CPU steal", steal, alerts.HOST_PAUSES, "more than `cpu_steal_ratio` (5 %) stolen", ()),
     ("engine_loading", STARTUP, "engine loading", _found_by_the_start_tracker, alerts.STUCK_LOADING,
-     "the engine's process runs but neither its metrics nor a request are served; pages after 15 minutes"),
+     "the engine's process runs but neither its metrics nor a request are served; pages after 15 minutes", ()),
 ):  # fmt: skip
-    register(FindingKind(_id, _topic, _title, _check, _alert, _line))
+    register(FindingKind(_id, _topic, _title, _check, _alert, _line, _reads))

@@ -59,5 +59,6 @@ register(
         errors,
         alerts.NVLINK_DEGRADED,
         "CRC flit/data, replay or recovery errors rose in 5 minutes (alerted when sustained 5 minutes)",
+        reads=(("llm_gpu_nvlink_errors_total", WINDOW),),
     )
 )

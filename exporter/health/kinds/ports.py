@@ -106,15 +106,18 @@ def _ports(view: NodeView) -> list[PortFacts]:
     return [view.ports[key] for key in sorted(view.ports)]
 
 
-for _id, _title, _check, _alert, _line in (
+_LINK_ERRORS = "llm_rdma_port_link_errors_total"
+for _id, _title, _check, _alert, _line, _reads in (
     ("port_rate_low", "port below its expected rate", rate_below, alerts.PORT_DEGRADED,
-     "rate below `expected_port_rate_gbps`, else below the node's most common rate per link layer (GPUd atLeastRate)"),
+     "rate below `expected_port_rate_gbps`, else below the node's most common rate per link layer (GPUd atLeastRate)",
+     ()),
     ("port_not_linkup", "port not LinkUp", not_link_up, alerts.PORT_DEGRADED,
-     "phys_state other than 5: LinkUp on an ACTIVE port, or 6: LinkErrorRecovery"),
+     "phys_state other than 5: LinkUp on an ACTIVE port, or 6: LinkErrorRecovery", ()),
     ("link_flapping", "link flapping", flapping, alerts.LINK_FLAPPING,
      "link_downed rose in the last 10 minutes (NVSentinel: any; GPUd: sticky 10 minutes), or link_error_recovery "
-     "above `link_error_recovery_per_minute` (NVSentinel: 5/min)"),
+     "above `link_error_recovery_per_minute` (NVSentinel: 5/min)", ((_LINK_ERRORS, LINK_DOWNED_WINDOW),)),
     ("symbol_errors", "symbol errors", symbol_errors, alerts.LINK_FLAPPING,
-     "symbol_error above `symbol_errors_per_hour` (NVSentinel: 120/h, BER about 1e-12) or 10/s over a minute"),
+     "symbol_error above `symbol_errors_per_hour` (NVSentinel: 120/h, BER about 1e-12) or 10/s over a minute",
+     ((_LINK_ERRORS, HOUR),)),
 ):  # fmt: skip
-    register(FindingKind(_id, NETWORK, _title, _check, _alert, _line))
+    register(FindingKind(_id, NETWORK, _title, _check, _alert, _line, _reads))

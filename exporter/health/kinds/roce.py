@@ -79,14 +79,16 @@ def pause_storm(view: NodeView, s: HealthSettings) -> list[Finding]:
     return list(found.values())
 
 
-for _id, _title, _check, _alert, _line in (
+for _id, _title, _check, _alert, _line, _reads in (
     ("ecn_disabled", "ECN off on the RoCE priority", ecn_disabled, alerts.ROCE_DRIFT,
-     "ecn/roce_np or roce_rp/enable/<roce_priority> is 0 (`roce_priority`, 3)"),
+     "ecn/roce_np or roce_rp/enable/<roce_priority> is 0 (`roce_priority`, 3)", ()),
     ("cnp_ignored", "CNPs ignored", cnp_ignored, alerts.ROCE_DRIFT,
-     "rp_cnp_ignored rose in the last 5 minutes: CNPs arrive while the reaction point is off"),
+     "rp_cnp_ignored rose in the last 5 minutes: CNPs arrive while the reaction point is off",
+     (("llm_rdma_port_errors_total", WINDOW),)),
     ("trust_mismatch", "QoS trust mode", trust_mismatch, alerts.ROCE_DRIFT,
-     "qos/trust differs from `expected_trust` (not judged unless set)"),
+     "qos/trust differs from `expected_trust` (not judged unless set)", ()),
     ("pfc_pause_storm", "PFC pause storm", pause_storm, alerts.PAUSE_STORM,
-     "a pause-storm event in 5 minutes, or a priority paused more than `pause_time_ratio` (0.1) of the time"),
+     "a pause-storm event in 5 minutes, or a priority paused more than `pause_time_ratio` (0.1) of the time",
+     (("llm_rdma_port_pause_storm_events_total", WINDOW), ("llm_rdma_port_pause_seconds_total", WINDOW))),
 ):  # fmt: skip
-    register(FindingKind(_id, NETWORK, _title, _check, _alert, _line))
+    register(FindingKind(_id, NETWORK, _title, _check, _alert, _line, _reads))
