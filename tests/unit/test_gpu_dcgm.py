@@ -5,8 +5,9 @@ inject a fake `pydcgm` and `dcgm_structs` into `sys.modules`: a small in-memory 
 follows the documented pydcgm API (DcgmHandle / DcgmGroup / DcgmFieldGroup, `samples.WatchFields`,
 `GetLatest_v2(...).values[entityGroup][gpuId][fieldId]` time series of values with `.value`,
 `.ts`, `.isBlank`, `GetAllSinceLastCall_v2`, `GetSystem().profiling.Pause/Resume`, `DCGMError`
-subclasses carrying the DCGM_ST_* code in `.value`). The source imports it lazily, as it would the real bindings; nothing here proves the
-real library behaves the same, which only a GPU machine with DCGM can show.
+subclasses carrying the DCGM_ST_* code in `.value`). The source imports it lazily, as it would the
+real bindings; nothing here proves the real library behaves the same, which only a GPU machine
+with DCGM can show.
 """
 
 from __future__ import annotations
