@@ -1,7 +1,7 @@
 """Automatic captures (exporter/profile/auto.py and their composition in exporter/app.py): when one
-starts, what holds one back, what is recorded, shown in /diagnosis and exported. A fake capture
-function stands in for the engine; the clock is the test's; each capture's thread is joined, never
-waited for by time."""
+starts, what holds one back, what is recorded, shown in /diagnosis and exported, and the stage
+alerts that name its trace. A fake capture function stands in for the engine; the clock is the
+test's; each capture's thread is joined, never waited for by time."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from exporter.app import Exporter, Pipeline
 from exporter.model import Metric, Sample
@@ -20,6 +21,7 @@ from exporter.profile.capture import INDEX, Capture, ProfilingOff
 from exporter.profile.summary import TraceSummary
 from exporter.settings import Config, EngineTarget, GpuSettings, ProfileSettings
 from exporter.sources.base import Source
+from tests.support import REPO
 
 TARGETS = (EngineTarget("http://127.0.0.1:8000/metrics", "e0", "vllm"),)
 ON = ProfileSettings(auto=True, after_seconds=300.0, min_interval_seconds=3600.0, seconds=5.0)
@@ -267,3 +269,16 @@ def test_the_exporter_captures_nothing_by_default(tmp_path: Path) -> None:
     (engine,) = exporter.diagnosis()["engines"]
     assert engine["primary"] == "kv_cache_capacity" and "profile" not in engine
     assert b"llm_engine_profile" not in exporter.rendered.body(openmetrics=False, gzipped=False)[0]
+
+
+def test_every_engine_stage_alert_names_the_last_profile() -> None:
+    rules = yaml.safe_load((REPO / "alerts/generated/llm-bottleneck.rules.yaml").read_text(encoding="utf-8"))
+    alerts = [rule for group in rules["groups"] for rule in group["rules"] if "alert" in rule]
+    staged = [rule for rule in alerts if "stage" in rule["labels"]]
+    assert staged
+    for rule in staged:
+        description = rule["annotations"]["description"]
+        assert "llm_engine_profile_info{" in description and "engine=%q}` " in description, rule["alert"]
+        assert 'label "trace"' in description, rule["alert"]
+    gateway = [rule for rule in alerts if rule["alert"] == "LLMIngressLatencyHigh"]
+    assert gateway and "llm_engine_profile_info" not in gateway[0]["annotations"]["description"]
