@@ -248,9 +248,10 @@ class DcgmReader:
 
     def _change_pauses(self, change: int) -> None:
         with self._pause_lock:
-            self._pauses += change
-            if self._pauses == (1 if change > 0 else 0):
-                self._profiling("Pause" if change > 0 else "Resume")
+            before = self._pauses
+            self._pauses = max(0, before + change)  # close() may have released them all
+            if (before == 0) != (self._pauses == 0):  # the first pause, or the last one released
+                self._profiling("Pause" if self._pauses else "Resume")
 
     def _profiling(self, call: str) -> None:
         """pydcgm's DcgmSystem.profiling.Pause/Resume (dcgm_agent.dcgmProfPause/Resume on this
@@ -337,7 +338,13 @@ class DcgmReader:
             gpu.last_xid_ts = max(mark, 0) if first_read else mark
 
     def close(self) -> None:
-        self._disconnect()
+        """Disconnect; a pause still held (a capture running through a reload or the exporter's
+        stop) is resumed first: the host engine outlives this connection, and other clients too."""
+        with self._pause_lock:
+            if self._pauses:
+                self._profiling("Resume")
+                self._pauses = 0
+            self._disconnect()
 
 
 def _series(values: Any, gpu_id: int, field_id: int) -> list[Any]:

@@ -398,6 +398,19 @@ def test_a_host_engine_reached_while_paused_is_paused_on_connecting(engine):
     assert engine.profiling_calls == ["Pause", "Resume"]
 
 
+def test_closing_the_source_mid_capture_resumes_profiling_once(engine):
+    source = DcgmSource("127.0.0.1")
+    source.collect(0.0)
+    with source.profiling_paused():
+        source.close()  # a reload or the exporter's stop while an engine is profiled
+        assert engine.profiling_calls == ["Pause", "Resume"]
+    assert engine.profiling_calls == ["Pause", "Resume"]
+    with source.profiling_paused():  # the count starts again from none held
+        source.collect(5.0)  # reconnects, and pauses as it does
+        assert engine.profiling_calls == ["Pause", "Resume", "Pause"]
+    assert engine.profiling_calls == ["Pause", "Resume", "Pause", "Resume"]
+
+
 def test_nothing_to_pause_where_profiling_is_not_watched(engine):
     engine.profiling_error = PROFILING_NOT_SUPPORTED
     source = DcgmSource("127.0.0.1")
