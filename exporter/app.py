@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from exporter.attribution import Attributor
@@ -28,12 +29,15 @@ from exporter.health.evaluate import NodeHealth
 from exporter.loop import CollectionLoop, Snapshot
 from exporter.model import Metric, Sample
 from exporter.otlp_listener import OtlpHTTPServer
+from exporter.profile.auto import AutoProfiler, CaptureFunction
+from exporter.profile.capture import take
 from exporter.settings import Config, EngineTarget
 from exporter.slo.monitor import SloMonitor
 from exporter.slo.otlp import RequestStore, SpanSink
 from exporter.slo.points import PathLayout
 from exporter.slo.requests import from_spans
 from exporter.sources.base import Source, SourceGroup
+from exporter.sources.dcgm import DcgmSource
 from exporter.sources.engine import EngineSource
 from exporter.sources.gateway import GatewaySource
 from exporter.sources.gpu import build_gpu_source
@@ -169,10 +173,12 @@ class Exporter:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         pipeline: Pipeline | None = None,
+        profile_capture: CaptureFunction = take,
     ) -> None:
         """`clock`: the collection loop's and the windows' time; `wall_clock`: the Unix time that
         engines' start times are read against (a simulation served faster than real time gives
-        its own, so that an engine's start is as long ago as the simulation says)."""
+        its own, so that an engine's start is as long ago as the simulation says);
+        `profile_capture`: how an automatic profile is taken (the engine's endpoint; tests fake it)."""
         self.config = config
         self.rendered = RenderedSnapshot()
         self.diagnoser = Diagnoser(config.thresholds, warm_up=not lifetime_baseline)
@@ -190,6 +196,8 @@ class Exporter:
         self.slo = self._slo_monitor(config, store)  # attainment, goodput, headroom, decisions
         self.reloads = {"success": 0, "failure": 0}
         self.series_budget = SeriesBudget()  # the node-wide output cap, applied in publish
+        # automatic profiles when a stage holds (opt-in), DCGM's profiling paused around each
+        self.profiler = AutoProfiler(config.profile, self._gpu_counters_released, profile_capture, clock, wall_clock)
         self._clock = clock
         self._wall_clock = wall_clock
         self._lifetime_baseline = lifetime_baseline
@@ -219,7 +227,7 @@ class Exporter:
             Sample("llm_exporter_config_reloads_total", {"result": result}, float(count))
             for result, count in self.reloads.items()
         )
-        metrics = (*join_process_samples(snapshot.metrics), *counts)
+        metrics = (*join_process_samples(snapshot.metrics), *counts, *self.profiler.metrics())
         if snapshot.complete:  # a partial first-round snapshot (exporter.loop) is neither judged nor diagnosed
             if self.spans is not None:  # the engines spans may name, from their own series
                 self.spans.observe(metrics, self._targets(), self.config.window_seconds)
@@ -240,6 +248,9 @@ class Exporter:
                 starts=health.startups,
             )
             metrics = (*metrics, *health.gauges, *diagnosed)
+            if not self._lifetime_baseline:  # `once` has no time for a capture
+                verdicts = ((key[0], d.primary) for key, d in sorted(self.diagnoser.latest.items()))
+                self.profiler.observe(verdicts, self._targets)
         # Span-made series last: what a client sends never pushes an engine's own series out.
         limit = self.config.max_exported_series
         kept, error_counts = self.series_budget.apply(metrics, snapshot.error_counts, limit, last=from_spans)
@@ -248,8 +259,8 @@ class Exporter:
         self.rendered.publish(enriched)
 
     def diagnosis(self) -> dict[str, Any]:
-        """The /diagnosis document: the diagnosis, the node's health findings and each engine's
-        start-up, and the SLOs' measuring points and decisions."""
+        """The /diagnosis document: the diagnosis, the node's health findings, each engine's
+        start-up and its last automatic profile, and the SLOs' measuring points and decisions."""
         document = self.diagnoser.report()
         health = self.node_health.latest
         document["node"]["findings"] = health.report()
@@ -257,6 +268,9 @@ class Exporter:
             startup = health.startups.get(engine["engine"])
             if startup is not None:
                 engine["startup"] = startup.as_json()
+            profiled = self.profiler.record_of(engine["engine"])
+            if profiled is not None:
+                engine["profile"] = profiled.as_json()
         return {**document, "slo": self.slo.report()}
 
     @staticmethod
@@ -268,7 +282,14 @@ class Exporter:
     def start(self) -> None:
         self.loop.start()
 
+    def _gpu_counters_released(self) -> AbstractContextManager[Any]:
+        """Held while an engine is profiled: DCGM's profiling paused where this exporter reads
+        DCGM itself (dcgm-exporter's DCGM is another process's, not this one's to pause)."""
+        dcgm = next((s for s in self.loop.current_sources() if isinstance(s, DcgmSource)), None)
+        return dcgm.profiling_paused() if dcgm is not None else nullcontext()
+
     def stop(self) -> None:
+        self.profiler.stop()  # a capture in flight is not waited on
         self.loop.stop()
         if self.otlp is not None:
             self.otlp.close()
@@ -325,6 +346,7 @@ class Exporter:
             self.config = new
             self.diagnoser.thresholds = new.thresholds
             self.node_health.settings = new.health
+            self.profiler.settings = new.profile
             self.diagnoser.path.configure(new.gateways, new.probes)
             if not self.slo.same_settings(new.slos, new.window_seconds, new.capacity):
                 self.slo = self._slo_monitor(new, self.slo.requests)

@@ -14,6 +14,7 @@ from typing import Any
 from exporter import config_targets as targets
 from exporter import validation as v
 from exporter.config_health import health
+from exporter.config_profile import profile
 from exporter.config_targets import MAX_RESPONSE_BYTES, MAX_SERIES, engine_names, parse_engine_flag, parse_gateway_flag
 from exporter.settings import (
     LOG_LEVELS,
@@ -66,6 +67,7 @@ TOP_LEVEL_KEYS = (
     "capacity",
     "planners",
     "health",
+    "profile",
 )
 KUBERNETES_KEYS = ("enabled", "node_name", "api_url", "token_file", "ca_file", "resync_seconds", "max_engines")
 GPU_ATTRIBUTION_KEYS = field_names(GpuAttribution)
@@ -168,6 +170,7 @@ def build(file_data: Mapping[str, Any], flags: Mapping[str, tuple[Any, str]] | N
         capacity=capacity(get("capacity", {}), where["capacity"]),
         planners=targets.planners(get("planners", []), where["planners"], defaults),
         health=health(get("health", {}), where["health"]),
+        profile=profile(get("profile", {}), where["profile"]),
     )
 
 

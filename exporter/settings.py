@@ -337,6 +337,31 @@ class HealthSettings:
     cpu_steal_ratio: float = 0.05
 
 
+#: the longest profile a capture takes (`profile.seconds`, `profile --seconds`): the engine's
+#: profiler slows every step while on, and its trace grows with each
+MAX_PROFILE_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """`profile:`, automatic captures through the engine's own profiler (docs/health.md,
+    "Profiles"). Off by default: a capture slows the engine while it runs and writes a trace of
+    hundreds of MB, so it is taken only where the operator asked for it and a stage has held."""
+
+    auto: bool = False
+    #: how long a stage must have been an engine's primary bottleneck before a capture: a
+    #: moment's verdict is not worth a trace
+    after_seconds: float = 300.0
+    #: at most one capture per engine in this long, whatever its outcome
+    min_interval_seconds: float = 3600.0
+    #: the length of each capture (at most MAX_PROFILE_SECONDS)
+    seconds: float = 10.0
+    #: where the engine writes its traces; None: read from the engine (vLLM's --profiler-config)
+    trace_dir: str | None = None
+    #: the stages that may start one; empty: every engine stage
+    stages: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole exporter configuration; only the composition root (app.py) reads all of it."""
@@ -369,6 +394,8 @@ class Config:
     planners: tuple[PlannerTarget, ...] = ()
     #: the node's own health: links, fabric configuration, starts, host pauses (`health:`)
     health: HealthSettings = field(default_factory=HealthSettings)
+    #: automatic profile captures when a stage holds (`profile:`); off by default
+    profile: ProfileSettings = field(default_factory=ProfileSettings)
 
     @property
     def listen(self) -> str:

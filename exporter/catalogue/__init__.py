@@ -26,7 +26,7 @@ from exporter.catalogue.engines import (
 from exporter.catalogue.gpus import GPU_FAMILIES
 from exporter.catalogue.health import HEALTH_FAMILIES
 from exporter.catalogue.node import HOST_FAMILIES, RDMA_FAMILIES
-from exporter.catalogue.own import EXPORTER_FAMILIES
+from exporter.catalogue.own import EXPORTER_FAMILIES, PROFILE_FAMILIES
 from exporter.catalogue.path import GATEWAY_FAMILIES, PROBE_FAMILIES
 from exporter.catalogue.spec import MetricSpec, MetricType
 
@@ -62,5 +62,6 @@ CATALOGUE: dict[str, MetricSpec] = {
         + COST_FAMILIES
         + PLANNER_FAMILIES
         + EXPORTER_FAMILIES
+        + PROFILE_FAMILIES
     )
 }

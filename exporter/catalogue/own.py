@@ -1,4 +1,5 @@
-"""The exporter's own families: its sources' health, discovery, reloads and build."""
+"""The exporter's own families: its sources' health, discovery, reloads and build, and the profiles
+it took by itself (`profile: {auto: true}`, docs/health.md)."""
 
 from __future__ import annotations
 
@@ -36,5 +37,24 @@ EXPORTER_FAMILIES: tuple[MetricSpec, ...] = families(
         "Always 1; labels carry the exporter version and Python version.",
         "version",
         "python_version",
+    ),
+)
+
+#: what the exporter's automatic profiles leave (exporter/profile/auto.py)
+PROFILE_FAMILIES: tuple[MetricSpec, ...] = families(
+    ("engine",),
+    counter(
+        "llm_engine_profile_captures_total",
+        "Automatic profile captures of the engine by result: ok (a trace written), off (the engine was not "
+        "launched with its profiler; /diagnosis has the message), failed.",
+        "result",
+    ),
+    gauge(
+        "llm_engine_profile_info",
+        "Always 1; labels carry the engine's last automatic capture that wrote a trace: the stage that held, "
+        "the trace directory and the trace summarized. The stage alerts name it.",
+        "stage",
+        "directory",
+        "trace",
     ),
 )

@@ -88,6 +88,17 @@ class AlertBuilder:
     def of_node(self, template: str, fmt: str) -> str:
         return self.lookup(template, (self.cluster, self.node), fmt)
 
+    def last_profile(self) -> str:
+        """The trace of the engine's last automatic profile (llm_engine_profile_info), where it has
+        one: a page names the trace taken while a stage held. Nothing where it has none."""
+        matchers = ", ".join(m for m in (escape_printf(self.x), label_matchers(self.engine_labels)) if m)
+        args = " ".join(f"$labels.{name}" for name in self.engine_labels)
+        stage, trace = (f'{{{{ . | first | label "{name}" }}}}' for name in ("stage", "trace"))
+        return (
+            f"{{{{ with printf `llm_engine_profile_info{{{matchers}}}` {args} | query }}}}"
+            f" Last profile, taken while {stage} held: {trace} (its summary in /diagnosis).{{{{ end }}}}"
+        )
+
     def engine_ident(self) -> str:
         return (
             f"Engine {{{{ $labels.engine }}}} ({{{{ $labels.engine_type }}}}, model {{{{ $labels.model }}}}) "

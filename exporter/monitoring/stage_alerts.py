@@ -5,7 +5,8 @@ decided from several signals together, with hysteresis — and, where one engine
 defining evidence (KV usage, waiting requests), require that family past its line too, so the
 page's value is that figure. The other figures a responder needs (DRAM and SM activity of the
 engine's GPUs, latency quantiles, preemption rate) are looked up by the annotation templates when
-it fires. Within a group the pages come first, then the request path's order.
+it fires, and so is the trace of the engine's last automatic profile (docs/health.md) where one
+exists. Within a group the pages come first, then the request path's order.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from exporter.monitoring.alert_builder import GROUP_PREFIX, AlertBuilder, Alerti
 from exporter.monitoring.config import SEVERITIES
 from exporter.monitoring.promql import percent
 from exporter.monitoring.records import RecordingRule
-from exporter.stages import of
+from exporter.stages import ENGINE, of
 from exporter.stages.record import EngineFigure, Fmt, Scope, Stage
 
 # Where each figure a responder needs is looked up: the engine's own series, the GPUs attributed
@@ -96,5 +97,6 @@ def stage_alerts(b: AlertBuilder, scope: Scope[Any]) -> RuleGroup:
         context = StageAlertContext(b, stage)
         expr = alert.expr(context) if alert.expr is not None else context.score_while_active()
         labels = {"stage": stage.id} if scope.stage_label else {}
-        rules.append(b.alert(alert.name, expr, alert.summary, alert.description(context), **labels))
+        description = alert.description(context) + (b.last_profile() if scope is ENGINE else "")
+        rules.append(b.alert(alert.name, expr, alert.summary, description, **labels))
     return RuleGroup(f"{GROUP_PREFIX}.{scope.alert_group}", rules)

@@ -12,11 +12,13 @@ The engine's profiler is costly while on: the capture is bounded (`seconds`, at 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import glob
 import json
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,11 +28,13 @@ import psutil
 
 from exporter.engine_processes import EngineProcesses
 from exporter.profile.summary import TraceSummary, summarize_capture
-from exporter.settings import EngineTarget
+from exporter.settings import MAX_PROFILE_SECONDS, EngineTarget
 from exporter.sources import event_loop
 from exporter.sources.http_fetch import HttpClient
 
-MAX_SECONDS = 120.0
+MAX_SECONDS = MAX_PROFILE_SECONDS
+#: the index of captures in a trace directory (`profile` and automatic captures append to it)
+INDEX = "captures.jsonl"
 #: how long the engine may take to write its trace after it stopped (vLLM warns a large model's
 #: flush takes minutes; a small one's seconds)
 FLUSH_SECONDS = 600.0
@@ -102,11 +106,15 @@ def take(
     target: EngineTarget,
     seconds: float,
     directory: str | None = None,
-    around: Callable[[], Any] | None = None,
+    around: Callable[[], AbstractContextManager[Any]] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Capture:
     """One capture of `seconds` (bounded by MAX_SECONDS); ProfilingOff when the engine cannot.
-    `around`: a context manager factory held while the engine profiles (DCGM's profiling paused)."""
+
+    `around`: a context manager held from before the engine starts profiling until its trace is
+    written (DCGM's profiling paused: the engine's CUPTI trace needs the counters it holds); held
+    that long because SGLang stops by itself after its steps, with no call to wait on. vLLM's stop
+    is sent even when `sleep` raises (the exporter stopping), so its profiler is not left on."""
     seconds = max(0.5, min(seconds, MAX_SECONDS))
     kind = target.type or "vllm"
     if kind not in ("vllm", "sglang"):
@@ -114,33 +122,35 @@ def take(
     directory = directory or (vllm_trace_dir(target) if kind == "vllm" else "/tmp/llm-bottleneck-exporter-profiles")
     if kind == "vllm" and directory is None:
         directory = ""  # the routes answer 404 when no profiler is configured: that is what is said
-    client = HttpClient(follow_redirects=False)
     base = base_url(target.url)
     started = time.time()
-    try:
-        held = around() if around is not None else None
-        if held is not None:
-            held.__enter__()
-        try:
-            if kind == "vllm":
-                _post(client, f"{base}/start_profile", {"max_iterations": MAX_ITERATIONS}, target.name)
+    with contextlib.ExitStack() as held:
+        if around is not None:
+            held.enter_context(around())
+        client = held.enter_context(contextlib.closing(HttpClient(follow_redirects=False)))
+        if kind == "vllm":
+            _post(client, f"{base}/start_profile", {"max_iterations": MAX_ITERATIONS}, target.name)
+            try:
                 sleep(seconds)
+            finally:
                 _post(client, f"{base}/stop_profile", None, target.name)
-            else:
-                steps = max(1, round(seconds * 10))  # ~10 steps a second of decode; a bound, not a duration
-                body = {"output_dir": directory, "num_steps": steps, "activities": ["CPU", "GPU"]}
-                _post(client, f"{base}/start_profile", body, target.name)
-        finally:
-            if held is not None:
-                held.__exit__(None, None, None)
-    finally:
-        client.close()
-    if not directory:
-        raise ProfilingOff(f"{target.name}: started, but no trace directory is known: pass --trace-dir")
-    traces = wait_for_traces(directory, started, sleep)
+        else:
+            steps = max(1, round(seconds * 10))  # ~10 steps a second of decode; a bound, not a duration
+            body = {"output_dir": directory, "num_steps": steps, "activities": ["CPU", "GPU"]}
+            _post(client, f"{base}/start_profile", body, target.name)
+        if not directory:
+            raise ProfilingOff(f"{target.name}: started, but no trace directory is known: pass --trace-dir")
+        traces = wait_for_traces(directory, started, sleep)
     capture = Capture(target.name, started, seconds, directory, [str(p) for p in traces])
     capture.summary = summarize_capture(traces)
     return capture
+
+
+def record(capture: Capture, **context: Any) -> None:
+    """Append the capture to `captures.jsonl` beside its traces, with `context` (what started an
+    automatic one): the directory keeps its own history of what each trace was taken for."""
+    with open(os.path.join(capture.directory, INDEX), "a", encoding="utf-8") as index:
+        index.write(json.dumps({**capture.as_json(), **context}) + "\n")
 
 
 def _post(client: HttpClient, url: str, body: dict[str, Any] | None, engine: str) -> None:

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from exporter.config import build
 from exporter.config_targets import parse_engine_flag
-from exporter.profile.capture import MAX_SECONDS, ProfilingOff, take
+from exporter.profile.capture import MAX_SECONDS, ProfilingOff, record, take
 from exporter.settings import EngineTarget
 from exporter.validation import ConfigError, load_file
-
-INDEX = "captures.jsonl"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,8 +41,7 @@ def run(args: argparse.Namespace) -> int:
     except ProfilingOff as exc:
         print(f"profile: {exc}", file=sys.stderr)
         return 1
-    with open(os.path.join(capture.directory, INDEX), "a", encoding="utf-8") as index:
-        index.write(json.dumps(capture.as_json()) + "\n")
+    record(capture)
     if args.format == "json":
         print(json.dumps(capture.as_json(), indent=2))
     else:

@@ -7,6 +7,7 @@ has no process list, so the PIDs for attribution come from NVML (`process_lister
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import fields
 from typing import Any
 
@@ -80,6 +81,10 @@ class DcgmSource(Source):
         pids = self._process_lister.pids_by_uuid() if self._process_lister is not None else {}
         refs = [GpuRef(r.index, r.uuid, pids.get(r.uuid, frozenset())) for r in readings]
         return attributed_samples(readings, refs, self._attributor)
+
+    def profiling_paused(self) -> AbstractContextManager[None]:
+        """DCGM's profiling paused while an engine is profiled (DcgmReader.profiling_paused)."""
+        return self._reader.profiling_paused()
 
     def close(self) -> None:
         self._reader.close()

@@ -15,9 +15,11 @@ values out.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -170,6 +172,10 @@ class DcgmReader:
         self._xid_collection: Any = None
         self._gpus: list[_Gpu] = []
         self._xids: dict[int, dict[int, float]] = {}
+        #: captures holding DCGM's profiling paused (profiling_paused); a lock, as they run in
+        #: threads of their own beside the collection
+        self._pauses = 0
+        self._pause_lock = threading.Lock()
 
     # -- connection ------------------------------------------------------------------------------
 
@@ -197,6 +203,9 @@ class DcgmReader:
             self._xid_fields = pydcgm.DcgmFieldGroup(self._handle, name=f"{tag}-xid", fieldIds=[DCGM_FI_DEV_XID_ERRORS])
             self._group.samples.WatchFields(self._xid_fields, update_us, keep_age, 0)
             self._prof_fields = self._watch_profiling(structs, pydcgm, tag, update_us, keep_age)
+            with self._pause_lock:  # a new host engine (restarted) knows nothing of a pause
+                if self._pauses:
+                    self._profiling("Pause")
             system.UpdateAllFields(1)
         except structs.DCGMError as exc:
             self._disconnect()
@@ -223,6 +232,40 @@ class DcgmReader:
             if fields is not None:
                 quietly(fields.Delete)
             return None
+
+    @contextlib.contextmanager
+    def profiling_paused(self) -> Iterator[None]:
+        """DCGM's profiling module paused while the block runs, resumed after whatever happened in
+        it: a GPU trace (CUPTI, an engine's profiler) and DCGM's profiling cannot both hold the
+        GPU's performance counters. Nested blocks (two engines captured at once) resume when the
+        last ends. While paused the profiling fields are left out of readings, absent rather than
+        zero: DCGM stores blanks then, but its latest value may be one from before the pause."""
+        self._change_pauses(+1)
+        try:
+            yield
+        finally:
+            self._change_pauses(-1)
+
+    def _change_pauses(self, change: int) -> None:
+        with self._pause_lock:
+            before = self._pauses
+            self._pauses = max(0, before + change)  # close() may have released them all
+            if (before == 0) != (self._pauses == 0):  # the first pause, or the last one released
+                self._profiling("Pause" if self._pauses else "Resume")
+
+    def _profiling(self, call: str) -> None:
+        """pydcgm's DcgmSystem.profiling.Pause/Resume (dcgm_agent.dcgmProfPause/Resume on this
+        handle); nothing while unconnected or with no profiling watched. A failure is logged: the
+        capture goes on (the engine's trace may then lack GPU kernels, which its summary shows)."""
+        if self._handle is None or self._prof_fields is None:
+            return
+        assert self._modules is not None
+        try:
+            getattr(self._handle.GetSystem().profiling, call)()
+        except self._modules.structs.DCGMError as exc:
+            log.warning("dcgm: profiling %s failed: %s", call.lower(), exc)
+        else:
+            log.info("dcgm: profiling %s", "paused for a profile capture" if call == "Pause" else "resumed")
 
     def _disconnect(self) -> None:
         for fields in (self._prof_fields, self._xid_fields, self._base_fields):
@@ -252,7 +295,8 @@ class DcgmReader:
         assert self._modules is not None
         try:
             base = self._group.samples.GetLatest_v2(self._base_fields).values
-            prof = self._group.samples.GetLatest_v2(self._prof_fields).values if self._prof_fields is not None else {}
+            watched = self._prof_fields is not None and not self._pauses
+            prof = self._group.samples.GetLatest_v2(self._prof_fields).values if watched else {}
             self._xid_collection = self._group.samples.GetAllSinceLastCall_v2(self._xid_collection, self._xid_fields)
         except self._modules.structs.DCGMError as exc:
             if status_code(exc) == DCGM_ST_CONNECTION_NOT_VALID:
@@ -294,7 +338,13 @@ class DcgmReader:
             gpu.last_xid_ts = max(mark, 0) if first_read else mark
 
     def close(self) -> None:
-        self._disconnect()
+        """Disconnect; a pause still held (a capture running through a reload or the exporter's
+        stop) is resumed first: the host engine outlives this connection, and other clients too."""
+        with self._pause_lock:
+            if self._pauses:
+                self._profiling("Resume")
+                self._pauses = 0
+            self._disconnect()
 
 
 def _series(values: Any, gpu_id: int, field_id: int) -> list[Any]:

@@ -295,3 +295,41 @@ def test_bad_ranks_and_slices_name_their_key(entry: dict[str, object], where: st
     with pytest.raises(ConfigError) as error:
         build({"engines": [{"url": "http://node0:30000/metrics", **entry}]})
     assert str(error.value).startswith(where), str(error.value)
+
+
+def test_profile_captures_are_off_by_default_with_the_documented_defaults() -> None:
+    profile = build({}).profile
+    assert (profile.auto, profile.after_seconds, profile.min_interval_seconds, profile.seconds) == (
+        False,
+        300.0,
+        3600.0,
+        10.0,
+    )
+    assert profile.trace_dir is None and profile.stages == ()
+
+
+def test_the_profile_section_is_read() -> None:
+    data = {"auto": True, "after_seconds": 60, "seconds": 5, "trace_dir": "/traces", "stages": ["queueing"]}
+    profile = build({"profile": data}).profile
+    assert (profile.auto, profile.after_seconds, profile.seconds) == (True, 60.0, 5.0)
+    assert (profile.trace_dir, profile.stages) == ("/traces", ("queueing",))
+
+
+@pytest.mark.parametrize(
+    "data, where",
+    [
+        ({"auto": "yes"}, "profile.auto"),
+        ({"after_seconds": -1}, "profile.after_seconds"),
+        ({"min_interval_seconds": 10}, "profile.min_interval_seconds"),
+        ({"seconds": 121}, "profile.seconds"),
+        ({"seconds": 0}, "profile.seconds"),
+        ({"trace_dir": 3}, "profile.trace_dir"),
+        ({"stages": ["queueing", "gpu_bound"]}, "profile.stages[1]"),
+        ({"stages": "queueing"}, "profile.stages"),
+        ({"every": 1}, "profile.every"),
+    ],
+)
+def test_a_malformed_profile_section_names_its_key(data: dict, where: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        build({"profile": data})
+    assert raised.value.where == where

@@ -167,6 +167,16 @@ def test_otlp_defaults_are_documented() -> None:
             assert same(first_value(rows[key][0]), value), (key, rows[key][0], value)
 
 
+def test_profile_defaults_are_documented() -> None:
+    from exporter.settings import ProfileSettings
+
+    rows = documented(CONFIGURATION, "## Profile captures")
+    for key, value in defaults(ProfileSettings).items():
+        assert key in rows, key
+        if value is not None:
+            assert same(first_value(rows[key][0]), value), (key, rows[key][0], value)
+
+
 def test_capacity_bounds_are_the_code_s() -> None:
     """The Bounds table's capacity rows state the ranges exporter/config.py checks."""
     from exporter import config

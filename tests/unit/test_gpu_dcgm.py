@@ -4,9 +4,10 @@ pydcgm ships only with DCGM itself (it is not on PyPI) and needs libdcgm and a G
 inject a fake `pydcgm` and `dcgm_structs` into `sys.modules`: a small in-memory host engine that
 follows the documented pydcgm API (DcgmHandle / DcgmGroup / DcgmFieldGroup, `samples.WatchFields`,
 `GetLatest_v2(...).values[entityGroup][gpuId][fieldId]` time series of values with `.value`,
-`.ts`, `.isBlank`, `GetAllSinceLastCall_v2`, `DCGMError` subclasses carrying the DCGM_ST_* code in
-`.value`). The source imports it lazily, as it would the real bindings; nothing here proves the
-real library behaves the same, which only a GPU machine with DCGM can show.
+`.ts`, `.isBlank`, `GetAllSinceLastCall_v2`, `GetSystem().profiling.Pause/Resume`, `DCGMError`
+subclasses carrying the DCGM_ST_* code in `.value`). The source imports it lazily, as it would the
+real bindings; nothing here proves the real library behaves the same, which only a GPU machine
+with DCGM can show.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class HostEngine:
     profiling_error: int | None = None
     connections: list[dict] = field(default_factory=list)
     ts: int = 100
+    #: DcgmSystem.profiling's Pause and Resume calls, in order; pause_error: the code Pause raises
+    profiling_calls: list[str] = field(default_factory=list)
+    pause_error: int | None = None
 
 
 def fake_modules(engine: HostEngine) -> tuple[ModuleType, ModuleType]:
@@ -129,6 +133,11 @@ def fake_modules(engine: HostEngine) -> tuple[ModuleType, ModuleType]:
                 raise DCGMError(engine.connect_error)
 
         def GetSystem(self):  # noqa: N802
+            def pause():
+                engine.profiling_calls.append("Pause")
+                if engine.pause_error is not None:
+                    raise DCGMError(engine.pause_error)
+
             def attributes(gpu_id):
                 uuid, name = engine.gpus[gpu_id]
                 return SimpleNamespace(identifiers=SimpleNamespace(uuid=uuid.encode(), deviceName=name.encode()))
@@ -138,6 +147,7 @@ def fake_modules(engine: HostEngine) -> tuple[ModuleType, ModuleType]:
                     GetAllSupportedGpuIds=lambda: sorted(engine.gpus), GetGpuAttributes=attributes
                 ),
                 UpdateAllFields=lambda wait: None,
+                profiling=SimpleNamespace(Pause=pause, Resume=lambda: engine.profiling_calls.append("Resume")),
             )
 
         def Shutdown(self):  # noqa: N802
@@ -333,6 +343,81 @@ def test_pids_from_nvml_reach_attribution(engine):
     metrics = DcgmSource("127.0.0.1", Attribution(), process_lister=Lister()).collect(0.0)  # type: ignore[arg-type]
     assert [g.pids for g in seen] == [frozenset(), frozenset({123})]
     assert by_gpu([m for m in metrics if m.labels.get("engine") == "vllm-a"], "llm_gpu_up") == {"1": 1.0}
+
+
+def test_profiling_is_paused_around_a_capture_and_its_fields_are_absent_meanwhile(engine):
+    source = DcgmSource("127.0.0.1")
+    assert by_gpu(source.collect(0.0), "llm_gpu_sm_active_ratio") == {"0": 0.45, "1": 0.45}
+    with source.profiling_paused():
+        assert engine.profiling_calls == ["Pause"]
+        metrics = source.collect(5.0)
+        assert by_gpu(metrics, "llm_gpu_sm_active_ratio") == {}  # absent, not 0
+        assert by_gpu(metrics, "llm_gpu_dram_active_ratio") == {}
+        assert by_gpu(metrics, "llm_gpu_power_watts") == {"0": 512.25, "1": 512.25}
+    assert engine.profiling_calls == ["Pause", "Resume"]
+    assert by_gpu(source.collect(10.0), "llm_gpu_sm_active_ratio") == {"0": 0.45, "1": 0.45}
+
+
+def test_profiling_resumes_when_the_capture_fails(engine):
+    source = DcgmSource("127.0.0.1")
+    source.collect(0.0)
+    with pytest.raises(RuntimeError), source.profiling_paused():
+        raise RuntimeError("the engine's endpoint failed")
+    assert engine.profiling_calls == ["Pause", "Resume"]
+
+
+def test_two_captures_at_once_resume_when_the_last_ends(engine):
+    source = DcgmSource("127.0.0.1")
+    source.collect(0.0)
+    first, second = source.profiling_paused(), source.profiling_paused()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert engine.profiling_calls == ["Pause"]
+    second.__exit__(None, None, None)
+    assert engine.profiling_calls == ["Pause", "Resume"]
+
+
+def test_a_pause_dcgm_refuses_is_logged_and_the_capture_goes_on(engine, caplog):
+    engine.pause_error = MODULE_NOT_LOADED
+    source = DcgmSource("127.0.0.1")
+    source.collect(0.0)
+    ran = []
+    with source.profiling_paused():
+        ran.append(True)
+    assert ran == [True] and engine.profiling_calls == ["Pause", "Resume"]
+    assert "profiling pause failed" in caplog.text
+
+
+def test_a_host_engine_reached_while_paused_is_paused_on_connecting(engine):
+    source = DcgmSource("127.0.0.1")
+    with source.profiling_paused():
+        assert engine.profiling_calls == []  # nothing connected yet: nothing to pause
+        assert by_gpu(source.collect(0.0), "llm_gpu_sm_active_ratio") == {}
+        assert engine.profiling_calls == ["Pause"]
+    assert engine.profiling_calls == ["Pause", "Resume"]
+
+
+def test_closing_the_source_mid_capture_resumes_profiling_once(engine):
+    source = DcgmSource("127.0.0.1")
+    source.collect(0.0)
+    with source.profiling_paused():
+        source.close()  # a reload or the exporter's stop while an engine is profiled
+        assert engine.profiling_calls == ["Pause", "Resume"]
+    assert engine.profiling_calls == ["Pause", "Resume"]
+    with source.profiling_paused():  # the count starts again from none held
+        source.collect(5.0)  # reconnects, and pauses as it does
+        assert engine.profiling_calls == ["Pause", "Resume", "Pause"]
+    assert engine.profiling_calls == ["Pause", "Resume", "Pause", "Resume"]
+
+
+def test_nothing_to_pause_where_profiling_is_not_watched(engine):
+    engine.profiling_error = PROFILING_NOT_SUPPORTED
+    source = DcgmSource("127.0.0.1")
+    source.collect(0.0)
+    with source.profiling_paused():
+        source.collect(5.0)
+    assert engine.profiling_calls == []
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("attribution", ("exporter.attribution",)),
     ("sources", ("exporter.sources",)),
     # The configuration reads the names the sources register (engine and gateway types, GPU modes).
-    ("config", ("exporter.config", "exporter.config_targets", "exporter.config_health")),
+    ("config", ("exporter.config", "exporter.config_targets", "exporter.config_health", "exporter.config_profile")),
     ("discovery", ("exporter.discovery",)),
     (
         "pipeline",
