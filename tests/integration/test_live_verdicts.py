@@ -10,7 +10,7 @@ incident phase and `none` in >= 95 % of a healthy one. A second `serve` reads th
 with plain CLI flags (its file holds only the scrape deadline) and no GPU attribution: there no
 engine of a multi-engine node may take the node's unattributed GPUs for its own, the evidence must
 say they are read node-wide, and the verdicts must hold as well (docs/diagnosis.md, "GPUs no engine
-is tied to"). All scenarios run at once (about 4 minutes).
+is tied to"). Scenarios run AT_ONCE at a time (about 4 minutes each batch).
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ WINDOW_SECONDS = 60.0  # the exporter's quantile window (exporter_settings: max(
 INTERVAL_SECONDS = 5.0
 POLL_SECONDS = 5.0
 MAX_MISSES = 12
+#: scenarios run at once: each is a simulator serving its node in real time and two exporters, and
+#: two cores beside the vLLM tier starve every one of them when all run together
+AT_ONCE = int(os.environ.get("LIVE_VERDICT_AT_ONCE", "6"))
 # One simulator process serves a node's eight engines; on a machine shared with a whole test tier it
 # can be starved past the 2 s default deadline for a minute, and every engine reads as down. What is
 # tested is the verdicts, not the deadline: scrapes get room.
@@ -113,37 +116,33 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
     scenario_file = workdir / f"{name}.yaml"
     scenario_file.write_text(text)
     sysfs = workdir / f"{name}-sys"
-    sysfs.mkdir()
+    # The RDMA class as a node with RDMA devices has it from boot: the exporters, started before
+    # the simulator writes its NICs there, build their RDMA and link sources and find the NICs.
+    (sysfs / "class" / "infiniband").mkdir(parents=True)
     sim_port, exporter_port = free_port(), free_port()
     sim_url = f"http://127.0.0.1:{sim_port}"
     command = [sys.executable, "-m", "exporter"]
     popen = {"cwd": REPO, "stdout": subprocess.DEVNULL, "start_new_session": True}
     logs = {role: workdir / f"{name}-{role}.log" for role in ("simulate", "serve", "serve-plain")}
     run = LiveRun(name, end)
-    sim = subprocess.Popen(
-        [*command, "simulate", "--scenario", str(scenario_file), "--listen", f"127.0.0.1:{sim_port}"]
-        + ["--sysfs-out", str(sysfs)]
-        + ([] if seed is None else ["--seed", str(seed)]),
-        stderr=logs["simulate"].open("w"),
-        **popen,
-    )
-    exporter = plain = None
+    node = SimulatedNode(load_scenario(str(scenario_file)))
+    settings = exporter_settings(node, sim_url, str(sysfs), INTERVAL_SECONDS)
+    config = workdir / f"{name}-exporter.yaml"
+    config.write_text(yaml.safe_dump({**settings, **ROOMY}))
+    # The plain flags' exporter reads this file for the scrape deadline alone.
+    roomy = workdir / f"{name}-deadline.yaml"
+    roomy.write_text(yaml.safe_dump(ROOMY))
+    engines = [a for e in settings["engines"] for a in ("--engine", f"{e['type']}={e['url']}")]
+    sim = exporter = plain = None
     try:
-        _wait_for(sim_url + "/", sim, logs["simulate"])
-        node = SimulatedNode(load_scenario(str(scenario_file)))
-        config = workdir / f"{name}-exporter.yaml"
-        config.write_text(yaml.safe_dump({**exporter_settings(node, sim_url, str(sysfs), INTERVAL_SECONDS), **ROOMY}))
-        # The plain flags' exporter reads this file for the scrape deadline alone.
-        roomy = workdir / f"{name}-deadline.yaml"
-        roomy.write_text(yaml.safe_dump(ROOMY))
+        # The exporters first, the simulator once they serve: its live phases start with it, and
+        # an exporter starting on a loaded machine must not eat into the first phase's minutes.
         exporter = subprocess.Popen(
             [*command, "serve", "--config", str(config), "--listen", f"127.0.0.1:{exporter_port}"],
             stderr=logs["serve"].open("w"),
             **popen,
         )
         plain_port = free_port()
-        listed = requests.get(sim_url + "/", timeout=REQUEST_BOUND_SECONDS).json()["engines"]
-        engines = [a for e in listed for a in ("--engine", f"{e['engine_type']}={sim_url}{e['url']}")]
         plain = subprocess.Popen(
             [*command, "serve", "--config", str(roomy), *engines, "--gpu", f"dcgm-exporter={sim_url}/gpu/metrics"]
             + ["--sysfs", str(sysfs), "--listen", f"127.0.0.1:{plain_port}"],
@@ -152,6 +151,14 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
         )
         _wait_for(f"http://127.0.0.1:{exporter_port}/healthz", exporter, logs["serve"])
         _wait_for(f"http://127.0.0.1:{plain_port}/healthz", plain, logs["serve-plain"])
+        sim = subprocess.Popen(
+            [*command, "simulate", "--scenario", str(scenario_file), "--listen", f"127.0.0.1:{sim_port}"]
+            + ["--sysfs-out", str(sysfs)]
+            + ([] if seed is None else ["--seed", str(seed)]),
+            stderr=logs["simulate"].open("w"),
+            **popen,
+        )
+        _wait_for(sim_url + "/", sim, logs["simulate"])
         started: float | None = None
         wall_started = 0.0
         run.expected = {p.name: p.expected_stage for p in node.scenario.phases}
@@ -222,7 +229,7 @@ def live_runs() -> Iterator[dict[str, LiveRun]]:
     # LIVE_VERDICT_SCENARIOS=pd-healthy,pd-transfer-bound runs only those (a busy host, one family)
     only = {n for n in os.environ.get("LIVE_VERDICT_SCENARIOS", "").split(",") if n}
     names = [n for n in builtin_names() if not only or n in only]
-    with tempfile.TemporaryDirectory(prefix="live-verdicts-") as tmp, ThreadPoolExecutor(len(names)) as pool:
+    with tempfile.TemporaryDirectory(prefix="live-verdicts-") as tmp, ThreadPoolExecutor(AT_ONCE) as pool:
         yield dict(zip(names, pool.map(lambda n: live_run(n, Path(tmp)), names)))
 
 

@@ -31,10 +31,13 @@ SCRAPE_BUDGET_S = 1.0
 
 def profile(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "exporter", "profile", *args], capture_output=True, text=True, timeout=400, cwd=REPO
+        [sys.executable, "-m", "exporter", "profile", *args], capture_output=True, text=True, timeout=540, cwd=REPO
     )
 
 
+# vLLM writes its trace after the stop: under a minute on a quiet machine, minutes on two cores
+# shared with the main tier (the capture waits for it, up to its own FLUSH_SECONDS)
+@pytest.mark.timeout(600)
 def test_a_bounded_capture_with_its_summary_while_metrics_keep_being_served(tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     config = json.dumps({"profiler": "torch", "torch_profiler_dir": str(traces)})
