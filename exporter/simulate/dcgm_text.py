@@ -4,7 +4,8 @@ Families, HELP texts and types are dcgm-exporter's default counters as in the re
 shared/fixtures/dcgm-exporter/dcgm-exporter-t4-pods-runai-1-workload.prom (with FB_RESERVED, which
 the current default CSV adds, so FB_TOTAL = USED + FREE + RESERVED can be derived), plus SM_ACTIVE and
 SM_OCCUPANCY (commented out in the default CSV, enabled here as the DaemonSet must do for the
-diagnosis; gpu-telemetry.md §1.1) and the NVLink byte rates (fields 1011/1012). Labels follow the
+diagnosis; gpu-telemetry.md §1.1), the NVLink byte rates (fields 1011/1012) and the PCIe link's
+generation and width against their maximum (deploy/dcgm-exporter/counters.csv turns them on). Labels follow the
 4.x template `gpu, UUID, pci_bus_id, device, modelName, Hostname, DCGM_FI_DRIVER_VERSION` (§1.3);
 pod labels are added for GPUs that carry an engine. Integer fields print as integers, doubles with
 six decimals as dcgm-exporter's `%f` does (§1.6). Ratios are averaged over `window_seconds`, the
@@ -13,6 +14,7 @@ collect interval (dcgm-exporter's default is 30 s; shorter here so a demo reacts
 
 from __future__ import annotations
 
+from exporter.simulate.faults import PCIE_WIDTH
 from exporter.simulate.gpu import GpuActivity, GpuDevice
 from exporter.simulate.node import SimulatedNode
 
@@ -79,10 +81,14 @@ FIELDS = (
         "The rate of data received over NVLink in bytes per second.",
         "nvlink_rate",
     ),
+    ("DCGM_FI_DEV_PCIE_MAX_LINK_GEN", "gauge", "PCIe Max Link Generation.", "pcie_max_gen"),
+    ("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", "gauge", "PCIe Max Link Width.", "pcie_max_width"),
+    ("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "PCIe Current Link Generation.", "pcie_gen"),
+    ("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "PCIe Current Link Width.", "pcie_width"),
 )
 
 
-def _value(kind: str, gpu: GpuDevice, activity: GpuActivity) -> str:
+def _value(kind: str, gpu: GpuDevice, activity: GpuActivity, pcie_width: int) -> str:
     spec = gpu.spec
     ratios = {
         "gr_engine": activity.utilization,
@@ -113,6 +119,10 @@ def _value(kind: str, gpu: GpuDevice, activity: GpuActivity) -> str:
         "pcie_tx": round(activity.pcie_tx_bytes_per_second),
         "pcie_rx": round(activity.pcie_rx_bytes_per_second),
         "nvlink_rate": round(activity.nvlink_bytes_per_second),
+        "pcie_gen": spec.pcie_generation,
+        "pcie_max_gen": spec.pcie_generation,
+        "pcie_width": pcie_width,
+        "pcie_max_width": PCIE_WIDTH,
     }
     return str(integers[kind])
 
@@ -121,11 +131,13 @@ def render_dcgm(node: SimulatedNode, window_seconds: float = 5.0) -> str:
     lines: list[str] = []
     activities = [gpu.activity(node.now, window_seconds) for gpu in node.gpus]
     labels = [_labels(node, gpu) for gpu in node.gpus]
+    widths = {fault.gpu: fault.pcie_width for fault in node.scenario.node.gpu_faults}
     for field, type_, help_, kind in FIELDS:
         lines.append(f"# HELP {field} {help_}")
         lines.append(f"# TYPE {field} {type_}")
         for gpu, activity, label in zip(node.gpus, activities, labels):
-            lines.append(f"{field}{{{label}}} {_value(kind, gpu, activity)}")
+            value = _value(kind, gpu, activity, widths.get(gpu.index, PCIE_WIDTH))
+            lines.append(f"{field}{{{label}}} {value}")
     return "\n".join(lines) + "\n"
 
 

@@ -19,6 +19,7 @@ from exporter.health.record import kinds
 from exporter.validation import ConfigError
 
 NIC_FAULT_KEYS = ("nic", "pcie_width", "rate_gbps", "ecn")
+GPU_FAULT_KEYS = ("gpu", "pcie_width")
 FINDING_KEYS = ("kind", "device")
 #: ConnectX-7: PCIe Gen5 x16, in a slot that allows as much
 PCIE_GENERATION = 5
@@ -34,6 +35,13 @@ class NicFault:
     rate_gbps: int | None = None
     #: ECN on the RoCE priority (both the notification and the reaction point)
     ecn: bool = True
+
+
+@dataclass(frozen=True)
+class GpuFault:
+    gpu: int
+    #: the width its PCIe link trained to (the GPU and its slot allow PCIE_WIDTH)
+    pcie_width: int = PCIE_WIDTH
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,19 @@ def parse_nic_faults(value: Any, nics: int) -> tuple[NicFault, ...]:
                 v.boolean(data.get("ecn", True), f"{where}.ecn"),
             )
         )
+    return tuple(faults)
+
+
+def parse_gpu_faults(value: Any, gpus: int) -> tuple[GpuFault, ...]:
+    faults = []
+    for i, item in enumerate(v.sequence(value, "node.gpu_faults")):
+        where = f"node.gpu_faults[{i}]"
+        data = v.section(item, where, GPU_FAULT_KEYS)
+        gpu = v.integer(v.required(data.get("gpu"), f"{where}.gpu"), f"{where}.gpu", minimum=0)
+        if gpu >= gpus:
+            raise ConfigError(f"{where}.gpu", f"the node has {gpus} GPUs (0-{gpus - 1})")
+        width = v.integer(data.get("pcie_width", PCIE_WIDTH), f"{where}.pcie_width", minimum=1, maximum=PCIE_WIDTH)
+        faults.append(GpuFault(gpu, width))
     return tuple(faults)
 
 

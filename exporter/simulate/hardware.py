@@ -41,6 +41,8 @@ class GpuSpec:
     idle_watts: float
     #: whose GPU: "nvidia" nodes serve dcgm-exporter's text, "amd" nodes AMD device-metrics-exporter's
     vendor: str = "nvidia"
+    #: its PCIe link, x16 at this generation (H100 and H200 SXM Gen5, A100 Gen4)
+    pcie_generation: int = 5
 
     @property
     def ridge_flops_per_byte(self) -> float:
@@ -93,7 +95,19 @@ class ModelSpec:
 GPUS: dict[str, GpuSpec] = {
     gpu.key: gpu
     for gpu in (
-        GpuSpec("a100-80gb", "NVIDIA A100-SXM4-80GB", 81920 * MIB, 2.039e12, 312e12, 600e9, 1410, 1593, 400.0, 60.0),
+        GpuSpec(
+            "a100-80gb",
+            "NVIDIA A100-SXM4-80GB",
+            81920 * MIB,
+            2.039e12,
+            312e12,
+            600e9,
+            1410,
+            1593,
+            400.0,
+            60.0,
+            pcie_generation=4,
+        ),
         GpuSpec("h100-sxm", "NVIDIA H100 80GB HBM3", 81559 * MIB, 3.35e12, 989.4e12, 900e9, 1980, 2619, 700.0, 70.0),
         GpuSpec("h200", "NVIDIA H200", 143771 * MIB, 4.8e12, 989.4e12, 900e9, 1980, 3201, 700.0, 75.0),
         # AMD Instinct MI300X: 192 GB HBM3 at 5.3 TB/s, 1307.4 dense BF16 TFLOP/s, 7 XGMI links of

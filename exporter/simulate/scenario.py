@@ -20,7 +20,14 @@ from typing import Any
 from exporter import validation as v
 from exporter.simulate.cluster_spec import ClusterSpec, parse_cluster
 from exporter.simulate.engine_config import RUNTIME_KEYS, EngineConfig
-from exporter.simulate.faults import ExpectedFinding, NicFault, parse_expected_findings, parse_nic_faults
+from exporter.simulate.faults import (
+    ExpectedFinding,
+    GpuFault,
+    NicFault,
+    parse_expected_findings,
+    parse_gpu_faults,
+    parse_nic_faults,
+)
 from exporter.simulate.hardware import GPUS, MODELS, GpuSpec, ModelSpec
 from exporter.simulate.network import NetworkCondition, NicSpec
 from exporter.simulate.pd_spec import (
@@ -53,7 +60,7 @@ TOP_LEVEL_KEYS = (
     "nodes",
     "disaggregation",
 )
-NODE_KEYS = ("gpu", "gpus", "hostname", "driver_version", "nic", "nics", "nic_faults")
+NODE_KEYS = ("gpu", "gpus", "hostname", "driver_version", "nic", "nics", "nic_faults", "gpu_faults")
 NIC_KEYS = ("rate_gbps", "link_layer", "latency_us")
 REPLICA_GROUP_KEYS = ("model", "count", "tensor_parallel", "nodes", "engine", "role", "engine_type")
 #: which engine's /metrics a replica serves (its scheduler is the same simulated one)
@@ -93,6 +100,7 @@ class NodeSpec:
     nics: int = 8  # one NIC per GPU (rail-optimized)
     nic_device_prefix: str = "mlx5_"
     nic_faults: tuple[NicFault, ...] = ()
+    gpu_faults: tuple[GpuFault, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -252,6 +260,7 @@ def _node(value: Any) -> NodeSpec:
         nic=nic,
         nics=nics,
         nic_faults=parse_nic_faults(data.get("nic_faults", []), nics),
+        gpu_faults=parse_gpu_faults(data.get("gpu_faults", []), gpus),
     )
 
 

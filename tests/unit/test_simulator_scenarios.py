@@ -77,6 +77,8 @@ def test_list_shows_every_scenario_with_its_stages():
         ("degraded-fabric", ("{nic: 2, pcie_width: 8}", "{nic: 2, pcie_width: 32}"), "node.nic_faults[0].pcie_width"),
         ("degraded-fabric", ("{nic: 6, ecn: false}", "{nic: 6, ecn: off, colour: red}"), "node.nic_faults[2].colour"),
         ("degraded-fabric", ("{kind: port_rate_low,", "{kind: port_slow,"), "phases[0].expected_findings[1].kind"),
+        ("degraded-fabric", ("{gpu: 3, pcie_width: 8}", "{gpu: 8, pcie_width: 8}"), "node.gpu_faults[0].gpu"),
+        ("degraded-fabric", ("{gpu: 3, pcie_width: 8}", "{gpu: 3, lanes: 8}"), "node.gpu_faults[0].lanes"),
         (
             "degraded-fabric",
             ("{kind: ecn_disabled, device: mlx5_6/1}", "{kind: ecn_disabled}"),
@@ -143,3 +145,17 @@ def test_a_nic_fault_sets_its_port_s_link_rate_and_ecn():
     faulty = {p.device: (p.pcie_width, p.spec.rate_gbps, p.ecn_enabled) for p in node.ports}
     assert faulty["mlx5_2"] == (8, 400, True) and faulty["mlx5_5"] == (16, 200, True)
     assert faulty["mlx5_6"] == (16, 400, False) and faulty["mlx5_0"] == (16, 400, True)
+
+
+def test_a_gpu_fault_shows_in_dcgm_exporters_pcie_link_fields():
+    from exporter.simulate.dcgm_text import render_dcgm
+    from exporter.simulate.node import SimulatedNode
+
+    text = render_dcgm(SimulatedNode(load_scenario("degraded-fabric")))
+    widths = {
+        line.split('gpu="')[1].split('"')[0]: line.rsplit(" ", 1)[1]
+        for line in text.splitlines()
+        if line.startswith("DCGM_FI_DEV_PCIE_LINK_WIDTH{")
+    }
+    assert widths["3"] == "8" and {w for g, w in widths.items() if g != "3"} == {"16"}
+    assert 'DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH{gpu="3"' in text and "DCGM_FI_DEV_PCIE_LINK_GEN{" in text
