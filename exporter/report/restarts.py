@@ -1,7 +1,10 @@
 """Restarts inside the case review's windows: an engine whose process started again in a window
 spent its first minutes loading and warming up (docs/health.md), so that window's figures are not
-its steady state, and the review says so. Read from `llm_engine_process_start_time_seconds`
-changing within the window, and the time it spent warming up (`llm_engine_state{state="warming_up"}`)."""
+its steady state, and the review says so. Read from `llm_engine_process_start_time_seconds` at the
+window's end lying inside the window (a process that started there, however few samples of the old
+one the window holds: `changes()` alone misses a restart whose old process was gone before the
+window's first sample), the number of starts from its changes, and the time it spent warming up
+(`llm_engine_state{state="warming_up"}`)."""
 
 from __future__ import annotations
 
@@ -20,23 +23,24 @@ def restart_warnings(
     for window in windows:
         end = min(window.end, last.get(window.name, window.end))
         span = f"{max(1, round(end - window.start))}s"
-        changed = client.query(f"changes(llm_engine_process_start_time_seconds{inner}[{span}]) > 0", end)
-        if not changed:
+        started = client.query(f"llm_engine_process_start_time_seconds{inner} >= {window.start:.3f}", end)
+        if not started:
             continue
+        changes = client.query(f"changes(llm_engine_process_start_time_seconds{inner}[{span}])", end)
+        counts = {s.labels.get("engine", "?"): int(s.points[-1][1]) for s in changes if s.points}
         warm_filter = selector + ", " if selector else ""
         warming = client.query(f'sum_over_time(llm_engine_state{{{warm_filter}state="warming_up"}}[{span}])', end)
         scrapes = {s.labels.get("engine", ""): s.points[-1][1] for s in warming if s.points}
         engines = []
-        for series in changed:
-            engine = series.labels.get("engine", "?")
-            count = int(series.points[-1][1]) if series.points else 1
+        for engine in sorted({series.labels.get("engine", "?") for series in started}):
+            count = max(1, counts.get(engine, 1))
             engines.append(
                 f"{engine} ({count} restart{'s' if count > 1 else ''}"
                 + (f", {scrapes[engine]:.0f} samples warming up" if engine in scrapes else "")
                 + ")"
             )
         out.append(
-            f"{window.name}: {', '.join(sorted(engines))} restarted within the window: its first minutes are "
+            f"{window.name}: {', '.join(engines)} restarted within the window: its first minutes are "
             "start-up and warm-up, not the steady state the other windows show"
         )
     return out

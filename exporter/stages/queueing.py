@@ -11,6 +11,9 @@ from exporter.stages.registry import register
 from exporter.stages.scoring import itl_slowdown, ramp, slowing
 from exporter.stages.signals import History
 
+#: the refused share of arrivals at which refusals start to read as queueing, and fully do
+REFUSED_SHARE_LOW, REFUSED_SHARE_HIGH = 0.01, 0.05
+
 
 def score(h: History, t: Thresholds) -> StageResult:
     result = StageResult()
@@ -31,8 +34,10 @@ def score(h: History, t: Thresholds) -> StageResult:
     level *= 1.0 - 0.5 * slowing(slowdown, t)
     # A queue at its admission limit refuses the overflow (HTTP 503) rather than holding it: the
     # waiting gauge stays at the cap however large the excess, and the refusals are the excess.
+    # A refused request is an SLO miss outright: one in twenty refused is as plain a queue as a
+    # full waiting line (a stray refusal in a hundred is not yet one).
     refused, share = refused_share(h, t)
-    level = max(level, ramp(share, 0.02, 0.2))
+    level = max(level, ramp(share, REFUSED_SHARE_LOW, REFUSED_SHARE_HIGH))
     result.score = level
     line = f"{waiting:.1f} requests waiting on average (threshold {t.waiting_requests:g})"
     if growth is not None:
