@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psutil
 
 from exporter.engine_processes import EngineProcesses
-from exporter.profile.summary import TraceSummary, summarize_capture
+from exporter.profile.summary import TraceSummary, is_frontend_trace, summarize_capture
 from exporter.settings import MAX_PROFILE_SECONDS, EngineTarget
 from exporter.sources import event_loop
 from exporter.sources.http_fetch import HttpClient
@@ -188,7 +188,9 @@ def wait_for_traces(directory: str, since: float, sleep: Callable[[float], None]
             reverse=True,
         )  # fmt: skip
         now = {p: os.path.getsize(p) for p in found}
-        if found and now == sizes:
+        # vLLM's API server writes a trace of its own (Python functions only), and which process
+        # flushes first is a race: the engine's is what was asked for, so it is waited for too.
+        if found and now == sizes and not all(is_frontend_trace(Path(p)) for p in found):
             return [Path(p) for p in found]
         sizes = now
         sleep(1.0)

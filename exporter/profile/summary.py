@@ -83,6 +83,11 @@ def summarize(path: Path, top: int = 10) -> TraceSummary:
     )
 
 
+def is_frontend_trace(path: Path) -> bool:
+    """vLLM's API server's trace (`HOST_PID.async_llm.*`), not an engine worker's."""
+    return ".async_llm." in path.name
+
+
 def summarize_capture(paths: Sequence[Path], top: int = 10) -> TraceSummary | None:
     """The summary of a capture's engine trace: the first of its traces with kernels or operators.
 
@@ -91,7 +96,7 @@ def summarize_capture(paths: Sequence[Path], top: int = 10) -> TraceSummary | No
     Python functions only. Which is flushed last is a race, so the newest is not the one to read;
     the frontend's is read last (it is as large as a worker's and never has what is summarized)."""
     first: TraceSummary | None = None
-    for path in sorted(paths, key=lambda p: ".async_llm." in p.name):
+    for path in sorted(paths, key=is_frontend_trace):
         summary = summarize(path, top)
         if summary.top:
             return summary

@@ -12,6 +12,7 @@ the suite; the figures seen are printed for the report.
 from __future__ import annotations
 
 import dataclasses
+import math
 import subprocess
 import sys
 import threading
@@ -122,15 +123,21 @@ def test_a_restart_is_read_warmed_up_without_a_verdict_and_named_in_the_case_rev
     states_during_restart = sorted({state for t, state, _ in seen if restart_began <= t <= up_at})
     end = time.time()
 
+    # Whole seconds, the restart's second in the incident: rounding 12.6 up to 13 would put a
+    # process started at 12.7 before the incident window.
+    windows = f"{baseline_start:.0f}/{math.floor(restart_began)}", f"{math.floor(restart_began)}/{end:.0f}"
     review = tmp_path / "review.md"  # its plots are written beside it, in the test's own directory
     report = subprocess.run(
         [sys.executable, "-m", "exporter", "report", "--prometheus", prometheus.url, "--out", str(review),
-         "--baseline", f"{baseline_start:.0f}/{restart_began:.0f}", "--incident", f"{restart_began:.0f}/{end:.0f}"],
+         "--baseline", windows[0], "--incident", windows[1]],
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )  # fmt: skip
     assert report.returncode == 0, report.stderr[-2000:]
     restart_lines = [line for line in review.read_text().splitlines() if "restarted within the window" in line]
-    assert restart_lines and "incident:" in restart_lines[0] and "baseline:" not in "".join(restart_lines)
+    starts = prometheus.query("llm_engine_process_start_time_seconds")
+    assert restart_lines and "incident:" in restart_lines[0] and "baseline:" not in "".join(restart_lines), (
+        f"start times in Prometheus: {starts}; windows {windows}\n" + review.read_text()[:3000]
+    )
     print(
         f"\nrestart: states while restarting {states_during_restart}; restart took {up_at - restart_began:.0f}s; "
         f"start to first request {after['startup_seconds']}s (before the restart: {before['startup_seconds']}); "
