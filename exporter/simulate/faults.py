@@ -58,14 +58,11 @@ def parse_nic_faults(value: Any, nics: int) -> tuple[NicFault, ...]:
     for i, item in enumerate(v.sequence(value, "node.nic_faults")):
         where = f"node.nic_faults[{i}]"
         data = v.section(item, where, NIC_FAULT_KEYS)
-        nic = v.integer(v.required(data.get("nic"), f"{where}.nic"), f"{where}.nic", minimum=0)
-        if nic >= nics:
-            raise ConfigError(f"{where}.nic", f"the node has {nics} NICs (0-{nics - 1})")
         rate = data.get("rate_gbps")
         faults.append(
             NicFault(
-                nic,
-                v.integer(data.get("pcie_width", PCIE_WIDTH), f"{where}.pcie_width", minimum=1, maximum=PCIE_WIDTH),
+                _device(data, "nic", nics, where),
+                _pcie_width(data, where),
                 None if rate is None else v.positive_int(rate, f"{where}.rate_gbps"),
                 v.boolean(data.get("ecn", True), f"{where}.ecn"),
             )
@@ -78,12 +75,20 @@ def parse_gpu_faults(value: Any, gpus: int) -> tuple[GpuFault, ...]:
     for i, item in enumerate(v.sequence(value, "node.gpu_faults")):
         where = f"node.gpu_faults[{i}]"
         data = v.section(item, where, GPU_FAULT_KEYS)
-        gpu = v.integer(v.required(data.get("gpu"), f"{where}.gpu"), f"{where}.gpu", minimum=0)
-        if gpu >= gpus:
-            raise ConfigError(f"{where}.gpu", f"the node has {gpus} GPUs (0-{gpus - 1})")
-        width = v.integer(data.get("pcie_width", PCIE_WIDTH), f"{where}.pcie_width", minimum=1, maximum=PCIE_WIDTH)
-        faults.append(GpuFault(gpu, width))
+        faults.append(GpuFault(_device(data, "gpu", gpus, where), _pcie_width(data, where)))
     return tuple(faults)
+
+
+def _device(data: dict[str, Any], key: str, count: int, where: str) -> int:
+    """The fault's device index (`nic`, `gpu`), required and one of the node's `count`."""
+    index = v.integer(v.required(data.get(key), f"{where}.{key}"), f"{where}.{key}", minimum=0)
+    if index >= count:
+        raise ConfigError(f"{where}.{key}", f"the node has {count} {key.upper()}s (0-{count - 1})")
+    return index
+
+
+def _pcie_width(data: dict[str, Any], where: str) -> int:
+    return v.integer(data.get("pcie_width", PCIE_WIDTH), f"{where}.pcie_width", minimum=1, maximum=PCIE_WIDTH)
 
 
 def parse_expected_findings(value: Any, where: str) -> tuple[ExpectedFinding, ...]:

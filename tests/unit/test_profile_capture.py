@@ -13,6 +13,20 @@ from exporter.profile.capture import INDEX, ProfilingOff, record, take
 from exporter.settings import EngineTarget
 from tests.raw_server import RawServer, ok
 
+
+def releasing(released: list[bool]):
+    """A hold (what `take` is given as `around`) that notes its release in `released`."""
+
+    @contextmanager
+    def held():
+        try:
+            yield
+        finally:
+            released.append(True)
+
+    return held
+
+
 TRACE = {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm", "ts": 0, "dur": 1000, "tid": 1}]}
 
 
@@ -57,13 +71,7 @@ def test_the_hold_spans_the_capture_until_the_trace_is_written(vllm: RawServer, 
 
 def test_a_wait_cut_short_still_stops_the_profiler_and_releases_the_hold(vllm: RawServer, tmp_path: Path) -> None:
     released: list[bool] = []
-
-    @contextmanager
-    def held():
-        try:
-            yield
-        finally:
-            released.append(True)
+    held = releasing(released)
 
     def stopping(seconds: float) -> None:
         raise InterruptedError("the exporter is stopping")
@@ -77,13 +85,7 @@ def test_a_wait_cut_short_still_stops_the_profiler_and_releases_the_hold(vllm: R
 def test_routes_absent_are_profiling_off_and_the_hold_is_released(tmp_path: Path) -> None:
     server = RawServer(lambda n: b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
     released: list[bool] = []
-
-    @contextmanager
-    def held():
-        try:
-            yield
-        finally:
-            released.append(True)
+    held = releasing(released)
 
     try:
         with pytest.raises(ProfilingOff, match="not launched with profiling on"):
