@@ -1,15 +1,16 @@
 """Restarts inside the case review's windows: an engine whose process started again in a window
 spent its first minutes loading and warming up (docs/health.md), so that window's figures are not
-its steady state, and the review says so. Read from `llm_engine_process_start_time_seconds` at the
-window's end lying inside the window (a process that started there, however few samples of the old
-one the window holds: `changes()` alone misses a restart whose old process was gone before the
-window's first sample), the number of starts from its changes, and the time it spent warming up
-(`llm_engine_state{state="warming_up"}`)."""
+its steady state, and the review says so. A restart is `llm_engine_process_start_time_seconds` at the
+window's end inside the window while the series held another start time at the window's start (a
+first start is not a restart; and `changes()` alone misses a restart whose old process was gone
+before the window's first sample); the number of starts from its changes, and the time it spent
+warming up (`llm_engine_state{state="warming_up"}`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from exporter.health.startup import SAME_START_SECONDS
 from exporter.report.prometheus import PrometheusClient
 from exporter.report.windows import Window
 
@@ -24,7 +25,17 @@ def restart_warnings(
         end = min(window.end, last.get(window.name, window.end))
         span = f"{max(1, round(end - window.start))}s"
         started = client.query(f"llm_engine_process_start_time_seconds{inner} >= {window.start:.3f}", end)
-        if not started:
+        # ...and a process before it with another start time: a restart, not the first start seen
+        before = client.query(f"llm_engine_process_start_time_seconds{inner}", window.start)
+        earlier = {s.labels.get("engine", "?"): s.points[-1][1] for s in before if s.points}
+        restarted = {
+            s.labels.get("engine", "?")
+            for s in started
+            if s.points
+            and s.labels.get("engine", "?") in earlier
+            and abs(earlier[s.labels.get("engine", "?")] - s.points[-1][1]) >= SAME_START_SECONDS
+        }
+        if not restarted:
             continue
         changes = client.query(f"changes(llm_engine_process_start_time_seconds{inner}[{span}])", end)
         counts = {s.labels.get("engine", "?"): int(s.points[-1][1]) for s in changes if s.points}
@@ -32,7 +43,7 @@ def restart_warnings(
         warming = client.query(f'sum_over_time(llm_engine_state{{{warm_filter}state="warming_up"}}[{span}])', end)
         scrapes = {s.labels.get("engine", ""): s.points[-1][1] for s in warming if s.points}
         engines = []
-        for engine in sorted({series.labels.get("engine", "?") for series in started}):
+        for engine in sorted(restarted):
             count = max(1, counts.get(engine, 1))
             engines.append(
                 f"{engine} ({count} restart{'s' if count > 1 else ''}"
