@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from exporter.health.startup import SAME_START_SECONDS
-from exporter.report.prometheus import PrometheusClient
+from exporter.report.prometheus import PrometheusClient, Series
 from exporter.report.windows import Window
 
 
@@ -27,18 +27,16 @@ def restart_warnings(
         started = client.query(f"llm_engine_process_start_time_seconds{inner} >= {window.start:.3f}", end)
         # ...and a process before it with another start time: a restart, not the first start seen
         before = client.query(f"llm_engine_process_start_time_seconds{inner}", window.start)
-        earlier = {s.labels.get("engine", "?"): s.points[-1][1] for s in before if s.points}
+        earlier = _last_by_engine(before)
         restarted = {
-            s.labels.get("engine", "?")
-            for s in started
-            if s.points
-            and s.labels.get("engine", "?") in earlier
-            and abs(earlier[s.labels.get("engine", "?")] - s.points[-1][1]) >= SAME_START_SECONDS
+            engine
+            for engine, start in _last_by_engine(started).items()
+            if engine in earlier and abs(earlier[engine] - start) >= SAME_START_SECONDS
         }
         if not restarted:
             continue
         changes = client.query(f"changes(llm_engine_process_start_time_seconds{inner}[{span}])", end)
-        counts = {s.labels.get("engine", "?"): int(s.points[-1][1]) for s in changes if s.points}
+        counts = {engine: int(value) for engine, value in _last_by_engine(changes).items()}
         warm_filter = selector + ", " if selector else ""
         warming = client.query(f'sum_over_time(llm_engine_state{{{warm_filter}state="warming_up"}}[{span}])', end)
         scrapes = {s.labels.get("engine", ""): s.points[-1][1] for s in warming if s.points}
@@ -55,3 +53,8 @@ def restart_warnings(
             "start-up and warm-up, not the steady state the other windows show"
         )
     return out
+
+
+def _last_by_engine(series: Sequence[Series]) -> dict[str, float]:
+    """Each series' last value by its `engine` label."""
+    return {s.labels.get("engine", "?"): s.points[-1][1] for s in series if s.points}

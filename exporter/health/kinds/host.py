@@ -41,26 +41,24 @@ def _key(name: str, labels: dict[str, str]) -> tuple:
 
 
 def jitter(view: NodeView, s: HealthSettings) -> list[Finding]:
+    """Time per output token only: request time per generated token mixes the requests that end in
+    a round (their queueing included) with the tokens generated in it, and varied by more than the
+    line on every steady simulated engine."""
     found = []
     for _, labels in view.counter_keys.get(ITL + "_count", []):
         own = dict(labels)
-        # Time per output token only: request time per generated token mixes the requests that end
-        # in a round (their queueing included) with the tokens generated in it, and varied by more
-        # than the line on every steady simulated engine.
-        for what, num, den in (("time per output token", ITL + "_sum", ITL + "_count"),):
-            means = _per_round(view, own, num, den)
-            if len(means) < JITTER_MIN_ROUNDS or fmean(means) <= 0:
-                continue
-            spread = pstdev(means) / fmean(means)
-            if spread > s.jitter_ratio:
-                text = (
-                    f"{what} varies {spread:.0%} round to round over {JITTER_WINDOW:.0f} s (mean "
-                    f"{fmean(means) * 1000:.1f} ms, {min(means) * 1000:.1f}-{max(means) * 1000:.1f} ms; line "
-                    f"{s.jitter_ratio:.0%})"
-                )
-                engine = own.get("engine", "")
-                found.append(Finding("jitter", HOST, engine, text, num, spread, engine=engine))
-                break
+        means = _per_round(view, own, ITL + "_sum", ITL + "_count")
+        if len(means) < JITTER_MIN_ROUNDS or fmean(means) <= 0:
+            continue
+        spread = pstdev(means) / fmean(means)
+        if spread > s.jitter_ratio:
+            text = (
+                f"time per output token varies {spread:.0%} round to round over {JITTER_WINDOW:.0f} s (mean "
+                f"{fmean(means) * 1000:.1f} ms, {min(means) * 1000:.1f}-{max(means) * 1000:.1f} ms; line "
+                f"{s.jitter_ratio:.0%})"
+            )
+            engine = own.get("engine", "")
+            found.append(Finding("jitter", HOST, engine, text, ITL + "_sum", spread, engine=engine))
     return found
 
 
