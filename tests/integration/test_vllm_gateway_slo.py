@@ -9,16 +9,18 @@ the exporter's receiver, one probe through HAProxy and direct. The load streams 
 settled, so each side counts exactly the load's requests. Checked:
 
 - every request of the load is one access-log line counted, and no probe request is among them;
-- per e2e SLO, client ≤ gateway ≤ engine (within 2 points): each clock starts and ends nearer the
-  engine than the one before it, so it can only see as many requests within a threshold or more;
+- per e2e SLO, the gateway's attainment within 2 points of what the load generator measured for
+  the same requests, and client ≤ gateway ≤ engine (within 2 points): each clock starts and ends
+  nearer the engine than the one before it, so it can only see as many requests within a
+  threshold or more;
 - /diagnosis puts each notable client/engine gap on the serving host or the gateway queue.
 
-Printed (pytest -s), not asserted: how close the gateway is to the load generator. In one run the
-two agreed within half a point at every threshold; in eight others the load generator read each
-answer 95-150 ms after HAProxy wrote its last byte (20-39 points fewer within 300 ms), while a plain
-`http.client` reader on the same path agreed with HAProxy within 13 ms and the load generator agreed
-with it within 3 ms in front of stand-in SSE servers (steady, bursty, starved with a CPU hog): a lag
-on the client's side of the socket, whose cause is not found (docs/slo.md).
+The client's side (the load generator's threads and HAProxy) runs under real-time scheduling
+(SCHED_RR), as if on machines of its own: on this two-core host a vLLM on CPU beside other jobs
+delays any ordinary process's wake-up by up to 0.7 s, a client on the same host then reads each
+answer that much late, and HAProxy leaves such a stall out of its own timers (docs/slo.md, "When
+the gateway's host is short of CPU"). CPU priorities (nice) do not order processes started in
+sessions of their own where the kernel's autogroup scheduling is on, as it is here.
 """
 
 from __future__ import annotations
@@ -49,29 +51,22 @@ OBJECTIVE = 0.9
 LOAD = LoadSpec(concurrency=3, prompt_tokens=(16, 48), output_tokens=(2, 384), duration_s=40.0, seed=46)
 
 
-#: CPU priorities (nice) of the client's side (the load generator, HAProxy) and of the serving host
-#: (vLLM, and the exporter, a node agent beside it)
-CLIENT_NICENESS, SERVING_HOST_NICENESS = -5, 19
-
-
 @contextmanager
-def niceness(value: int) -> Iterator[None]:
-    """This thread at `value` (threads and processes it starts inherit it), as root: CI and the
-    development machines run as root.
+def realtime() -> Iterator[None]:
+    """This thread under SCHED_RR (lowest real-time priority) meanwhile; the threads and processes
+    it starts keep it. As root: CI and the development machines run as root.
 
-    Client, gateway and serving host share two cores here, with other jobs, where in a deployment
-    the client and the gateway run on machines of their own: the serving host (vLLM, and the
-    exporter, a node agent beside it) runs below them, so the serving host is the starved one, as
-    a busy node is, and the client side measures what a client elsewhere would see."""
-    before = os.getpriority(os.PRIO_PROCESS, 0)
+    The client's side measures what a client elsewhere would see only if it is never kept waiting
+    for a CPU: real-time threads run as soon as they wake, ahead of every ordinary process, and the
+    load generator and HAProxy use a few percent of a core between them."""
     try:
-        os.setpriority(os.PRIO_PROCESS, 0, value)
+        os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(1))
     except PermissionError:
-        pytest.fail("setting CPU priorities needs root (CAP_SYS_NICE): the test runs as root in CI")
+        pytest.fail("real-time scheduling needs root (CAP_SYS_NICE): the test runs as root in CI")
     try:
         yield
     finally:
-        os.setpriority(os.PRIO_PROCESS, 0, before)
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
 @dataclass(frozen=True)
@@ -92,21 +87,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     log_port = udp_port()
     path = tmp_path_factory.mktemp("gateway-slo") / "exporter.yaml"
     opened: list[Any] = []
-    with niceness(CLIENT_NICENESS):
-        try:
-            with niceness(SERVING_HOST_NICENESS):
-                engine = VllmServer(startup_timeout_s=600).start()
-            opened.append(engine.stop)
+    try:
+        engine = VllmServer(startup_timeout_s=600).start()
+        opened.append(engine.stop)
+        with realtime():
             haproxy = Haproxy(engine.port, log_port=log_port)
-            opened.append(haproxy.close)
-            path.write_text(yaml.safe_dump(exporter_config(engine, haproxy, log_port)), encoding="utf-8")
-            with niceness(SERVING_HOST_NICENESS):
-                exporter = ExporterProcess("--config", str(path), interval=1.0)
-            opened.append(exporter.close)
-            yield Stack(exporter, engine, haproxy)
-        finally:
-            for close in reversed(opened):
-                close()
+        opened.append(haproxy.close)
+        path.write_text(yaml.safe_dump(exporter_config(engine, haproxy, log_port)), encoding="utf-8")
+        exporter = ExporterProcess("--config", str(path), interval=1.0)
+        opened.append(exporter.close)
+        yield Stack(exporter, engine, haproxy)
+    finally:
+        for close in reversed(opened):
+            close()
 
 
 def exporter_config(engine: VllmServer, haproxy: Haproxy, log_port: int) -> dict[str, Any]:
@@ -181,7 +174,8 @@ def test_each_point_nearer_the_engine_sees_no_more_time_and_the_gap_is_put_on_th
     stack.exporter.wait_for(lambda t: 'measured_at="gateway"' in t, timeout=60)
     before_text = settled(stack.exporter)
     before = {point: counts(before_text, point) for point in ("gateway", "engine")}
-    result = run_load(stack.haproxy.base_url, LOAD)
+    with realtime():
+        result = run_load(stack.haproxy.base_url, LOAD)
     total = len(result.ok_records)
     assert result.error_count == 0 and total >= 50, [r.error for r in result.records if r.error][:5]
     gateway_before = max((e for _, e in before["gateway"].values()), default=0.0)
@@ -199,6 +193,7 @@ def test_each_point_nearer_the_engine_sees_no_more_time_and_the_gap_is_put_on_th
         gateway = attainment(before["gateway"], after["gateway"], slo)
         engine = attainment(before["engine"], after["engine"], slo)
         print(f"{'':33}{slo:10} {client:7.1%} {gateway:8.1%} {engine:7.1%}")
+        assert abs(client - gateway) <= 0.02, (slo, client, gateway, engine)
         assert client <= gateway + tolerance and gateway <= engine + tolerance, (slo, client, gateway, engine)
         inside += 0.05 < client < 0.95
     e2e = sorted(r.e2e_s for r in result.ok_records if r.e2e_s is not None)
