@@ -1,10 +1,13 @@
 """`profile` against a real vLLM on CPU: launched with its profiler configured, a bounded capture
 writes a trace whose summary names the top operators while the exporter keeps serving /metrics;
-launched without, a clear message and nothing else. One vLLM at a time (each test its own)."""
+an overload held past `profile.after_seconds` takes one automatic capture, named in /diagnosis and
+the metrics; launched without, a clear message and nothing else. One vLLM at a time (each test its
+own)."""
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -14,11 +17,12 @@ from pathlib import Path
 
 import pytest
 import requests
+import yaml
 
 from tests.integration.exporter_view import BackgroundLoad
 from tests.integration.loadgen import LoadSpec
 from tests.integration.vllm_server import VllmServer
-from tests.support import REPO, ExporterProcess
+from tests.support import REPO, ExporterProcess, series_value
 
 pytestmark = pytest.mark.vllm
 
@@ -95,6 +99,61 @@ def test_a_bounded_capture_with_its_summary_while_metrics_keep_being_served(tmp_
         f"/metrics during it: {len(latencies)} scrapes, p50 {statistics.median(latencies) * 1000:.1f} ms, "
         f"max {max(latencies) * 1000:.1f} ms"
     )
+
+
+#: an overload of the tiny model's 1,536-token KV cache (test_vllm_exporter.py's): requests wait
+#: and are preempted for as long as it lasts, so one stage holds as the primary
+OVERLOAD = LoadSpec(concurrency=24, prompt_tokens=(500, 900), output_tokens=(32, 96), duration_s=60.0,
+                    request_timeout_s=300.0, seed=42)  # fmt: skip
+AFTER_SECONDS = 8.0
+
+
+@pytest.mark.timeout(600)
+def test_an_overload_that_holds_takes_one_automatic_capture(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    config = json.dumps({"profiler": "torch", "torch_profiler_dir": str(traces)})
+    settings = {
+        "window_seconds": 10,
+        # not a warm-up test: the engine is judged as soon as it serves (test_vllm_restart.py has the cold regime)
+        "health": {"warmup_seconds": 0},
+        "profile": {"auto": True, "after_seconds": AFTER_SECONDS, "seconds": 3, "min_interval_seconds": 3600},
+    }
+    (tmp_path / "exporter.yaml").write_text(yaml.safe_dump(settings), encoding="utf-8")
+    with VllmServer(extra_args=["--profiler-config", config]) as server:
+        exporter = ExporterProcess(
+            "--config", str(tmp_path / "exporter.yaml"), "--engine", f"vllm={server.metrics_url}", interval=1.0
+        )
+        try:
+            exporter.wait_ready(120)
+            before = requests.get(exporter.base_url + "/diagnosis", timeout=10).json()["engines"][0]
+            load = BackgroundLoad(server.base_url, OVERLOAD)
+            # The capture runs beside the collection; vLLM writes its trace after the stop, in
+            # minutes on two cores shared with the main tier.
+            deadline = time.monotonic() + 480
+            record = None
+            while time.monotonic() < deadline and record is None:
+                time.sleep(2.0)
+                engine = requests.get(exporter.base_url + "/diagnosis", timeout=30).json()["engines"][0]
+                record = engine.get("profile")
+            load.join()
+            text = requests.get(exporter.base_url + "/metrics", timeout=30).text
+        finally:
+            exporter.close()
+    assert before.get("profile") is None  # nothing is captured before a stage has held
+    assert record is not None, "no automatic capture within the overload and its trace's flush"
+    assert record["result"] == "ok", record
+    assert record["stage"] != "none" and record["directory"] == str(traces)
+    assert record["trace"] and Path(record["trace"]).is_file() and record["trace"] in record["traces"]
+    # the summary: its heading (the trace read), then the top operators or kernels by time
+    heading, *top = record["summary"]
+    assert heading.startswith(record["trace"]) and top, record["summary"]
+    assert all(re.fullmatch(r"\s*\d+(\.\d+)? m?s  \S.*", line) for line in top), top
+    # one engine: one capture, and none that failed or found the profiler off
+    assert series_value(text, "llm_engine_profile_captures_total", result="ok") == 1.0
+    assert series_value(text, "llm_engine_profile_captures_total", result="failed") == 0.0
+    assert series_value(text, "llm_engine_profile_captures_total", result="off") == 0.0
+    assert series_value(text, "llm_engine_profile_info", trace=record["trace"], stage=record["stage"]) == 1.0
+    print(f"\nautomatic capture: {record['stage']} held {AFTER_SECONDS:g} s; {record['summary'][:2]}")
 
 
 def test_without_the_profiler_a_clear_message_and_nothing_else(tmp_path: Path) -> None:
