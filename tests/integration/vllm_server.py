@@ -153,6 +153,7 @@ class VllmServer:
         self.log_path = log_path or LOG_DIR / f"vllm-{self.port}.log"
         self.startup_seconds: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._shared_memory_before: set[str] = set()
 
     @property
     def base_url(self) -> str:
@@ -187,6 +188,7 @@ class VllmServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         TEMP_DIR.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
+        self._shared_memory_before = shared_memory_blocks()
         with self.log_path.open("ab") as log:
             log.write(f"\n=== starting on port {self.port} at {time.ctime()}\n".encode())
             log.flush()
@@ -212,6 +214,7 @@ class VllmServer:
         proc, self._proc = self._proc, None
         if proc is not None:
             stop_group(proc, STOP_GRACE_S)
+            remove_orphaned(shared_memory_blocks() - self._shared_memory_before)
 
     def restart(self) -> VllmServer:
         """Stop and start again on the same port (counters start from zero)."""
@@ -253,3 +256,28 @@ class VllmServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+#: where POSIX shared memory lives: vLLM's multiprocessing blocks (psm_*) and semaphores (sem.mp-*)
+SHARED_MEMORY = Path("/dev/shm")
+
+
+def shared_memory_blocks() -> set[str]:
+    return {p.name for pattern in ("psm_*", "sem.mp-*") for p in SHARED_MEMORY.glob(pattern)}
+
+
+def remove_orphaned(names: set[str]) -> None:
+    """Of the shared-memory blocks a server made, remove those no live process maps: a vLLM process
+    killed after its grace period leaves its blocks in /dev/shm, hundreds of MB of RAM each, for
+    every later run. A block another server (a prefill/decode pair's other half) still maps stays."""
+    if not names:
+        return
+    mapped: set[str] = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            text = maps.read_text(errors="replace")
+        except OSError:  # a process gone meanwhile, or not ours to read
+            continue
+        mapped.update(name for name in names if f"/dev/shm/{name}" in text)
+    for name in names - mapped:
+        (SHARED_MEMORY / name).unlink(missing_ok=True)
