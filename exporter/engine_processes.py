@@ -107,13 +107,28 @@ def listening_pids(connections: Iterable, port: int, engine_ips: set[str]) -> se
     }
 
 
-def process_tree(pid: int) -> set[int]:
+def children_by_parent() -> dict[int, list[int]]:
+    """Each PID's children, from one pass over the process table: the engines' trees are walked
+    in it, where `Process.children()` would read the whole table again for each engine."""
+    children: dict[int, list[int]] = {}
+    for process in psutil.process_iter(["ppid"]):
+        parent = process.info["ppid"]
+        if parent:
+            children.setdefault(parent, []).append(process.pid)
+    return children
+
+
+def process_tree(pid: int, children: dict[int, list[int]]) -> set[int]:
     """The PID and all its descendants (empty when the process is gone)."""
-    try:
-        process = psutil.Process(pid)
-        return {pid, *(child.pid for child in process.children(recursive=True))}
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+    if not psutil.pid_exists(pid):
         return set()
+    tree, unvisited = {pid}, [pid]
+    while unvisited:
+        for child in children.get(unvisited.pop(), ()):
+            if child not in tree:
+                tree.add(child)
+                unvisited.append(child)
+    return tree
 
 
 def pod_name_of(pid: int) -> str | None:
@@ -167,12 +182,15 @@ class EngineProcesses:
             log.warning("cannot list listening sockets (%s); engine processes are unknown: run as root", exc)
             return {}
         result: dict[str, EngineProcess] = {}
+        children: dict[int, list[int]] | None = None
         for name, port, ips in wanted:
             listeners = listening_pids(connections, port, ips)
             if not listeners:
                 continue
+            if children is None:
+                children = children_by_parent()
             tree: set[int] = set()
             for pid in listeners:
-                tree |= process_tree(pid)
+                tree |= process_tree(pid, children)
             result[name] = EngineProcess(frozenset(listeners), frozenset(tree))
         return result
