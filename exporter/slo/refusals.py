@@ -64,13 +64,20 @@ def point_key(labels: Mapping[str, str]) -> PointKey:
 
 
 def refusal_counts(metrics: Iterable[Metric]) -> dict[PointKey, Refused]:
-    """Each measuring point's cumulative refusals in this snapshot."""
+    """Each measuring point's cumulative refusals in this snapshot: none for a point that is up
+    with no refusal series yet. A labelled counter appears with its first increment, and not
+    always at one: the refusals between the scrape before and the one that first shows it count
+    from zero, as they would have if the series had been there all along."""
     counts: dict[PointKey, Refused] = {}
     for metric in metrics:
         if not isinstance(metric, Sample):
             continue
+        if metric.name == "llm_engine_up" and metric.value == 1.0:
+            counts.setdefault(point_key(metric.labels), Refused())
+            continue
         held = False
         if metric.name == "llm_gateway_requests_total":
+            counts.setdefault(point_key(metric.labels), Refused())
             code = metric.labels.get("code")
             if code not in REFUSED_CODES:
                 continue

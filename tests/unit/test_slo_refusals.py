@@ -49,6 +49,27 @@ def test_an_engine_s_refusals_leave_token_gaps_but_take_their_share_off_goodput(
     assert itl.goodput == pytest.approx(0.9 * 8.0 * 0.8)
 
 
+def test_refusals_of_a_counter_that_first_appears_mid_window_count_from_zero() -> None:
+    """vLLM's labelled rejections counter appears with its first refusals: an engine up since the
+    window began had refused none before it, so the whole first value is the window's."""
+    refusals = Refusals(60.0)
+    counter = "llm_engine_admission_rejections_total"
+    up = Sample("llm_engine_up", ENGINE, 1.0)
+    refusals.update([up], 0.0)
+    refusals.update([up, Sample(counter, {**ENGINE, "reason": "max_num_queued_reqs"}, 20.0)], 10.0)
+    assert refusals.window(ENGINE) == (20.0, 0.0)
+    # a gateway's 429 series appearing beside the 200s it already served, likewise
+    ok = Sample("llm_gateway_requests_total", {**GATEWAY, "code_class": "2xx", "code": "200"}, 50.0)
+    refusals.update([ok], 20.0)
+    refusals.update([ok, *responses(7, 0, 60)[:1]], 30.0)
+    assert refusals.window(GATEWAY) == (7.0, 0.0)
+    # an engine first seen with refusals already counted: those are before the window
+    later = Refusals(60.0)
+    later.update([up, Sample(counter, {**ENGINE, "reason": "max_num_queued_reqs"}, 20.0)], 0.0)
+    later.update([up, Sample(counter, {**ENGINE, "reason": "max_num_queued_reqs"}, 26.0)], 10.0)
+    assert later.window(ENGINE) == (6.0, 0.0)
+
+
 def test_a_point_without_refusals_is_left_as_it_was() -> None:
     refusals = Refusals(60.0).update([], 0.0)
     before = item(ENGINE, "ttft", WithinCount(9, 10, 10), 1.0)
