@@ -35,6 +35,8 @@ pytestmark = pytest.mark.vllm
 
 INTERVAL_S = 1.0
 WARMUP_S = 20.0
+#: how far before the restart the incident window starts (the new start time can read a second early)
+RESTART_MARGIN_S = 3.0
 LIGHT = LoadSpec(
     concurrency=1, prompt_tokens=(16, 32), output_tokens=(8, 16), duration_s=15.0, request_timeout_s=60.0, seed=31
 )
@@ -123,9 +125,12 @@ def test_a_restart_is_read_warmed_up_without_a_verdict_and_named_in_the_case_rev
     states_during_restart = sorted({state for t, state, _ in seen if restart_began <= t <= up_at})
     end = time.time()
 
-    # Whole seconds, the restart's second in the incident: rounding 12.6 up to 13 would put a
-    # process started at 12.7 before the incident window.
-    windows = f"{baseline_start:.0f}/{math.floor(restart_began)}", f"{math.floor(restart_began)}/{end:.0f}"
+    # Whole seconds, the incident starting RESTART_MARGIN_S before the restart began: the new
+    # process's start time (prometheus_client's: /proc/stat's boot time, whole seconds cut down,
+    # plus the process's start ticks) reads up to a second early, once 0.08 s before the second
+    # the restart began in.
+    cut = math.floor(restart_began - RESTART_MARGIN_S)
+    windows = f"{baseline_start:.0f}/{cut}", f"{cut}/{end:.0f}"
     review = tmp_path / "review.md"  # its plots are written beside it, in the test's own directory
     report = subprocess.run(
         [sys.executable, "-m", "exporter", "report", "--prometheus", prometheus.url, "--out", str(review),
