@@ -25,6 +25,16 @@ VENV_DIR = CACHE_DIR / "vllm-venv"
 MARKER = VENV_DIR / ".provisioned"
 LOCK_FILE = CACHE_DIR / "vllm-venv.lock"
 PIP_LOG = CACHE_DIR / "vllm-venv-pip.log"
+#: the temporary directory of everything run with the venv's torch (torch inductor makes
+#: tempfile's torchinductor_<user> on import): under the git-ignored cache, not /tmp
+TEMP_DIR = CACHE_DIR / "vllm-home" / "tmp"
+
+
+def temp_env() -> dict[str, str]:
+    """This process's environment with TMPDIR in TEMP_DIR (made if missing)."""
+    TEMP_DIR.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "TMPDIR": str(TEMP_DIR)}
+
 
 TORCH_VERSION = "2.13.0"
 VLLM_VERSION = "0.32.0"
@@ -86,6 +96,7 @@ def _run_step(name: str, cmd: Sequence[str | os.PathLike[str]], timeout_s: float
                 stdin=subprocess.DEVNULL,
                 timeout=timeout_s,
                 check=False,
+                env=temp_env(),
             )
         except subprocess.TimeoutExpired as exc:
             raise VllmEnvError(f"{name} timed out after {timeout_s:.0f}s; pip log tail:\n{_log_tail()}") from exc

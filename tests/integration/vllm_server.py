@@ -23,7 +23,7 @@ from types import TracebackType
 import requests
 
 from tests.integration import tiny_model
-from tests.integration.vllm_env import CACHE_DIR, ensure_vllm_venv, file_lock
+from tests.integration.vllm_env import CACHE_DIR, TEMP_DIR, ensure_vllm_venv, file_lock, temp_env
 from tests.support import REQUEST_BOUND_SECONDS, free_port, log_tail, stop_group, wait_until_serving
 
 SERVED_MODEL_NAME = "tiny-llama"
@@ -34,7 +34,6 @@ STOP_GRACE_S = 20.0
 LOG_TAIL_LINES = 80
 POLL_INTERVAL_S = 0.5
 LOG_DIR = CACHE_DIR / "vllm-logs"
-TEMP_DIR = CACHE_DIR / "vllm-home" / "tmp"
 
 DEFAULT_ENGINE_ARGS: Mapping[str, object] = {
     "dtype": "float32",
@@ -85,7 +84,13 @@ def _run_model_build(python: Path, out_dir: Path, seed: int) -> None:
     cmd = [str(python), tiny_model.__file__, str(out_dir), "--seed", str(seed)]
     try:
         result = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=MODEL_BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=MODEL_BUILD_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            check=False,
+            env=temp_env(),
         )
     except subprocess.TimeoutExpired as exc:
         raise VllmServerError(f"tiny model build timed out after {MODEL_BUILD_TIMEOUT_S:.0f}s") from exc
