@@ -127,8 +127,10 @@ def test_kubelet_pods_label_gpus_and_join_the_configured_engine(tmp_path, kubele
         f"gpu_attribution:\n  pod_resources_socket: {kubelet.socket_path}\n"
         "  engine_pods:\n    vllm-b: serving/vllm-b-0\n"
     )
-    found = series(run_once("--config", str(config), "--gpu", "nvml", env=child_env(stub_dir(), state)).stdout)
-    assert gpus_with(found, engine="vllm-b", pod="vllm-b-0", namespace="serving", container="vllm") == {"6", "7"}
+    result = run_once("--config", str(config), "--gpu", "nvml", env=child_env(stub_dir(), state))
+    found = series(result.stdout)
+    labelled = gpus_with(found, engine="vllm-b", pod="vllm-b-0", namespace="serving", container="vllm")
+    assert labelled == {"6", "7"}, result.stderr[-3000:]
     assert gpus_with(found, pod="trainer", namespace="batch") == {"5"}
     assert gpus_with(found, engine="vllm-b") == {"6", "7"}
     assert kubelet.calls == 1
