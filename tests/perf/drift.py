@@ -8,9 +8,12 @@ each), and `judge` compares them:
   5 % is ~2.5 MB; over the 72-hour soak's 51,840 rounds that is ~50 bytes a round. A leak that
   grows per round shows far above it, and the DaemonSet's 256 MiB limit is five times the set.
   RSS does not depend on the machine's load, so a few samples suffice (at least 5 a window).
-* Open descriptors and threads: the late median not above the early median. Connections and
-  fetches in flight come and go between samples; the median ignores them, while one descriptor
-  or thread leaked every thousand rounds raises it by fifty.
+* Open descriptors: the late median at most one above the early median. A connection in flight
+  (a scrape being answered, a fetch from a target) is open in about half of the samples of a
+  steady exporter, so the median sits on either side of it by chance (21 in one hour, 22 in the
+  next); a descriptor leaked every thousand rounds raises it by fifty over 72 hours.
+* Threads: the late median not above the early median (their number does not move with the
+  traffic; one leaked every thousand rounds raises it by fifty).
 * /metrics p99 latency: at most 25 % above the early one, or less than 1 ms above it (below what
   a shared 2-core machine's scheduler adds). A p99 from n scrapes is the (n/100)th slowest; with
   fewer than 1,000 scrapes a window that is a handful of scrapes, one stalled timeslice moves it
@@ -36,6 +39,7 @@ P99_MIN_SCRAPES = 1000
 COLLECT_BUDGET = 0.25
 COLLECT_FLOOR_SECONDS = 0.005
 MIN_SAMPLES = 5
+DESCRIPTOR_SLACK = 1  # a connection in flight, open in about half of the samples
 
 OK, OVER, NOT_JUDGED = "ok", "OVER BUDGET", "not judged"
 
@@ -87,8 +91,8 @@ def _rss(early: Window, late: Window) -> Verdict:
     )
 
 
-def _no_growth(name: str, early: Sequence[int], late: Sequence[int]) -> Verdict:
-    budget = "median, no growth"
+def _no_growth(name: str, early: Sequence[int], late: Sequence[int], slack: int = 0) -> Verdict:
+    budget = f"median, at most +{slack}" if slack else "median, no growth"
     few = _few(early, late, MIN_SAMPLES, "samples")
     if few:
         return Verdict(name, "-", "-", budget, NOT_JUDGED, few)
@@ -99,7 +103,7 @@ def _no_growth(name: str, early: Sequence[int], late: Sequence[int]) -> Verdict:
         figure.format(before, max(early)),
         figure.format(after, max(late)),
         budget,
-        OK if after <= before else OVER,
+        OK if after <= before + slack else OVER,
     )
 
 
@@ -124,7 +128,7 @@ def judge(leak: tuple[Window, Window], speed: tuple[Window, Window], failed_scra
     (early, late), (fast_early, fast_late) = leak, speed
     return [
         _rss(early, late),
-        _no_growth("open descriptors", early.fds, late.fds),
+        _no_growth("open descriptors", early.fds, late.fds, DESCRIPTOR_SLACK),
         _no_growth("threads", early.threads, late.threads),
         _latency(
             "/metrics p99",
