@@ -55,7 +55,8 @@ def start_exporter(
     overrides: dict[str, object] | None = None,
 ) -> tuple[subprocess.Popen[bytes], Path]:
     config_path = workdir / "exporter.yaml"
-    settings = {**exporter_settings(node, server.url, server.sysfs_out, interval), **(overrides or {})}
+    urls = [server.engine_url(i) for i in range(len(node.replicas))]
+    settings = {**exporter_settings(node, server.url, server.sysfs_out, interval, urls), **(overrides or {})}
     config_path.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
     log_path = workdir / "exporter.log"
     with open(log_path, "wb") as log:

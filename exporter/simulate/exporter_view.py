@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from exporter.app import Exporter
@@ -35,13 +35,18 @@ def _role(replica: Any) -> dict[str, str]:
     return {"role": replica.role} if replica.role else {}
 
 
-def exporter_settings(node: SimulatedNode, base_url: str, sysfs_dir: str | None, interval: float) -> dict[str, Any]:
-    """Configuration-file data (the `--config` YAML) that points the exporter at a simulation."""
+def exporter_settings(
+    node: SimulatedNode, base_url: str, sysfs_dir: str | None, interval: float, urls: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Configuration-file data (the `--config` YAML) that points the exporter at a simulation;
+    `urls`: the replicas' own where they differ from their paths on the simulator (a replica that
+    restarts has a process and a port of its own: SimulationServer.engine_url)."""
     names = [pod_name(node, r.index) for r in node.replicas]
+    urls = urls or [f"{base_url}/engine/{i}/metrics" for i in range(len(node.replicas))]
     settings: dict[str, Any] = {
         "engines": [
-            {"name": name, "type": replica.engine_type, "url": f"{base_url}/engine/{i}/metrics", **_role(replica)}
-            for i, (name, replica) in enumerate(zip(names, node.replicas))
+            {"name": name, "type": replica.engine_type, "url": url, **_role(replica)}
+            for name, replica, url in zip(names, node.replicas, urls)
         ],
         "gpu": f"{GPU_TEXT_FORMATS[node.scenario.node.gpu.vendor]}={base_url}/gpu/metrics",
         "interval_seconds": interval,

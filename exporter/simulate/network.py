@@ -11,7 +11,11 @@ CNPs its reaction point handles (`rp_cnp_handled`, i.e. our senders being thrott
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from exporter import validation as v
 
 WORD_BYTES = 4
 XMIT_WAIT_TICK_BYTES = 8
@@ -106,6 +110,15 @@ class NetworkCondition:
     @property
     def available_fraction(self) -> float:
         return max(0.05, 1.0 - self.background_utilization)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], where: str) -> NetworkCondition:
+        """From a phase's `network` (the keys of the phases before it merged in)."""
+        background = data.get("background_utilization", 0.0)
+        return cls(
+            v.non_negative(background, f"{where}.background_utilization", 0.95),
+            v.non_negative(data.get("ecn_mark_fraction", 0.0), f"{where}.ecn_mark_fraction", 1.0),
+        )
 
 
 @dataclass

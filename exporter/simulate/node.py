@@ -19,6 +19,7 @@ from exporter.simulate.engine import EngineReplica
 from exporter.simulate.gpu import HISTORY_SECONDS, GpuDevice
 from exporter.simulate.network import NetworkCondition, RdmaPort
 from exporter.simulate.pd_node import PdRouter
+from exporter.simulate.restarts import ReplicaRestart
 from exporter.simulate.roofline import LinkState, Parallelism
 from exporter.simulate.scenario import Phase, Scenario
 from exporter.simulate.workload import ArrivalProcess, Request, WorkloadSpec
@@ -54,6 +55,8 @@ class SimulatedNode:
         self.placements: list[ReplicaPlacement] = []
         self.replicas: list[EngineReplica] = []
         self._record_requests = record_requests
+        #: replica index -> the simulated time its model has loaded by, after a restart
+        self.loading_until: dict[int, float] = {}
         boundaries = tuple(p.start_seconds for p in scenario.phases[1:])
         arrivals_rng = random.Random(rng.getrandbits(64))
         self._arrivals: ArrivalProcess | ClosedPopulation = (
@@ -78,40 +81,59 @@ class SimulatedNode:
         Requests the old processes held are lost; a closed population's clients get their error and
         think before they ask again.
         """
-        node = self.scenario.node
-        if isinstance(self._arrivals, ClosedPopulation):
-            for replica in getattr(self, "replicas", []):
-                for request in [*replica.inbox, *replica.waiting, *replica.running]:
-                    self._arrivals.left(request, self.now)
+        self._lose_requests(getattr(self, "replicas", []))
         self.placements, self.replicas = [], []
         if self.pd is not None:
             self.pd.reset()
         next_gpu = 0
         for group_index, group in enumerate(self.scenario.replicas):
-            parallel = Parallelism(group.tensor_parallel, group.nodes)
             for _ in range(group.count):
-                gpus = tuple(range(next_gpu, next_gpu + parallel.gpus_per_node))
-                next_gpu += parallel.gpus_per_node
-                index = len(self.replicas)
-                make = partial(self.pd.replica, group.role, list(gpus)) if self.pd and group.role else EngineReplica
-                replica = make(
-                    index,
-                    group.model,
-                    node.gpu,
-                    parallel,
-                    group.engine,
-                    [self.gpus[g] for g in gpus],
-                    [self.ports[g % len(self.ports)] for g in gpus] if parallel.cross_node and self.ports else [],
-                    self._link_state,
-                    record=self._record_requests,
-                    engine_type=group.engine_type,
-                )
-                replica.now = self.now
-                replica.started_at = self.now if started_at is None else started_at
-                if isinstance(self._arrivals, ClosedPopulation):
-                    replica.on_close = self._arrivals.left
-                self.placements.append(ReplicaPlacement(index, group_index, gpus))
-                self.replicas.append(replica)
+                width = Parallelism(group.tensor_parallel, group.nodes).gpus_per_node
+                placement = ReplicaPlacement(len(self.replicas), group_index, tuple(range(next_gpu, next_gpu + width)))
+                next_gpu += width
+                self.placements.append(placement)
+                self.replicas.append(self._new_replica(placement, self.now if started_at is None else started_at))
+
+    def _new_replica(self, placement: ReplicaPlacement, started_at: float) -> EngineReplica:
+        """Replica `placement.index`'s engine process, started at `started_at`."""
+        group, gpus = self.scenario.replicas[placement.group], placement.gpus
+        parallel = Parallelism(group.tensor_parallel, group.nodes)
+        make = partial(self.pd.replica, group.role, list(gpus)) if self.pd and group.role else EngineReplica
+        replica = make(
+            placement.index,
+            group.model,
+            self.scenario.node.gpu,
+            parallel,
+            group.engine,
+            [self.gpus[g] for g in gpus],
+            [self.ports[g % len(self.ports)] for g in gpus] if parallel.cross_node and self.ports else [],
+            self._link_state,
+            record=self._record_requests,
+            engine_type=group.engine_type,
+        )
+        replica.now, replica.started_at = self.now, started_at
+        if isinstance(self._arrivals, ClosedPopulation):
+            replica.on_close = self._arrivals.left
+        return replica
+
+    def restart_replica(self, restart: ReplicaRestart) -> None:
+        """A fresh process for one replica, loading for `restart.load_seconds` (restarts.py): the
+        requests the old one held are lost, the router leaves it out until it has loaded."""
+        self._lose_requests([self.replicas[restart.replica]])
+        self.replicas[restart.replica] = self._new_replica(self.placements[restart.replica], self.now)
+        self.loading_until[restart.replica] = self.now + restart.load_seconds
+
+    def _lose_requests(self, replicas: list[EngineReplica]) -> None:
+        """The requests these replicas' processes held end with them (a closed population's clients
+        get their error and think before they ask again)."""
+        if isinstance(self._arrivals, ClosedPopulation):
+            for replica in replicas:
+                for request in [*replica.inbox, *replica.waiting, *replica.running]:
+                    self._arrivals.left(request, self.now)
+
+    def loading(self, index: int) -> bool:
+        """Whether replica `index` is loading its model after a restart: out of the pool, silent."""
+        return self.now < self.loading_until.get(index, float("-inf"))
 
     def unavailable(self, endpoint: str) -> str | None:
         """Why `endpoint` ("engine" or "gpu") does not answer now; None while it does (a cluster
@@ -154,6 +176,8 @@ class SimulatedNode:
     # ------------------------------------------------------------------------------ phases
     def _apply_phase(self, phase: Phase) -> None:
         self.phase = phase
+        if phase.restart is not None:  # before the changes: the phase's are all those made so far
+            self.restart_replica(phase.restart)
         for placement, replica in zip(self.placements, self.replicas):
             changes = phase.engine_changes.get(placement.group) or phase.engine_changes.get(-1)
             if changes:
@@ -175,13 +199,13 @@ class SimulatedNode:
     # ------------------------------------------------------------------------------ routing
     def _route(self, request: Request) -> None:
         """To a replica that is awake: a router (the EPP, a Kubernetes Service) sends nothing to a
-        sleeping engine, which is out of the pool until it wakes. A disaggregated node routes
-        through its pair (pd_node.py)."""
+        sleeping engine, which is out of the pool until it wakes, nor to one loading its model. A
+        disaggregated node routes through its pair (pd_node.py)."""
         if self.pd is not None:
             self.pd.route(request)
             return
         routing = self.scenario.routing
-        awake = [r for r in self.replicas if not r.asleep] or self.replicas
+        awake = [r for r in self.replicas if self._in_pool(r)] or self.replicas
         if routing.policy == "least_loaded":
             target = min(awake, key=lambda r: (r.load, r.index))
         elif routing.policy == "weighted":
@@ -190,10 +214,13 @@ class SimulatedNode:
         else:
             target = self.replicas[next(self._round_robin)]
             for _ in range(len(self.replicas) - 1):  # past the sleeping ones, if any is awake
-                if not target.asleep:
+                if self._in_pool(target):
                     break
                 target = self.replicas[next(self._round_robin)]
         target.submit(request)
+
+    def _in_pool(self, replica: EngineReplica) -> bool:
+        return not replica.asleep and not self.loading(replica.index)
 
     # ------------------------------------------------------------------------------ queries
     def finished_requests(self) -> list[Request]:

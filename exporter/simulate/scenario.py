@@ -39,6 +39,7 @@ from exporter.simulate.pd_spec import (
     parse_role,
     phase_disaggregation,
 )
+from exporter.simulate.restarts import ReplicaRestart, parse_restart
 from exporter.simulate.waitqueue import POLICIES
 from exporter.simulate.workload import LengthSpec, WorkloadSpec
 from exporter.stages import ENGINE, of
@@ -68,7 +69,7 @@ ENGINE_TYPES = ("vllm", "sglang")
 ROUTING_KEYS = ("policy", "weights")
 PHASE_KEYS: tuple[str, ...] = ("name", "start_seconds", "expected_stage", "secondary_stages", "expected_findings")
 # expected_by_role and disaggregation: pd_spec.py
-PHASE_KEYS += ("note", "workload", "engine", "network", "expected_by_role", "disaggregation")
+PHASE_KEYS += ("note", "workload", "engine", "network", "expected_by_role", "disaggregation", "restart")
 NETWORK_KEYS = ("background_utilization", "ecn_mark_fraction")
 WORKLOAD_KEYS = (
     "rate_per_second",
@@ -137,6 +138,8 @@ class Phase:
     expected_by_role: tuple[tuple[str, str], ...] = ()
     #: the pools' hand-over in this phase (None: a monolithic scenario)
     disaggregation: Disaggregation | None = None
+    #: a replica whose process restarts as the phase begins (restarts.py)
+    restart: ReplicaRestart | None = None
 
     def expected_for(self, role: str) -> str:
         """The stage an engine of `role` ("" for a monolithic one) should read in this phase."""
@@ -224,6 +227,7 @@ def scenario_from_data(data: dict[str, Any], source: str) -> Scenario:
         v.mapping(v.required(data.get("workload"), "workload"), "workload"),
         v.non_empty_sequence(data.get("phases", [{}]), "phases"),
         disaggregation,
+        sum(g.count for g in groups),
     )
     check_roles([g.role for g in groups], disaggregation, phases[0].workload.arrival)
     return Scenario(
@@ -331,7 +335,7 @@ def _routing(value: Any, replicas: int) -> Routing:
 
 
 def _phases(
-    base_workload: dict[str, Any], items: list[Any], disaggregation: Disaggregation | None
+    base_workload: dict[str, Any], items: list[Any], disaggregation: Disaggregation | None, replicas: int
 ) -> tuple[Phase, ...]:
     phases: list[Phase] = []
     workload = copy.deepcopy(base_workload)
@@ -371,17 +375,13 @@ def _phases(
                 ),
                 note=v.string_or_empty(data.get("note"), f"{where}.note"),
                 workload=phase_workload,
-                network=NetworkCondition(
-                    v.non_negative(
-                        network.get("background_utilization", 0.0), f"{where}.network.background_utilization", 0.95
-                    ),
-                    v.non_negative(network.get("ecn_mark_fraction", 0.0), f"{where}.network.ecn_mark_fraction", 1.0),
-                ),
+                network=NetworkCondition.from_data(network, f"{where}.network"),
                 engine_changes={-1: dict(engine)} if engine else {},
                 expected_by_role=parse_expected_by_role(
                     data.get("expected_by_role", {}), f"{where}.expected_by_role", EXPECTED_STAGES
                 ),
                 disaggregation=disaggregation,
+                restart=parse_restart(data.get("restart"), f"{where}.restart", replicas, index, disaggregation),
             )
         )
     return tuple(phases)

@@ -5,7 +5,8 @@ device-metrics-exporter text on a node of AMD GPUs),
 `/` (a JSON index: scenario, current phase and its expected stage, the engine URLs), `/healthz`.
 The scenario is fast-forwarded by its `warmup_seconds` before the first request is answered, so
 queues and caches are already in their steady state; after that a ticker advances the model to
-the wall clock every 100 ms and rewrites the sysfs tree every second. With `realtime=False` the
+the wall clock every 100 ms and rewrites the sysfs tree every second; a replica that a phase
+restarts is served by a process of its own (replica_process.py, `engine_url`). With `realtime=False` the
 caller advances the node itself (offline mode serves the same routes to the exporter's sources).
 """
 
@@ -25,6 +26,7 @@ from exporter.simulate.dcgm_text import pod_name, render_dcgm
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.pd_engine import DecodeReplica, PrefillReplica
 from exporter.simulate.pd_sglang_text import render_sglang as render_sglang_pd
+from exporter.simulate.replica_process import ReplicaProcess
 from exporter.simulate.sglang_text import render_sglang
 from exporter.simulate.sysfs import SysfsWriter
 from exporter.simulate.vllm_text import render_vllm
@@ -97,6 +99,8 @@ class SimulationServer(IndexedServer):
         self._sysfs = SysfsWriter(sysfs_out) if sysfs_out else None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: replica index -> its own process, for the replicas a phase restarts (served live only)
+        self._processes: dict[int, ReplicaProcess] = {}
         #: (monotonic, simulated) seconds at which the live clock started; None until `start`
         self._origin: tuple[float, float] | None = None
         super().__init__(host, port)
@@ -111,6 +115,9 @@ class SimulationServer(IndexedServer):
         self.started_wall = time.time() - self.node.now
         if self.realtime:
             self._origin = (time.monotonic(), self.node.now)
+            restarted = {p.restart.replica for p in self.node.scenario.phases if p.restart is not None}
+            self._processes = {i: ReplicaProcess(self.host, f"{self.url}/engine/{i}/metrics") for i in restarted}
+            self._follow_restarts()
         self._spawn(self._http.serve_forever, "sim-http")
         if self.realtime:
             self._spawn(self._tick, "sim-clock")
@@ -122,6 +129,22 @@ class SimulationServer(IndexedServer):
         self._http.server_close()
         for thread in self._threads:
             thread.join(timeout=5)
+        for process in self._processes.values():
+            process.stop()
+
+    def engine_url(self, index: int) -> str:
+        """Where the exporter scrapes replica `index`: its own process's port for a replica that
+        restarts, else its path on this server."""
+        process = self._processes.get(index)
+        return process.url if process is not None else f"{self.url}/engine/{index}/metrics"
+
+    def _follow_restarts(self) -> None:
+        """A replica restarted by the model gets a fresh process, loading as long as it has left."""
+        for index, process in self._processes.items():
+            replica = self.node.replicas[index]
+            if process.started_at != replica.started_at:
+                loading = self.node.loading_until.get(index, self.node.now) - self.node.now
+                process.start(replica.started_at, max(0.0, loading))
 
     def write_sysfs(self) -> None:
         if self._sysfs is not None:
@@ -144,6 +167,7 @@ class SimulationServer(IndexedServer):
             try:
                 with self.lock:
                     self._catch_up()
+                    self._follow_restarts()
                     if time.monotonic() >= next_sysfs:
                         self.write_sysfs()
                         next_sysfs = time.monotonic() + SYSFS_SECONDS
@@ -163,6 +187,8 @@ class SimulationServer(IndexedServer):
             except Exception:  # as the ticker does: serve the last state
                 log.exception("simulation step failed")
             refusal = self.node.unavailable("engine" if match else "gpu") if match or path == "/gpu/metrics" else None
+            if match and self.node.loading(int(match.group(1))):
+                refusal = "loading its model after a restart"
             if refusal:
                 return 503, "text/plain; charset=utf-8", (refusal + "\n").encode()
             if match and int(match.group(1)) < len(self.node.replicas):
@@ -192,7 +218,7 @@ class SimulationServer(IndexedServer):
             "engines": [
                 {
                     "index": r.index,
-                    "url": f"/engine/{r.index}/metrics",
+                    "url": self._processes[r.index].url if r.index in self._processes else f"/engine/{r.index}/metrics",
                     "engine_type": r.engine_type,
                     **self._role(r),
                     "model": r.model.served_name,
@@ -225,7 +251,7 @@ class SimulationServer(IndexedServer):
             "engines": [
                 {
                     "index": r.index,
-                    "url": f"{self.url}/engine/{r.index}/metrics",
+                    "url": self.engine_url(r.index),
                     "engine_type": r.engine_type,
                     **self._role(r),
                     "model": r.model.served_name,

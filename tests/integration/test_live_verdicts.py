@@ -54,6 +54,7 @@ AT_ONCE = int(os.environ.get("LIVE_VERDICT_AT_ONCE", "6"))
 # can be starved past the 2 s default deadline for a minute, and every engine reads as down. What is
 # tested is the verdicts, not the deadline: scrapes get room.
 ROOMY = {"engine_defaults": {"timeout_seconds": REQUEST_BOUND_SECONDS}}
+NO_VERDICT_STATES = ("asleep", "loading", "warming_up")
 
 
 def compressed(name: str) -> tuple[str, float]:
@@ -192,9 +193,10 @@ def live_run(name: str, workdir: Path, seed: int | None = None) -> LiveRun:
             phase = index["phase"]
             phase_started = max(float(phase["start_seconds"]), started)
             evaluated = now - _behind(report) - phase_started >= WINDOW_SECONDS
-            # An engine asleep (the sleeping-replica scenario) is listed with no verdict by design.
-            report["engines"] = [e for e in report["engines"] if e.get("state") != "asleep"]
-            plain_report["engines"] = [e for e in plain_report["engines"] if e.get("state") != "asleep"]
+            # An engine asleep (sleeping-replica) or starting (replica-restart) is listed with no
+            # verdict by design.
+            report["engines"] = [e for e in report["engines"] if e.get("state") not in NO_VERDICT_STATES]
+            plain_report["engines"] = [e for e in plain_report["engines"] if e.get("state") not in NO_VERDICT_STATES]
             run.reads.append((phase["name"], evaluated, [(e["role"], e["primary"]) for e in report["engines"]]))
             run.transfer_evidence += [
                 " | ".join(e["evidence"]) for e in report["engines"] if evaluated and e["primary"] == "kv_transfer"

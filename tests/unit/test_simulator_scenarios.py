@@ -28,6 +28,7 @@ BUILT_IN = (
     "prefill-long-prompts",
     "prompt-growth",
     "queue-overload",
+    "replica-restart",
     "sleeping-replica",
 )
 
@@ -41,8 +42,10 @@ def test_every_phase_names_a_known_stage_and_the_scenario_exercises_one(name):
     scenario = load_scenario(name)
     stages = {p.expected_stage for p in scenario.phases}
     assert stages <= {"none", *(stage.id for stage in of(ENGINE))}
-    # a scenario shows a stage, or findings of the node's health (evidence, not stages)
-    assert name in ("healthy", "pd-healthy") or stages - {"none"} or any(p.expected_findings for p in scenario.phases)
+    # a scenario shows a stage, findings of the node's health (evidence, not stages), or an
+    # engine's start (a state: loading, warming up)
+    shows = stages - {"none"} or any(p.expected_findings or p.restart for p in scenario.phases)
+    assert name in ("healthy", "pd-healthy") or shows
     assert scenario.warmup_seconds <= 90  # steady state well within 60 s of wall time after it
 
 
@@ -83,6 +86,14 @@ def test_list_shows_every_scenario_with_its_stages():
             "degraded-fabric",
             ("{kind: ecn_disabled, device: mlx5_6/1}", "{kind: ecn_disabled}"),
             "phases[0].expected_findings[2].device",
+        ),
+        ("replica-restart", ("{replica: 7,", "{replica: 8,"), "phases[1].restart.replica"),
+        ("replica-restart", ("load_seconds: 40}", "load_seconds: -1}"), "phases[1].restart.load_seconds"),
+        ("replica-restart", ("load_seconds: 40}", "load_seconds: 40, pod: x}"), "phases[1].restart.pod"),
+        (
+            "replica-restart",
+            ("    expected_stage: none\n    note: eight", "    restart: {replica: 1}\n    note: eight"),
+            "phases[0].restart",
         ),
     ],
 )

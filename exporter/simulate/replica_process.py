@@ -1,0 +1,139 @@
+"""A restarting replica's own process on the wire (restarts.py), as a live node serves it.
+
+vLLM's API server binds its port before it loads the model: while it loads, a connection is taken
+into the kernel's backlog and nothing answers it. The host source finds the process listening on
+the replica's port and reads its start time; the engine's scrape times out. That pair is what the
+exporter calls `loading` (exporter/health/startup.py). This process does the same: it binds the
+port at once, accepts nothing for `--load-seconds`, then answers every request with what the
+simulator serves at the replica's own path (`--upstream`).
+
+    python -m exporter.simulate.replica_process --port PORT --upstream URL --load-seconds S
+
+`ReplicaProcess` is the simulator's side: one child per restarting replica, on one port for the
+whole run (a Service's address does not move when its pod restarts), replaced at each restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+#: what the child's forwarded request may take (the simulator answers in milliseconds)
+UPSTREAM_TIMEOUT_SECONDS = 10.0
+BACKLOG = 128
+STOP_SECONDS = 5.0
+#: how often the child checks that the simulator that started it is still there
+PARENT_CHECK_SECONDS = 1.0
+
+
+class ReplicaProcess:
+    """The child process of one replica, on `port` (chosen once: the first free one)."""
+
+    def __init__(self, host: str, upstream: str) -> None:
+        self.host, self.upstream = host, upstream
+        with socket.socket(_family(host), socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+            self.port = probe.getsockname()[1]
+        self.process: subprocess.Popen[bytes] | None = None
+        #: the simulated start time of the replica process this child stands for
+        self.started_at: float | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def start(self, started_at: float, load_seconds: float) -> None:
+        """A fresh child (the old one ended first), loading for `load_seconds`."""
+        self.stop()
+        command = [sys.executable, "-m", "exporter.simulate.replica_process", "--host", self.host]
+        command += ["--port", str(self.port), "--upstream", self.upstream, "--load-seconds", f"{load_seconds:.3f}"]
+        # In the simulator's process group: a test that stops the simulator's group stops it too.
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+        self.started_at = started_at
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--upstream", required=True, help="the simulator's URL of this replica's /metrics")
+    parser.add_argument("--load-seconds", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
+    listener = socket.socket(_family(args.host), socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((args.host, args.port))
+    listener.listen(BACKLOG)
+    time.sleep(args.load_seconds)  # "loading": bound, listening, accepting nothing
+    server = ThreadingHTTPServer((args.host, args.port), _forwarding(args.upstream), bind_and_activate=False)
+    server.socket.close()
+    server.socket = listener  # the socket bound while loading: no moment when the port is free
+    server.daemon_threads = True
+    server.serve_forever()
+    return 0
+
+
+def _end_with_parent(parent: int) -> None:
+    """A simulator killed outright cannot stop its children: they end when it has gone."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_SECONDS)
+    os._exit(0)
+
+
+def _fetch(url: str) -> tuple[int, str, bytes]:
+    """The simulator's answer for the replica: status, content type, body (502 when it has none)."""
+    try:
+        with urllib.request.urlopen(url, timeout=UPSTREAM_TIMEOUT_SECONDS) as answer:
+            return answer.status, answer.headers.get("Content-Type", "text/plain"), answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Content-Type", "text/plain"), exc.read()
+    except OSError as exc:
+        return 502, "text/plain", f"{exc}\n".encode()
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _forwarding(upstream: str) -> type[BaseHTTPRequestHandler]:
+    class Forward(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server API
+            status, content_type, body = _fetch(upstream)
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Forward
+
+
+if __name__ == "__main__":
+    sys.exit(main())
