@@ -1,5 +1,5 @@
-"""How the soaks judge drift: one set of budgets and rules for tests/perf/soak.py (minutes at the
-production pace, run last by scripts/test) and tests/perf/soak_72h.py (72 hours of rounds).
+"""How the soaks judge drift: one set of budgets and rules for tests/perf/soak.py, whether it runs
+3 hours of rounds (scripts/test, last) or 72.
 
 A soak measures two stretches of an exporter's life, an early one and a late one (a `Window`
 each), and `judge` compares them:

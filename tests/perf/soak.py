@@ -10,8 +10,9 @@ scripts/test runs `--hours 3` (about 4 minutes) last, alone on the machine. What
 changes every round:
 
 * the simulator's node (8 vLLM engines on 8 GPUs, dcgm-exporter text, an RDMA sysfs tree),
-  restarted with the next scenario every 200 rounds: its engines refuse connections a moment and
-  their counters start from zero;
+  restarted with the next of eight scenarios every 90 rounds, so that every hour serves each of
+  them once (an hour of queues beside one of idle engines would compare unlike working sets): its
+  engines refuse connections a moment and their counters start from zero;
 * tests/perf/soak_targets.py's churning engine (values and counters moving, counter resets, models
   replaced), a flapping one, a slow one and a hostile one (see there).
 
@@ -64,7 +65,7 @@ from tests.support import REQUEST_BOUND_SECONDS, log_tail, stop_group, wait_unti
 ROUND_SECONDS = 5.0  # the production round each real round stands for
 HOUR = int(3600 / ROUND_SECONDS)  # rounds in a simulated hour
 SAMPLE_ROUNDS = 12  # a simulated minute
-RESTART_ROUNDS = 200
+RESTART_ROUNDS = HOUR // len(SCENARIOS)  # each hour serves every scenario once
 STALL_SECONDS = 60.0
 DICTATED = ("slow", "hostile")  # targets whose time the soak sets: left out of collection time
 BESIDE = "beside"  # the old exporter's bucket while the fresh one runs its hour 2

@@ -1,4 +1,4 @@
-"""The parts both soaks drive (tests/perf/soak.py, tests/perf/soak_72h.py): a work folder that
+"""The parts the soak drives (tests/perf/soak.py): a work folder that
 only a failed run keeps, the simulator, `serve` as a black box (a process and its HTTP), and a
 scraper that reads /metrics the way Prometheus does.
 """
@@ -39,6 +39,7 @@ SCENARIOS = (
     "host-overhead",
     "prefill-long-prompts",
     "prompt-growth",
+    "admission-limit",
 )
 ENGINES = 8  # the simulator's node: 8 vLLM engines on 8 GPUs
 

