@@ -40,6 +40,14 @@ from exporter.simulate.view import ExporterReading, natural_key
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 DASHBOARD = "dashboards/generated/bottleneck-diagnosis.json"
 NO_STAGE = ("none", MISSING)  # /diagnosis says "none"; MISSING before the first diagnosis
+#: an engine's state in place of a stage where it has no verdict by design (exporter/diagnosis/states.py)
+STATE_WORDS = {"loading": "(loading)", "warming_up": "(warming up)", "asleep": "(asleep)"}
+#: what the demo says under the table of the engines in such a state
+STATE_LINES = {
+    "(loading)": "loading its model: no verdict until it serves",
+    "(warming up)": "warming up: no verdict until its cold regime ends (health.warmup_seconds)",
+    "(asleep)": "asleep: out of the router's pool, no verdict until it wakes",
+}
 
 
 @dataclass(frozen=True)
@@ -103,7 +111,12 @@ class _EngineView:
     @property
     def score(self) -> float:
         """The primary stage's score; with no primary, the highest (how close the engine came)."""
-        return self.scores.get(self.nearest_stage if self.primary in NO_STAGE else self.primary, 0.0)
+        return self.scores.get(self.nearest_stage if self.quiet else self.primary, 0.0)
+
+    @property
+    def quiet(self) -> bool:
+        """No stage named: none, not diagnosed yet, or a state with no verdict (loading, ...)."""
+        return self.primary in NO_STAGE or self.primary in STATE_WORDS.values()
 
     def evidence_for(self, stage: str) -> list[str]:
         """The evidence /diagnosis gives for `stage`, strongest first, without the "stage score: " prefix."""
@@ -121,7 +134,11 @@ def _engines(reading: ExporterReading, diagnosis: dict[str, Any] | None) -> list
     views = []
     for name in sorted(set(reading.engines) | set(by_name), key=natural_key):
         doc = by_name.get(name, {})
-        primary = doc.get("primary") or str(reading.engines.get(name, {}).get("primary") or MISSING)
+        primary = (
+            doc.get("primary")
+            or STATE_WORDS.get(doc.get("state", ""))
+            or str(reading.engines.get(name, {}).get("primary") or MISSING)
+        )
         scores, evidence, actions = dict(doc.get("scores", {})), list(doc.get("evidence", [])), doc.get("actions", [])
         down = reading.engines.get(name, {}).get("up") == 0
         views.append(_EngineView(name, primary, scores, evidence, list(actions), down))
@@ -176,7 +193,7 @@ def _table(engines: list[_EngineView], reading: ExporterReading, width: int) -> 
             sm, dram = _gpu_mean(reading, engine.name, "sm"), _gpu_mean(reading, engine.name, "dram")
             row += f" {number(sm, '.2f'):>5} {number(dram, '.2f'):>5}"
         line = Text(row + "  ")
-        quiet = engine.primary in NO_STAGE
+        quiet = engine.quiet
         if engine.down:
             line.append(crop("down: last scrape failed", stage_width), style="bold red")
         else:
@@ -222,11 +239,16 @@ def _groups(engines: list[_EngineView], enter: float, width: int, status: DemoSt
     for engine in engines:
         if not engine.down:
             by_stage.setdefault(engine.primary, []).append(engine)
-    ordered = sorted(by_stage.items(), key=lambda i: (i[0] in NO_STAGE, -max(e.score for e in i[1]), i[0]))
+    ordered = sorted(by_stage.items(), key=lambda i: (i[1][0].quiet, -max(e.score for e in i[1]), i[0]))
     groups = []
     for stage, members in ordered:
         names = engine_set([e.name for e in members], len(engines))
         top = max(members, key=lambda e: e.score)
+        if stage in STATE_LINES:
+            head = Text(f"{names} {STATE_LINES[stage]}", style="dim")
+            head.truncate(width, overflow="ellipsis")
+            groups.append(Group(head, [], []))
+            continue
         if stage in NO_STAGE:
             head = Text(f"no bottleneck on {names}", style="bold green")
             why: list[Item] = []
@@ -374,7 +396,7 @@ def plain_line(status: DemoStatus, reading: ExporterReading, diagnosis: dict[str
         f"engines={len(engines)}",
         f"primary={primary or MISSING}",
     ]
-    active = [e for e in engines if e.primary not in NO_STAGE]
+    active = [e for e in engines if not e.quiet]
     if active:
         top = max(active, key=lambda e: e.score)
         fields.append(f"top={top.name}:{top.primary}:{top.score:.2f}")
