@@ -257,3 +257,17 @@ def test_companions_not_answering_read_as_nothing_pending_and_pages_unknown():
     assert _pending_alerts(nobody) == ()
     assert _firing_pages(nobody) is None  # the frame then says "Alertmanager not answering"
     assert "pages  Alertmanager not answering" in "\n".join(_screen(80, 24, pages=None))
+
+
+@pytest.mark.parametrize(("state", "word"), [("loading", "(loading)"), ("warming_up", "(warming up)")])
+def test_an_engine_starting_shows_its_state_not_a_dash_or_no_bottleneck(state, word):
+    diagnosis = _diagnosis()
+    starting = diagnosis["engines"][7]
+    starting.update(primary=None, scores={}, active=[], evidence=[], actions=[], state=state)
+    screen = _screen(80, 24, diagnosis)
+    row = next(line for line in screen if line.startswith(starting["engine"] + " "))
+    assert row.rstrip().endswith(word), row
+    assert "vllm-codellama-13b-7" not in next(line for line in screen if "decode_memory_bandwidth on" in line)
+    tall = "\n".join(_screen(80, 40, diagnosis))  # room for every group: its own line, below the stages
+    assert f"{starting['engine']} {word[1:-1]}" in tall and "no bottleneck on vllm-codellama-13b-6" in tall
+    assert tall.index("no bottleneck on") < tall.index(f"{starting['engine']} {word[1:-1]}")
