@@ -22,9 +22,9 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from exporter.simulate.http_serving import TEXT_TYPE, http_server
+from exporter.simulate.local_http import text
 
 #: what the child's forwarded request may take (the simulator answers in milliseconds)
 UPSTREAM_TIMEOUT_SECONDS = 10.0
@@ -84,12 +84,22 @@ def main(argv: list[str] | None = None) -> int:
     listener.bind((args.host, args.port))
     listener.listen(BACKLOG)
     time.sleep(args.load_seconds)  # "loading": bound, listening, accepting nothing
-    server = ThreadingHTTPServer((args.host, args.port), _forwarding(args.upstream), bind_and_activate=False)
-    server.socket.close()
-    server.socket = listener  # the socket bound while loading: no moment when the port is free
-    server.daemon_threads = True
-    server.serve_forever()
+    # The socket bound while loading serves: there is no moment when the port is free.
+    http_server(args.host, args.port, _Forward(args.upstream), listener).serve_forever()
     return 0
+
+
+class _Forward:
+    """Every path answers with the simulator's page of the replica (503 when it has none)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+
+    def respond(self, path: str) -> tuple[int, str, bytes]:
+        body = text(self.upstream, UPSTREAM_TIMEOUT_SECONDS)
+        if body is None:
+            return 503, "text/plain; charset=utf-8", b"the simulator did not answer for this replica\n"
+        return 200, TEXT_TYPE, body.encode()
 
 
 def _end_with_parent(parent: int) -> None:
@@ -99,40 +109,8 @@ def _end_with_parent(parent: int) -> None:
     os._exit(0)
 
 
-def _fetch(url: str) -> tuple[int, str, bytes]:
-    """The simulator's answer for the replica: status, content type, body (502 when it has none)."""
-    try:
-        with urllib.request.urlopen(url, timeout=UPSTREAM_TIMEOUT_SECONDS) as answer:
-            return answer.status, answer.headers.get("Content-Type", "text/plain"), answer.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("Content-Type", "text/plain"), exc.read()
-    except OSError as exc:
-        return 502, "text/plain", f"{exc}\n".encode()
-
-
 def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
-
-
-def _forwarding(upstream: str) -> type[BaseHTTPRequestHandler]:
-    class Forward(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self) -> None:  # noqa: N802 - http.server API
-            status, content_type, body = _fetch(upstream)
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            try:
-                self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    return Forward
 
 
 if __name__ == "__main__":

@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from typing import Any
 
 from exporter.simulate.amd_text import render_amd
 from exporter.simulate.dcgm_text import pod_name, render_dcgm
+from exporter.simulate.http_serving import TEXT_TYPE, http_server
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.pd_engine import DecodeReplica, PrefillReplica
 from exporter.simulate.pd_sglang_text import render_sglang as render_sglang_pd
@@ -34,7 +33,6 @@ from exporter.simulate.vllm_text import render_vllm
 log = logging.getLogger(__name__)
 #: the exporter whose text `/gpu/metrics` speaks, by GPU vendor (also the `--gpu` mode that reads it)
 GPU_TEXT_FORMATS = {"nvidia": "dcgm-exporter", "amd": "amd-exporter"}
-TEXT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TICK_SECONDS = 0.1
 SYSFS_SECONDS = 1.0
 _ENGINE_PATH = re.compile(r"^/engine/(\d+)/metrics$")
@@ -275,40 +273,3 @@ def _phase_json(phase: Any) -> dict[str, Any]:
         "expected_findings": [finding.as_json() for finding in phase.expected_findings],
         "note": phase.note,
     }
-
-
-class Responder(Protocol):
-    def respond(self, path: str) -> tuple[int, str, bytes]: ...
-
-
-def http_server(host: str, port: int, owner: Responder) -> ThreadingHTTPServer:
-    """A threading HTTP server on `host:port` (IPv6 when the host has a colon) answering with `owner`."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # One server answers every engine of a node, and an exporter connects to all of them at once
-    # (exporter.sources.multiplex): socketserver's backlog of 5 dropped the handshakes past it, which
-    # the kernel then retried a second or more later. uvicorn, vLLM's server, listens with 2048.
-    attributes = {"address_family": family, "daemon_threads": True, "allow_reuse_address": True}
-    server_class = type("_Server", (ThreadingHTTPServer,), {**attributes, "request_queue_size": 128})
-    return server_class((host, port), _handler(owner))
-
-
-def _handler(owner: Responder) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "llm-bottleneck-simulator"
-
-        def do_GET(self) -> None:  # noqa: N802 - http.server API
-            status, content_type, body = owner.respond(self.path.split("?", 1)[0])
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            try:
-                self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    return Handler
