@@ -349,14 +349,16 @@ def _engine_stages(primary: list[Series], scores: list[Series]) -> dict[str, Eng
 
 
 def _timeline(primary: list[Series], start: float, end: float, step: float) -> Timeline:
+    """Each engine's primary stage at each step of the range query. A point belongs to the step
+    nearest it: Prometheus evaluates at start + k * step as the request wrote them, to the
+    millisecond, so a step like 12.0684 s does not land on this grid's floats exactly."""
     times = [start + i * step for i in range(int((end - start) // step) + 1)]
-    index = {t: i for i, t in enumerate(times)}
     engines: dict[str, list[str | None]] = {}
     for s in primary:
         row = engines.setdefault(s.labels.get("engine", ""), [None] * len(times))
         for t, v in s.points:
-            i = index.get(t)
-            if i is not None and v == 1:
+            i = round((t - start) / step)
+            if 0 <= i < len(times) and v == 1:
                 row[i] = s.labels.get("stage", NONE)
     return Timeline(times, dict(sorted(engines.items())))
 
