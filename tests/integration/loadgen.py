@@ -174,9 +174,23 @@ class _Connection:
         self._connection: http.client.HTTPConnection | None = None
 
     def post(self, path: str, payload: dict[str, Any]) -> http.client.HTTPResponse:
+        """The response to one request. A kept-alive connection the server has closed meanwhile
+        (uvicorn closes one idle for 5 s; a starved worker thread can leave it that long) fails
+        before any response with a broken pipe, a reset or a disconnect: the server never took that
+        request, so it is sent once more on a new connection, as urllib3 and aiohttp do."""
+        body = json.dumps(payload).encode()
+        reused = self._connection is not None
+        try:
+            return self._send(path, body)
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            self.close()
+            if not reused:
+                raise
+            return self._send(path, body)
+
+    def _send(self, path: str, body: bytes) -> http.client.HTTPResponse:
         if self._connection is None:
             self._connection = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)
-        body = json.dumps(payload).encode()
         self._connection.request("POST", self._prefix + path, body=body, headers={"Content-Type": "application/json"})
         return self._connection.getresponse()
 

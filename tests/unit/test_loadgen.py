@@ -56,3 +56,27 @@ def test_a_token_without_text_is_the_first_token_and_text_comes_later() -> None:
     # Strictly earlier: had TTFT waited for text, both would be the same reading. No bound in
     # seconds: on a busy machine the client may read both chunks late and close together.
     assert record.ttft_s < record.first_text_s <= record.e2e_s
+
+
+def test_a_kept_alive_connection_the_server_closed_is_sent_again_on_a_new_one() -> None:
+    """uvicorn closes a connection left idle for 5 s without a word; the next request on it fails
+    before any response. The server never took it, so the client sends it once more."""
+    stream = _streaming([(0.0, {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1}})])
+    served = []
+
+    def respond_then_hang_up(handler) -> None:
+        stream(handler)
+        served.append(handler.client_address)
+        handler.close_connection = True  # closed after the answer, without `Connection: close`
+
+    server = RouteServer({"/v1/completions": respond_then_hang_up})
+    connection = _Connection(server.url(""), 10.0)
+    records = [RequestRecord(started=time.time(), prompt_words=5, max_tokens=1, shared_prefix=False) for _ in range(2)]
+    try:
+        for record in records:
+            _stream_completion(connection, "/v1/completions", {}, record, 10.0)
+    finally:
+        connection.close()
+        server.close()
+    assert [r.error for r in records] == [None, None] and [r.completion_tokens for r in records] == [1, 1]
+    assert len(served) == 2 and served[0] != served[1]  # the second came on a new connection
