@@ -5,7 +5,10 @@ start time from the host, its metrics silent), then `warming_up` from its first 
 `health.warmup_seconds`, then `up`; no engine reads a bottleneck through it.
 
 The built-in `replica-restart` scenario, with its restart moved RESTART_AFTER_SECONDS into the live
-run and the exporter's cold regime shortened (WARMUP_SECONDS) to keep the test short.
+run (the exporter starts after the simulator, since it scrapes the replica's own port, and must
+read the replica up before the restart even on a loaded host) and the exporter's cold regime
+shortened (WARMUP_SECONDS). Times are the exporter's (its report's `generated_at`), not the
+moment of the read: on a loaded host the exporter's rounds run seconds behind.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 
@@ -29,12 +33,14 @@ from tests.support import REPO, REQUEST_BOUND_SECONDS, answers, free_port, log_t
 pytestmark = pytest.mark.integration
 
 SCENARIO = "replica-restart"
-RESTART_AFTER_SECONDS = 25.0
+RESTART_AFTER_SECONDS = 60.0
 WARMUP_SECONDS = 20.0
 INTERVAL_SECONDS = 2.0
 POLL_SECONDS = 1.0
-#: after the replica has loaded: its first request, its cold regime, and rounds to see it end
-AFTER_LOAD_SECONDS = WARMUP_SECONDS + 30.0
+#: past the restart, load and warm-up: how long the test waits for the replica to read up again
+PATIENCE_SECONDS = 120.0
+#: the share of the other engines' reads that may name a stage (a starved simulator's catch-up)
+STRAY_VERDICTS = 0.05
 
 
 def scenario_text() -> tuple[str, float]:
@@ -63,8 +69,8 @@ def test_a_restarting_replica_reads_loading_then_warming_up_then_up(tmp_path: Pa
     logs = {role: tmp_path / f"{role}.log" for role in ("simulate", "serve")}
     popen = {"cwd": REPO, "stdout": subprocess.DEVNULL, "start_new_session": True}
     sim = exporter = None
-    states: list[tuple[float, str, str]] = []  # (seconds since the restart, state, message)
-    bottlenecks: list[tuple[str, str]] = []
+    states: list[tuple[float, str, str]] = []  # (the exporter's seconds since the restart, state, message)
+    others: list[tuple[str, str]] = []  # (engine, primary) of every other engine at every read
     try:
         sim = subprocess.Popen(
             [sys.executable, "-m", "exporter", "simulate", "--scenario", str(scenario_file)]
@@ -88,36 +94,51 @@ def test_a_restarting_replica_reads_loading_then_warming_up_then_up(tmp_path: Pa
         )
         serving = lambda: answers(exporter_url + "/healthz")  # noqa: E731
         wait_until_serving(exporter, serving, "serve", lambda: log_tail(logs["serve"]))
-        restart_at = float(index["phases"][1]["start_seconds"])
-        end = restart_at + load_seconds + AFTER_LOAD_SECONDS
-        deadline = time.monotonic() + (end - float(index["simulated_seconds"])) + 60.0
-        now = float(index["simulated_seconds"])
-        while now < end and time.monotonic() < deadline:
+        # The simulator's clock is the wall clock from its start: the restart's Unix time.
+        restart_wall = time.time() - float(index["simulated_seconds"]) + float(index["phases"][1]["start_seconds"])
+        deadline = time.monotonic() + (restart_wall - time.time()) + load_seconds + WARMUP_SECONDS + PATIENCE_SECONDS
+        while not _came_back(states) and time.monotonic() < deadline:
             time.sleep(POLL_SECONDS)
             try:
-                now = float(requests.get(sim_url + "/", timeout=REQUEST_BOUND_SECONDS).json()["simulated_seconds"])
                 report = requests.get(exporter_url + "/diagnosis", timeout=REQUEST_BOUND_SECONDS).json()
             except requests.RequestException:
                 continue  # a read lost to a busy host is not a state
+            at = round(datetime.fromisoformat(report["generated_at"]).timestamp() - restart_wall, 1)
             for engine in report["engines"]:
                 if engine["engine"] == name:
-                    states.append((round(now - restart_at, 1), engine["state"], engine.get("state_message") or ""))
-                elif engine.get("primary") not in (None, "none"):
-                    bottlenecks.append((engine["engine"], engine["primary"]))
+                    states.append((at, engine["state"], engine.get("state_message") or ""))
+                else:
+                    others.append((engine["engine"], engine.get("primary") or "none"))
     finally:
         for process in (exporter, sim):
             if process is not None:
                 stop_group(process)
-    seen = [state for _, state, _ in states]
-    order = [s for i, s in enumerate(seen) if i == 0 or s != seen[i - 1]]
+    order = _order(states)
     context = f"{order}\n{states}\nserve: {log_tail(logs['serve'], 1500)}"
     assert order[:1] == ["up"], context
-    assert "loading" in order and "warming_up" in order, context
-    assert order.index("loading") < order.index("warming_up") < len(order) - 1 - order[::-1].index("up"), context
+    assert _came_back(states), context
     assert "down" not in order[order.index("loading") :], context  # loading is not read as down
     loading = [(t, message) for t, state, message in states if state == "loading"]
-    assert loading[0][0] < load_seconds / 2, f"loading seen late: {loading[:3]}"
-    assert all(t < load_seconds + 2 * INTERVAL_SECONDS + 5 for t, _ in loading), context
+    # A round's time is its start: a round begun just before the restart may read it.
+    assert -INTERVAL_SECONDS <= loading[0][0] < load_seconds / 2, f"loading seen late: {loading[:3]}"
     assert all("its process has run" in message for _, message in loading), loading
-    assert order[-1] == "up", context
-    assert bottlenecks == [], bottlenecks
+    warming = [t for t, state, _ in states if state == "warming_up"]
+    assert warming[0] >= load_seconds - INTERVAL_SECONDS, f"warming up before it had loaded: {states}"
+    stray = [read for read in others if read[1] != "none"]
+    assert len(stray) <= STRAY_VERDICTS * len(others), stray
+
+
+def _order(states: list[tuple[float, str, str]]) -> list[str]:
+    """The states in the order read, each run of one state once."""
+    seen = [state for _, state, _ in states]
+    return [s for i, s in enumerate(seen) if i == 0 or s != seen[i - 1]]
+
+
+def _came_back(states: list[tuple[float, str, str]]) -> bool:
+    """Loading, then warming up, then up: the whole restart read."""
+    order = _order(states)
+    for step in ("loading", "warming_up", "up"):
+        if step not in order:
+            return False
+        order = order[order.index(step) + 1 :]
+    return True
