@@ -9,6 +9,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Protocol
 
 TEXT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# One server answers every engine of a node, and an exporter connects to all of them at once
+# (exporter.sources.multiplex): socketserver's backlog of 5 dropped the handshakes past it, which
+# the kernel then retried a second or more later. uvicorn, vLLM's server, listens with 2048.
+BACKLOG = 128
+
+
+def address_family(host: str) -> socket.AddressFamily:
+    """IPv6 when the host has a colon."""
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def base_url(host: str, port: int) -> str:
+    """http://host:port, an IPv6 host in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 class Responder(Protocol):
@@ -16,14 +30,10 @@ class Responder(Protocol):
 
 
 def http_server(host: str, port: int, owner: Responder, listener: socket.socket | None = None) -> ThreadingHTTPServer:
-    """A threading HTTP server on `host:port` (IPv6 when the host has a colon) answering with `owner`;
+    """A threading HTTP server on `host:port` answering with `owner`;
     on `listener` where the caller has bound and listens already."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # One server answers every engine of a node, and an exporter connects to all of them at once
-    # (exporter.sources.multiplex): socketserver's backlog of 5 dropped the handshakes past it, which
-    # the kernel then retried a second or more later. uvicorn, vLLM's server, listens with 2048.
-    attributes = {"address_family": family, "daemon_threads": True, "allow_reuse_address": True}
-    server_class = type("_Server", (ThreadingHTTPServer,), {**attributes, "request_queue_size": 128})
+    attributes = {"address_family": address_family(host), "daemon_threads": True, "allow_reuse_address": True}
+    server_class = type("_Server", (ThreadingHTTPServer,), {**attributes, "request_queue_size": BACKLOG})
     if listener is None:
         return server_class((host, port), _handler(owner))
     server = server_class((host, port), _handler(owner), bind_and_activate=False)

@@ -23,12 +23,11 @@ import sys
 import threading
 import time
 
-from exporter.simulate.http_serving import TEXT_TYPE, http_server
+from exporter.simulate.http_serving import BACKLOG, TEXT_TYPE, address_family, base_url, http_server
 from exporter.simulate.local_http import text
 
 #: what the child's forwarded request may take (the simulator answers in milliseconds)
 UPSTREAM_TIMEOUT_SECONDS = 10.0
-BACKLOG = 128
 STOP_SECONDS = 5.0
 #: how often the child checks that the simulator that started it is still there
 PARENT_CHECK_SECONDS = 1.0
@@ -39,7 +38,7 @@ class ReplicaProcess:
 
     def __init__(self, host: str, upstream: str) -> None:
         self.host, self.upstream = host, upstream
-        with socket.socket(_family(host), socket.SOCK_STREAM) as probe:
+        with socket.socket(address_family(host), socket.SOCK_STREAM) as probe:
             probe.bind((host, 0))
             self.port = probe.getsockname()[1]
         self.process: subprocess.Popen[bytes] | None = None
@@ -48,8 +47,7 @@ class ReplicaProcess:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
+        return base_url(self.host, self.port) + "/metrics"
 
     def start(self, started_at: float, load_seconds: float) -> None:
         """A fresh child (the old one ended first), loading for `load_seconds`."""
@@ -79,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-seconds", type=float, default=0.0)
     args = parser.parse_args(argv)
     threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
-    listener = socket.socket(_family(args.host), socket.SOCK_STREAM)
+    listener = socket.socket(address_family(args.host), socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((args.host, args.port))
     listener.listen(BACKLOG)
@@ -107,10 +105,6 @@ def _end_with_parent(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(PARENT_CHECK_SECONDS)
     os._exit(0)
-
-
-def _family(host: str) -> socket.AddressFamily:
-    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
 if __name__ == "__main__":

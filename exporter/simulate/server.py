@@ -21,7 +21,7 @@ from typing import Any
 
 from exporter.simulate.amd_text import render_amd
 from exporter.simulate.dcgm_text import pod_name, render_dcgm
-from exporter.simulate.http_serving import TEXT_TYPE, http_server
+from exporter.simulate.http_serving import TEXT_TYPE, base_url, http_server
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.pd_engine import DecodeReplica, PrefillReplica
 from exporter.simulate.pd_sglang_text import render_sglang as render_sglang_pd
@@ -52,8 +52,7 @@ class IndexedServer:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return base_url(self.host, self.port)
 
     def index(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -216,7 +215,7 @@ class SimulationServer(IndexedServer):
             "engines": [
                 {
                     "index": r.index,
-                    "url": self._processes[r.index].url if r.index in self._processes else f"/engine/{r.index}/metrics",
+                    "url": self.engine_url(r.index).removeprefix(self.url),  # a path here, else its own
                     "engine_type": r.engine_type,
                     **self._role(r),
                     "model": r.model.served_name,
