@@ -81,6 +81,8 @@ class _Track:
     woke_at: float | None = None
     was_asleep: bool = False
     restarts: list[float] = field(default_factory=list)
+    #: the last round its metrics answered
+    last_up_at: float | None = None
 
 
 class EngineStarts:
@@ -100,6 +102,13 @@ class EngineStarts:
 
     def _judge(self, name: str, engine: EngineFacts, track: _Track, wall: float, s: HealthSettings) -> Startup:
         start = engine.start_time
+        if engine.up:
+            track.last_up_at = wall
+        elif start is not None and track.last_up_at is not None and start < track.last_up_at - SAME_START_SECONDS:
+            # A process that ran while the engine last answered is the engine's own, hung or stopping
+            # (a child that inherited the listening socket outlives its parent for a moment): not a
+            # new start, and not loading. Only a process started since can be a restart.
+            start = None
         if start is not None and (track.started_at is None or abs(start - track.started_at) > SAME_START_SECONDS):
             if track.started_at is not None:
                 track.restarts.append(start)
@@ -108,7 +117,7 @@ class EngineStarts:
             track.served_baseline = engine.served_total if engine.up else None
             track.seen_late = not fresh
         if not engine.up:
-            return self._not_up(name, engine, track, wall)
+            return self._not_up(name, start, track, wall)
         if engine.asleep:
             track.was_asleep = True
             return Startup(track.started_at, own=dict(engine.startup_seconds), restarts=list(track.restarts))
@@ -129,13 +138,13 @@ class EngineStarts:
             track.first_served_at = wall
         return self._cold(engine, track, wall, s)
 
-    def _not_up(self, name: str, engine: EngineFacts, track: _Track, wall: float) -> Startup:
-        if engine.start_time is None:  # no process seen: down, not loading (the diagnosis says so)
+    def _not_up(self, name: str, start: float | None, track: _Track, wall: float) -> Startup:
+        if start is None:  # no process seen, or the one that served: down, not loading (the diagnosis says so)
             return Startup(restarts=list(track.restarts))
-        loading = wall - engine.start_time
+        loading = wall - start
         text = f"its process has run {loading:.0f} s without serving its metrics or a request"
         finding = Finding("engine_loading", STARTUP, name, text, "llm_engine_process_start_time_seconds", loading)
-        return Startup(engine.start_time, restarts=list(track.restarts), loading_seconds=loading, findings=[finding])
+        return Startup(start, restarts=list(track.restarts), loading_seconds=loading, findings=[finding])
 
     def _cold(self, engine: EngineFacts, track: _Track, wall: float, s: HealthSettings) -> Startup:
         # First seen after it had served, the first request it serves is not known: no start-up

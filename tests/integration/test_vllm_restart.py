@@ -114,7 +114,7 @@ def test_a_restart_is_read_warmed_up_without_a_verdict_and_named_in_the_case_rev
     assert warming["state_message"].startswith("restarted") and "cold for" in warming["state_message"]
     assert warming["no_verdict"].startswith("the engine is warming up")
     after = warming["startup"]
-    assert after["started_at"] > before["started_at"] and after["restarts_seen"] == 1
+    assert after["started_at"] > before["started_at"] and after["restarts_seen"] == 1, (before, after, seen)
     assert after["startup_seconds"] is not None and after["startup_seconds"] > 0
     cold = [s for s in seen if s[0] > up_at and s[1] == "warming_up"]
     assert cold and all(primary is None for _, _, primary in cold)

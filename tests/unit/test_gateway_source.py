@@ -38,7 +38,12 @@ def server() -> Iterator[RouteServer]:
     server.close()
 
 
+#: a deadline a loaded host does not reach, for the tests whose point is not the deadline
+UNHURRIED_SECONDS = 30.0
+
+
 def source(server: RouteServer, **limits: float) -> GatewaySource:
+    limits.setdefault("timeout_seconds", UNHURRIED_SECONDS)
     return GatewaySource(
         GatewayTarget(url=server.url("/metrics"), name="gw", limits=ScrapeLimits(**limits)),  # type: ignore[arg-type]
         window_seconds=60,

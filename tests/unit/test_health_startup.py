@@ -78,6 +78,26 @@ def test_an_engine_up_long_before_the_exporter_is_serving_at_once_and_a_restart_
     assert len(restarted.startups["vllm-0"].restarts) == 1
 
 
+def test_an_engine_that_stops_answering_is_down_not_loading_and_a_leftover_child_is_no_restart() -> None:
+    clock = Clock(NodeHealth(HealthSettings(warmup_seconds=60.0)))
+    start = clock.wall - 3600
+    clock.step(engine_round(True, start, 5000))
+    hung = clock.step(engine_round(False, start, 0))
+    assert clock.state()[0] == "down" and hung.startups["vllm-0"].loading_seconds is None
+    # Stopping: the server exited, its engine child (started after it, while it served) still
+    # holds the inherited listening socket and is the process the host sees on the port.
+    leftover = clock.step(engine_round(False, start + 30, 0))
+    assert clock.state()[0] == "down" and leftover.startups["vllm-0"].restarts == []
+    assert not [f for f in leftover.findings if f.kind == "engine_loading"]
+    # The new process, started since the engine last answered: a restart, loading.
+    new_start = clock.wall + 1
+    clock.step(engine_round(False, new_start, 0))
+    assert clock.state()[0] == "loading"
+    restarted = clock.step(engine_round(True, new_start, 0))
+    assert clock.state()[:2] == ("warming_up", "restart")
+    assert restarted.startups["vllm-0"].restarts == [new_start]
+
+
 def test_a_wake_from_sleep_starts_a_cold_regime() -> None:
     clock = Clock(NodeHealth(HealthSettings(warmup_seconds=60.0)))
     start = clock.wall - 3600
