@@ -62,9 +62,13 @@ LABEL org.opencontainers.image.title="llm-bottleneck-exporter" \
       org.opencontainers.image.description="Per-node Prometheus exporter that diagnoses the bottleneck stage of LLM serving" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
+# MALLOC_ARENA_MAX=2: glibc gives threads up to eight malloc arenas per core, and the HTTP server's
+# thread per connection spreads the exporter's short-lived allocations over them; two arenas keep
+# its RSS flat after warm-up instead of creeping for hours (docs/performance.md, the soak).
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    MALLOC_ARENA_MAX=2
 USER 65532:65532
 EXPOSE 9477
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

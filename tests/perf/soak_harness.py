@@ -61,9 +61,16 @@ def work_folder(name: str) -> Iterator[tuple[Path, list[int]]]:
             print(f"soak: logs kept in {path}", flush=True)
 
 
-def start_logged(command: list[str], log: Path) -> subprocess.Popen:
+#: the environment the image sets for the exporter's allocator (Dockerfile): the soak measures the
+#: memory users run, not a default the image changes
+IMAGE_ENV = {"MALLOC_ARENA_MAX": "2"}
+
+
+def start_logged(command: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     with log.open("ab") as out:
-        return subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
 
 
 class Simulator:
@@ -115,7 +122,7 @@ class Exporter:
         (work / f"exporter-{name}.yaml").write_text(config, encoding="utf-8")
         command = [sys.executable, "-m", "exporter", "serve", "--config", str(work / f"exporter-{name}.yaml")]
         command += ["--listen", f"127.0.0.1:{self.port}", "--log-level", "warning", *args]
-        self.process = start_logged(command, self.log_path)
+        self.process = start_logged(command, self.log_path, {**os.environ, **IMAGE_ENV})
         self._ps = psutil.Process(self.process.pid)
 
     def wait_ready(self) -> None:

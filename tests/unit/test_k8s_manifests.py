@@ -272,6 +272,14 @@ def test_dockerfile_copies_only_files_that_exist_and_the_build_context_keeps():
             assert source.rstrip("/") in kept, f"COPY {source}: excluded by .dockerignore"
 
 
+def test_the_soak_runs_the_exporter_with_the_images_allocator_settings():
+    from tests.perf.soak_harness import IMAGE_ENV
+
+    image = (REPO / "Dockerfile").read_text().split("FROM runtime-${VARIANT}", 1)[1]
+    settings = dict(re.findall(r"\b([A-Z_]+)=(\S+)", " ".join(re.findall(r"^ENV (?:.*\\\n)*.*$", image, flags=re.M))))
+    assert IMAGE_ENV and all(settings.get(name) == value for name, value in IMAGE_ENV.items()), settings
+
+
 # ---- compose ---------------------------------------------------------------------------------
 
 
