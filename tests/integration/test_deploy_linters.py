@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import fcntl
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -59,13 +60,16 @@ def checkov() -> Path:
 
 
 def run_checkov(checkov: Path, *args: str) -> list[dict[str, Any]]:
-    """checkov's JSON reports; --skip-download keeps it offline (no policy or guideline fetch)."""
+    """checkov's JSON reports; --skip-download keeps it offline (no policy or guideline fetch).
+    checkov skips a directory under a hidden one unless told not to, and a test's own directory is
+    under the checkout's .cache (scripts/test's --basetemp): it would check nothing there."""
     result = subprocess.run(
         [str(checkov), *args, "--skip-download", "--output", "json", "--compact"],
         capture_output=True,
         text=True,
         timeout=600,
         cwd=REPO,
+        env={**os.environ, "CKV_IGNORE_HIDDEN_DIRECTORIES": "false"},
     )
     assert result.returncode in (0, 1), result.stderr[-3000:]
     start = result.stdout.find("[") if result.stdout.lstrip().startswith("[") else result.stdout.find("{")

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.perf.image_env import IMAGE_ENV  # noqa: E402
 from tests.support import (  # noqa: E402
     REQUEST_BOUND_SECONDS,
     answers,
@@ -59,11 +60,6 @@ def work_folder(name: str) -> Iterator[tuple[Path, list[int]]]:
             shutil.rmtree(path, ignore_errors=True)
         else:
             print(f"soak: logs kept in {path}", flush=True)
-
-
-#: the environment the image sets for the exporter's allocator (Dockerfile): the soak measures the
-#: memory users run, not a default the image changes
-IMAGE_ENV = {"MALLOC_ARENA_MAX": "2"}
 
 
 def start_logged(command: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:

@@ -30,6 +30,7 @@ from cloudcoil.models.prometheus_operator import v1 as monitoring_v1
 
 from exporter.config import build
 from tests.kustomize import BASE, BUNDLE_IDS, BUNDLES, DEPLOY, REPO, apply_operation, containers, one, render
+from tests.perf.image_env import IMAGE_ENV
 
 # The oldest Kubernetes release still supported upstream when this was written, and the newest the
 # installed kubernetes-validate knows.
@@ -273,8 +274,6 @@ def test_dockerfile_copies_only_files_that_exist_and_the_build_context_keeps():
 
 
 def test_the_soak_runs_the_exporter_with_the_images_allocator_settings():
-    from tests.perf.soak_harness import IMAGE_ENV
-
     image = (REPO / "Dockerfile").read_text().split("FROM runtime-${VARIANT}", 1)[1]
     settings = dict(re.findall(r"\b([A-Z_]+)=(\S+)", " ".join(re.findall(r"^ENV (?:.*\\\n)*.*$", image, flags=re.M))))
     assert IMAGE_ENV and all(settings.get(name) == value for name, value in IMAGE_ENV.items()), settings
