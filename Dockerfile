@@ -63,8 +63,8 @@ LABEL org.opencontainers.image.title="llm-bottleneck-exporter" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
 # MALLOC_ARENA_MAX=2: glibc gives threads up to eight malloc arenas per core, and the HTTP server's
-# thread per connection spreads the exporter's short-lived allocations over them; two arenas keep
-# its RSS flat after warm-up instead of creeping for hours (docs/performance.md, the soak).
+# thread per connection spreads the exporter's short-lived allocations over them; with two, RSS
+# grows less after warm-up (docs/performance.md, the soak).
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

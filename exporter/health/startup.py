@@ -105,9 +105,9 @@ class EngineStarts:
         if engine.up:
             track.last_up_at = wall
         elif start is not None and track.last_up_at is not None and start < track.last_up_at - SAME_START_SECONDS:
-            # A process that ran while the engine last answered is the engine's own, hung or stopping
-            # (a child that inherited the listening socket outlives its parent for a moment): not a
-            # new start, and not loading. Only a process started since can be a restart.
+            # A process that ran while the engine last answered is not a new start, and not loading:
+            # the engine's own, hung or stopping, or some older process on its port while it
+            # restarts. Only a process started since can be a restart.
             start = None
         if start is not None and (track.started_at is None or abs(start - track.started_at) > SAME_START_SECONDS):
             if track.started_at is not None:

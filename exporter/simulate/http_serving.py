@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Protocol
 
 TEXT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-# One server answers every engine of a node, and an exporter connects to all of them at once
-# (exporter.sources.multiplex): socketserver's backlog of 5 dropped the handshakes past it, which
+# One server answers every engine of a node, and an exporter's HTTP client connects to all of them
+# at once: socketserver's backlog of 5 dropped the handshakes past it, which
 # the kernel then retried a second or more later. uvicorn, vLLM's server, listens with 2048.
 BACKLOG = 128
 

@@ -144,8 +144,8 @@ def collect_seconds(text: str, dictated: tuple[str, ...] = ()) -> float:
     """The sum of llm_exporter_collect_duration_seconds over the sources that answered, leaving out
     targets whose time the soak dictates (a target named with one of `dictated` in its label) and
     sources down in that collection: a source that timed out took its deadline, which the target
-    set (a starved simulator), not the exporter's own work; counted, each moved the median by a
-    whole deadline and the soak's collection drift by a third with nothing changed in the code."""
+    set (a starved simulator), not the exporter's own work, and each would move the median by a
+    whole deadline."""
     durations: dict[tuple[tuple[str, str], ...], float] = {}
     down: set[tuple[tuple[str, str], ...]] = set()
     for family in text_string_to_metric_families(text):
