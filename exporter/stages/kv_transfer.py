@@ -74,7 +74,7 @@ def _decode(h: History, view: PdView, t: Thresholds, result: StageResult) -> Non
     share = transfer / total
     step = view.part("first_decode_step")
     steps = transfer / step if step else None
-    best = h.minimum("kv_transfer_p95", t.baseline_seconds)
+    best = h.best_level("kv_transfer_p95", t.baseline_seconds, t.level_seconds)
     now = h.mean("kv_transfer_p95", t.level_seconds)
     slower = now / best if now is not None and best else None
     result.score = ramp(share, SHARE_LOW, SHARE_HIGH) * max(0.6, ramp(steps, 1.0, 4.0) if steps is not None else 1.0)

@@ -32,9 +32,9 @@ def gpus_text(h: History) -> str:
 
 
 def itl_slowdown(h: History, t: Thresholds) -> tuple[float | None, float | None]:
-    """(ITL p95 now, ratio to the engine's best over the baseline window)."""
+    """(ITL p95 now, ratio to the engine's best level over the baseline window)."""
     now = h.level("itl_p95", t.level_seconds)
-    best = h.minimum("itl_p95", t.baseline_seconds)
+    best = h.best_level("itl_p95", t.baseline_seconds, t.level_seconds)
     if now is None or not best:
         return now, None
     return now, now / best

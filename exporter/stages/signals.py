@@ -7,7 +7,7 @@ Counters become rates here, reset-aware; latency quantiles are read over the sta
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from dataclasses import fields
 from statistics import fmean
@@ -47,7 +47,7 @@ class History:
         self._increases: dict[str, list[float]] = {attr: [] for attr in _COUNTERS}
         #: per column, where its live entries start (the ones before are dropped, not yet removed)
         self._start: dict[str, int] = dict.fromkeys(_NUMERIC, 0)
-        self._answers: dict[tuple[str, str, float], Any] = {}
+        self._answers: dict[tuple[Any, ...], Any] = {}
         #: when a point last carried node-wide GPU ranges: an engine with GPUs of its own (or a
         #: node without GPUs) has none, and node_range need not walk its window to find that out
         self._node_ranges_seen = -math.inf
@@ -142,6 +142,35 @@ class History:
             values = self.values(attr, seconds)
             answers[key] = min(values) if values else None
         return answers[key]
+
+    def best_level(self, attr: str, seconds: float, span: float) -> float | None:
+        """The lowest mean of `attr` over any `span` within the last `seconds`: an engine's best
+        level, comparable with `level` over the same span. The lowest single reading is not: a
+        reading is noisier than a span's mean (a window of a few tokens at the engine's start), so
+        against it a steady engine would read slower than its best. None until the column reaches
+        back a whole `span`."""
+        key = ("best_level", attr, seconds, span)
+        answers = self._answers
+        if key in answers:
+            return answers[key]
+        found: float | None = None
+        times, values = self._times[attr], self._values[attr]
+        start = self._start[attr]
+        if self.points and start < len(times):
+            oldest = times[start]
+            first = max(self._first(attr, seconds), bisect_left(times, oldest + span, start))
+            if first < len(times):
+                low = bisect_right(times, times[first] - span, start)
+                total = sum(values[low:first])
+                for i in range(first, len(times)):
+                    total += values[i]
+                    while times[low] <= times[i] - span:
+                        total -= values[low]
+                        low += 1
+                    mean = total / (i - low + 1)
+                    found = mean if found is None else min(found, mean)
+        answers[key] = found
+        return found
 
     def level(self, attr: str, seconds: float) -> float | None:
         """A latency quantile (`itl_p95`, `ttft_p95`, ...) over the last `seconds`: the lower of its

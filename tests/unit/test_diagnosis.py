@@ -435,6 +435,27 @@ def test_unattributed_gpus_that_disagree_are_withheld_and_the_stage_says_so() ->
     assert d.scores["decode_memory_bandwidth"] <= 0.8
 
 
+@pytest.mark.parametrize(("low_rounds", "slower"), [(1, False), (8, True)])
+def test_tokens_are_slower_than_their_best_level_not_than_one_low_reading(low_rounds: int, slower: bool) -> None:
+    """The slowdown compares like with like: the level now (over `level_seconds`) against the
+    lowest level over the baseline, not the lowest single reading. A steady engine whose ITL read
+    low once (a window of a few tokens at its start) did not slow down; one that ran that fast
+    for a whole level window did. Scored from ITL alone (the node's GPUs disagree, so DRAM is
+    withheld), as a plain-flags exporter of a disaggregated node in the live verdict test did,
+    reading decode bandwidth on two healthy decode workers against a one-reading best."""
+    gpus = node_gpus([(0.4, 0.97, 0.1)] * 4 + [(0.1, 0.2, 0.0)] * 4)
+    e1 = [Sample("llm_engine_up", OTHER, 1.0), Sample("llm_engine_requests_running", OTHER, 1.0)]
+
+    def make(i: int) -> list[Metric]:
+        return engine_metrics(running=16, itl_p95=0.0096 if 2 <= i < 2 + low_rounds else 0.024) + e1 + gpus
+
+    d, _ = run(Diagnoser(), 40, make)
+    evidence = " | ".join(d.results["decode_memory_bandwidth"].evidence)
+    assert "scored from inter-token latency alone" in evidence
+    assert ("2.5x its best" in evidence) == slower, evidence
+    assert (d.primary == "decode_memory_bandwidth") == slower, (d.primary, evidence)
+
+
 def test_a_withheld_reading_still_bounds_the_score_from_its_two_ends() -> None:
     # DRAM 0.56-0.70 across the node (band 0.6-0.8): withheld, but no GPU is past half the band,
     # so e0's slow tokens alone (0.8 of the scale) cannot make it a bandwidth bottleneck.
