@@ -12,6 +12,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from functools import cache
 from types import MappingProxyType
 from urllib.parse import urlsplit, urlunsplit
 
@@ -59,11 +60,22 @@ _COUNTERS = {
 #: TGI's /info is a small JSON document (model id, a few settings): a megabyte is plenty
 INFO_MAX_BYTES = 1024 * 1024
 KNOWN_TYPE_HEAD_CHARS = 64 * 1024
-_EVERY_WANTED = frozenset().union(
-    *(mapping.read_names() | EngineHandOver.wanted(kind) for kind, mapping in MAPPINGS.items()),
-    {_PROCESS_CPU},
-    PROCESS_NAMES,
-)
+
+
+@cache
+def _wanted(mapping: EngineMapping) -> frozenset[str]:
+    """What the parser keeps once the engine is known: its mapping's names, its hand-over's, the
+    process families (worked out once per mapping, not per scrape)."""
+    return _read_names(mapping) | EngineHandOver.wanted(mapping.engine_type) | {_PROCESS_CPU} | PROCESS_NAMES
+
+
+@cache
+def _read_names(mapping: EngineMapping) -> frozenset[str]:
+    return mapping.read_names()
+
+
+_EVERY_WANTED = frozenset().union(*(_wanted(mapping) for mapping in MAPPINGS.values()))
+
 _EVERY_INFO = {name: labels for mapping in MAPPINGS.values() for name, labels in mapping.info_labels.items()}
 
 
@@ -124,8 +136,8 @@ class EngineSource(Source):
             raise SourceError("parse", f"{self._shown_url}: no known engine metrics in the response")
         parsed = parser.result
         if self._mapping is None:
-            parsed = {name: parsed[name] for name in self._wanted(mapping)}
-        if not parser.present & mapping.read_names() and not mapping.matches(parser.names):
+            parsed = {name: parsed[name] for name in _wanted(mapping)}
+        if not parser.present & _read_names(mapping) and not mapping.matches(parser.names):
             raise SourceError("parse", f"{self._shown_url}: no {mapping.engine_type} metrics in the response")
         if self._mapping is None:
             log.info("engine %s detected as %s", self.target, mapping.engine_type)
@@ -169,18 +181,13 @@ class EngineSource(Source):
         ]
         return self._within_series_cap(metrics)
 
-    def _wanted(self, mapping: EngineMapping) -> frozenset[str]:
-        """What the parser keeps once the engine is known: its mapping's names, its hand-over's,
-        the process families."""
-        return mapping.read_names() | EngineHandOver.wanted(mapping.engine_type) | {_PROCESS_CPU} | PROCESS_NAMES
-
     def _parser(self, index: int = 0) -> WantedParser:
         """A parser for this target's next scrape. Before the engine type is known every mapping's
         names are wanted, so detection needs no second pass over a body that is never held whole;
         detection reads names from the first MiB, and once the type is known a block's worth tells
         a payload that declares the families from one that is not this engine's any more."""
         limits = self.config.limits
-        wanted = self._wanted(self._mapping) if self._mapping else _EVERY_WANTED
+        wanted = _wanted(self._mapping) if self._mapping else _EVERY_WANTED
         known = self._mapping is not None
         return WantedParser(
             wanted,

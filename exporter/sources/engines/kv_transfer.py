@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from exporter.model import Histogram
 from exporter.promtext import LabelKey, ParsedSamples
@@ -66,8 +67,9 @@ class KvTransferReading:
     last_latency_seconds: float | None = None
 
 
-def connector_names(connector: Connector) -> set[str]:
-    """Every sample name a connector's figures are read from."""
+@lru_cache(maxsize=64)
+def connector_names(connector: Connector) -> frozenset[str]:
+    """Every sample name a connector's figures are read from (remembered: the connectors are fixed)."""
     found: set[str] = set()
     for base in (*connector.latency, *connector.size, *connector.speed):
         found.update((base + "_bucket", base + "_sum", base + "_count"))
@@ -80,8 +82,8 @@ def connector_names(connector: Connector) -> set[str]:
         *connector.last_latency,
         *(s for _, series in connector.failures for s in series),
     )
-    found.update(counter_spellings([name for name, _ in counters]))
-    return found
+    found.update(counter_spellings(tuple(name for name, _ in counters)))
+    return frozenset(found)
 
 
 def _sglang(*names: str) -> tuple[str, ...]:
@@ -198,6 +200,8 @@ def read(
     """Per model, one reading per connector the exposition has figures of (none: no hand-over seen)."""
     found: dict[str, list[KvTransferReading]] = {}
     for connector in connectors(engine_type):
+        if not any(parsed.get(name) for name in connector_names(connector)):
+            continue  # a unified engine, or another connector: none of its families has series
         for model, reading in _connector(connector, parsed, duplicate_labels).items():
             found.setdefault(model, []).append(reading)
     if engine_type == "sglang":
