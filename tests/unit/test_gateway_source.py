@@ -16,7 +16,7 @@ from exporter.sources.base import SourceError, collect_now
 from exporter.sources.gateway import GatewaySource
 from exporter.sources.gateways.common import status_key
 from exporter.sources.gateways.epp import ERROR_STATUS
-from tests.support import FIXTURES, RouteServer, respond_with
+from tests.support import FIXTURES, UNHURRIED_SECONDS, RouteServer, respond_with
 
 GW = {"gateway": "gw", "gateway_type": "ingress-nginx"}
 
@@ -36,10 +36,6 @@ def server() -> Iterator[RouteServer]:
     server = RouteServer({"/metrics": respond_with(NGINX)})
     yield server
     server.close()
-
-
-#: a deadline a loaded host does not reach, for the tests whose point is not the deadline
-UNHURRIED_SECONDS = 30.0
 
 
 def source(server: RouteServer, **limits: float) -> GatewaySource:

@@ -16,7 +16,7 @@ from exporter.settings import Config, EngineTarget, ScrapeLimits
 from exporter.sources.base import Source, collect_now
 from exporter.sources.engine import EngineSource
 from tests.many_models import SERIES_PER_MODEL, model_names, vllm_text
-from tests.support import RouteServer, respond_with
+from tests.support import UNHURRIED_SECONDS, RouteServer, respond_with
 
 
 @pytest.fixture
@@ -27,7 +27,12 @@ def engine() -> Iterator[RouteServer]:
 
 
 def source_for(server: RouteServer, **limits: int) -> EngineSource:
-    target = EngineTarget(url=server.url("/metrics"), name="e", type="vllm", limits=ScrapeLimits(**limits))
+    target = EngineTarget(
+        url=server.url("/metrics"),
+        name="e",
+        type="vllm",
+        limits=ScrapeLimits(**{"timeout_seconds": UNHURRIED_SECONDS, **limits}),
+    )
     return EngineSource(target, window_seconds=60)
 
 

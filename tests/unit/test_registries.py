@@ -33,7 +33,7 @@ from exporter.sources.gpu import GPU_MODES, build_gpu_source
 from exporter.sources.gpu_modes import GpuMode
 from exporter.sources.node import NODE_SOURCES, NodeContext
 from exporter.stages.vendors import BANDWIDTH_SIGNALS, NO_BANDWIDTH_SIGNAL
-from tests.support import RouteServer, respond_with, sample_value
+from tests.support import UNHURRIED, RouteServer, respond_with, sample_value
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -162,7 +162,7 @@ def test_an_engine_registered_in_one_place_is_read_by_every_consumer() -> None:
         assert detect_engine({"toy_running"}) is ENGINES["toy"]
         payload = 'toy_running{model_name="m"} 3\ntoy_waiting{model_name="m"} 1\n'
         server = RouteServer({"/metrics": respond_with(payload)})
-        source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="toy"), 60.0)
+        source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="toy", limits=UNHURRIED), 60.0)
         try:
             metrics = collect_now(source, 0.0)
         finally:

@@ -13,7 +13,7 @@ from exporter.sanity import screened
 from exporter.settings import EngineTarget
 from exporter.sources.base import collect_now
 from exporter.sources.engine import EngineSource
-from tests.support import RouteServer, respond_with
+from tests.support import UNHURRIED, RouteServer, respond_with
 
 INF = math.inf
 
@@ -45,7 +45,9 @@ def engine() -> Iterator[RouteServer]:
 
 
 def test_impossible_engine_values_never_reach_the_output_and_are_counted(engine) -> None:
-    source = EngineSource(EngineTarget(url=engine.url("/metrics"), name="e", type="vllm"), window_seconds=60)
+    source = EngineSource(
+        EngineTarget(url=engine.url("/metrics"), name="e", type="vllm", limits=UNHURRIED), window_seconds=60
+    )
     loop = CollectionLoop([source], interval_seconds=5)
     try:
         snapshot = loop.collect_once()
@@ -116,7 +118,9 @@ def test_ratios_outside_0_1_and_hits_above_queries_are_dropped_valid_values_kept
 
 
 def test_a_counter_that_drops_between_scrapes_is_a_reset_not_an_error(engine) -> None:
-    source = EngineSource(EngineTarget(url=engine.url("/metrics"), name="e", type="vllm"), window_seconds=60)
+    source = EngineSource(
+        EngineTarget(url=engine.url("/metrics"), name="e", type="vllm", limits=UNHURRIED), window_seconds=60
+    )
     engine.routes["/metrics"] = respond_with('vllm:num_preemptions_total{model_name="m"} 50\n')
     collect_now(source, 0.0)
     engine.routes["/metrics"] = respond_with('vllm:num_preemptions_total{model_name="m"} 3\n')

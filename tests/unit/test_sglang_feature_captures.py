@@ -19,7 +19,7 @@ from exporter.promtext import parse_wanted
 from exporter.settings import Config, EngineTarget, GpuSettings, ScrapeLimits, SloTarget
 from exporter.sources.engine import EngineSource
 from exporter.sources.engines import MAPPINGS
-from tests.support import RouteServer, fixture_text, respond_with
+from tests.support import UNHURRIED, UNHURRIED_SECONDS, RouteServer, fixture_text, respond_with
 from tests.unit.test_vllm_feature_captures import samples
 
 HYBRID = "sglang-0.5.23-hybrid-priority.prom"
@@ -85,7 +85,7 @@ def once(target: EngineTarget, slos: tuple[SloTarget, ...] = ()) -> Exporter:
 
 def test_attainment_goodput_and_queueing_per_slice(engine: RouteServer) -> None:
     engine.routes["/metrics"] = respond_with(fixture_text(HYBRID))
-    exporter = once(EngineTarget(url=engine.url("/metrics"), name="s", type="sglang"), (TTFT_1S,))
+    exporter = once(EngineTarget(url=engine.url("/metrics"), name="s", type="sglang", limits=UNHURRIED), (TTFT_1S,))
     try:
         found = samples(exporter, "llm_")
     finally:
@@ -108,7 +108,7 @@ def test_attainment_goodput_and_queueing_per_slice(engine: RouteServer) -> None:
 
 def test_past_the_bound_a_dimension_folds_into_other_and_says_how_many(engine: RouteServer) -> None:
     engine.routes["/metrics"] = respond_with(fixture_text(HYBRID))
-    limits = ScrapeLimits(max_slices_per_dimension=1)
+    limits = ScrapeLimits(max_slices_per_dimension=1, timeout_seconds=UNHURRIED_SECONDS)
     exporter = once(EngineTarget(url=engine.url("/metrics"), name="s", type="sglang", limits=limits), (TTFT_1S,))
     try:
         found = samples(exporter, "llm_")
@@ -125,7 +125,9 @@ def test_past_the_bound_a_dimension_folds_into_other_and_says_how_many(engine: R
 def test_a_multi_node_engine_is_joined_and_a_silent_node_is_named(engine: RouteServer) -> None:
     for index, capture in enumerate(NODES):
         engine.routes[f"/node{index}"] = respond_with(fixture_text(capture))
-    target = EngineTarget(url=engine.url("/node0"), name="dsv3", type="sglang", rank_urls=(engine.url("/node1"),))
+    target = EngineTarget(
+        url=engine.url("/node0"), name="dsv3", type="sglang", rank_urls=(engine.url("/node1"),), limits=UNHURRIED
+    )
     config = Config(gpu=GpuSettings("none"))
     clock = [0.0]
     exporter = Exporter(config, clock=lambda: clock[0], pipeline=Pipeline([EngineSource(target, 60.0)], []))

@@ -17,7 +17,7 @@ from exporter.slo.headroom import CapacityEstimator, LoadPoint, estimate, fit_de
 from exporter.slo.queueing import erlang_c
 from exporter.slo.selectors import covers
 from exporter.sources.engine import EngineSource
-from tests.support import RouteServer, respond_with
+from tests.support import UNHURRIED, RouteServer, respond_with
 
 INF = math.inf
 # vLLM's TTFT bucket edges (vllm/v1/metrics/loggers.py), cut to the range used here.
@@ -139,7 +139,7 @@ def engine() -> Iterator[RouteServer]:
 
 def test_exported_families_from_two_scrapes_of_a_vllm_endpoint(engine: RouteServer) -> None:
     clock = [0.0]
-    target = EngineTarget(url=engine.url("/metrics"), name="e", type="vllm")
+    target = EngineTarget(url=engine.url("/metrics"), name="e", type="vllm", limits=UNHURRIED)
     config = Config(
         gpu=GpuSettings("none"),
         slos=(SloTarget("chat", 0.95, ttft_seconds=0.6),),

