@@ -37,13 +37,13 @@ ENGINE_FIXTURES = FIXTURES / "engines"
 # bound costs nothing on a quiet machine; on a 2-core machine at load average 25+ a Python process
 # took over 20 s to import and serve, and a loopback request seconds. Only a hang exceeds these.
 #: a process started by a test, until it serves; a process that exits first fails the wait at once
+START_BOUND_SECONDS = 180.0
+#: one request to a loopback server of the test's own (a socket timeout, not a measurement)
+REQUEST_BOUND_SECONDS = 30.0
 #: a scrape deadline a loaded host does not reach, for the tests whose point is not the deadline
 #: (the default 2 s was reached by loopback servers at a load of 20 beside a second run)
 UNHURRIED_SECONDS = 30.0
 UNHURRIED = ScrapeLimits(timeout_seconds=UNHURRIED_SECONDS)
-START_BOUND_SECONDS = 180.0
-#: one request to a loopback server of the test's own (a socket timeout, not a measurement)
-REQUEST_BOUND_SECONDS = 30.0
 #: a condition the exporter's next collection rounds make true (polled, never slept for)
 CONDITION_BOUND_SECONDS = 120.0
 #: Set by tests/conftest.py to a value unique to the pytest run, and inherited by every process the
