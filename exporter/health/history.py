@@ -73,8 +73,11 @@ class CounterHistory:
             series = self._series[key] = _Series(horizon / MAX_POINTS, horizon)
         series.observe(now, value)
 
-    def forget_except(self, keys: set[tuple]) -> None:
-        for key in [k for k in self._series if k not in keys]:
+    def forget_unseen(self, seen: set[tuple], now: float) -> None:
+        """Drop the series not in `seen` whose last point is older than their horizon. One round
+        without a series (its source's scrape failed) is a gap: its increases resume after it."""
+        gone = [k for k, s in self._series.items() if k not in seen and now - s.times[-1] > s.horizon]
+        for key in gone:
             del self._series[key]
 
     def increase(self, key: tuple, seconds: float) -> float | None:

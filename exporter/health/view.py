@@ -118,7 +118,7 @@ _GPU_BUSY = ("llm_gpu_sm_active_ratio", "llm_gpu_utilization_ratio")
 
 def build_view(metrics: Iterable[Metric], now: float, counters: CounterHistory) -> NodeView:
     """Group one round's samples; every counter a check reads is observed into `counters` (those
-    not seen this round are forgotten: a device that went away takes its history with it)."""
+    not seen for a horizon are forgotten: a device that went away takes its history with it)."""
     view = NodeView(now, counters)
     seen: set[tuple] = set()
     for metric in metrics:
@@ -133,7 +133,7 @@ def build_view(metrics: Iterable[Metric], now: float, counters: CounterHistory) 
         if name.endswith("_total"):
             _observe(view, seen, name, labels, value)
         _group(view, name, labels, value)
-    counters.forget_except(seen)
+    counters.forget_unseen(seen, now)
     return view
 
 

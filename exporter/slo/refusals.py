@@ -98,14 +98,22 @@ class Refusals:
         self._window_seconds = window_seconds
         self._windows: dict[PointKey, DeltaWindow] = {}
         self._lifetime: dict[PointKey, Refused] = {}
+        #: when each point was last seen up
+        self._seen: dict[PointKey, float] = {}
 
     def update(self, metrics: Sequence[Metric], now: float) -> Refusals:
+        """Count this round's refusals. A point missing from a round (its scrape failed, which an
+        overloaded engine's often does) keeps its window, as its latency histograms keep theirs: a
+        gap, not a new start, or the refusals before it would drop out while the requests served
+        before it stayed. A point not seen for a whole window is gone (a target removed, a model
+        rolled out)."""
         counts = refusal_counts(metrics)
-        for key in [k for k in self._windows if k not in counts]:
-            del self._windows[key]
         for key, count in counts.items():
             self._windows.setdefault(key, DeltaWindow(self._window_seconds)).observe(now, count)
-        self._lifetime = counts
+            self._seen[key] = now
+        for key in [k for k, seen in self._seen.items() if now - seen > self._window_seconds]:
+            del self._windows[key], self._lifetime[key], self._seen[key]
+        self._lifetime.update(counts)
         return self
 
     def window(self, labels: Mapping[str, str]) -> Refused | None:

@@ -127,20 +127,25 @@ def test_refusals_are_slo_misses_and_the_verdict_stays_queueing(
     attainment = one(text, "llm_slo_attainment_ratio", dimension="e2e", slo="lenient")
     goodput = one(text, "llm_slo_goodput_requests_per_second", dimension="e2e", slo="lenient")
     completed_rate = served / window_seconds  # the engine served nothing before the load
+    # An overloaded engine's /metrics misses the scrape deadline now and then: the window spans
+    # those gaps (exporter/slo/refusals.py), so the figures below hold with them.
+    errors = values(text, "llm_exporter_source_errors_total")
+    failed_scrapes = sum(count for key, count in errors.items() if ("target", "vllm-0") in key)
     (entry,) = during["engines"]
-    print(
-        f"\nengine: {served:.0f} served, {refused:.0f} refused ({engine_share:.1%}); clients: "
+    figures = (
+        f"engine: {served:.0f} served, {refused:.0f} refused ({engine_share:.1%}); clients: "
         f"{len(clients.ok_records)} served, {client_refused} refused ({client_share:.1%}: {dict(kinds)}) of "
         f"{len(clients.records)}; exporter: attainment {attainment:.3f}, goodput {goodput:.2f} req/s of "
-        f"{completed_rate:.2f} completed (run {run_seconds:.0f} s); verdict during the overload: "
-        f"{entry['primary']} {entry['scores']}\n  evidence: {entry['evidence']}"
+        f"{completed_rate:.2f} completed (run {run_seconds:.0f} s, {failed_scrapes:.0f} failed scrapes)"
     )
-    assert one(text, "llm_engine_admission_rejections_total", reason="max_num_queued_reqs") == refused
+    print(f"\n{figures}; verdict during the overload: {entry['primary']} {entry['scores']}")
+    print(f"  evidence: {entry['evidence']}")
+    assert one(text, "llm_engine_admission_rejections_total", reason="max_num_queued_reqs") == refused, figures
     # Every served request is within the lenient SLO: the misses are the refusals, no more, no less.
-    assert attainment == pytest.approx(1.0 - engine_share, abs=0.02)
-    assert client_share == pytest.approx(engine_share, abs=0.02)
-    assert len(clients.ok_records) == pytest.approx(served, abs=0.02 * served)
-    assert goodput == pytest.approx(completed_rate * (1.0 - engine_share), rel=0.05)
+    assert attainment == pytest.approx(1.0 - engine_share, abs=0.02), figures
+    assert client_share == pytest.approx(engine_share, abs=0.02), figures
+    assert len(clients.ok_records) == pytest.approx(served, abs=0.02 * served), figures
+    assert goodput == pytest.approx(completed_rate * (1.0 - engine_share), rel=0.05), figures
     assert goodput < completed_rate
     assert entry["primary"] == "queueing"
     assert any("refused at admission (max_num_queued_reqs)" in line for line in entry["evidence"])

@@ -69,3 +69,20 @@ def test_a_nodes_counters_that_no_check_reads_leave_no_history():
     counters = health._counters  # noqa: SLF001 - what is kept is the point of this test
     assert counters.samples(gc_key, 300.0)
     assert counters.samples(tokens_key, 300.0) == []
+
+
+def test_a_round_without_a_series_is_a_gap_and_a_horizon_without_it_forgets_it():
+    """An engine's scrape that times out leaves its counters out of one round: the increase a check
+    reads resumes across the gap instead of starting over (a finding would blink off for a window);
+    a device gone for its whole horizon takes its history with it."""
+    history = CounterHistory({KEY[0]: 300.0})
+    for n in range(10):
+        history.observe(KEY, n * 5.0, n * 2.0)
+        history.forget_unseen({KEY}, n * 5.0)
+    history.forget_unseen(set(), 50.0)  # this round's scrape failed
+    history.observe(KEY, 55.0, 22.0)
+    assert history.increase(KEY, 60.0) == 22.0
+    history.forget_unseen(set(), 55.0 + 300.0)
+    assert history.increase(KEY, 60.0) == 22.0  # gone for its horizon, not longer
+    history.forget_unseen(set(), 55.0 + 301.0)
+    assert history.increase(KEY, 60.0) is None

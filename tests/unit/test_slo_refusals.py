@@ -70,6 +70,30 @@ def test_refusals_of_a_counter_that_first_appears_mid_window_count_from_zero() -
     assert later.window(ENGINE) == (6.0, 0.0)
 
 
+def test_a_round_an_engine_is_down_is_a_gap_in_its_refusals_not_a_new_window() -> None:
+    """An overloaded engine's scrape times out now and then: the refusals counted before that
+    round stay in the window (as the requests it served do in its histograms'), and its lifetime
+    count, which the events counter adds, never steps back."""
+    refusals = Refusals(60.0)
+    counter = "llm_engine_admission_rejections_total"
+
+    def up(refused: float) -> list[Sample]:
+        return [
+            Sample("llm_engine_up", ENGINE, 1.0),
+            Sample(counter, {**ENGINE, "reason": "max_num_queued_reqs"}, refused),
+        ]
+
+    refusals.update(up(0.0), 0.0)
+    refusals.update(up(30.0), 1.0)
+    refusals.update([Sample("llm_engine_up", ENGINE, 0.0)], 2.0)  # this scrape timed out
+    assert refusals.lifetime(ENGINE) == (30.0, 0.0)
+    refusals.update(up(45.0), 3.0)
+    assert refusals.window(ENGINE) == (45.0, 0.0)
+    # gone for longer than the window: forgotten
+    refusals.update([], 64.0)
+    assert refusals.window(ENGINE) is None and refusals.lifetime(ENGINE) is None
+
+
 def test_a_point_without_refusals_is_left_as_it_was() -> None:
     refusals = Refusals(60.0).update([], 0.0)
     before = item(ENGINE, "ttft", WithinCount(9, 10, 10), 1.0)
