@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from functools import reduce
 from operator import add, lt, sub
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from exporter.model import Histogram, QuantileSummary
+
+K = TypeVar("K", bound=Hashable)
 
 
 class DeltaWindow:
@@ -237,3 +239,24 @@ def windowed_summary(
         window=windowed,
         window_seconds=window.span(),
     )
+
+
+class LastSeen(Generic[K]):
+    """When each key was last seen, for state kept per key (an engine and model, an SLO point) that
+    must outlive a round the key is missing from: a failed scrape is a gap in a series, not its
+    end, and state dropped at the first gap makes every figure built on it start over (the burn
+    "over 5 s", the capacity fit from one point) exactly when an overloaded engine's scrapes time
+    out. A key away for longer than `seconds` has gone (a target removed, a model rolled out)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._seen: dict[K, float] = {}
+
+    def gone(self, seen: Iterable[K], now: float) -> list[K]:
+        """Note the keys seen at `now`; return those away for longer than `seconds`, forgotten."""
+        for key in seen:
+            self._seen[key] = now
+        away = [key for key, last in self._seen.items() if now - last > self.seconds]
+        for key in away:
+            del self._seen[key]
+        return away

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from exporter.model import Metric, Sample
 from exporter.slo.attainment import DimensionAttainment
 from exporter.slo.replicas import Estimate
+from exporter.window import LastSeen
 
 BURN_HORIZON_SECONDS = 3600.0
 #: GPU utilization below this reads as "idle" to the eye (DCGM's own "ineffective use" line)
@@ -29,6 +30,7 @@ class BurnTracker:
 
     def __init__(self) -> None:
         self._points: dict[tuple[str, ...], deque[tuple[float, float, float]]] = {}
+        self._seen: LastSeen[tuple[str, ...]] = LastSeen(BURN_HORIZON_SECONDS)
 
     def update(self, results: Iterable[DimensionAttainment], now: float) -> dict[tuple[str, ...], tuple[float, float]]:
         """(burn, seconds it covers) per (engine, model, slo, dimension)."""
@@ -53,7 +55,7 @@ class BurnTracker:
             if events > 0 and now > t0:
                 error_ratio = 1.0 - (item.lifetime.lower - good0) / events
                 out[key] = (error_ratio / (1.0 - item.slo.objective), now - t0)
-        for key in [k for k in self._points if k not in seen]:
+        for key in self._seen.gone(seen, now):
             del self._points[key]
         return out
 

@@ -39,10 +39,12 @@ from exporter.slo.attainment import DIMENSION_FAMILIES, REQUESTS_FAMILY
 from exporter.slo.queueing import queueing_utilization
 from exporter.slo.selectors import covers
 from exporter.stages.inputs import gpu_owner
-from exporter.window import histogram_quantile
+from exporter.window import LastSeen, histogram_quantile
 
 #: load points kept per engine and model: at a 5 s interval, the last hour
 HISTORY_POINTS = 720
+#: an engine and model unseen this long have their history forgotten
+HISTORY_SECONDS = 3600.0
 #: KV usage past which the scheduler stops admitting (vLLM keeps a watermark, preemption starts)
 KV_ADMISSION_LIMIT = 0.9
 PRIOR_WEIGHT_FRACTION = 0.5
@@ -246,6 +248,7 @@ class CapacityEstimator:
         self._history: dict[tuple[str, str], deque[LoadPoint]] = {}
         self._gauges: dict[tuple[str, str], deque[tuple[float, float, float, float]]] = {}
         self._totals: dict[tuple[str, str], deque[tuple[float, tuple[float, float, float]]]] = {}
+        self._seen: LastSeen[tuple[str, str]] = LastSeen(HISTORY_SECONDS)
 
     def update(
         self, slos: Sequence[SloTarget], metrics: Iterable[Metric], now: float, caps: Mapping[str, int] | None = None
@@ -255,7 +258,7 @@ class CapacityEstimator:
         allows whatever the cap (what the cap should be)."""
         readings = _engine_readings(metrics, {f"{s.objective:g}" for s in slos})
         caps = caps or {}
-        for key in [k for k in self._history if k not in readings]:
+        for key in self._seen.gone(readings, now):
             del self._history[key]
             self._gauges.pop(key, None)
             self._totals.pop(key, None)

@@ -33,7 +33,7 @@ from typing import NamedTuple
 from exporter.model import Metric, Sample
 from exporter.slo.attainment import DimensionAttainment, WithinCount
 from exporter.sources.gateways import MAPPINGS as GATEWAYS
-from exporter.window import DeltaWindow
+from exporter.window import DeltaWindow, LastSeen
 
 #: the HTTP statuses of a refusal at a gateway: rate limited, or shed for overload
 REFUSED_CODES = ("429", "503")
@@ -98,21 +98,17 @@ class Refusals:
         self._window_seconds = window_seconds
         self._windows: dict[PointKey, DeltaWindow] = {}
         self._lifetime: dict[PointKey, Refused] = {}
-        #: when each point was last seen up
-        self._seen: dict[PointKey, float] = {}
+        self._seen: LastSeen[PointKey] = LastSeen(window_seconds)
 
     def update(self, metrics: Sequence[Metric], now: float) -> Refusals:
-        """Count this round's refusals. A point missing from a round (its scrape failed, which an
-        overloaded engine's often does) keeps its window, as its latency histograms keep theirs: a
-        gap, not a new start, or the refusals before it would drop out while the requests served
-        before it stayed. A point not seen for a whole window is gone (a target removed, a model
-        rolled out)."""
+        """Count this round's refusals. A point missing from a round keeps its window, as its
+        latency histograms keep theirs, or the refusals before the gap would drop out while the
+        requests served before it stayed (window.LastSeen)."""
         counts = refusal_counts(metrics)
         for key, count in counts.items():
             self._windows.setdefault(key, DeltaWindow(self._window_seconds)).observe(now, count)
-            self._seen[key] = now
-        for key in [k for k, seen in self._seen.items() if now - seen > self._window_seconds]:
-            del self._windows[key], self._lifetime[key], self._seen[key]
+        for key in self._seen.gone(counts, now):
+            del self._windows[key], self._lifetime[key]
         self._lifetime.update(counts)
         return self
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from exporter.model import Metric, Sample
 from exporter.settings import CapacitySettings
+from exporter.window import LastSeen
 
 #: engine key: (engine, model)
 Key = tuple[str, str]
@@ -115,6 +116,8 @@ class ReplicaPlanner:
         self.window_seconds = window_seconds
         self._in_system: dict[Key, deque[tuple[float, float]]] = {}
         self._shares: dict[tuple[str, str, str], deque[tuple[float, float]]] = {}
+        self._shares_seen: LastSeen[tuple[str, str, str]] = LastSeen(settings.scale_down_stabilization_seconds)
+        self._in_system_seen: LastSeen[Key] = LastSeen(window_seconds)
         self.pools: list[PoolNeed] = []
 
     def update(self, found: Sequence[Estimate], metrics: Sequence[Metric], now: float) -> list[Metric]:
@@ -132,7 +135,7 @@ class ReplicaPlanner:
             seen.add((*key, e.slo))
             out.append(Sample("llm_capacity_desired_replicas", {**e.labels, "slo": e.slo}, share))
             pools.setdefault((key[1], e.labels.get("role", ""), e.slo), []).append((e, demand, share))
-        for gone in [k for k in self._shares if k not in seen]:
+        for gone in self._shares_seen.gone(seen, now):
             del self._shares[gone]
         self.pools = [
             PoolNeed(
@@ -174,6 +177,6 @@ class ReplicaPlanner:
             span = now - points[0][0]
             if span > 0:
                 growth[key] = max(0.0, (count - points[0][1]) / span)
-        for key in [k for k in self._in_system if k not in counts]:
+        for key in self._in_system_seen.gone(counts, now):
             del self._in_system[key]
         return growth

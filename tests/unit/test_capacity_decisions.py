@@ -57,6 +57,15 @@ def test_a_fall_in_demand_waits_for_the_stabilization_window_and_a_rise_does_not
     assert planner.pools[0].desired == 4  # at once
 
 
+def test_a_round_without_the_engine_does_not_end_the_stabilization_window() -> None:
+    """A failed scrape leaves no estimate for a round: the high share is still held after it."""
+    planner = ReplicaPlanner(CapacitySettings(scale_down_stabilization_seconds=300.0), window_seconds=60.0)
+    planner.update([estimate(10.0, 16.0)], [], 0.0)
+    planner.update([], [], 5.0)
+    planner.update([estimate(10.0, 4.0)], [], 10.0)
+    assert planner.pools[0].desired == 2
+
+
 def test_a_growing_queue_is_demand_the_completions_do_not_show() -> None:
     planner = ReplicaPlanner(CapacitySettings(target_utilization=1.0), window_seconds=60.0)
 

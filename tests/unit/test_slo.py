@@ -13,7 +13,7 @@ from exporter.config import ConfigError, build
 from exporter.model import Histogram, QuantileSummary, Sample
 from exporter.settings import Config, EngineTarget, GpuSettings, SloTarget
 from exporter.slo.attainment import evaluate, within
-from exporter.slo.headroom import CapacityEstimator, LoadPoint, estimate, fit_decode_pace
+from exporter.slo.headroom import HISTORY_SECONDS, CapacityEstimator, LoadPoint, estimate, fit_decode_pace
 from exporter.slo.queueing import erlang_c
 from exporter.slo.selectors import covers
 from exporter.sources.engine import EngineSource
@@ -166,6 +166,38 @@ def test_exported_families_from_two_scrapes_of_a_vllm_endpoint(engine: RouteServ
     (report,) = exporter.diagnosis()["engines"]
     assert "TTFT SLO chat (0.6 s, 95%): 60.0% within, budget burning 8.0× over 10 s" in report["evidence"]
     exporter.stop()
+
+
+def test_a_failed_scrape_is_a_gap_in_the_burn_not_its_start(engine: RouteServer) -> None:
+    """An overloaded engine's /metrics misses its deadline now and then: the burn the diagnosis
+    quotes goes on over the whole span, not "over 5 s" after every such round."""
+    clock = [0.0]
+    target = EngineTarget(url=engine.url("/metrics"), name="e", type="vllm", limits=UNHURRIED)
+    config = Config(gpu=GpuSettings("none"), slos=(SloTarget("chat", 0.95, ttft_seconds=0.6),))
+    exporter = Exporter(config, clock=lambda: clock[0], pipeline=Pipeline([EngineSource(target, 60.0)], []))
+    counts = (0,) * 7
+    try:
+        for n in range(8):
+            clock[0] = n * 5.0
+            counts = tuple(c + k for c, k in zip(counts, (1, 2, 3, 2, 1, 1, 1)))
+            engine.routes["/metrics"] = respond_with(b"busy", 503) if n == 5 else respond_with(vllm_ttft(counts))
+            exporter.collect_once()
+        (report,) = exporter.diagnosis()["engines"]
+    finally:
+        exporter.stop()
+    assert any(line.endswith("budget burning 9.1× over 35 s") for line in report["evidence"]), report["evidence"]
+
+
+def test_an_engine_missing_for_a_round_keeps_its_load_history_for_the_estimate() -> None:
+    slo = SloTarget("tpot", 0.95, itl_seconds=0.2)
+    estimator = CapacityEstimator()
+    for now in (1.0, 2.0, 4.0):
+        estimator.update([slo], _engine_snapshot(0.0, 40, 80.0, 20.0), now)
+        estimator.update([slo], [], now + 0.5)  # a round its scrape failed
+    (history,) = estimator._history.values()
+    assert len(history) == 3
+    estimator.update([slo], [], 4.0 + HISTORY_SECONDS + 1.0)  # gone for an hour: forgotten
+    assert not estimator._history
 
 
 def test_low_gpu_utilization_is_answered_with_the_headroom_figure() -> None:
