@@ -7,7 +7,9 @@ throttling of the engine's cgroup (cgroup v2 `cpu.stat`) and CPU stolen from the
 
 from __future__ import annotations
 
-from statistics import fmean, pstdev
+from collections.abc import Sequence
+from math import sqrt
+from statistics import fmean
 
 from exporter.health import alerts
 from exporter.health.finding import HOST, STARTUP, Finding
@@ -40,6 +42,16 @@ def _key(name: str, labels: dict[str, str]) -> tuple:
     return (name, *sorted(labels.items()))
 
 
+def round_to_round(means: Sequence[float]) -> float:
+    """The spread of successive rounds' means relative to their mean: von Neumann's estimate from
+    successive differences (the root of half their mean square), which equals the standard
+    deviation for values that scatter independently, as a host's stalls make them, while a load
+    that shifts (a burst of long requests, a phase's backlog draining) moves the level smoothly and
+    barely counts: the spread around the mean read every such shift as jitter."""
+    steps = [b - a for a, b in zip(means, means[1:])]
+    return sqrt(fmean(d * d for d in steps) / 2) / fmean(means)
+
+
 def jitter(view: NodeView, s: HealthSettings) -> list[Finding]:
     """Time per output token only: request time per generated token mixes the requests that end in
     a round (their queueing included) with the tokens generated in it, and varied by more than the
@@ -50,7 +62,7 @@ def jitter(view: NodeView, s: HealthSettings) -> list[Finding]:
         means = _per_round(view, own, ITL + "_sum", ITL + "_count")
         if len(means) < JITTER_MIN_ROUNDS or fmean(means) <= 0:
             continue
-        spread = pstdev(means) / fmean(means)
+        spread = round_to_round(means)
         if spread > s.jitter_ratio:
             text = (
                 f"time per output token varies {spread:.0%} round to round over {JITTER_WINDOW:.0f} s (mean "
