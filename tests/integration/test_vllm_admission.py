@@ -29,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.loadgen import LoadResult, LoadSpec, run_load
 from tests.integration.vllm_server import VllmServer, metric_sum
-from tests.support import ExporterProcess, free_port
+from tests.support import ExporterProcess, free_port, series_value
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 
@@ -63,6 +63,11 @@ def one(text: str, name: str, **labels: str) -> float:
     return matches[0]
 
 
+def failed_scrapes(text: str) -> float:
+    errors = values(text, "llm_exporter_source_errors_total")
+    return sum(count for key, count in errors.items() if ("target", "vllm-0") in key)
+
+
 @pytest.fixture(scope="module")
 def stack() -> Iterator[tuple[ExporterProcess, VllmServer, float]]:
     """The engine, the exporter scraping it, and when the exporter first saw it up (its window's
@@ -82,7 +87,10 @@ def stack() -> Iterator[tuple[ExporterProcess, VllmServer, float]]:
     exporter = ExporterProcess("--config", handle.name, interval=1.0)
     try:
         server.start()
-        exporter.wait_for(lambda text: 'llm_engine_up{engine="vllm-0"' in text and "} 1.0" in text, timeout=60)
+        # The load starts once the exporter has scraped the engine: its windows start at that
+        # scrape (what it never saw is not counted), so a load begun before it loses its first
+        # second of refusals and completions (any "} 1.0" in the text once let it begin early).
+        exporter.wait_for(lambda text: series_value(text, "llm_engine_up", engine="vllm-0") == 1.0, timeout=60)
         yield exporter, server, time.monotonic()
     finally:
         server.stop()
@@ -93,6 +101,7 @@ def test_refusals_are_slo_misses_and_the_verdict_stays_queueing(
     stack: tuple[ExporterProcess, VllmServer, float],
 ) -> None:
     exporter, server, first_seen = stack
+    failed_before = failed_scrapes(exporter.metrics())  # those of the engine's start-up
     result: list[LoadResult] = []
     load = threading.Thread(target=lambda: result.append(run_load(server.base_url, OVERLOAD)), daemon=True)
     started = time.monotonic()
@@ -129,14 +138,13 @@ def test_refusals_are_slo_misses_and_the_verdict_stays_queueing(
     completed_rate = served / window_seconds  # the engine served nothing before the load
     # An overloaded engine's /metrics misses the scrape deadline now and then: the window spans
     # those gaps (exporter/slo/refusals.py), so the figures below hold with them.
-    errors = values(text, "llm_exporter_source_errors_total")
-    failed_scrapes = sum(count for key, count in errors.items() if ("target", "vllm-0") in key)
+    failed = failed_scrapes(text) - failed_before
     (entry,) = during["engines"]
     figures = (
         f"engine: {served:.0f} served, {refused:.0f} refused ({engine_share:.1%}); clients: "
         f"{len(clients.ok_records)} served, {client_refused} refused ({client_share:.1%}: {dict(kinds)}) of "
         f"{len(clients.records)}; exporter: attainment {attainment:.3f}, goodput {goodput:.2f} req/s of "
-        f"{completed_rate:.2f} completed (run {run_seconds:.0f} s, {failed_scrapes:.0f} failed scrapes)"
+        f"{completed_rate:.2f} completed (run {run_seconds:.0f} s, {failed:.0f} failed scrapes)"
     )
     print(f"\n{figures}; verdict during the overload: {entry['primary']} {entry['scores']}")
     print(f"  evidence: {entry['evidence']}")
