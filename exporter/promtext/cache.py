@@ -27,13 +27,17 @@ LINE_CACHE_HEAD_CHARS = 256
 
 
 class LineCache:
-    """A target's wanted lines by head (the text before the value's single space) → (name, labels),
-    and the last scrape's `plan` (a `ScrapePlan`).
+    """A target's wanted lines by head (the text before the value's single space) → (name, labels):
+    those of the last scrape read line by line in full; and the last scrape's `plan` (a
+    `ScrapePlan`).
 
     A head is kept only for a line that is its head, one space and its value (no timestamp, no
     exemplar, nothing after), so any number put after the head is a line the grammar accepts:
-    the head decides the parse. `heads` is cleared when full; a scrape with more wanted lines than
-    `entries` leaves no plan.
+    the head decides the parse. A scrape's heads replace the last one's only once it was read in
+    full (`settle`): a scrape refused on a cap leaves nothing behind, so all a refused body made
+    the parser allocate goes with the parse (heads kept from its middle would pin the memory
+    around them, which the soak's RSS showed). At most `entries` heads; a scrape with more wanted
+    lines leaves no plan.
     """
 
     def __init__(self, entries: int = LINE_CACHE_ENTRIES, head_chars: int = LINE_CACHE_HEAD_CHARS) -> None:
@@ -42,13 +46,15 @@ class LineCache:
         self.head_chars = head_chars
         self.plan: ScrapePlan | None = None
 
-    def remember(self, head: str, name: str, labels: LabelKey, shared: bool = True) -> None:
-        """Keep `head` if it is short enough (a plan may hold a longer one, see `plan_chars`) and
-        `shared`: an info line's labels are the ones its parser chose, so only its plan holds it."""
-        if shared and len(head) <= self.head_chars:
-            if len(self.heads) >= self.entries:
-                self.heads.clear()
-            self.heads[head] = (name, labels)
+    def remember(self, fresh: dict[str, tuple[str, LabelKey]], head: str, name: str, labels: LabelKey) -> None:
+        """Put `head` among a scrape's `fresh` heads if it is short enough (a plan may hold a
+        longer one, see `plan_chars`) and there is room."""
+        if len(head) <= self.head_chars and len(fresh) < self.entries:
+            fresh[head] = (name, labels)
+
+    def settle(self, fresh: dict[str, tuple[str, LabelKey]]) -> None:
+        """The heads of a scrape read line by line in full become the ones the next one looks up."""
+        self.heads = fresh
 
     @property
     def plan_chars(self) -> int:

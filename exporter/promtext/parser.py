@@ -149,6 +149,8 @@ class WantedParser:
         #: a line was skipped, is not one the cache keeps, or there are more than a plan holds (so
         #: what is recorded is bounded by the cache, never by the body's lines: issue #41)
         self._taken: list[tuple[str, str, LabelKey]] | None = [] if line_cache is not None else None
+        #: this scrape's heads for the line cache, which takes them once the scrape is read in full
+        self._fresh: dict[str, tuple[str, LabelKey]] = {}
         self._finished = False
 
     @property
@@ -226,6 +228,8 @@ class WantedParser:
             self._take(self._leave_plan([]))
         taken = self._taken
         cache = self._cache
+        if cache is not None:
+            cache.settle(self._fresh)
         if (
             cache is not None
             and taken is not None
@@ -247,6 +251,7 @@ class WantedParser:
         result = self._result
         cache = self._cache
         heads = cache.heads if cache is not None else None
+        fresh = self._fresh
         taken = self._taken
         series = self.series
         for line in lines:
@@ -259,6 +264,8 @@ class WantedParser:
             if hit is not None and value is not None:
                 name, labels = hit
                 kept: str | None = head
+                if len(fresh) < cache.entries:  # type: ignore[union-attr]  # a hit needs the cache
+                    fresh[head] = hit
             else:
                 # `name{k="v",...} value`: ASCII, no escapes, within the caps (it holds no longer value)
                 fast = False
@@ -275,7 +282,7 @@ class WantedParser:
                     kept = None
                     if cache is not None:
                         kept = line[: len(line) - len(value_text) - 1]
-                        cache.remember(kept, name, labels)
+                        cache.remember(fresh, kept, name, labels)
                 else:
                     read = self._parse_line(line)
                     if read is None:
@@ -333,8 +340,8 @@ class WantedParser:
         head = None
         if match.end(2) == len(line) and line[match.start(2) - 1] == " ":  # the head, one space, the value
             head = line[: match.start(2) - 1]
-            if self._cache is not None:
-                self._cache.remember(head, name, labels, shared=info is None)
+            if self._cache is not None and info is None:  # an info line's labels are its parser's choice
+                self._cache.remember(self._fresh, head, name, labels)
         return name, labels, float(value_text), head
 
     def _long_info_line(

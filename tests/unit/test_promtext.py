@@ -436,8 +436,26 @@ def test_the_cache_is_bounded_in_entries_and_head_length() -> None:
     text = "".join(f'a_total{{m="{i}"}} 1\n' for i in range(10)) + f'a_total{{m="{"v" * 60}"}} 1\n'
     parsed = parse_wanted(text, ["a_total"], line_cache=cache)
     assert len(parsed["a_total"]) == 11
-    assert 0 < len(cache.heads) <= 4  # cleared when full, not grown
+    assert len(cache.heads) == 4  # the first four of the scrape's, not grown past
     assert all(len(head) <= 40 for head in cache.heads)
+
+
+def test_the_cache_keeps_the_last_whole_scrapes_heads_and_nothing_of_a_refused_one() -> None:
+    # A refused body (here: past max_series) leaves the cache as the last scrape read in full left
+    # it, and a scrape read in full replaces the heads of the one before (none stay stale).
+    cache = LineCache()
+    first = _parse_or_cap_with('a{m="x"} 1\nb_total{m="x"} 2\n', cache)
+    assert first == ({"a": {(("m", "x"),): 1.0}, "a_bucket": {}, "b_total": {(("m", "x"),): 2.0}}, 0)
+    good = dict(cache.heads)
+    assert sorted(good) == ['a{m="x"}', 'b_total{m="x"}']
+    refused = "".join(f'a{{m="{i}"}} 1\n' for i in range(10))
+    assert _parse_or_cap_with(refused, cache) == "TooManySeries: more than 3 wanted series"
+    assert cache.heads == good
+    assert _parse_or_cap_with('b_total{m="y"} 3\n', cache) == (
+        {"a": {}, "a_bucket": {}, "b_total": {(("m", "y"),): 3.0}},
+        0,
+    )
+    assert sorted(cache.heads) == ['b_total{m="y"}']
 
 
 # --- the plan: a scrape with the last scrape's heads answered without a turn per line ----------
