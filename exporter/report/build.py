@@ -267,7 +267,9 @@ def build_report(
     incident_record = stage_record(incident_stage)
     report.actions = incident_record.generic_actions if incident_record is not None else []
     if has_after:
-        report.fix = fix_verdict(cluster_rows, incident_stage, primary.get("after", NONE))
+        after = report.window("after")
+        after_seconds = after.seconds if after is not None else None
+        report.fix = fix_verdict(cluster_rows, incident_stage, primary.get("after", NONE), after_seconds)
     report.warnings = _warnings(report)
     report.warnings += restart_warnings(client, selector, windows, {n: e.last for n, e in extents.items()})
     report.elapsed_seconds = time.monotonic() - began

@@ -6,19 +6,30 @@ Mann-Whitney test of the after window's values against the incident's says so; a
 windows hold too few values for the test is not judged either way. The fix worked when the
 incident's primary stage is no longer primary after, no headline figure is worse than in the
 incident, and the latency tails recovered or improved.
+
+An after window that opens on the incident's queue (its first waiting count many times the
+baseline's) holds, until that backlog drains, requests queued during the incident: their latency
+is the incident's, not the fix's. When the fix is not shown to have worked over the whole window,
+the rest of it, from the moment the queue is back near the baseline's, is judged as well: the fix
+worked if it worked there, and the summary says both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from exporter.report.matrix import Comparison, Row
+from exporter.report.stats import WindowValue
 
 RECOVERED = 0.10
 IMPROVED = 0.10
 HEADLINE = ("request_rate", "generation_tokens_rate", "e2e_p99", "ttft_p99", "itl_p50", "waiting", "kv_usage_max")
 TAILS = ("e2e_p99", "ttft_p99")
+#: an after window opening on this many times the baseline's waiting requests (and at least
+#: BACKLOG_MIN of them) opens on the incident's backlog; it has drained once back under that
+BACKLOG_RATIO = 10.0
+BACKLOG_MIN = 1.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +50,10 @@ class FixVerdict:
     figures: list[FigureVerdict]
     incident_stage: str
     after_stage: str
+    #: seconds into the after window at which the incident's backlog had drained, when it opened
+    #: on one and the whole window did not show the fix working; `settled` judges the rest of it
+    backlog_seconds: float | None = None
+    settled: FixVerdict | None = None
 
 
 def _better(value: float, than: float, higher: bool) -> float:
@@ -66,7 +81,63 @@ def figure_verdict(row: Row) -> FigureVerdict:
     return FigureVerdict(row.figure.key, row.figure.label, row.figure.unit, base, incident, after, verdict)
 
 
-def fix_verdict(rows: Mapping[str, Row], incident_stage: str, after_stage: str) -> FixVerdict:
+def backlog_drained(rows: Mapping[str, Row]) -> float | None:
+    """The share of the after window its opening backlog took to drain (see the module's
+    docstring); None when it opened on no backlog, or one that never drained."""
+    row = rows.get("waiting")
+    base = row.values.get("baseline") if row is not None else None
+    after = row.values.get("after") if row is not None else None
+    if base is None or base.mean is None or after is None or len(after.values) < 2:
+        return None
+    level = max(BACKLOG_MIN, BACKLOG_RATIO * base.mean)
+    if after.values[0] <= level:
+        return None
+    drained = next((i for i, value in enumerate(after.values) if value <= level), None)
+    return None if drained is None else drained / len(after.values)
+
+
+def _from(rows: Mapping[str, Row], share: float) -> dict[str, Row]:
+    """The rows with each after window's values from `share` of the way in."""
+    out = {}
+    for key, row in rows.items():
+        after = row.values.get("after")
+        if after is not None:
+            kept = after.values[round(share * len(after.values)) :]
+            row = replace(row, values={**row.values, "after": WindowValue.of(kept)})
+        out[key] = row
+    return out
+
+
+def fix_verdict(
+    rows: Mapping[str, Row], incident_stage: str, after_stage: str, after_seconds: float | None = None
+) -> FixVerdict:
+    """The verdict over the after window (`after_seconds` long) or, where it opened on the
+    incident's backlog and the whole window does not show the fix working, over the rest of it
+    once the backlog drained (the summary then says both)."""
+    whole = _verdict(rows, incident_stage, after_stage)
+    share = backlog_drained(rows)
+    if whole.worked or share is None or after_seconds is None:
+        return whole
+    settled = _verdict(_from(rows, share), incident_stage, after_stage)
+    drained_in = share * after_seconds
+    waited = _waiting_text(rows["waiting"].values["after"].values[0])
+    backlog = f"{waited} waiting when the after window opened, gone {drained_in:.0f} s in"
+    if settled.worked:
+        summary = (
+            f"the fix worked once the incident's backlog had drained ({backlog}): "
+            f"{settled.summary.split(': ', 1)[1]}. Over the whole window, whose first {drained_in:.0f} s served "
+            f"requests queued during the incident, {whole.summary}"
+        )
+    else:
+        summary = f"{whole.summary}. Once the incident's backlog had drained ({backlog}): {settled.summary}"
+    return replace(whole, worked=settled.worked, summary=summary, backlog_seconds=drained_in, settled=settled)
+
+
+def _waiting_text(value: float) -> str:
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+
+def _verdict(rows: Mapping[str, Row], incident_stage: str, after_stage: str) -> FixVerdict:
     figures = [figure_verdict(rows[key]) for key in HEADLINE if key in rows and rows[key].figure.better]
     by_key = {f.figure: f for f in figures}
     stage_gone = incident_stage == "none" or after_stage != incident_stage

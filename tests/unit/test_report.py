@@ -345,6 +345,35 @@ def test_a_fix_is_not_judged_on_too_few_values_nor_called_better_on_noise() -> N
     assert unshown.summary.startswith("the fix is not shown to have worked")
 
 
+def test_an_after_window_opening_on_the_incidents_backlog_is_judged_again_once_it_drained() -> None:
+    # The first half of the after window still serves requests queued during the incident (their
+    # tails are the incident's); from the moment the queue is back, the fix is seen to have worked.
+    tails = {"baseline": [0.8] * 12, "incident": [2.5, 2.4, 2.6, 2.5] * 3, "after": [4.0] * 6 + [0.8, 0.82] * 3}
+    first = {"baseline": [0.1] * 12, "incident": [3.0, 2.9, 3.1, 3.0] * 3, "after": [5.0] * 6 + [0.1] * 6}
+    waiting = {"baseline": [0.1] * 12, "incident": [300.0] * 12, "after": [300.0] * 5 + [50.0] + [0.1] * 6}
+    rows = _rows({"e2e_p99": tails, "ttft_p99": first, "waiting": waiting})
+    verdict = fix_verdict(rows, "queueing", "none", after_seconds=120.0)
+    assert verdict.worked and verdict.backlog_seconds == 60.0
+    assert verdict.settled is not None and verdict.settled.worked
+    assert [f.verdict for f in verdict.settled.figures] == ["recovered", "recovered", "recovered"]
+    assert verdict.summary.startswith(
+        "the fix worked once the incident's backlog had drained (300 waiting when the after window opened, gone "
+        "60 s in): "
+        "queueing is no longer the primary stage (after: none); 3 of 3 headline figures back to the baseline. "
+        "Over the whole window, whose first 60 s served requests queued during the incident, the fix is not "
+        "shown to have worked"
+    ), verdict.summary
+    # A queue that never drains, or none at the window's start: the whole window's verdict alone.
+    for after in ([300.0] * 12, [0.1] * 12):
+        unchanged = fix_verdict(
+            _rows({"e2e_p99": tails, "ttft_p99": first, "waiting": {**waiting, "after": after}}),
+            "queueing",
+            "none",
+            after_seconds=120.0,
+        )
+        assert unchanged.settled is None and unchanged.backlog_seconds is None and "backlog" not in unchanged.summary
+
+
 # --- what the pages say -------------------------------------------------------------------------
 
 
