@@ -80,6 +80,23 @@ class _Running:
     source: Source
 
 
+def _untraced(error: Exception) -> Exception:
+    """A source's expected failure (SourceError) without the tracebacks of its chain. A traceback
+    holds the frames it passed through, and the frame that caught the error holds the error: a
+    reference cycle that kept each failed run's frames, and what they held (a parse of a refused
+    body, its connection), until a full garbage collection, every round a target fails. Nothing
+    reads them: the reason and message say what failed. A bug (any other exception) keeps its
+    traceback for the log."""
+    if isinstance(error, SourceError):
+        link: BaseException | None = error
+        seen: set[int] = set()
+        while link is not None and id(link) not in seen:
+            seen.add(id(link))
+            link.__traceback__ = None
+            link = link.__cause__ or link.__context__
+    return error
+
+
 @dataclass(frozen=True)
 class _Outcome:
     """What one run of a source returned, timed around the source's own work: the loop collects
@@ -284,7 +301,7 @@ class CollectionLoop:
         try:
             metrics = list(await source.collect(now))  # type: ignore[misc]
         except Exception as exc:
-            return _Outcome([], self._clock() - started, {}, exc)
+            return _Outcome([], self._clock() - started, {}, _untraced(exc))
         return self._answered(source, metrics, started)
 
     def _run_blocking(self, source: Source, now: float) -> _Outcome:
@@ -293,7 +310,7 @@ class CollectionLoop:
         try:
             metrics = list(source.collect(now))  # type: ignore[arg-type]
         except Exception as exc:
-            return _Outcome([], self._clock() - started, {}, exc)
+            return _Outcome([], self._clock() - started, {}, _untraced(exc))
         return self._answered(source, metrics, started)
 
     def _answered(self, source: Source, metrics: list[Metric], started: float) -> _Outcome:

@@ -7,11 +7,13 @@ The servers are the raw-socket `RawServer` (exact bytes, request counts) and `Ro
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
 from exporter.loop import CollectionLoop
 from exporter.model import Sample
+from exporter.promtext import WantedParser
 from exporter.settings import EngineTarget, ScrapeLimits
 from exporter.sources.base import collect_now
 from exporter.sources.engine import EngineSource
@@ -142,3 +144,29 @@ def test_stopping_cancels_fetches_in_flight_whatever_their_deadline() -> None:
         server.close()
     assert not loop.is_alive()
     assert took < 5.0, f"stop took {took:.1f}s with a fetch of a 30 s deadline in flight"
+
+
+def test_a_failed_run_leaves_no_reference_cycle_behind() -> None:
+    # A failure's traceback holds the frames it went through, and the frame that caught it holds
+    # the failure: kept, that cycle lives until a full collection, with all the run held (its
+    # parser, its connection), every round the target fails. With the collector off, nothing of
+    # the failed runs may be left: freed as they end, not at the collector's next pass.
+    server = RouteServer()
+    server.routes["/metrics"] = respond_with("busy", status=503)
+    refused = RouteServer()
+    refused_url = refused.url("/metrics")
+    refused.close()  # its port answers nothing now
+    loop = CollectionLoop([engine(server.url("/metrics"), "busy"), engine(refused_url, "gone")], 5.0)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            snapshot = loop.collect_once()
+        # (the failures themselves stay referenced by the log's records here: pytest keeps them)
+        left = [o for o in gc.get_objects() if isinstance(o, WantedParser)]
+    finally:
+        gc.enable()
+        loop.stop()
+        server.close()
+    assert sorted((s.target, s.error) for s in snapshot.statuses) == [("busy", "http_status"), ("gone", "connection")]
+    assert left == []
