@@ -7,6 +7,7 @@ Counters become rates here, reset-aware; latency quantiles are read over the sta
 from __future__ import annotations
 
 import math
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
 from dataclasses import fields
@@ -32,7 +33,11 @@ class History:
     in lists with a start offset (compacted now and then), so a window is a bisection and a slice
     in C, not a walk over every point reading each one's attribute (a deque cannot be sliced
     without walking to the slice). Counters keep a third column, the running increase
-    (Prometheus-style across resets), so a rate is two lookups, not a turn per point. Each
+    (Prometheus-style across resets), so a rate is two lookups, not a turn per point. Latency
+    histograms are kept as columns too, each point's cumulative counts one array of doubles (and
+    the bounds shared while they stay the same), not the point's histogram: a baseline's worth of
+    histogram objects is tens of thousands of small objects per engine, which the engine's
+    restarts would free and rebuild all at once (the soak's memory). Each
     helper's answer is remembered until the next point is added: the stages ask ~40 questions per
     engine per collection, half of them repeats, over windows up to the baseline's length (issue
     #23's per-target budget). Points are only ever added through `add`.
@@ -47,6 +52,8 @@ class History:
         self._increases: dict[str, list[float]] = {attr: [] for attr in _COUNTERS}
         #: per column, where its live entries start (the ones before are dropped, not yet removed)
         self._start: dict[str, int] = dict.fromkeys(_NUMERIC, 0)
+        #: per latency histogram, (time, bounds, cumulative counts) of the points that carried it
+        self._histograms: dict[str, deque[tuple[float, tuple[float, ...], array[float]]]] = {}
         self._answers: dict[tuple[Any, ...], Any] = {}
         #: when a point last carried node-wide GPU ranges: an engine with GPUs of its own (or a
         #: node without GPUs) has none, and node_range need not walk its window to find that out
@@ -62,6 +69,15 @@ class History:
         self.pd: PdView | None = None
 
     def add(self, now: float, inputs: EngineInputs) -> None:
+        """Keep `inputs` as the point at `now`. Its histograms go into the columns; the point
+        keeps none (nothing reads a point's histograms but `_increase`, through the columns)."""
+        histograms, inputs.histograms = inputs.histograms, {}
+        for attr, histogram in histograms.items():
+            kept = self._histograms.setdefault(attr, deque())
+            bounds = histogram.bounds
+            if kept and kept[-1][1] == bounds:
+                bounds = kept[-1][1]
+            kept.append((now, bounds, array("d", histogram.cumulative)))
         self.points.append((now, inputs))
         if inputs.node_gpu_range:
             self._node_ranges_seen = now
@@ -70,6 +86,9 @@ class History:
         while self.points and self.points[0][0] < now - self.horizon_seconds:
             self.points.popleft()
         oldest = self.points[0][0]  # what the horizon or max_points kept
+        for kept in self._histograms.values():
+            while kept and kept[0][0] < oldest:
+                kept.popleft()
         increases = self._increases
         for attr in _NUMERIC:
             times, values = self._times[attr], self._values[attr]
@@ -196,21 +215,20 @@ class History:
     def _increase(self, attr: str, seconds: float) -> tuple[tuple[float, ...], list[float]] | None:
         """(bounds, bucket increases) of histogram `attr` from the earliest point within the last
         `seconds` to the newest; None where fewer than two points carry it, or it was reset."""
-        if not self.points:
-            return None
-        newest_at, newest = self.points[-1]
-        last = newest.histograms.get(attr)
+        column = self._histograms.get(attr)
+        if not self.points or not column or column[-1][0] != self.points[-1][0]:
+            return None  # the newest point has none
+        newest_at, bounds, last = column[-1]
         first = None
-        for at, point in reversed(self.points):
-            if at < newest_at - seconds or last is None:
+        for at, kept_bounds, cumulative in reversed(column):
+            if at < newest_at - seconds:
                 break
-            histogram = point.histograms.get(attr)
-            if at < newest_at and histogram is not None and histogram.bounds == last.bounds:
-                first = histogram
-        if last is None or first is None:
+            if at < newest_at and kept_bounds == bounds:
+                first = cumulative
+        if first is None:
             return None
-        increase = [after - before for after, before in zip(last.cumulative, first.cumulative)]
-        return None if any(step < 0 for step in increase) else (last.bounds, increase)
+        increase = [after - before for after, before in zip(last, first)]
+        return None if any(step < 0 for step in increase) else (bounds, increase)
 
     def node_range(self, attr: str, seconds: float) -> tuple[float, float] | None:
         """(mean of the lowest, mean of the highest) node-wide reading of GPU ratio `attr` over the
