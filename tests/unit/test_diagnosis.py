@@ -580,3 +580,62 @@ def test_history_windows_answer_as_a_walk_over_every_point_would() -> None:
                     assert history.trend(attr, seconds) == fmean(values[-third:]) - fmean(values[:third])
                 else:
                     assert history.trend(attr, seconds) is None
+
+
+def test_history_reads_latency_histograms_as_a_walk_over_every_point_would_and_keeps_none() -> None:
+    # A span's quantile comes from the increase of the engine's cumulative histogram between the
+    # earliest point of the span with the newest's bucket layout and the newest: with points
+    # lacking it, layout changes and counter resets. The history keeps counts, not the points'
+    # histogram objects (a baseline's worth of them per engine was the soak's memory).
+    import gc
+    import random
+
+    from exporter.model import Histogram
+    from exporter.stages.inputs import QUANTILE_OF, EngineInputs
+    from exporter.stages.signals import History
+    from exporter.window import histogram_quantile
+
+    rng = random.Random(7)
+    layouts = [(0.01, 0.05, 0.1, 0.5, math.inf), (0.02, 0.1, 1.0, math.inf)]
+    history = History(horizon_seconds=40, max_points=25)
+    kept: list[tuple[float, Histogram | None]] = []
+    counts = [0.0] * 5
+    layout = layouts[0]
+    for step in range(300):
+        now = step * 1.5
+        if rng.random() < 0.04:
+            layout = layouts[1] if layout is layouts[0] else layouts[0]
+            counts = [0.0] * len(layout)
+        elif rng.random() < 0.04:
+            counts = [0.0] * len(layout)  # a restart behind the same address
+        growth = [rng.random() * 4 for _ in layout]
+        counts = [c + sum(growth[: i + 1]) for i, c in enumerate(counts)]
+        histogram = None
+        inputs = EngineInputs()
+        if rng.random() > 0.2:
+            histogram = Histogram(layout, tuple(counts), 0.0, counts[-1])
+            inputs.histograms["itl_p95"] = histogram
+        history.add(now, inputs)
+        kept = [p for p in [*kept, (now, histogram)] if p[0] >= now - 40][-25:]
+        for seconds in (5.0, 12.0, 60.0):
+            newest_at, last = kept[-1]
+            first = None
+            for at, point in reversed(kept):
+                if at < newest_at - seconds or last is None:
+                    break
+                if at < newest_at and point is not None and point.bounds == last.bounds:
+                    first = point
+            expected = None
+            if last is not None and first is not None:
+                increase = [a - b for a, b in zip(last.cumulative, first.cumulative)]
+                if all(step >= 0 for step in increase):
+                    value = histogram_quantile(QUANTILE_OF["itl_p95"], last.bounds, increase)
+                    expected = None if math.isnan(value) else value
+            assert history.level("itl_p95", seconds) == expected, (step, seconds)
+    reachable, todo = {id(history)}, [history]
+    while todo:  # everything the history holds
+        for held in gc.get_referents(todo.pop()):
+            if id(held) not in reachable and not isinstance(held, type):
+                reachable.add(id(held))
+                todo.append(held)
+    assert not [h for _, h in kept if h is not None and id(h) in reachable]
