@@ -264,8 +264,7 @@ class WantedParser:
             if hit is not None and value is not None:
                 name, labels = hit
                 kept: str | None = head
-                if len(fresh) < cache.entries:  # type: ignore[union-attr]  # a hit needs the cache
-                    fresh[head] = hit
+                cache.remember(fresh, head, name, labels)  # type: ignore[union-attr]  # a hit needs the cache
             else:
                 # `name{k="v",...} value`: ASCII, no escapes, within the caps (it holds no longer value)
                 fast = False

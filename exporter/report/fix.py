@@ -125,12 +125,21 @@ def fix_verdict(
     if settled.worked:
         summary = (
             f"the fix worked once the incident's backlog had drained ({backlog}): "
-            f"{settled.summary.split(': ', 1)[1]}. Over the whole window, whose first {drained_in:.0f} s served "
-            f"requests queued during the incident, {whole.summary}"
+            f"{_worked(incident_stage, after_stage, settled.figures)}. Over the whole window, whose first "
+            f"{drained_in:.0f} s served requests queued during the incident, {whole.summary}"
         )
     else:
         summary = f"{whole.summary}. Once the incident's backlog had drained ({backlog}): {settled.summary}"
     return replace(whole, worked=settled.worked, summary=summary, backlog_seconds=drained_in, settled=settled)
+
+
+def _worked(incident_stage: str, after_stage: str, figures: list[FigureVerdict]) -> str:
+    """What shows a fix worked: the stage gone, and how many headline figures recovered."""
+    recovered = sum(f.verdict == "recovered" for f in figures)
+    return (
+        f"{incident_stage} is no longer the primary stage (after: {after_stage}); "
+        f"{recovered} of {len(figures)} headline figures back to the baseline"
+    )
 
 
 def _waiting_text(value: float) -> str:
@@ -146,12 +155,8 @@ def _verdict(rows: Mapping[str, Row], incident_stage: str, after_stage: str) -> 
     tails_ok = bool(tails) and all(f.verdict in ("recovered", "improved") for f in tails)
     unjudged = [f.label for f in tails if f.verdict in ("too few values", "no data")]
     worked = stage_gone and none_worse and tails_ok
-    recovered = sum(f.verdict == "recovered" for f in figures)
     if worked:
-        summary = (
-            f"the fix worked: {incident_stage} is no longer the primary stage (after: {after_stage}); "
-            f"{recovered} of {len(figures)} headline figures back to the baseline"
-        )
+        summary = f"the fix worked: {_worked(incident_stage, after_stage, figures)}"
     elif stage_gone and none_worse and (unjudged or not tails):
         summary = (
             f"the fix could not be judged: {incident_stage} is no longer the primary stage, but "
