@@ -15,9 +15,17 @@ each), and `judge` compares them:
 * Threads: the late median not above the early median (their number does not move with the
   traffic; one leaked every thousand rounds raises it by fifty).
 * /metrics p99 latency: at most 25 % above the early one, or less than 1 ms above it (below what
-  a shared 2-core machine's scheduler adds). A p99 from n scrapes is the (n/100)th slowest; with
-  fewer than 1,000 scrapes a window that is a handful of scrapes, one stalled timeslice moves it
-  by half (a 3-minute run once read 2.9-6.7 ms with no trend), so fewer is "not judged".
+  a shared 2-core machine's scheduler adds), or not told apart from it by the scrapes measured. A
+  p99 from n scrapes is the (n/100)th slowest; with fewer than 1,000 scrapes a window that is a
+  handful of scrapes, one stalled timeslice moves it by half (a 3-minute run once read 2.9-6.7 ms
+  with no trend), so fewer is "not judged". Even from 1,400 scrapes the 99th percentile lies, with
+  90 % confidence, anywhere from the 22nd to the 8th slowest (the order statistics' binomial
+  interval), and in the soak's tail (scrapes that wait on the collection's hold of the interpreter,
+  the p99 some twenty times the median) that spans about a third of the figure: two runs of one
+  exporter read over +25 % one time in ten (a 3-hour CI soak read +25.5 % where the run before,
+  on the same code, read -0.0 %). So a late p99 over budget is a finding when its 90 % interval lies
+  wholly above the early one's: for such a tail, never in 500 simulated pairs of one exporter,
+  and four times in five for an exporter twice as slow (tests/unit/test_soak_drift.py).
 * Collection time (the exporter's own llm_exporter_collect_duration_seconds, summed over the
   targets that answer at once): the late median at most 25 % or 5 ms above the early one.
 * Failed scrapes: none, anywhere in the run.
@@ -28,6 +36,7 @@ figure over budget fails the run.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -74,6 +83,19 @@ def p99(values: Sequence[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
+def p99_interval(values: Sequence[float], z: float = 1.645) -> tuple[float, float]:
+    """Where the 99th percentile of what `values` sample lies, with 90 % confidence (z = 1.645):
+    between two of their order statistics, the ranks from the normal approximation to the binomial
+    count of values below it (distribution-free)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if not n:
+        return float("nan"), float("nan")
+    centre, spread = 0.99 * n, z * math.sqrt(n * 0.99 * 0.01)
+    low, high = math.floor(centre - spread), math.ceil(centre + spread)
+    return ordered[max(0, low - 1)], ordered[min(n - 1, high - 1)]
+
+
 def _few(early: Sequence[float], late: Sequence[float], least: int, what: str) -> str:
     count = min(len(early), len(late))
     return f"{count} {what} in a window, {least} needed" if count < least else ""
@@ -118,7 +140,17 @@ def _latency(
     before, after = measure(early), measure(late)
     drift = after / before - 1 if before > 0 else float("inf")
     ok = drift < ratio or after - before < floor
-    return Verdict(name, f"{before * 1000:.2f} ms", f"{after * 1000:.2f} ms ({drift:+.1%})", budget, OK if ok else OVER)
+    reason = ""
+    if not ok and statistic == "p99":
+        (_, early_high), (late_low, late_high) = p99_interval(early), p99_interval(late)
+        if late_low <= early_high:
+            ok = True
+            reason = (
+                f"not told apart: the late p99 lies in {late_low * 1000:.2f}-{late_high * 1000:.2f} ms, "
+                f"the early one up to {early_high * 1000:.2f} ms"
+            )
+    before_text, after_text = f"{before * 1000:.2f} ms", f"{after * 1000:.2f} ms ({drift:+.1%})"
+    return Verdict(name, before_text, after_text, budget, OK if ok else OVER, reason)
 
 
 def judge(leak: tuple[Window, Window], speed: tuple[Window, Window], failed_scrapes: int) -> list[Verdict]:
