@@ -19,14 +19,15 @@ import pytest
 import requests
 import yaml
 
-from tests.integration.exporter_view import BackgroundLoad
+from tests.integration.exporter_view import BackgroundLoad, RepeatingLoad
 from tests.integration.loadgen import LoadSpec
 from tests.integration.vllm_server import VllmServer
 from tests.support import REPO, ExporterProcess, series_value
 
 pytestmark = pytest.mark.vllm
 
-LOAD = LoadSpec(concurrency=2, prompt_tokens=(16, 48), output_tokens=(16, 32), duration_s=25.0,
+#: one of the back-to-back runs of load kept up while the capture is taken
+LOAD = LoadSpec(concurrency=2, prompt_tokens=(16, 48), output_tokens=(16, 32), duration_s=5.0,
                 request_timeout_s=60.0, seed=41)  # fmt: skip
 #: the exporter answers /metrics from its rendered snapshot (a dictionary lookup): even on this
 #: loaded two-core machine beside a profiling vLLM, nine scrapes in ten must not wait on the capture
@@ -66,24 +67,26 @@ def test_a_bounded_capture_with_its_summary_while_metrics_keep_being_served(tmp_
 
             scraper = threading.Thread(target=scrape, daemon=True)
             scraper.start()
-            load = BackgroundLoad(server.base_url, LOAD)
-            time.sleep(2.0)
-            began = time.monotonic()
-            # The trace directory is read from the engine's own command line (--profiler-config).
-            result = profile("--engine", f"vllm={server.metrics_url}", "--seconds", "4", "--format", "json")
-            took = time.monotonic() - began
-            load.join()
+            # The load runs until the capture is done, however long the profile command takes to
+            # start on a loaded machine: a capture over an idle engine has no operators to name.
+            with RepeatingLoad(server.base_url, LOAD) as load:
+                time.sleep(2.0)
+                began = time.monotonic()
+                # The trace directory is read from the engine's own command line (--profiler-config).
+                result = profile("--engine", f"vllm={server.metrics_url}", "--seconds", "4", "--format", "json")
+                took = time.monotonic() - began
             stop.set()
             scraper.join()
         finally:
             exporter.close()
     assert result.returncode == 0, result.stderr[-3000:]
+    assert load.results and not load.errors, [r.error_count for r in load.results]
     capture = json.loads(result.stdout)
     assert capture["directory"] == str(traces) and capture["traces"]
     trace = Path(capture["traces"][0])
     assert trace.is_file() and trace.name.endswith(".json.gz")
     summary = capture["summary"]
-    assert summary["basis"] == "cpu operators" and len(summary["top"]) >= 5
+    assert summary["basis"] == "cpu operators" and len(summary["top"]) >= 5, (summary, capture["traces"])
     assert all(entry["seconds"] > 0 for entry in summary["top"])
     assert any(name.startswith("aten::") for name in (e["name"] for e in summary["top"]))
     assert abs(sum(summary["shares"].values()) - 1.0) < 1e-6
