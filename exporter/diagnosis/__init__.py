@@ -142,8 +142,8 @@ class Diagnoser:
         for key, engine in inputs.items():
             history = self._histories.setdefault(key, History(max(t.baseline_seconds, t.level_seconds * 2)))
             at = min(now, answered.get(key[0], now))
-            if history.points:  # a point never goes before the one it follows
-                at = max(at, history.points[-1][0])
+            if history.times:  # a point never goes before the one it follows
+                at = max(at, history.times[-1])
             history.add(at, engine)
             history.findings = tuple(f for f in findings if not f.engine or f.engine == key[0])
             self._last_seen[key] = now
@@ -226,8 +226,8 @@ class Diagnoser:
         }
 
     def _span(self, key: EngineKey) -> float:
-        points = self._histories[key].points
-        return points[-1][0] - points[0][0] if points else 0.0
+        times = self._histories[key].times
+        return times[-1] - times[0] if times else 0.0
 
     def _why_no_verdict(self, key: EngineKey, status: Status, verdict: EngineDiagnosis | None) -> str | None:
         """None for a verdict of this round; else why there is none (or only the last one)."""

@@ -10,6 +10,7 @@ import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import fields
 from statistics import fmean
 from typing import Any
@@ -27,37 +28,41 @@ _COUNTERS = tuple(attr for attr in _NUMERIC if attr.endswith("_total"))
 
 
 class History:
-    """A bounded time series of EngineInputs for one engine, with the window helpers stages use.
+    """A bounded time series of one engine's inputs, with the window helpers stages use.
 
-    Each numeric attribute is also kept as its own column of (time, value) where it was present,
-    in lists with a start offset (compacted now and then), so a window is a bisection and a slice
-    in C, not a walk over every point reading each one's attribute (a deque cannot be sliced
-    without walking to the slice). Counters keep a third column, the running increase
-    (Prometheus-style across resets), so a rate is two lookups, not a turn per point. Latency
-    histograms are kept as columns too, each point's cumulative counts one array of doubles (and
-    the bounds shared while they stay the same), not the point's histogram: a baseline's worth of
-    histogram objects is tens of thousands of small objects per engine, which the engine's
-    restarts would free and rebuild all at once (the soak's memory). Each
-    helper's answer is remembered until the next point is added: the stages ask ~40 questions per
-    engine per collection, half of them repeats, over windows up to the baseline's length (issue
-    #23's per-target budget). Points are only ever added through `add`.
+    The newest EngineInputs is kept whole (`latest`: its GPUs, settings, pools, ...); of the
+    points before it only what a window reads is kept, in columns. Each numeric attribute is a
+    column of (time, value) where it was present, arrays of doubles with a start offset (compacted
+    now and then), so a window is a bisection and a slice in C, not a walk over every point. A
+    point's lists and dicts, and a float object per number, would be a few hundred small objects
+    per engine per round, kept for the baseline and freed all at once when the engine restarts:
+    the interpreter's memory fragments around such waves, and a soaked exporter's RSS climbed with
+    them. Counters keep a third column, the running increase (Prometheus-style across resets), so
+    a rate is two lookups. Latency histograms are kept as columns too, each point's cumulative
+    counts one array of doubles (the bounds shared while they stay the same); node-wide GPU ranges
+    only for the points that carried them. Each helper's answer is remembered until the next
+    point is added: the stages ask ~40 questions per engine per collection, half of them repeats,
+    over windows up to the baseline's length (issue #23's per-target budget). Points are only ever
+    added through `add`.
     """
 
     def __init__(self, horizon_seconds: float, max_points: int = 2048) -> None:
         self.horizon_seconds = horizon_seconds
-        self.points: deque[tuple[float, EngineInputs]] = deque(maxlen=max_points)
-        self._times: dict[str, list[float]] = {attr: [] for attr in _NUMERIC}
-        self._values: dict[str, list[float]] = {attr: [] for attr in _NUMERIC}
+        self.max_points = max_points
+        #: the times of the points kept (the horizon's, at most `max_points`)
+        self.times: array[float] = array("d")
+        self._latest: EngineInputs | None = None
+        self._times: dict[str, array[float]] = {attr: array("d") for attr in _NUMERIC}
+        self._values: dict[str, array[float]] = {attr: array("d") for attr in _NUMERIC}
         #: per counter, the increase from its column's first entry to each entry
-        self._increases: dict[str, list[float]] = {attr: [] for attr in _COUNTERS}
+        self._increases: dict[str, array[float]] = {attr: array("d") for attr in _COUNTERS}
         #: per column, where its live entries start (the ones before are dropped, not yet removed)
         self._start: dict[str, int] = dict.fromkeys(_NUMERIC, 0)
         #: per latency histogram, (time, bounds, cumulative counts) of the points that carried it
         self._histograms: dict[str, deque[tuple[float, tuple[float, ...], array[float]]]] = {}
+        #: (time, node-wide GPU ranges) of the points that carried any
+        self._node_ranges: deque[tuple[float, dict[str, tuple[float, float]]]] = deque()
         self._answers: dict[tuple[Any, ...], Any] = {}
-        #: when a point last carried node-wide GPU ranges: an engine with GPUs of its own (or a
-        #: node without GPUs) has none, and node_range need not walk its window to find that out
-        self._node_ranges_seen = -math.inf
         #: the node's unattributed GPUs as last seen (a point whose GPU source missed the round
         #: has none, while the window's node-wide readings still count)
         self._unattributed: list[str] = []
@@ -69,8 +74,9 @@ class History:
         self.pd: PdView | None = None
 
     def add(self, now: float, inputs: EngineInputs) -> None:
-        """Keep `inputs` as the point at `now`. Its histograms go into the columns; the point
-        keeps none (nothing reads a point's histograms but `_increase`, through the columns)."""
+        """Keep `inputs` as the point at `now`: whole until the next one, in the columns after.
+        Its histograms go into the columns at once; `latest()` has none (nothing reads a point's
+        histograms but `_increase`, through the columns)."""
         histograms, inputs.histograms = inputs.histograms, {}
         for attr, histogram in histograms.items():
             kept = self._histograms.setdefault(attr, deque())
@@ -78,17 +84,22 @@ class History:
             if kept and kept[-1][1] == bounds:
                 bounds = kept[-1][1]
             kept.append((now, bounds, array("d", histogram.cumulative)))
-        self.points.append((now, inputs))
+        self.times.append(now)
+        self._latest = inputs
         if inputs.node_gpu_range:
-            self._node_ranges_seen = now
+            self._node_ranges.append((now, inputs.node_gpu_range))
         if inputs.unattributed_gpus:
             self._unattributed = inputs.unattributed_gpus
-        while self.points and self.points[0][0] < now - self.horizon_seconds:
-            self.points.popleft()
-        oldest = self.points[0][0]  # what the horizon or max_points kept
+        times = self.times
+        gone = max(bisect_left(times, now - self.horizon_seconds), len(times) - self.max_points)
+        if gone > 0:
+            del times[:gone]
+        oldest = times[0]  # what the horizon or max_points kept
         for kept in self._histograms.values():
             while kept and kept[0][0] < oldest:
                 kept.popleft()
+        while self._node_ranges and self._node_ranges[0][0] < oldest:
+            self._node_ranges.popleft()
         increases = self._increases
         for attr in _NUMERIC:
             times, values = self._times[attr], self._values[attr]
@@ -115,26 +126,29 @@ class History:
         self._answers.clear()
 
     def latest(self) -> EngineInputs:
-        return self.points[-1][1]
+        if self._latest is None:
+            raise LookupError("no point added yet")
+        return self._latest
 
     def unattributed_gpus(self, seconds: float) -> list[str]:
         """The node's unattributed GPUs where any point of the last `seconds` read them: the
         window the stages' node-wide readings come from. The latest point alone would drop them
         (and the evidence saying so) for a round whose GPU source timed out on a busy host."""
-        if self.points and self._node_ranges_seen >= self.points[-1][0] - seconds:
+        if self._node_ranges and self._node_ranges[-1][0] >= self.times[-1] - seconds:
             return self._unattributed
         return []
 
     def _first(self, attr: str, seconds: float) -> int:
         """The index of the first entry of `attr`'s column within the last `seconds`."""
-        return bisect_left(self._times[attr], self.points[-1][0] - seconds, self._start[attr])
+        return bisect_left(self._times[attr], self.times[-1] - seconds, self._start[attr])
 
-    def values(self, attr: str, seconds: float) -> list[float]:
+    def values(self, attr: str, seconds: float) -> Sequence[float]:
+        """The readings of `attr` within the last `seconds`, oldest first."""
         key = ("values", attr, seconds)
         answers = self._answers
         if key in answers:
             return answers[key]
-        found = self._values[attr][self._first(attr, seconds) :] if self.points else []
+        found = self._values[attr][self._first(attr, seconds) :] if self.times else array("d")
         answers[key] = found
         return found
 
@@ -175,7 +189,7 @@ class History:
         found: float | None = None
         times, values = self._times[attr], self._values[attr]
         start = self._start[attr]
-        if self.points and start < len(times):
+        if self.times and start < len(times):
             oldest = times[start]
             first = max(self._first(attr, seconds), bisect_left(times, oldest + span, start))
             if first < len(times):
@@ -216,7 +230,7 @@ class History:
         """(bounds, bucket increases) of histogram `attr` from the earliest point within the last
         `seconds` to the newest; None where fewer than two points carry it, or it was reset."""
         column = self._histograms.get(attr)
-        if not self.points or not column or column[-1][0] != self.points[-1][0]:
+        if not self.times or not column or column[-1][0] != self.times[-1]:
             return None  # the newest point has none
         newest_at, bounds, last = column[-1]
         first = None
@@ -238,14 +252,14 @@ class History:
         if key in self._answers:
             return self._answers[key]
         found: tuple[float, float] | None = None
-        if self.points and self._node_ranges_seen >= self.points[-1][0] - seconds:
-            start = self.points[-1][0] - seconds
+        if self.times:
+            start = self.times[-1] - seconds
             lows: list[float] = []
             highs: list[float] = []
-            for t, point in reversed(self.points):
+            for t, ranges in reversed(self._node_ranges):
                 if t < start:
                     break
-                bounds = point.node_gpu_range.get(attr)
+                bounds = ranges.get(attr)
                 if bounds is not None:
                     lows.append(bounds[0])
                     highs.append(bounds[1])
@@ -260,7 +274,7 @@ class History:
         if key in answers:
             return answers[key]
         found: float | None = None
-        if self.points:
+        if self.times:
             times = self._times[attr]
             first, last = self._first(attr, seconds), len(times) - 1
             if last - first >= 1 and times[last] > times[first]:

@@ -237,5 +237,5 @@ def test_each_engine_is_diagnosed_at_the_time_it_answered_not_when_the_round_end
         opener.join(timeout=30)
     engine_at, rdma_at = snapshot.answered_at[("engine", "e1")], snapshot.answered_at[("rdma", "")]
     assert engine_at < opened[0] <= rdma_at <= after
-    ((stamped, _),) = exporter.diagnoser._histories[("e1", "vllm", "m")].points
+    (stamped,) = exporter.diagnoser._histories[("e1", "vllm", "m")].times
     assert stamped == engine_at

@@ -190,7 +190,7 @@ def test_each_engines_counters_are_rated_by_when_it_answered_not_when_the_round_
     late = Diagnoser()
     late.update(engine_metrics(cpu_seconds=1.0), 10.0, answered_at={"e0": 99.0})
     late.update(engine_metrics(cpu_seconds=2.0), 15.0, answered_at={"e0": 3.0})
-    assert [t for t, _ in late._histories[key].points] == [10.0, 10.0]
+    assert list(late._histories[key].times) == [10.0, 10.0]
 
 
 def test_rdma_congestion_with_slowed_decode_is_cross_node() -> None:
@@ -566,7 +566,7 @@ def test_history_windows_answer_as_a_walk_over_every_point_would() -> None:
                 recent = [(t, getattr(p, attr)) for t, p in points if t >= now - seconds]
                 window = [(t, value) for t, value in recent if value is not None]
                 values = [v for _, v in window]
-                assert history.values(attr, seconds) == values
+                assert list(history.values(attr, seconds)) == values
                 assert history.mean(attr, seconds) == (fmean(values) if values else None)
                 assert history.maximum(attr, seconds) == (max(values) if values else None)
                 assert history.minimum(attr, seconds) == (min(values) if values else None)
@@ -639,3 +639,44 @@ def test_history_reads_latency_histograms_as_a_walk_over_every_point_would_and_k
                 reachable.add(id(held))
                 todo.append(held)
     assert not [h for _, h in kept if h is not None and id(h) in reachable]
+
+
+def test_history_keeps_the_newest_point_whole_and_of_the_others_only_their_columns() -> None:
+    # Of the points before the newest only what a window reads is kept: numbers in arrays, the
+    # node-wide GPU ranges of the points that carried them. A point's lists and dicts, and a float
+    # object per number, kept for the baseline and freed at once at an engine's restart, were
+    # waves of small objects the interpreter's memory fragmented around (the soak's RSS).
+    import gc
+    import random
+
+    from exporter.stages.inputs import EngineInputs
+    from exporter.stages.signals import History
+
+    rng = random.Random(3)
+    history = History(horizon_seconds=600, max_points=200)
+    lows: list[tuple[float, float]] = []
+    for step in range(150):
+        now = step * 5.0
+        inputs = EngineInputs(running=rng.random() * 8, waiting=rng.random(), preemptions_total=float(step))
+        inputs.gpus, inputs.settings = [f"gpu{step % 8}"], {"max_num_seqs": str(step)}
+        if step % 3 == 0:
+            inputs.node_gpu_range = {"sm_active": (rng.random() * 0.4, 0.5 + rng.random() * 0.5)}
+            lows.append((now, inputs.node_gpu_range["sm_active"][0]))
+        history.add(now, inputs)
+    assert history.latest() is inputs and len(history.times) == 121  # the horizon's
+    recent = [low for at, low in lows if at >= now - 100]
+    found = history.node_range("sm_active", 100)
+    assert found is not None and math.isclose(found[0], sum(recent) / len(recent))
+    assert len(history.values("running", 600)) == 121
+    reachable, todo, held_points, held_floats = {id(history)}, [history], 0, 0
+    while todo:  # everything the history holds
+        for held in gc.get_referents(todo.pop()):
+            if id(held) not in reachable and not isinstance(held, type):
+                reachable.add(id(held))
+                todo.append(held)
+                held_points += isinstance(held, EngineInputs)
+                held_floats += type(held) is float
+    assert held_points == 1
+    # the newest point's three numbers, the node ranges of the 40 points in the horizon that
+    # carried them (a time and two bounds each) and node_range's answer: no column's numbers
+    assert held_floats == 3 + 3 * 40 + 2, held_floats

@@ -48,8 +48,7 @@ def test_engine_flops_are_evidence_beside_the_gpu_s_own_tensor_activity() -> Non
 
 def test_an_unknown_gpu_gets_the_rate_but_no_share() -> None:
     h = history(estimated_memory_bytes_total=2e12, running=4.0)
-    for _, point in h.points:
-        point.gpu_models = ["Some Future GPU"]
+    h.latest().gpu_models = ["Some Future GPU"]
     result = decode_memory_bandwidth.score(h, T)
     assert any("2000.0 GB/s per GPU" in line and "peak unknown for Some Future GPU" in line for line in result.evidence)
 
