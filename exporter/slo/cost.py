@@ -72,6 +72,10 @@ class MixWindow:
                     tokens.setdefault(key, {})[m.name] = rate
             elif isinstance(m, QuantileSummary) and m.name in (_TTFT, _QUEUE, _E2E) and m.window is not None:
                 summaries.setdefault(key, {})[m.name] = m
+        # an engine's model rolled out (or an engine gone) leaves its windows: dropped once a whole
+        # window has passed without them, or they would pile up with every rollout
+        for gone in [k for k, w in self._rates.items() if w.newest_at < now - self.window_seconds]:
+            del self._rates[gone]
         mixes = {}
         for key, found in summaries.items():
             e2e = found.get(_E2E)

@@ -166,6 +166,24 @@ def test_the_mix_comes_from_the_window_of_the_engines_own_counters_and_histogram
     assert costs([Sample("llm_engine_up", LABELS, 1.0)], {("vllm-0", "llama"): found}, [], {}) == []
 
 
+def test_the_mix_forgets_a_model_a_window_after_it_was_last_seen() -> None:
+    # an engine's models rolled out one after another: each one's token windows go a window
+    # after its last scrape, or a long-lived exporter keeps one per model ever served
+    mixes = MixWindow(50.0)
+    for step in range(40):
+        labels = {**LABELS, "model": f"model-{step // 4}"}  # a rollout every 4 rounds
+        tokens = float(step * 100)
+        mixes.update(
+            [
+                Sample("llm_engine_prompt_tokens_total", labels, tokens * 9),
+                Sample("llm_engine_generation_tokens_total", labels, tokens),
+            ],
+            step * 5.0,
+        )
+    # at 195 s, the models scraped within the last 50 s: model-7 (last at 155 s), model-8, model-9
+    assert sorted({model for _, model, _ in mixes._rates}) == ["model-7", "model-8", "model-9"]
+
+
 def test_the_capacity_section_is_validated_key_by_key() -> None:
     settings = build({"capacity": {"target_utilization": 0.7, "max_num_seqs": {"vllm-0": 64}}}).capacity
     assert settings.target_utilization == 0.7 and settings.max_num_seqs == {"vllm-0": 64}
