@@ -86,3 +86,22 @@ def test_a_round_without_a_series_is_a_gap_and_a_horizon_without_it_forgets_it()
     assert history.increase(KEY, 60.0) == 22.0  # gone for its horizon, not longer
     history.forget_unseen(set(), 55.0 + 301.0)
     assert history.increase(KEY, 60.0) is None
+
+
+def test_a_series_points_are_doubles_in_arrays_not_float_objects():
+    # points live up to an hour while the last is rewritten every round: as float objects they
+    # were long-lived small objects among each round's short-lived ones (the soak's memory)
+    import gc
+
+    history = CounterHistory({KEY[0]: 3600.0})
+    for n in range(2000):
+        history.observe(KEY, n * 5.0, float(n // 7))
+    assert len(history.samples(KEY, 3600.0)) >= 256  # a full horizon of points
+    reachable, todo, floats = {id(history)}, [history], 0
+    while todo:  # everything the history holds
+        for held in gc.get_referents(todo.pop()):
+            if id(held) not in reachable and not isinstance(held, type):
+                reachable.add(id(held))
+                todo.append(held)
+                floats += type(held) is float
+    assert floats <= 4, floats  # the horizon, the spacing, the last value (and its dict's horizon)
