@@ -9,6 +9,7 @@ Properties: tests/fuzz/properties.py.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -25,7 +26,9 @@ from tests.fuzz.harness import run  # noqa: E402
 from tests.fuzz.properties import FILE_FATES, assert_renders_and_parses_back, change_file, collect  # noqa: E402
 from tests.sysfs_trees import build_fixture_tree, roce_mlx5_tree  # noqa: E402
 
-_BASE = Path(tempfile.mkdtemp(prefix="sysfs-fuzzer-"))
+#: where the trees are built: libFuzzer ends the process with C's exit(), past Python's cleanup,
+#: so a caller that wants nothing left behind names a folder of its own (the CI test does)
+_BASE = Path(os.environ.get("SYSFS_FUZZER_DIR") or tempfile.mkdtemp(prefix="sysfs-fuzzer-"))
 TREES = [
     build_fixture_tree(_BASE / "procfs", "procfs"),
     build_fixture_tree(_BASE / "node_exporter", "node_exporter"),

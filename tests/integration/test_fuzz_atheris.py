@@ -10,6 +10,7 @@ web configuration file that is not UTF-8 escaped as UnicodeDecodeError instead o
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -48,6 +49,13 @@ def _seeds(harness: str, directory: Path) -> list[Path]:
     return []  # sysfs: the harness mutates real trees it builds itself
 
 
+def _harness_env(trees: Path) -> dict[str, str]:
+    """The sysfs harness builds its trees in `trees` (the test's own folder): libFuzzer ends the
+    process with C's exit(), so the harness cannot remove a folder of its own making."""
+    trees.mkdir(exist_ok=True)
+    return {**os.environ, "SYSFS_FUZZER_DIR": str(trees)}
+
+
 def _slowed_by_the_machine(harness: str, artifact: Path) -> bool:
     """A slow-unit artifact that runs fast alone: the machine stalled the fuzzer (a CI run once
     held one three-byte sysfs input 14 s, beside the vLLM tier; alone it takes milliseconds), not
@@ -56,7 +64,12 @@ def _slowed_by_the_machine(harness: str, artifact: Path) -> bool:
         return False
     script = REPO / "tests" / "fuzz" / f"{harness}_fuzzer.py"
     rerun = subprocess.run(
-        [sys.executable, str(script), str(artifact)], capture_output=True, text=True, timeout=120, cwd=REPO
+        [sys.executable, str(script), str(artifact)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env=_harness_env(artifact.parent.parent / f"trees-{artifact.name}"),
     )
     took = re.search(r"Executed .* in (\d+) ms", rerun.stdout + rerun.stderr)
     return rerun.returncode == 0 and took is not None and int(took.group(1)) < SLOW_UNIT_MS
@@ -79,7 +92,14 @@ def test_atheris_finds_no_crash(harness: str, tmp_path: Path) -> None:
         str(corpus),
         *map(str, _seeds(harness, tmp_path / "seeds")),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=FUZZ_SECONDS + 120, cwd=REPO)
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=FUZZ_SECONDS + 120,
+        cwd=REPO,
+        env=_harness_env(tmp_path / "trees"),
+    )
     output = result.stdout + result.stderr
     crashes = [a for a in sorted(artifacts.iterdir()) if not _slowed_by_the_machine(harness, a)]
     kept = []
