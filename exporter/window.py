@@ -154,11 +154,6 @@ class RateWindow:
             return None
         return (last - first) / (last_time - first_time)
 
-    @property
-    def newest_at(self) -> float:
-        """When a value was last observed (-inf before any)."""
-        return self._points[-1][0] if self._points else -math.inf
-
 
 def histogram_quantile(q: float, bounds: Sequence[float], cumulative: Sequence[float]) -> float:
     """Prometheus' histogram_quantile on one histogram: linear interpolation inside the bucket.

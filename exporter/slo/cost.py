@@ -28,7 +28,7 @@ from typing import Any
 from exporter.model import Metric, QuantileSummary, Sample
 from exporter.slo.replicas import Estimate
 from exporter.stages.inputs import gpu_owner
-from exporter.window import RateWindow
+from exporter.window import LastSeen, RateWindow
 
 PROMPT, GENERATED = "llm_engine_prompt_tokens_total", "llm_engine_generation_tokens_total"
 _TTFT, _QUEUE, _E2E = (
@@ -59,22 +59,25 @@ class MixWindow:
     def __init__(self, window_seconds: float) -> None:
         self.window_seconds = window_seconds
         self._rates: dict[tuple[str, str, str], RateWindow] = {}
+        #: a model rolled out (or an engine gone) leaves its windows: dropped once a whole window
+        #: has passed without them, or they would pile up with every rollout
+        self._seen: LastSeen[tuple[str, str, str]] = LastSeen(window_seconds)
 
     def update(self, metrics: Sequence[Metric], now: float) -> dict[Key, Mix]:
         tokens: dict[Key, dict[str, float]] = {}
         summaries: dict[Key, dict[str, QuantileSummary]] = {}
+        observed: list[tuple[str, str, str]] = []
         for m in metrics:
             key = (m.labels.get("engine", ""), m.labels.get("model", ""))
             if isinstance(m, Sample) and m.name in (PROMPT, GENERATED) and "engine_type" in m.labels:
-                window = self._rates.setdefault((*key, m.name), RateWindow(self.window_seconds))
+                observed.append((*key, m.name))
+                window = self._rates.setdefault(observed[-1], RateWindow(self.window_seconds))
                 rate = window.observe(now, m.value)
                 if rate is not None:
                     tokens.setdefault(key, {})[m.name] = rate
             elif isinstance(m, QuantileSummary) and m.name in (_TTFT, _QUEUE, _E2E) and m.window is not None:
                 summaries.setdefault(key, {})[m.name] = m
-        # an engine's model rolled out (or an engine gone) leaves its windows: dropped once a whole
-        # window has passed without them, or they would pile up with every rollout
-        for gone in [k for k, w in self._rates.items() if w.newest_at < now - self.window_seconds]:
+        for gone in self._seen.gone(observed, now):
             del self._rates[gone]
         mixes = {}
         for key, found in summaries.items():
