@@ -38,8 +38,9 @@ class Startup:
     cold_until: float | None = None
     #: the engine's own figures (phase -> seconds): SGLang's engine start-up and weight load, ...
     own: dict[str, float] = field(default_factory=dict)
-    #: wall times of the restarts the exporter saw
-    restarts: list[float] = field(default_factory=list)
+    #: the restarts the exporter saw (a count: an engine that crash-loops for days restarts
+    #: thousands of times, and what is said of it is how many)
+    restarts: int = 0
     #: why it is in its cold regime now ("" when it is not), and what began it (START, RESTART, WAKE)
     cold_reason: str = ""
     cold_cause: str = ""
@@ -67,7 +68,7 @@ class Startup:
             "first_served_at": self.first_served_at,
             "cold_until": self.cold_until,
             "engine_figures": {k: round(v, 2) for k, v in self.own.items()},
-            "restarts_seen": len(self.restarts),
+            "restarts_seen": self.restarts,
         }
 
 
@@ -80,7 +81,7 @@ class _Track:
     seen_late: bool = False
     woke_at: float | None = None
     was_asleep: bool = False
-    restarts: list[float] = field(default_factory=list)
+    restarts: int = 0
     #: the last round its metrics answered
     last_up_at: float | None = None
 
@@ -111,7 +112,7 @@ class EngineStarts:
             start = None
         if start is not None and (track.started_at is None or abs(start - track.started_at) > SAME_START_SECONDS):
             if track.started_at is not None:
-                track.restarts.append(start)
+                track.restarts += 1
             fresh = wall - start < s.warmup_seconds or track.started_at is not None
             track.started_at, track.first_served_at, track.woke_at = start, None, None
             track.served_baseline = engine.served_total if engine.up else None
@@ -120,7 +121,7 @@ class EngineStarts:
             return self._not_up(name, start, track, wall)
         if engine.asleep:
             track.was_asleep = True
-            return Startup(track.started_at, own=dict(engine.startup_seconds), restarts=list(track.restarts))
+            return Startup(track.started_at, own=dict(engine.startup_seconds), restarts=track.restarts)
         if track.was_asleep:
             track.was_asleep, track.woke_at = False, wall
             track.served_baseline, track.first_served_at = engine.served_total, None
@@ -131,7 +132,7 @@ class EngineStarts:
             track.seen_late = track.seen_late or start is None
         elif served is not None and served < track.served_baseline and start is None:
             # Its counters reset and it exports no start time: a restart, seen now.
-            track.restarts.append(wall)
+            track.restarts += 1
             track.started_at, track.first_served_at, track.seen_late = wall, None, False
             track.served_baseline = served
         elif served is not None and track.first_served_at is None and served > track.served_baseline:
@@ -140,17 +141,17 @@ class EngineStarts:
 
     def _not_up(self, name: str, start: float | None, track: _Track, wall: float) -> Startup:
         if start is None:  # no process seen, or the one that served: down, not loading (the diagnosis says so)
-            return Startup(restarts=list(track.restarts))
+            return Startup(restarts=track.restarts)
         loading = wall - start
         text = f"its process has run {loading:.0f} s without serving its metrics or a request"
         finding = Finding("engine_loading", STARTUP, name, text, "llm_engine_process_start_time_seconds", loading)
-        return Startup(start, restarts=list(track.restarts), loading_seconds=loading, findings=[finding])
+        return Startup(start, restarts=track.restarts, loading_seconds=loading, findings=[finding])
 
     def _cold(self, engine: EngineFacts, track: _Track, wall: float, s: HealthSettings) -> Startup:
         # First seen after it had served, the first request it serves is not known: no start-up
         # figure (the next one seen would make it as long as the process has run).
         first = None if track.seen_late else track.first_served_at
-        startup = Startup(track.started_at, first, own=dict(engine.startup_seconds), restarts=list(track.restarts))
+        startup = Startup(track.started_at, first, own=dict(engine.startup_seconds), restarts=track.restarts)
         if s.warmup_seconds <= 0:  # the cold regime turned off
             return startup
         since = track.woke_at if track.woke_at is not None else track.started_at

@@ -75,7 +75,7 @@ def test_an_engine_up_long_before_the_exporter_is_serving_at_once_and_a_restart_
     assert clock.step(engine_round(True, clock.wall - 3605, 5200)).startups["vllm-0"].startup_seconds is None
     restarted = clock.step(engine_round(True, clock.wall + 1, 0))
     assert clock.state()[:2] == ("warming_up", "restart") and clock.state()[2].startswith("restarted 4 s ago")
-    assert len(restarted.startups["vllm-0"].restarts) == 1
+    assert restarted.startups["vllm-0"].restarts == 1
 
 
 def test_an_engine_that_stops_answering_is_down_not_loading_and_a_leftover_child_is_no_restart() -> None:
@@ -87,7 +87,7 @@ def test_an_engine_that_stops_answering_is_down_not_loading_and_a_leftover_child
     # Stopping: the server exited, its engine child (started after it, while it served) still
     # holds the inherited listening socket and is the process the host sees on the port.
     leftover = clock.step(engine_round(False, start + 30, 0))
-    assert clock.state()[0] == "down" and leftover.startups["vllm-0"].restarts == []
+    assert clock.state()[0] == "down" and leftover.startups["vllm-0"].restarts == 0
     assert not [f for f in leftover.findings if f.kind == "engine_loading"]
     # The new process, started since the engine last answered: a restart, loading.
     new_start = clock.wall + 1
@@ -95,7 +95,8 @@ def test_an_engine_that_stops_answering_is_down_not_loading_and_a_leftover_child
     assert clock.state()[0] == "loading"
     restarted = clock.step(engine_round(True, new_start, 0))
     assert clock.state()[:2] == ("warming_up", "restart")
-    assert restarted.startups["vllm-0"].restarts == [new_start]
+    assert restarted.startups["vllm-0"].restarts == 1
+    assert restarted.startups["vllm-0"].started_at == new_start
 
 
 def test_a_wake_from_sleep_starts_a_cold_regime() -> None:
@@ -190,3 +191,30 @@ def test_a_load_that_shifts_smoothly_is_not_jitter() -> None:
     its spread around the mean is 23 %, its rounds' scatter 8 %."""
     shift = [0.025, 0.0286, 0.0367, 0.0401, 0.038, 0.0304, 0.0258, 0.0253, 0.0247, 0.023, 0.022]
     assert tokens_at(shift + [0.0215, 0.0221, 0.0214, 0.0215, 0.0225, 0.0224, 0.022, 0.0228, 0.0217]) == []
+
+
+def test_an_engine_that_crash_loops_keeps_a_count_of_its_restarts_not_a_record_of_each() -> None:
+    """An engine restarting every few seconds for days: what the exporter holds of it stays the
+    same size (the restarts as a number), where a time kept per restart grew with every one."""
+    import tracemalloc
+
+    starts = NodeHealth(HealthSettings(warmup_seconds=0.0))
+    wall = 10_000.0
+
+    def restart_times(count: int) -> None:
+        nonlocal wall
+        for _ in range(count):
+            wall += 5.0
+            starts.update(engine_round(True, wall - 1.0, 0), wall, wall)
+
+    restart_times(50)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, "*exporter/health/*")])
+        restart_times(2000)
+        after = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, "*exporter/health/*")])
+    finally:
+        tracemalloc.stop()
+    grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    assert starts.latest.startups["vllm-0"].as_json()["restarts_seen"] == 2049
+    assert grown < 16_000, f"{grown} bytes more after 2,000 restarts"
