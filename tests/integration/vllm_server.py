@@ -274,15 +274,36 @@ def shared_memory_blocks() -> set[str]:
 def remove_orphaned(names: set[str]) -> None:
     """Of the shared-memory blocks a server made, remove those no live process maps: a vLLM process
     killed after its grace period leaves its blocks in /dev/shm, hundreds of MB of RAM each, for
-    every later run. A block another server (a prefill/decode pair's other half) still maps stays."""
-    if not names:
+    every later run. A block another server (a prefill/decode pair's other half, or a server of a
+    second run side by side) still maps stays.
+
+    A block is known by its file, not its name: glibc makes a POSIX semaphore under a temporary
+    name, maps it, and only then links it to `sem.mp-*`, so the process that made it maps it as
+    `/dev/shm/sem.XXXXXX (deleted)`. Looked for by name, a semaphore that a second run's vLLM had
+    just made for a worker not yet started was taken for an orphan and removed, and the worker
+    failed to start (FileNotFoundError in SemLock._rebuild)."""
+    files: dict[str, tuple[int, int]] = {}
+    for name in names:
+        try:
+            found = (SHARED_MEMORY / name).stat()
+        except OSError:  # removed meanwhile
+            continue
+        files[name] = (found.st_dev, found.st_ino)
+    if not files:
         return
-    mapped: set[str] = set()
     for maps in Path("/proc").glob("[0-9]*/maps"):
         try:
             text = maps.read_text(errors="replace")
         except OSError:  # a process gone meanwhile, or not ours to read
             continue
-        mapped.update(name for name in names if f"/dev/shm/{name}" in text)
-    for name in names - mapped:
+        mapped = {_mapped_file(line) for line in text.splitlines() if f" {SHARED_MEMORY}/" in line}
+        files = {name: file for name, file in files.items() if file not in mapped}
+    for name in files:
         (SHARED_MEMORY / name).unlink(missing_ok=True)
+
+
+def _mapped_file(line: str) -> tuple[int, int]:
+    """(device, inode) of a /proc/PID/maps line: `address perms offset major:minor inode path`."""
+    fields = line.split(maxsplit=5)
+    major, _, minor = fields[3].partition(":")
+    return os.makedev(int(major, 16), int(minor, 16)), int(fields[4])
