@@ -296,13 +296,13 @@ def remove_orphaned(names: set[str]) -> None:
             text = maps.read_text(errors="replace")
         except OSError:  # a process gone meanwhile, or not ours to read
             continue
-        mapped = {_mapped_file(line) for line in text.splitlines() if f" {SHARED_MEMORY}/" in line}
+        mapped = {mapped_file(line) for line in text.splitlines() if f" {SHARED_MEMORY}/" in line}
         files = {name: file for name, file in files.items() if file not in mapped}
     for name in files:
         (SHARED_MEMORY / name).unlink(missing_ok=True)
 
 
-def _mapped_file(line: str) -> tuple[int, int]:
+def mapped_file(line: str) -> tuple[int, int]:
     """(device, inode) of a /proc/PID/maps line: `address perms offset major:minor inode path`."""
     fields = line.split(maxsplit=5)
     major, _, minor = fields[3].partition(":")

@@ -11,18 +11,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.integration.vllm_server import SHARED_MEMORY, remove_orphaned, shared_memory_blocks
+from tests.integration.vllm_server import SHARED_MEMORY, mapped_file, remove_orphaned, shared_memory_blocks
 
 
 def _mapped_here() -> set[tuple[int, int]]:
     """(device, inode) of every /dev/shm file this process maps."""
-    files = set()
-    for line in Path("/proc/self/maps").read_text().splitlines():
-        fields = line.split(maxsplit=5)
-        if len(fields) == 6 and fields[5].startswith(f"{SHARED_MEMORY}/"):
-            major, _, minor = fields[3].partition(":")
-            files.add((os.makedev(int(major, 16), int(minor, 16)), int(fields[4])))
-    return files
+    lines = Path("/proc/self/maps").read_text().splitlines()
+    return {mapped_file(line) for line in lines if f" {SHARED_MEMORY}/" in line}
 
 
 @contextmanager
