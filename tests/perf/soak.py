@@ -6,6 +6,10 @@ Time is compressed by one factor for everything the exporter measures in seconds
 diagnosis level and baseline (30 s and 600 s -> 0.6 s and 12 s) and the targets' deadline (the
 interval). So each round keeps as much history as a production round does and 51,840 real rounds
 take about 90 minutes (`--interval 5` runs the same soak at the production pace, in real hours).
+Not compressed: the spans fixed in the code, not in the configuration (the health checks' windows
+of minutes to an hour, the time a gone rank is remembered). Those run in real seconds, so their
+histories fill over the first real hour (some 40 simulated hours) and hold more rounds than in
+production; what they keep is bounded by count as well (exporter/health/history.py).
 scripts/test runs `--hours 3` (about 4 minutes) last, alone on the machine. What the rounds read
 changes every round:
 
