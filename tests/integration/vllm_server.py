@@ -282,16 +282,10 @@ def remove_orphaned(names: set[str]) -> None:
     `/dev/shm/sem.XXXXXX (deleted)`. Looked for by name, a semaphore that a second run's vLLM had
     just made for a worker not yet started was taken for an orphan and removed, and the worker
     failed to start (FileNotFoundError in SemLock._rebuild)."""
-    files: dict[str, tuple[int, int]] = {}
-    for name in names:
-        try:
-            found = (SHARED_MEMORY / name).stat()
-        except OSError:  # removed meanwhile
-            continue
-        files[name] = (found.st_dev, found.st_ino)
-    if not files:
-        return
+    files = {name: file for name in names if (file := block_file(name)) is not None}
     for maps in Path("/proc").glob("[0-9]*/maps"):
+        if not files:
+            return
         try:
             text = maps.read_text(errors="replace")
         except OSError:  # a process gone meanwhile, or not ours to read
@@ -300,6 +294,15 @@ def remove_orphaned(names: set[str]) -> None:
         files = {name: file for name, file in files.items() if file not in mapped}
     for name in files:
         (SHARED_MEMORY / name).unlink(missing_ok=True)
+
+
+def block_file(name: str) -> tuple[int, int] | None:
+    """(device, inode) of the /dev/shm block `name`; None once it is gone."""
+    try:
+        found = (SHARED_MEMORY / name).stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def mapped_file(line: str) -> tuple[int, int]:

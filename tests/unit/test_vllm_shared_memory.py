@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.integration.vllm_server import SHARED_MEMORY, mapped_file, remove_orphaned, shared_memory_blocks
+from tests.integration.vllm_server import SHARED_MEMORY, block_file, mapped_file, remove_orphaned, shared_memory_blocks
 
 
 def _mapped_here() -> set[tuple[int, int]]:
@@ -42,7 +42,7 @@ def test_a_semaphore_its_maker_still_maps_is_no_orphan() -> None:
     so its maker maps `sem.XXXXXX (deleted)`, never `sem.mp-*`: found by its file, it is live."""
     with posix_semaphore() as name:
         assert name in shared_memory_blocks()
-        assert _file(name) in _mapped_here()
+        assert block_file(name) in _mapped_here()
         remove_orphaned({name})
         assert (SHARED_MEMORY / name).exists()
     assert name not in shared_memory_blocks()
@@ -56,11 +56,3 @@ def test_a_block_no_process_maps_is_removed() -> None:
         assert not orphan.exists()
     finally:
         orphan.unlink(missing_ok=True)
-
-
-def _file(name: str) -> tuple[int, int] | None:
-    try:
-        found = (SHARED_MEMORY / name).stat()
-    except OSError:
-        return None
-    return found.st_dev, found.st_ino
