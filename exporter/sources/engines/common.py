@@ -266,6 +266,11 @@ def read_histograms(
     return {}
 
 
+@lru_cache(maxsize=64)
+def _bucket_ignored(duplicate_labels: frozenset[str]) -> frozenset[str]:
+    return frozenset(MODEL_LABELS) | duplicate_labels | {"le"}
+
+
 def _assemble(
     parsed: ParsedSamples,
     name: str,
@@ -273,19 +278,19 @@ def _assemble(
     scale: float,
     duplicate_labels: frozenset[str],
 ) -> dict[str, Histogram]:
-    ignored = frozenset(MODEL_LABELS) | duplicate_labels | {"le"}
-    # Per model, group (data-parallel rank) and bound keep the lowest duplicate rank's count.
-    chosen: dict[tuple[str, tuple, float], tuple[tuple[str, ...], float]] = {}
+    ignored = _bucket_ignored(duplicate_labels)
+    # Per model and group (data-parallel rank), per bound: the lowest duplicate rank's count.
+    per_group: dict[tuple[str, tuple], dict[float, tuple[tuple[str, ...], float]]] = {}
     for key, value in buckets.items():
         model, group, order, bound = _slot_of(key, ignored, duplicate_labels)
         if bound is None:
             continue
-        slot = (model, group, bound)
-        if slot not in chosen or order < chosen[slot][0]:
-            chosen[slot] = (order, value)
-    per_group: dict[tuple[str, tuple], dict[float, float]] = {}
-    for (model, group, bound), (_, value) in chosen.items():
-        per_group.setdefault((model, group), {})[bound] = value
+        layout = per_group.get((model, group))
+        if layout is None:
+            layout = per_group[(model, group)] = {}
+        known = layout.get(bound)
+        if known is None or order < known[0]:
+            layout[bound] = (order, value)
     sums = reduce_by_model(parsed.get(name + "_sum", {}), "sum", duplicate_labels)
     counts = reduce_by_model(parsed.get(name + "_count", {}), "sum", duplicate_labels)
     merged: dict[str, dict[float, float]] = {}
@@ -293,12 +298,12 @@ def _assemble(
         if math.inf not in layout:
             continue
         target = merged.setdefault(model, {})
-        for bound, count in layout.items():
+        for bound, (_, count) in layout.items():
             target[bound] = target.get(bound, 0.0) + count
     result: dict[str, Histogram] = {}
     for model, layout in merged.items():
         bounds = tuple(sorted(layout))
-        cumulative = tuple(layout[b] for b in bounds)
+        cumulative = tuple(map(layout.__getitem__, bounds))
         result[model] = Histogram(
             bounds=tuple(b * scale for b in bounds),
             cumulative=cumulative,
