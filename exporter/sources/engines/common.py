@@ -301,9 +301,9 @@ def _assemble(
         for bound, (_, count) in layout.items():
             target[bound] = target.get(bound, 0.0) + count
     result: dict[str, Histogram] = {}
-    for model, layout in merged.items():
-        bounds = tuple(sorted(layout))
-        cumulative = tuple(map(layout.__getitem__, bounds))
+    for model, counted in merged.items():
+        bounds = tuple(sorted(counted))
+        cumulative = tuple(map(counted.__getitem__, bounds))
         result[model] = Histogram(
             bounds=tuple(b * scale for b in bounds),
             cumulative=cumulative,
