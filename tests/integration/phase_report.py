@@ -73,6 +73,7 @@ _NOTE_KEYS = (
     "views_running_before_kill",
     "requests_failed_by_the_kill",
     "seconds_until_up_0",
+    "rounds_up_after_kill",
     "metrics_served_while_down",
     "restart_seconds",
     "seconds_until_quantiles",
