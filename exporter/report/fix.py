@@ -128,6 +128,8 @@ def fix_verdict(
             f"{_worked(incident_stage, after_stage, settled.figures)}. Over the whole window, whose first "
             f"{drained_in:.0f} s served requests queued during the incident, {whole.summary}"
         )
+    elif settled.summary == whole.summary:  # said once
+        summary = f"{whole.summary}; the same once the incident's backlog had drained ({backlog})"
     else:
         summary = f"{whole.summary}. Once the incident's backlog had drained ({backlog}): {settled.summary}"
     return replace(whole, worked=settled.worked, summary=summary, backlog_seconds=drained_in, settled=settled)

@@ -363,6 +363,15 @@ def test_an_after_window_opening_on_the_incidents_backlog_is_judged_again_once_i
         "Over the whole window, whose first 60 s served requests queued during the incident, the fix is not "
         "shown to have worked"
     ), verdict.summary
+    # Tails still the incident's once the queue is back: one verdict, said once, with when it drained.
+    still = {"e2e_p99": {**tails, "after": [2.5, 2.4, 2.6, 2.5] * 3}, "ttft_p99": {**first, "after": [3.0] * 12}}
+    stuck = fix_verdict(_rows({**still, "waiting": waiting}), "queueing", "none", after_seconds=120.0)
+    assert not stuck.worked and stuck.settled is not None and stuck.backlog_seconds == 60.0
+    assert stuck.summary == (
+        f"{stuck.settled.summary}; the same once the incident's backlog had drained (300 waiting when the after "
+        "window opened, gone 60 s in)"
+    )
+    assert stuck.summary.count("the fix is not shown to have worked") == 1, stuck.summary
     # A queue that never drains, or none at the window's start: the whole window's verdict alone.
     for after in ([300.0] * 12, [0.1] * 12):
         unchanged = fix_verdict(
