@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -51,10 +52,22 @@ CONDITION_BOUND_SECONDS = 120.0
 SUITE_MARK = "LLM_EXPORTER_TEST_RUN"
 
 
+#: the ports `free_port` handed out lately: the kernel may give the port a bind just released to
+#: the next bind, so two servers a test starts (an engine and the exporter's OTLP listener) got one
+_HANDED_OUT: deque[int] = deque(maxlen=256)
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nothing listens on now and that this process has not handed out lately."""
+    with _HANDED_OUT_LOCK:
+        while True:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.append(port)
+                return port
 
 
 def fixture_text(name: str) -> str:
