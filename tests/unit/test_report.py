@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
-import socket
 from datetime import UTC, datetime
 
 import pytest
@@ -43,6 +42,7 @@ from exporter.simulate.scenario import load_scenario
 from exporter.sources.engines import MAPPINGS
 from exporter.stages import stages
 from exporter.validation import ConfigError
+from tests.support import free_port
 
 NOW = 1_800_000_000.0
 
@@ -489,12 +489,6 @@ def test_engine_level_figures_group_by_engine() -> None:
 # --- command line -------------------------------------------------------------------------------
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -518,7 +512,7 @@ def test_user_errors_exit_2_with_one_line(extra: list[str], message: str, capsys
     argv = [
         "report",
         "--prometheus",
-        f"http://127.0.0.1:{_closed_port()}",
+        f"http://127.0.0.1:{free_port()}",
         "--baseline",
         "-2h/-1h",
         "--incident",

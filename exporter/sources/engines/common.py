@@ -266,11 +266,6 @@ def read_histograms(
     return {}
 
 
-@lru_cache(maxsize=64)
-def _bucket_ignored(duplicate_labels: frozenset[str]) -> frozenset[str]:
-    return frozenset(MODEL_LABELS) | duplicate_labels | {"le"}
-
-
 def _assemble(
     parsed: ParsedSamples,
     name: str,
@@ -278,7 +273,7 @@ def _assemble(
     scale: float,
     duplicate_labels: frozenset[str],
 ) -> dict[str, Histogram]:
-    ignored = _bucket_ignored(duplicate_labels)
+    ignored = frozenset(MODEL_LABELS) | duplicate_labels | {"le"}
     # Per model and group (data-parallel rank), per bound: the lowest duplicate rank's count.
     per_group: dict[tuple[str, tuple], dict[float, tuple[tuple[str, ...], float]]] = {}
     for key, value in buckets.items():
