@@ -8,6 +8,11 @@ gets from dcgm-exporter's pod labels. `plain_flags=True` reads the node as `serv
 ... --gpu dcgm-exporter=URL --sysfs DIR` does: unnamed engines and no attribution configured
 (docs/diagnosis.md, "GPUs no engine is tied to"). Nothing here knows how the sources work; it only hands them URLs and a
 directory.
+
+The node's clock stands still while a round runs, so a fetch that the host's load slows is not a
+slow engine: every source gets OFFLINE_TIMEOUT_SECONDS of real time, and a busy host changes how
+long a round takes, not what it reads. (With the live timeouts a starved round lost a source, and
+the loop, measuring its in-flight fetch on the node's clock, cut it short again the rounds after.)
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ from exporter.loop import Snapshot
 from exporter.simulate.dcgm_text import POD_NAMESPACE, pod_name
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.server import GPU_TEXT_FORMATS, SimulationServer
+
+#: how long, in real time, an offline round waits for each source (a source that never answers
+#: still ends the round: a simulator's pages answer in milliseconds)
+OFFLINE_TIMEOUT_SECONDS = 60.0
 
 
 def window_seconds(interval: float) -> float:
@@ -104,6 +113,8 @@ class ExporterView:
         config = build(settings)
         # Unix time as the simulation tells it: its engines' start times are stated on this clock.
         self.exporter = Exporter(config, clock=lambda: node.now, wall_clock=lambda: self.server.started_wall + node.now)
+        for source in self.exporter.loop.current_sources():
+            source.timeout_seconds = OFFLINE_TIMEOUT_SECONDS
 
     def collect(self) -> Snapshot:
         self.server.write_sysfs()
