@@ -67,7 +67,7 @@ def engine_estimate(h: History, t: Thresholds, kind: str) -> EngineEstimate | No
     rate = h.rate(attr, t.level_seconds)
     if rate is None:
         return None
-    models = h.latest().gpu_models
+    models = h.gpu_models()
     peaks = [p for p in (peak_of(m) for m in models) if p is not None]
     unit, scale = ("TFLOP/s", 1e12) if kind == "compute" else ("GB/s", 1e9)
     what = "FLOPs" if kind == "compute" else "memory bytes"

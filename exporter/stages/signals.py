@@ -66,6 +66,8 @@ class History:
         #: the node's unattributed GPUs as last seen (a point whose GPU source missed the round
         #: has none, while the window's node-wide readings still count)
         self._unattributed: list[str] = []
+        #: the models of the engine's GPUs as last read (a GPU's model outlives a missed round)
+        self._gpu_models: list[str] = []
         #: the node's health findings this round (exporter/health/): evidence the stages quote
         #: where a finding of their topic explains them (`finding.lines_for`)
         self.findings: tuple[Finding, ...] = ()
@@ -90,6 +92,8 @@ class History:
             self._node_ranges.append((now, inputs.node_gpu_range))
         if inputs.unattributed_gpus:
             self._unattributed = inputs.unattributed_gpus
+        if inputs.gpu_models:
+            self._gpu_models = inputs.gpu_models
         times = self.times
         gone = max(bisect_left(times, now - self.horizon_seconds), len(times) - self.max_points)
         if gone > 0:
@@ -129,6 +133,11 @@ class History:
         if self._latest is None:
             raise LookupError("no point added yet")
         return self._latest
+
+    def gpu_models(self) -> list[str]:
+        """The models of the engine's GPUs, from the latest point that read them: a round whose GPU
+        source missed keeps the window's readings, so it keeps the peak they are a share of."""
+        return self.latest().gpu_models or self._gpu_models
 
     def unattributed_gpus(self, seconds: float) -> list[str]:
         """The node's unattributed GPUs where any point of the last `seconds` read them: the

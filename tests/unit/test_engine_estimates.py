@@ -53,6 +53,17 @@ def test_an_unknown_gpu_gets_the_rate_but_no_share() -> None:
     assert any("2000.0 GB/s per GPU" in line and "peak unknown for Some Future GPU" in line for line in result.evidence)
 
 
+def test_a_round_without_the_gpu_source_keeps_the_gpus_peak() -> None:
+    """The GPU source missed the last round (a timeout): the window's rates still stand, and so
+    does the model of the GPUs they are a share of."""
+    _, bandwidth = peak_of(H100) or (0.0, 0.0)
+    h = history(estimated_memory_bytes_total=0.6 * bandwidth, running=4.0)
+    h.add(65.0, EngineInputs(estimated_memory_bytes_total=0.6 * bandwidth * 65, running=4.0))
+    assert h.latest().gpu_models == []
+    result = decode_memory_bandwidth.score(h, T)
+    assert any("60% of NVIDIA H100" in line for line in result.evidence), result.evidence
+
+
 def test_speculative_acceptance_that_fell_explains_slower_tokens() -> None:
     h = History(600.0)
     for t in range(0, 121, 5):
