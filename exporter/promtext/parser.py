@@ -151,6 +151,11 @@ class WantedParser:
         self._taken: list[tuple[str, str, LabelKey]] | None = [] if line_cache is not None else None
         #: this scrape's heads for the line cache, which takes them once the scrape is read in full
         self._fresh: dict[str, tuple[str, LabelKey]] = {}
+        #: one object per distinct label pair of this scrape: a body of many series repeats most
+        #: of its pairs, and the small objects its label sets hold at the parse's peak are memory
+        #: the interpreter keeps after it (the soak's RSS); shared, a series of three labels one
+        #: of which differs holds four small objects where it held ten
+        self._pairs: dict[tuple[str, str], tuple[str, str]] = {}
         self._finished = False
 
     @property
@@ -254,6 +259,7 @@ class WantedParser:
         fresh = self._fresh
         taken = self._taken
         series = self.series
+        one_pair = self._pairs.setdefault
         for line in lines:
             hit = value = None
             if heads is not None:
@@ -276,7 +282,7 @@ class WantedParser:
                         fast = name in plain and (len(pairs) < 2 or len(dict(pairs)) == len(pairs))
                 if fast:
                     pairs.sort()
-                    labels = tuple(pairs)
+                    labels = tuple(map(one_pair, pairs, pairs))
                     value = float(value_text)
                     kept = None
                     if cache is not None:
