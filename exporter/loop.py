@@ -6,8 +6,8 @@ round is not started twice; it is reported down ("timeout") until it returns.
 
 A round runs on the shared event loop (exporter.sources.event_loop): a source whose `collect` is a
 coroutine (every HTTP fetch) is awaited there, one whose `collect` blocks (NVML, DCGM, sysfs,
-/proc) runs in this loop's bounded thread pool. Stopping cancels what is in flight, so no target
-can hold the process past its shutdown.
+/proc) runs in a daemon thread of its own. Stopping cancels what is in flight and no blocking call
+is waited on, so neither a target nor a device can hold the process past its shutdown.
 
 Sources found at run time (engines discovered from the Kubernetes API) come from SourceGroups,
 which the loop asks for their current members at the start of every round.
@@ -22,8 +22,8 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from exporter.budget import Discarding
 from exporter.model import Metric
@@ -125,10 +125,6 @@ class CollectionLoop:
         self.interval_seconds = interval_seconds
         self._on_snapshot = on_snapshot
         self._clock = clock
-        # Threads only for sources that block; one each (a source is never run twice at once),
-        # and as many again for those a hung call holds (NVML waiting on a wedged GPU).
-        blocking = sum(1 for source in self.sources if not is_async(source)) + len(self.groups)
-        self._executor = ThreadPoolExecutor(max_workers=max(4, 2 * blocking), thread_name_prefix="source")
         # Keyed by id(source); `_Running.source` guards against an id reused by a new source.
         # Read and written on the event loop only.
         self._in_flight: dict[int, _Running] = {}
@@ -294,10 +290,11 @@ class CollectionLoop:
         """One run of a source: awaited here if its `collect` is a coroutine, else in a worker."""
         started = self._clock()
         if not is_async(source):
-            try:
-                return await asyncio.get_running_loop().run_in_executor(self._executor, self._run_blocking, source, now)
-            except RuntimeError as exc:  # the pool is shut down: the loop is stopping
-                return _Outcome([], self._clock() - started, {}, exc)
+            if self._stop.is_set():
+                return _Outcome([], 0.0, {}, SourceError("timeout", "cancelled: the loop is stopping"))
+            return await asyncio.wrap_future(
+                _in_daemon_thread(f"source-{source.name}", self._run_blocking, source, now)
+            )
         try:
             metrics = list(await source.collect(now))  # type: ignore[misc]
         except Exception as exc:
@@ -361,7 +358,6 @@ class CollectionLoop:
         event_loop.loop().call_soon_threadsafe(self._cancel_in_flight)
         if self._thread is not None:
             self._thread.join(timeout=10)
-        self._executor.shutdown(wait=False, cancel_futures=True)
         for source in self.sources:
             try:
                 source.close()
@@ -376,6 +372,25 @@ class CollectionLoop:
     def _cancel_in_flight(self) -> None:
         for running in self._in_flight.values():
             running.task.cancel()
+
+
+def _in_daemon_thread(name: str, function: Callable[..., _Outcome], *args: Any) -> concurrent.futures.Future[_Outcome]:
+    """`function(*args)` in a daemon thread of its own. Not an executor's worker: the interpreter
+    joins those at exit, so one blocking call that does not return (a wedged GPU's NVML, a /proc
+    scan on a starved node) held the process past SIGTERM's grace period. A source is never run
+    twice at once, so there is at most one such thread per blocking source."""
+    future: concurrent.futures.Future[_Outcome] = concurrent.futures.Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(function(*args))
+        except BaseException as exc:  # handed to the awaiting round, as an executor would
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
 
 
 def _outcome_of(task: asyncio.Future[_Outcome]) -> _Outcome:

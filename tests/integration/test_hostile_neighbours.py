@@ -8,6 +8,8 @@ from __future__ import annotations
 import gzip
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +20,7 @@ import pytest
 
 from tests.hostile import peak_rss_bytes, trickle
 from tests.integration.test_hostile_targets import write_config
-from tests.support import ExporterProcess, RouteServer, fixture_text, respond_with, series_value
+from tests.support import REPO, ExporterProcess, RouteServer, fixture_text, respond_with, series_value
 
 pytestmark = pytest.mark.integration
 
@@ -106,3 +108,43 @@ def test_sigterm_ends_serve_within_the_grace_period_whatever_the_targets_do(
             assert exporter.process.wait(timeout=GRACE_SECONDS) == 0
     finally:
         stop.set()
+
+
+#: a collection loop whose one source blocks for good (a wedged GPU's NVML call, a /proc scan on a
+#: starved node): it runs a round, which reports the source timed out, stops, and ends
+WEDGED = """
+import threading
+from exporter.loop import CollectionLoop
+from exporter.sources.base import Source
+
+class Wedged(Source):
+    name, timeout_seconds = "wedged", 0.2
+
+    def collect(self, now):
+        threading.Event().wait()  # never set
+        return []
+
+loop = CollectionLoop([Wedged()], interval_seconds=1.0)
+snapshot = loop.collect_once()
+assert [s.error for s in snapshot.statuses] == ["timeout"], snapshot.statuses
+loop.stop()
+print("stopped", flush=True)
+"""
+
+
+def test_a_blocking_source_that_never_returns_does_not_hold_the_process_at_exit() -> None:
+    """Finding (low), the stop CI's second form of it: a blocking source ran in an executor's
+    worker, which the interpreter joins at exit, so one call that did not return kept the
+    process past the grace period after everything else had stopped."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", WEDGED], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # the loop has stopped: from here only the exit is timed
+        assert line == "stopped\n", (line, process.stderr.read() if process.stderr else "")
+        assert process.wait(timeout=GRACE_SECONDS) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
