@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import selectors
 import shutil
 import signal
@@ -52,22 +53,48 @@ CONDITION_BOUND_SECONDS = 120.0
 SUITE_MARK = "LLM_EXPORTER_TEST_RUN"
 
 
-#: the ports `free_port` handed out lately: the kernel may give the port a bind just released to
-#: the next bind, so two servers a test starts (an engine and the exporter's OTLP listener) got one
+#: the ports `free_port` handed out lately: two servers a test starts (an engine and the
+#: exporter's OTLP listener) must not get one
 _HANDED_OUT: deque[int] = deque(maxlen=256)
 _HANDED_OUT_LOCK = threading.Lock()
+#: the lowest port `free_port` picks from; it picks below the kernel's ephemeral range
+PICK_FROM = 20000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def _candidate() -> int:
+    """A port to try: at random below the ephemeral range, where a port is free until someone
+    binds it by number. Within the range, any process's outgoing connection or port-0 bind may take
+    a port between its release here and the server's bind (beside a second run, the simulator's
+    was: "Address already in use"). Where that range leaves too little room below it, the kernel's."""
+    low = _ephemeral_low()
+    if low - PICK_FROM >= 4096:
+        return random.randrange(PICK_FROM, low)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def free_port() -> int:
     """A port nothing listens on now and that this process has not handed out lately."""
     with _HANDED_OUT_LOCK:
         while True:
+            port = _candidate()
+            if port in _HANDED_OUT:
+                continue
             with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                port = sock.getsockname()[1]
-            if port not in _HANDED_OUT:
-                _HANDED_OUT.append(port)
-                return port
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:  # in use, or lingering after a connection closed
+                    continue
+            _HANDED_OUT.append(port)
+            return port
 
 
 def fixture_text(name: str) -> str:
