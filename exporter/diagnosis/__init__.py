@@ -173,25 +173,29 @@ class Diagnoser:
         warming = self.states.warming_up()
         for key in warming:
             self._hysteresis.forget(key)
+        # Built whole, then published: /diagnosis reads `latest` from the HTTP threads while a
+        # round runs, and a key added to the published dict (an engine within its grace) broke
+        # its iteration mid-answer.
         previous = self.latest
-        self.latest = {
+        latest = {
             key: self._diagnose(key, self._histories[key], now)
             for key in inputs
             if key not in warming and (not self._warm_up or self._span(key) >= t.level_seconds)
         }
         # Notes are facts beside any verdict (an SLO's attainment): an engine without one shows them too.
-        self._notes = {key: list(lines) for key, lines in (notes or {}).items()}
-        for key, lines in self._notes.items():
-            if key in self.latest:
-                self.latest[key].evidence.extend(lines)
+        notes_now = {key: list(lines) for key, lines in (notes or {}).items()}
+        for key, lines in notes_now.items():
+            if key in latest:
+                latest[key].evidence.extend(lines)
         for key, advised in (actions or {}).items():
-            if key in self.latest:
-                self.latest[key].actions.extend(advised)
+            if key in latest:
+                latest[key].actions.extend(advised)
         # An engine within its grace keeps its last verdict (and its gauges) rather than losing
         # them for one collection; /diagnosis says the verdict is its last.
         for key in self._histories:
             if key not in inputs and key in previous and key not in sleeping:
-                self.latest[key] = previous[key]
+                latest[key] = previous[key]
+        self.latest, self._notes = latest, notes_now
         self.generated_at = time.time()
         gauges = [m for d in self.latest.values() for m in self._gauges(d)] + self.states.gauges()
         slices = _slice_scores(metrics, self.latest, t)

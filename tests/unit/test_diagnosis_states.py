@@ -174,3 +174,31 @@ def test_advice_on_settings_the_engine_does_not_report_says_if_not_already() -> 
         for line in actions(stage, {}):
             if any(word in line for word in ("prefix caching", "--max-model-len (e.g.", "shortest-job-first")):
                 assert "if not already" in line, line
+
+
+class _Watched(dict):
+    """The engines' histories, noting at each pass over them the verdicts /diagnosis could read
+    then (an HTTP thread reads them while a round runs)."""
+
+    def __init__(self, histories: dict, diagnoser: Diagnoser) -> None:
+        super().__init__(histories)
+        self.diagnoser = diagnoser
+        self.published: list[tuple[dict, set]] = []
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        self.published.append((self.diagnoser.latest, set(self.diagnoser.latest)))
+        return super().__iter__()
+
+
+def test_verdicts_once_published_are_not_added_to_while_the_round_runs() -> None:
+    """A key added to the published verdicts mid-round (an engine within its grace keeps its last)
+    broke a /diagnosis answer iterating them: the round builds its verdicts, then publishes them."""
+    diagnoser = Diagnoser()
+    run(diagnoser, 8, lambda i: engine_metrics(waiting=20, kv=0.97))
+    watched = diagnoser._histories = _Watched(diagnoser._histories, diagnoser)
+    diagnoser.update([Sample("llm_engine_up", {**ENGINE}, 0.0)], 45.0, failures={"e0": ("timeout", "2s")})
+    assert KEY in diagnoser.latest, "within its grace the engine keeps its last verdict"
+    assert watched.published
+    for verdicts, keys in watched.published:
+        if verdicts is diagnoser.latest:
+            assert keys == set(verdicts), "a published dict of verdicts changed after it was published"
