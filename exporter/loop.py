@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from exporter.budget import Discarding
 from exporter.model import Metric
@@ -293,7 +292,7 @@ class CollectionLoop:
             if self._stop.is_set():
                 return _Outcome([], 0.0, {}, SourceError("timeout", "cancelled: the loop is stopping"))
             return await asyncio.wrap_future(
-                _in_daemon_thread(f"source-{source.name}", self._run_blocking, source, now)
+                event_loop.in_daemon_thread(f"source-{source.name}", self._run_blocking, source, now)
             )
         try:
             metrics = list(await source.collect(now))  # type: ignore[misc]
@@ -372,25 +371,6 @@ class CollectionLoop:
     def _cancel_in_flight(self) -> None:
         for running in self._in_flight.values():
             running.task.cancel()
-
-
-def _in_daemon_thread(name: str, function: Callable[..., _Outcome], *args: Any) -> concurrent.futures.Future[_Outcome]:
-    """`function(*args)` in a daemon thread of its own. Not an executor's worker: the interpreter
-    joins those at exit, so one blocking call that does not return (a wedged GPU's NVML, a /proc
-    scan on a starved node) held the process past SIGTERM's grace period. A source is never run
-    twice at once, so there is at most one such thread per blocking source."""
-    future: concurrent.futures.Future[_Outcome] = concurrent.futures.Future()
-
-    def run() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(function(*args))
-        except BaseException as exc:  # handed to the awaiting round, as an executor would
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return future
 
 
 def _outcome_of(task: asyncio.Future[_Outcome]) -> _Outcome:

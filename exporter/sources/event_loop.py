@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -61,6 +61,26 @@ def run(coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     except BaseException:
         future.cancel()  # interrupted (KeyboardInterrupt, a cancelled caller): stop it there too
         raise
+
+
+def in_daemon_thread(name: str, function: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+    """`function(*args)` in a daemon thread of its own, for a coroutine to await
+    (`asyncio.wrap_future`): blocking work kept off the loop. Not an executor's worker: the
+    interpreter joins those at exit, so one call that does not return (a wedged GPU's NVML, a hung
+    network mount) would hold the process past SIGTERM's grace period. Callers keep at most one in
+    flight per purpose, so a call that stays blocked holds one thread, however long."""
+    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(function(*args))
+        except BaseException as exc:  # handed to the awaiting coroutine, raised there
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
 
 
 def on_loop_thread() -> bool:

@@ -16,10 +16,10 @@ import asyncio
 import base64
 import concurrent.futures
 import os
-import threading
 
 from exporter.settings import ScrapeAuth
 from exporter.sources.base import SourceError
+from exporter.sources.event_loop import in_daemon_thread
 
 #: a token or password file is a few hundred bytes; this much is read at most
 MAX_CREDENTIAL_BYTES = 64 * 1024
@@ -39,18 +39,9 @@ class ScrapeAuthorizer:
         """The header value for the next request, its files read (when changed) in a thread."""
         reading = self._reading
         if reading is None or reading.done():
-            reading = self._reading = concurrent.futures.Future()
-            threading.Thread(target=self._read_into, args=(reading,), name="credentials", daemon=True).start()
+            reading = self._reading = in_daemon_thread("credentials", self.header_now)
         # shielded: a fetch that gives up (its deadline) leaves the read to finish for the next one
         return await asyncio.shield(asyncio.wrap_future(reading))
-
-    def _read_into(self, future: concurrent.futures.Future[str]) -> None:
-        try:
-            value = self.header_now()
-        except BaseException as exc:  # handed to the awaiting fetch, raised there
-            future.set_exception(exc)
-        else:
-            future.set_result(value)
 
     def header_now(self) -> str:
         """The header value, reading the files in this thread (blocking)."""
