@@ -94,7 +94,10 @@ def _header(name: str) -> tuple[str, str]:
 
 
 #: label set (as its items, in insertion order) -> its `{…}`; kept across renders, since the
-#: label sets of a node repeat every collection; cleared when it outgrows twice the last render's
+#: label sets of a node repeat every collection; cleared once it holds more than twice the label
+#: sets a render used (and CACHE_FLOOR): those of a replaced model or a departed engine never occur
+#: again, and kept they would grow the process for as long as it lives
+CACHE_FLOOR = 256
 _braces: dict[tuple[tuple[str, str], ...], str] = {}
 _quantile_braces: dict[tuple[tuple[tuple[str, str], ...], tuple[float, ...]], tuple[str, ...]] = {}
 
@@ -136,7 +139,6 @@ def render_formats(metrics: Iterable[Metric]) -> tuple[bytes, bytes]:
     # Per render, by id: the metrics (and so their label dicts) stay alive until this returns.
     by_id: dict[int, tuple[tuple[str, str], ...]] = {}
     marks_by_id: dict[int, str] = {}
-    seen = len(_braces) + len(_quantile_braces)
     for name in CATALOGUE:
         members = grouped.get(name)
         if not members:
@@ -187,7 +189,8 @@ def render_formats(metrics: Iterable[Metric]) -> tuple[bytes, bytes]:
         openmetrics.append(om_header)
         openmetrics.append(body if om_lines is None else "".join(om_lines))
     openmetrics.append("# EOF\n")
-    if len(_braces) + len(_quantile_braces) > 2 * max(seen, 4096):  # label sets that no longer occur
+    used = len(marks_by_id) + len(by_id)  # at least the distinct label sets this render read
+    if len(_braces) + len(_quantile_braces) > 2 * used + CACHE_FLOOR:  # label sets that no longer occur
         _braces.clear()
         _quantile_braces.clear()
     return "".join(text).encode("utf-8"), "".join(openmetrics).encode("utf-8")

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from exporter import render
 from exporter.catalogue import CATALOGUE, MetricSpec
 from exporter.exposition import RenderedSnapshot, _render, render_text
 from exporter.loop import Snapshot, SourceStatus
@@ -75,4 +76,27 @@ def test_names_and_help_that_need_escaping_match_prometheus_client(monkeypatch: 
     rendered = RenderedSnapshot()
     rendered.publish(snapshot)
     for openmetrics in (False, True):
+        assert rendered.body(openmetrics, gzipped=False)[0] == _render(snapshot, openmetrics)
+
+
+def test_label_sets_that_stop_occurring_leave_the_render_cache() -> None:
+    """A model replaced now and then (a rollout, a soak's churning engine) brings new label sets;
+    the old ones never occur again and must not stay formatted for the life of the process."""
+    name, summary = (
+        next(n for n, s in CATALOGUE.items() if s.type != "summary"),
+        next(n for n, s in CATALOGUE.items() if s.type == "summary"),
+    )
+    steady = [Sample(name, {"engine": f"e{i}", "gpu": str(i)}, 1.0) for i in range(20)]
+    rendered = RenderedSnapshot()
+    render._braces.clear(), render._quantile_braces.clear()
+    rendered.publish(snapshot_of(steady))
+    node = len(render._braces) + len(render._quantile_braces)  # the node's own label sets, ours among them
+    for model in range(3 * render.CACHE_FLOOR):
+        labels = {"engine": "churning", "model": f"model-{model}"}
+        churning = [Sample(name, labels, 2.0), QuantileSummary(summary, labels, ((0.5, 1.0),), 3.0, 4.0)]
+        snapshot = snapshot_of(steady + churning)
+        rendered.publish(snapshot)
+        held = len(render._braces) + len(render._quantile_braces)
+        assert held <= 2 * (node + len(churning)) + render.CACHE_FLOOR, f"{held} label sets after {model + 1}"
+    for openmetrics in (False, True):  # rendered right across the clears
         assert rendered.body(openmetrics, gzipped=False)[0] == _render(snapshot, openmetrics)
