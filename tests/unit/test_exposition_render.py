@@ -86,17 +86,22 @@ def test_label_sets_that_stop_occurring_leave_the_render_cache() -> None:
         next(n for n, s in CATALOGUE.items() if s.type != "summary"),
         next(n for n, s in CATALOGUE.items() if s.type == "summary"),
     )
+
+    def cached() -> int:
+        return len(render._braces) + len(render._quantile_braces)
+
     steady = [Sample(name, {"engine": f"e{i}", "gpu": str(i)}, 1.0) for i in range(20)]
     rendered = RenderedSnapshot()
-    render._braces.clear(), render._quantile_braces.clear()
+    render._braces.clear()
+    render._quantile_braces.clear()
     rendered.publish(snapshot_of(steady))
-    node = len(render._braces) + len(render._quantile_braces)  # the node's own label sets, ours among them
+    node = cached()  # the node's own label sets, ours among them
     for model in range(3 * render.CACHE_FLOOR):
         labels = {"engine": "churning", "model": f"model-{model}"}
         churning = [Sample(name, labels, 2.0), QuantileSummary(summary, labels, ((0.5, 1.0),), 3.0, 4.0)]
         snapshot = snapshot_of(steady + churning)
         rendered.publish(snapshot)
-        held = len(render._braces) + len(render._quantile_braces)
+        held = cached()
         assert held <= 2 * (node + len(churning)) + render.CACHE_FLOOR, f"{held} label sets after {model + 1}"
     for openmetrics in (False, True):  # rendered right across the clears
         assert rendered.body(openmetrics, gzipped=False)[0] == _render(snapshot, openmetrics)
