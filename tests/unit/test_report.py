@@ -34,6 +34,7 @@ from exporter.report.timing import (
     extent_expr,
     extent_of,
     require_judgeable,
+    seconds_text,
 )
 from exporter.report.walk import EngineStages, cluster_primary, verdict
 from exporter.report.windows import Window, WindowError, parse_duration, parse_time, parse_window
@@ -118,6 +119,15 @@ def test_the_step_is_two_scrapes_and_each_rate_covers_its_own_step() -> None:
     long = choose([Extent(0.0, 86_400.0, 30.0)])
     assert long.step == 346.0 and long.rate_range == 376.0
     assert duration_text(2.5) == "2500ms"
+
+
+def test_measured_seconds_read_at_three_figures_for_the_reader_and_exact_in_the_queries() -> None:
+    # A loaded Prometheus scrapes a little late: its median spacing is not the configured 5 s.
+    timing = _timing(scrape=5.01635)
+    assert timing.rate_interval == "15049ms"  # the queries' range covers step + one spacing
+    shown = [seconds_text(s) for s in (timing.scrape_interval, timing.step, timing.rate_range)]
+    assert shown == ["5.02", "10", "15"]
+    assert [seconds_text(s) for s in (0.25, 346.0, 10_368.0)] == ["0.25", "346", "10368"]
 
 
 def test_no_figure_looks_back_past_its_windows_start_nor_past_the_data() -> None:
