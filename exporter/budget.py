@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TypeVar
 
 from exporter.model import Metric, QuantileSummary
 
@@ -37,17 +37,6 @@ NODE_BUDGET_KEY = ("exporter", "")
 SPANS_BUDGET_KEY = ("otlp", "")
 
 T = TypeVar("T")
-
-
-@runtime_checkable
-class Discarding(Protocol):
-    """A source that may succeed yet leave part of its output out (over budget, impossible values).
-
-    `discards` maps a reason of `llm_exporter_source_errors_total` to how many items the last
-    `collect` left out; the loop reads it right after `collect`, in the same worker thread.
-    """
-
-    discards: Mapping[str, int]
 
 
 def series_count(metric: Metric) -> int:

@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from exporter.budget import Discarding
 from exporter.model import Metric
 from exporter.sources import event_loop
 from exporter.sources.base import Source, SourceError, SourceGroup, is_async
@@ -311,7 +310,7 @@ class CollectionLoop:
 
     def _answered(self, source: Source, metrics: list[Metric], started: float) -> _Outcome:
         finished = self._clock()
-        discards = dict(source.discards) if isinstance(source, Discarding) else {}
+        discards = dict(source.discards)
         return _Outcome(metrics, finished - started, discards, answered_at=finished)
 
     def _count(self, source: Source, reason: str) -> None:

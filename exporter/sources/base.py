@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Protocol
 
 from exporter.model import Metric
@@ -37,6 +38,10 @@ class Source(ABC):
     target: str = ""
     #: seconds the loop waits for `collect` before marking the source down
     timeout_seconds: float = 2.0
+    #: what the last `collect` left out though it succeeded (over budget, impossible values,
+    #: malformed lines): a reason of `llm_exporter_source_errors_total` -> items; the loop reads it
+    #: right after `collect`. Most sources never leave anything out.
+    discards: Mapping[str, int] = MappingProxyType({})
 
     @abstractmethod
     def collect(self, now: float) -> list[Metric] | Awaitable[list[Metric]]:

@@ -13,7 +13,6 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from functools import cache
-from types import MappingProxyType
 from urllib.parse import urlsplit, urlunsplit
 
 from exporter.budget import CARDINALITY, cap_target, keep_known_first
@@ -81,9 +80,8 @@ _EVERY_INFO = {name: labels for mapping in MAPPINGS.values() for name, labels in
 
 class EngineSource(Source):
     name = "engine"
-    #: what the last collection left out, by reason (exporter.budget.Discarding); a fresh Counter
-    #: (`_counting`) per collection, with `_discard_log` saying what, for one log line on change
-    discards: Mapping[str, int] = MappingProxyType({})
+    # `discards` (Source's): a fresh Counter (`_counting`) per collection, with `_discard_log`
+    # saying what, for one log line on change
 
     def __init__(self, target: EngineTarget, window_seconds: float, lifetime_baseline: bool = False) -> None:
         self.config = target

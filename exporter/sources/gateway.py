@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -59,9 +59,7 @@ class GatewaySource(Source):
     an unconfigured one is detected from the names in the first NAMES_HEAD_CHARS and every wanted
     family the body has anywhere."""
 
-    name = "gateway"
-    #: what the last collection left out, by reason (exporter.budget.Discarding): malformed lines
-    discards: Mapping[str, int] = MappingProxyType({})
+    name = "gateway"  # its `discards` (Source's): malformed lines
 
     def __init__(self, target: GatewayTarget, window_seconds: float, lifetime_baseline: bool = False) -> None:
         self.config = target
