@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 
 from exporter import __version__
 from exporter.app import Exporter
+from exporter.collector_gc import settle_after_start_up
 from exporter.config import ConfigError, build, load_file, parse_engine_flag, parse_gateway_flag
 from exporter.exposition import RenderedSnapshot, render_text
 from exporter.profile.command import add_arguments as add_profile_arguments
@@ -286,6 +287,7 @@ def run_serve(config: Config, reload_config: Callable[[], Config] | None = None)
         server.server_close()
         raise
     server.rendered = exporter.rendered
+    settle_after_start_up()
     stop = threading.Event()
     wake = threading.Event()
     reload_requested = threading.Event()

@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "exporter.budget",
             "exporter.slicing",
             "exporter.buckets",
+            "exporter.collector_gc",
         ),
     ),
     # A stage's record and scorer (exporter/stages/<id>.py): plain data and pure functions of
