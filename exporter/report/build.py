@@ -269,7 +269,9 @@ def build_report(
     if has_after:
         after = report.window("after")
         after_seconds = after.seconds if after is not None else None
-        report.fix = fix_verdict(cluster_rows, incident_stage, primary.get("after", NONE), after_seconds)
+        report.fix = fix_verdict(
+            cluster_rows, incident_stage, primary.get("after", NONE), after_seconds, timing.lookback("quantile")
+        )
     report.warnings = _warnings(report)
     report.warnings += restart_warnings(client, selector, windows, {n: e.last for n, e in extents.items()})
     report.elapsed_seconds = time.monotonic() - began

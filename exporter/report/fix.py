@@ -11,7 +11,10 @@ An after window that opens on the incident's queue (its first waiting count many
 baseline's) holds, until that backlog drains, requests queued during the incident: their latency
 is the incident's, not the fix's. When the fix is not shown to have worked over the whole window,
 the rest of it, from the moment the queue is back near the baseline's, is judged as well: the fix
-worked if it worked there, and the summary says both.
+worked if it worked there, and the summary says both. A request's end-to-end latency is read when
+it finishes, so the last queued requests still finish, with the incident's waits in their
+latency, up to one request's duration later, and a tail's value looks back over the rate window:
+the end-to-end tail is judged from the drain plus the baseline's end-to-end P99 and that look-back.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from exporter.report.matrix import Comparison, Row
 from exporter.report.stats import WindowValue
+from exporter.report.timing import MIN_VALUES
 
 RECOVERED = 0.10
 IMPROVED = 0.10
@@ -30,6 +34,8 @@ TAILS = ("e2e_p99", "ttft_p99")
 #: BACKLOG_MIN of them) opens on the incident's backlog; it has drained once back under that
 BACKLOG_RATIO = 10.0
 BACKLOG_MIN = 1.0
+#: figures read when requests finish: they lag the drain by a request's duration (its P99 here)
+READ_AT_COMPLETION = "e2e_p99"
 
 
 @dataclass(frozen=True)
@@ -96,29 +102,49 @@ def backlog_drained(rows: Mapping[str, Row]) -> float | None:
     return None if drained is None else drained / len(after.values)
 
 
-def _from(rows: Mapping[str, Row], share: float) -> dict[str, Row]:
-    """The rows with each after window's values from `share` of the way in."""
+def _from(rows: Mapping[str, Row], share: float, lag: float) -> dict[str, Row]:
+    """The rows with each after window's values from `share` of the way in, READ_AT_COMPLETION's
+    from `share + lag` where that leaves MIN_VALUES."""
     out = {}
     for key, row in rows.items():
         after = row.values.get("after")
         if after is not None:
-            kept = after.values[round(share * len(after.values)) :]
-            row = replace(row, values={**row.values, "after": WindowValue.of(kept)})
+            count = len(after.values)
+            start = round(share * count)
+            lagged = round((share + lag) * count)
+            if key == READ_AT_COMPLETION and count - lagged >= MIN_VALUES:
+                start = lagged
+            row = replace(row, values={**row.values, "after": WindowValue.of(after.values[start:])})
         out[key] = row
     return out
 
 
+def _completion_lag(rows: Mapping[str, Row], after_seconds: float, lookback: float) -> float:
+    """A request's duration (the baseline's end-to-end P99) and the tail's look-back, as a share of
+    the after window."""
+    row = rows.get(READ_AT_COMPLETION)
+    duration = row.value("baseline") if row is not None else None
+    if duration is None or duration <= 0 or after_seconds <= 0:
+        return 0.0
+    return (duration + lookback) / after_seconds
+
+
 def fix_verdict(
-    rows: Mapping[str, Row], incident_stage: str, after_stage: str, after_seconds: float | None = None
+    rows: Mapping[str, Row],
+    incident_stage: str,
+    after_stage: str,
+    after_seconds: float | None = None,
+    lookback: float = 0.0,
 ) -> FixVerdict:
     """The verdict over the after window (`after_seconds` long) or, where it opened on the
     incident's backlog and the whole window does not show the fix working, over the rest of it
-    once the backlog drained (the summary then says both)."""
+    once the backlog drained (the summary then says both). `lookback`: seconds a latency tail's
+    value looks back over."""
     whole = _verdict(rows, incident_stage, after_stage)
     share = backlog_drained(rows)
     if whole.worked or share is None or after_seconds is None:
         return whole
-    settled = _verdict(_from(rows, share), incident_stage, after_stage)
+    settled = _verdict(_from(rows, share, _completion_lag(rows, after_seconds, lookback)), incident_stage, after_stage)
     drained_in = share * after_seconds
     waited = _waiting_text(rows["waiting"].values["after"].values[0])
     backlog = f"{waited} waiting when the after window opened, gone {drained_in:.0f} s in"

@@ -396,6 +396,33 @@ def test_an_after_window_opening_on_the_incidents_backlog_is_judged_again_once_i
 # --- what the pages say -------------------------------------------------------------------------
 
 
+def test_the_end_to_end_tail_is_judged_once_the_last_queued_requests_have_finished() -> None:
+    # 12 values over 120 s; the queue is back at 60 s, but the requests it held finish over the next
+    # request's duration (baseline E2E P99 20 s), with the whole incident's wait in their latency.
+    e2e = {
+        "baseline": [20.0] * 12,
+        "incident": [60.0] * 12,
+        "after": [60.0] * 6 + [90.0, 85.0] + [20.0, 20.5, 19.5, 20.0],
+    }
+    ttft = {"baseline": [0.2] * 12, "incident": [30.0] * 12, "after": [40.0] * 6 + [0.2] * 6}
+    waiting = {"baseline": [0.1] * 12, "incident": [300.0] * 12, "after": [300.0] * 6 + [0.1] * 6}
+    verdict = fix_verdict(_rows({"e2e_p99": e2e, "ttft_p99": ttft, "waiting": waiting}), "queueing", "none", 120.0)
+    assert verdict.backlog_seconds == 60.0 and verdict.settled is not None
+    by_figure = {f.figure: f for f in verdict.settled.figures}
+    assert by_figure["e2e_p99"].after == 20.0 and by_figure["e2e_p99"].verdict == "recovered"
+    assert by_figure["ttft_p99"].after == pytest.approx(0.2)  # read at the first token: from the drain on
+    assert verdict.worked, verdict.summary
+    # Where the lag would leave fewer values than can be judged, the tail is read from the drain.
+    short = fix_verdict(
+        _rows({"e2e_p99": {**e2e, "baseline": [50.0] * 12}, "ttft_p99": ttft, "waiting": waiting}),
+        "queueing",
+        "none",
+        120.0,
+    )
+    assert short.settled is not None
+    assert {f.figure: f.after for f in short.settled.figures}["e2e_p99"] == pytest.approx(sum(e2e["after"][6:]) / 6)
+
+
 def test_a_change_is_coloured_by_what_the_figure_means_and_only_when_significant() -> None:
     up = {"baseline": [1.0, 1.1, 0.9, 1.0, 1.05], "incident": [2.0, 2.1, 1.9, 2.0, 2.05]}
     rows = _rows({key: up for key in ("e2e_p99", "generation_tokens_rate", "mean_prompt_tokens", "running")})
