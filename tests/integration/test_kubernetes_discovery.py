@@ -260,7 +260,9 @@ def test_deleted_pod_stops_being_scraped_and_410_gone_relists(node, tmp_path):
         exporter.wait_for(lambda t: engine_up(t, VLLM_ENGINE) == 1 and engine_up(t, SGLANG_ENGINE) == 1)
         api.gates["delete"].set()
         text = exporter.wait_for(lambda t: engine_up(t, VLLM_ENGINE) is None)
-        assert engine_up(text, SGLANG_ENGINE) == 1
+        # The other pod is still a target; whether this round's scrape of it made its 1 s timeout
+        # is the machine's load, not discovery (it is waited for up below).
+        assert engine_up(text, SGLANG_ENGINE) is not None
         assert VLLM_ENGINE not in text  # every series of the deleted pod, error counters included
         api.gates["expire"].set()
         wait_until(lambda: len(api.watches()) >= 2, "a second watch, after the relist")
