@@ -13,8 +13,8 @@ modules and classes included, while the HTTP server thread waits for the GIL. So
 
 What this saves is in docs/performance.md (the collector's share of the CPU and a full
 collection's pause, before and after). What it costs: cyclic garbage waits for a larger young
-generation (not a measurable difference in RSS), and what start-up built that later becomes
-cyclic garbage (the sources a reload replaces) is never collected: once, bounded by start-up.
+generation (a little more RSS, measured there), and what start-up built that later becomes cyclic
+garbage (the sources a reload replaces) is never collected: once, bounded by start-up.
 """
 
 from __future__ import annotations
