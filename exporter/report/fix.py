@@ -111,9 +111,9 @@ def _from(rows: Mapping[str, Row], share: float, lag: float) -> dict[str, Row]:
         if after is not None:
             count = len(after.values)
             start = round(share * count)
-            lagged = round((share + lag) * count)
-            if key == READ_AT_COMPLETION and count - lagged >= MIN_VALUES:
-                start = lagged
+            if key == READ_AT_COMPLETION:
+                lagged = round((share + lag) * count)
+                start = lagged if count - lagged >= MIN_VALUES else start
             row = replace(row, values={**row.values, "after": WindowValue.of(after.values[start:])})
         out[key] = row
     return out

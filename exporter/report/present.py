@@ -9,7 +9,7 @@ from typing import Any
 from exporter.report.build import Report
 from exporter.report.framework import after_window, framework_table
 from exporter.report.matrix import Comparison, Row
-from exporter.report.render_text import fmt_change, fmt_p, fmt_value
+from exporter.report.render_text import fmt_change, fmt_interval, fmt_p, fmt_value
 from exporter.report.stats import WindowValue
 
 #: A change smaller than this is no news, whatever the test says.
@@ -137,6 +137,7 @@ def context(report: Report, images: list[dict[str, str]]) -> dict[str, Any]:
         "framework": [row.cells() for row in framework_table(report)],
         "framework_after": after_window(report),
         "fmt_value": fmt_value,
+        "fmt_interval": fmt_interval,
         "fmt_p": fmt_p,
         "has_after": "after" in names,
     }

@@ -14,7 +14,6 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from exporter.report.build import Report
 from exporter.report.plots import plots
 from exporter.report.present import context
-from exporter.report.timing import seconds_text
 
 _ENV = Environment(
     loader=PackageLoader("exporter.report", "templates"),
@@ -23,7 +22,6 @@ _ENV = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_ENV.filters["seconds"] = seconds_text
 
 
 def render_html(report: Report) -> str:

@@ -34,6 +34,13 @@ def fmt_seconds(seconds: float) -> str:
     )
 
 
+def fmt_interval(seconds: float) -> str:
+    """A measured interval (the scrape interval, the step, the rate window): three significant
+    figures, whole seconds from 100 s on, so a scrape interval measured at 5.01635 s reads `5.02 s`.
+    The queries keep the exact figures."""
+    return f"{seconds:.0f} s" if seconds >= 100 else f"{seconds:.3g} s"
+
+
 def fmt_change(absolute: float | None, relative: float | None, unit: str) -> str:
     """The change as a percentage or factor; from a zero start, as an amount (`+0.75/s`), since a
     real 0 is a value, not missing data."""

@@ -139,12 +139,6 @@ def duration_text(seconds: float) -> str:
     return f"{seconds:.0f}s" if float(seconds).is_integer() else f"{round(seconds * 1000)}ms"
 
 
-def seconds_text(seconds: float) -> str:
-    """Seconds as a reader takes them in: three significant figures (a measured scrape interval of
-    5.01635 s reads 5.02), whole seconds from 100 s on. The queries keep the exact figures."""
-    return f"{seconds:.0f}" if seconds >= 100 else f"{seconds:.3g}"
-
-
 def choose(
     extents: Sequence[Extent],
     step: float | None = None,

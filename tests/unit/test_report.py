@@ -21,7 +21,7 @@ from exporter.report.plots import label_rows, line_points
 from exporter.report.present import tone
 from exporter.report.prometheus import Series
 from exporter.report.queries import FIGURES, FIGURES_BY_KEY, LEVELS, QueryContext, all_figures
-from exporter.report.render_text import fmt_change, fmt_value
+from exporter.report.render_text import fmt_change, fmt_interval, fmt_value
 from exporter.report.slices import parse_slice, slice_figures
 from exporter.report.stats import WindowValue, change, judgeable, mann_whitney_p, smallest_p
 from exporter.report.timing import (
@@ -34,7 +34,6 @@ from exporter.report.timing import (
     extent_expr,
     extent_of,
     require_judgeable,
-    seconds_text,
 )
 from exporter.report.walk import EngineStages, cluster_primary, verdict
 from exporter.report.windows import Window, WindowError, parse_duration, parse_time, parse_window
@@ -125,9 +124,9 @@ def test_measured_seconds_read_at_three_figures_for_the_reader_and_exact_in_the_
     # A loaded Prometheus scrapes a little late: its median spacing is not the configured 5 s.
     timing = _timing(scrape=5.01635)
     assert timing.rate_interval == "15049ms"  # the queries' range covers step + one spacing
-    shown = [seconds_text(s) for s in (timing.scrape_interval, timing.step, timing.rate_range)]
-    assert shown == ["5.02", "10", "15"]
-    assert [seconds_text(s) for s in (0.25, 346.0, 10_368.0)] == ["0.25", "346", "10368"]
+    shown = [fmt_interval(s) for s in (timing.scrape_interval, timing.step, timing.rate_range)]
+    assert shown == ["5.02 s", "10 s", "15 s"]
+    assert [fmt_interval(s) for s in (0.25, 346.0, 10_368.0)] == ["0.25 s", "346 s", "10368 s"]
 
 
 def test_no_figure_looks_back_past_its_windows_start_nor_past_the_data() -> None:
@@ -393,9 +392,6 @@ def test_an_after_window_opening_on_the_incidents_backlog_is_judged_again_once_i
         assert unchanged.settled is None and unchanged.backlog_seconds is None and "backlog" not in unchanged.summary
 
 
-# --- what the pages say -------------------------------------------------------------------------
-
-
 def test_the_end_to_end_tail_is_judged_once_the_last_queued_requests_have_finished() -> None:
     # 12 values over 120 s; the queue is back at 60 s, but the requests it held finish over the next
     # request's duration (baseline E2E P99 20 s), with the whole incident's wait in their latency.
@@ -421,6 +417,9 @@ def test_the_end_to_end_tail_is_judged_once_the_last_queued_requests_have_finish
     )
     assert short.settled is not None
     assert {f.figure: f.after for f in short.settled.figures}["e2e_p99"] == pytest.approx(sum(e2e["after"][6:]) / 6)
+
+
+# --- what the pages say -------------------------------------------------------------------------
 
 
 def test_a_change_is_coloured_by_what_the_figure_means_and_only_when_significant() -> None:
