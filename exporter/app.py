@@ -306,7 +306,7 @@ class Exporter:
             # Not ready before a complete collection: a scrape now would find no engine series,
             # and a rollout that trusted it would replace a working pod with a blind one.
             return False, "first collection in progress"
-        max_timeout = max((s.timeout_seconds for s in loop.current_sources()), default=0.0)
+        max_timeout = max((s.deadline_seconds() for s in loop.current_sources()), default=0.0)
         max_age = 3 * self.config.interval_seconds + max_timeout + 5
         age = time.monotonic() - completed
         if age > max_age:

@@ -178,14 +178,13 @@ class CollectionLoop:
         for source in sources:
             index = id(source)
             running = self._in_flight[index]
-            deadline = running.started + source.timeout_seconds + TIMEOUT_GRACE_SECONDS
+            allowed = source.deadline_seconds()
+            deadline = running.started + allowed + TIMEOUT_GRACE_SECONDS
             if not running.task.done():
                 await asyncio.wait([running.task], timeout=max(0.0, deadline - self._clock()))
             if not running.task.done():
                 waited = self._clock() - running.started  # still running: its duration so far
-                statuses.append(
-                    self._failed(source, "timeout", f"still running after {source.timeout_seconds:g}s", waited)
-                )
+                statuses.append(self._failed(source, "timeout", f"still running after {allowed:g}s", waited))
                 metrics.extend(source.down_metrics())
                 continue
             del self._in_flight[index]
@@ -245,7 +244,7 @@ class CollectionLoop:
                 return
             now = self._clock()
             last_deadline = max(
-                run.started + run.source.timeout_seconds + TIMEOUT_GRACE_SECONDS
+                run.started + run.source.deadline_seconds() + TIMEOUT_GRACE_SECONDS
                 for run in runs.values()
                 if not run.task.done()
             )

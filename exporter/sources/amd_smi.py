@@ -27,8 +27,8 @@ from typing import Any
 
 from exporter.attribution import Attributor, GpuRef
 from exporter.model import Metric
-from exporter.sources.base import Source, SourceError
-from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, attributed_samples, quietly, scaled
+from exporter.sources.base import SourceError
+from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, LibraryGpuSource, attributed_samples, quietly, scaled
 from exporter.sources.gpu_modes import GPU_MODES, GpuMode
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,11 @@ class AmdSmiReader:
     def __init__(self, amdsmi: ModuleType | None = None) -> None:
         self._amdsmi = amdsmi
         self._ready = False
+
+    @property
+    def started(self) -> bool:
+        """`amdsmi_init` done: what is left of a collection is reading the GPUs."""
+        return self._ready
 
     def read(self) -> list[GpuReading]:
         smi = self._start()
@@ -152,9 +157,8 @@ def amdsmi_available() -> tuple[bool, str]:
     return count > 0, f"amdsmi sees {count} GPU(s)"
 
 
-class AmdSmiSource(Source):
+class AmdSmiSource(LibraryGpuSource[AmdSmiReader]):
     name = "amdsmi"
-    timeout_seconds = 5.0
 
     def __init__(self, attributor: Attributor | None = None, amdsmi: ModuleType | None = None) -> None:
         self._attributor = attributor

@@ -51,6 +51,11 @@ class Source(ABC):
         `now` is a monotonic timestamp shared by every source of one collection, for windows.
         """
 
+    def deadline_seconds(self) -> float:
+        """How long the loop waits for the collection now starting or running: `timeout_seconds`,
+        unless the source's own start-up (loading a library, finding devices) is still ahead."""
+        return self.timeout_seconds
+
     def down_metrics(self) -> list[Metric]:
         """What to export while the source is failing (e.g. `llm_engine_up 0`)."""
         return []

@@ -14,9 +14,8 @@ from typing import Any
 from exporter.attribution import Attributor, GpuRef
 from exporter.model import Metric
 from exporter.settings import GpuSettings
-from exporter.sources.base import Source
 from exporter.sources.dcgm_reader import DcgmGpuReading, DcgmModules, DcgmReader
-from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, attributed_samples, scaled
+from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, LibraryGpuSource, Scale, attributed_samples, scaled
 from exporter.sources.gpu_modes import GPU_MODES, GpuMode
 from exporter.sources.nvml import NvmlProcessLister
 
@@ -58,9 +57,8 @@ def gpu_reading(dcgm_reading: DcgmGpuReading) -> GpuReading:
     return reading
 
 
-class DcgmSource(Source):
+class DcgmSource(LibraryGpuSource[DcgmReader]):
     name = "dcgm"
-    timeout_seconds = 5.0
 
     def __init__(
         self,

@@ -288,6 +288,11 @@ class DcgmReader:
 
     # -- collection ------------------------------------------------------------------------------
 
+    @property
+    def started(self) -> bool:
+        """Connected to the host engine with the fields watched: what is left is reading them."""
+        return self._handle is not None
+
     def read(self) -> list[DcgmGpuReading]:
         """The latest values of every GPU, connecting first where there is no connection."""
         if self._handle is None:

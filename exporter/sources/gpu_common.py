@@ -11,9 +11,10 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from exporter.model import Metric, Sample
+from exporter.sources.base import Source
 
 if TYPE_CHECKING:
     from exporter.attribution import Attributor, GpuRef
@@ -21,6 +22,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MIB = 1 << 20
+#: How long a library-backed source's collection may take before the library is up: the first one
+#: also loads it, initialises it and finds the GPUs (or connects to DCGM's host engine), which
+#: takes milliseconds on a quiet node and seconds on a loaded one. A library wedged at start-up is
+#: still marked down, only later.
+START_UP_TIMEOUT_SECONDS = 30.0
 # A scale that divides by 100 (percent → ratio): 47 / 100 is 0.47, where 47 * 0.01 is not.
 PERCENT = "percent"
 Scale = float | str
@@ -143,3 +149,27 @@ def quietly(call: Callable[..., Any], *args: Any) -> None:
         call(*args)
     except Exception as exc:
         log.debug("gpu cleanup: %s: %s", getattr(call, "__name__", call), exc)
+
+
+class StartingReader(Protocol):
+    """A vendor library's reader: `started` once the library is initialised and the GPUs found."""
+
+    @property
+    def started(self) -> bool: ...
+
+
+Reader = TypeVar("Reader", bound=StartingReader)
+
+
+class LibraryGpuSource(Source, Generic[Reader]):
+    """A GPU source that reads through a vendor's C library in the loop's threads (NVML, DCGM,
+    AMD SMI): a read is bounded by `timeout_seconds`, the library's start-up by
+    START_UP_TIMEOUT_SECONDS."""
+
+    timeout_seconds = 5.0
+    _reader: Reader
+
+    def deadline_seconds(self) -> float:
+        if self._reader.started:
+            return self.timeout_seconds
+        return max(self.timeout_seconds, START_UP_TIMEOUT_SECONDS)

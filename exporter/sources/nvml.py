@@ -17,8 +17,17 @@ from types import ModuleType
 
 from exporter.attribution import Attributor, GpuRef
 from exporter.model import Metric
-from exporter.sources.base import Source, SourceError
-from exporter.sources.gpu_common import MIB, PERCENT, GpuReading, Scale, attributed_samples, quietly, scaled
+from exporter.sources.base import SourceError
+from exporter.sources.gpu_common import (
+    MIB,
+    PERCENT,
+    GpuReading,
+    LibraryGpuSource,
+    Scale,
+    attributed_samples,
+    quietly,
+    scaled,
+)
 from exporter.sources.gpu_modes import GPU_MODES, GpuMode
 from exporter.sources.nvml_gpm import GpmMetrics
 from exporter.sources.nvml_links import NvLinks, PcieLink
@@ -100,9 +109,8 @@ def _set_scaled(reading: GpuReading, values: object, families: dict[str, tuple[s
             reading.set(family, scaled(value, scale))
 
 
-class NvmlSource(Source):
+class NvmlSource(LibraryGpuSource[NvmlReader]):
     name = "nvml"
-    timeout_seconds = 5.0
 
     def __init__(
         self,

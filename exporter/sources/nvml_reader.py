@@ -167,6 +167,11 @@ class NvmlReader:
         self._unsupported = self._transient = self._gone = frozenset[int]()
         self._value_members: dict[int, str] = {}
 
+    @property
+    def started(self) -> bool:
+        """NVML initialised and the GPUs found: what is left of a collection is reading them."""
+        return self._initialized
+
     def read(self) -> list[NvmlGpuReading]:
         nvml = self._ensure_initialized()
         self._drain_xid_events(nvml)

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from exporter.sources.base import SourceError
+from exporter.sources.gpu_common import START_UP_TIMEOUT_SECONDS
 from exporter.sources.nvml import NvmlSource
 from tests import nvml_stub
 from tests.nvml_stub import GPM_DRAM_BW_UTIL, GPM_SM_UTIL, eight_gpu_node, with_changes, write_state
@@ -67,7 +68,9 @@ def by_gpu(metrics, name):
 
 
 def test_reports_every_gpu_with_identity_and_units(source):
+    assert source.deadline_seconds() == START_UP_TIMEOUT_SECONDS  # loading NVML and finding the GPUs
     metrics = source.collect(0.0)
+    assert source.deadline_seconds() == source.timeout_seconds  # reading them
     assert by_gpu(metrics, "llm_gpu_up") == {str(i): 1.0 for i in range(8)}
     gpu2 = {m.name: m for m in metrics if m.labels["gpu"] == "2" and m.name != "llm_gpu_throttle_reason_active"}
     assert gpu2["llm_gpu_up"].labels == {
@@ -236,9 +239,11 @@ def test_missing_library_makes_the_source_unavailable():
         raise FakeError(12)  # NVML_ERROR_LIBRARY_NOT_FOUND, as pynvml raises it without the library
 
     fake = SimpleNamespace(NVMLError=FakeError, nvmlInit=init)
+    source = NvmlSource(nvml=fake)  # type: ignore[arg-type]
     with pytest.raises(SourceError) as raised:
-        NvmlSource(nvml=fake).collect(0.0)  # type: ignore[arg-type]
+        source.collect(0.0)
     assert raised.value.reason == "unavailable"
+    assert source.deadline_seconds() == START_UP_TIMEOUT_SECONDS  # start-up still ahead
 
 
 def test_pynvml_not_installed_makes_the_source_unavailable(monkeypatch):

@@ -23,6 +23,7 @@ from exporter.attribution import GpuRef
 from exporter.sources import dcgm_connection, dcgm_reader
 from exporter.sources.base import SourceError
 from exporter.sources.dcgm import DcgmSource
+from exporter.sources.gpu_common import START_UP_TIMEOUT_SECONDS
 
 MIB = 2**20
 INT64_BLANK, FP64_BLANK = 0x7FFFFFFFFFFFFFF0, 140737488355328.0
@@ -194,7 +195,10 @@ def by_gpu(metrics, name):
 
 
 def test_fields_map_by_id_to_our_units(engine):
-    metrics = DcgmSource("127.0.0.1:5555").collect(0.0)
+    source = DcgmSource("127.0.0.1:5555")
+    assert source.deadline_seconds() == START_UP_TIMEOUT_SECONDS  # connecting, watching the fields
+    metrics = source.collect(0.0)
+    assert source.deadline_seconds() == source.timeout_seconds
     gpu0 = {m.name: m.value for m in metrics if m.labels["gpu"] == "0" and m.name != "llm_gpu_throttle_reason_active"}
     assert gpu0 == {
         "llm_gpu_up": 1.0,
