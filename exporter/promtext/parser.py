@@ -30,8 +30,9 @@ from exporter.promtext.grammar import (
 )
 from exporter.promtext.scan import EOF, EOF_LINE, add_names, declared_families, wanted_lines
 
-#: when to look for `# TYPE` lines of wanted families: never; until the first wanted sample (is
-#: anything of this mapping there?); in the whole body (which mapping's is it?)
+#: when to look for `# TYPE` lines of wanted families: never; in the blocks before the first one
+#: with a wanted line (is anything of this mapping there? a wanted line says yes, so the block that
+#: has one is not scanned); in the whole body (which mapping's is it?)
 DeclaredScan = Literal["off", "until_sample", "whole_body"]
 
 
@@ -197,8 +198,10 @@ class WantedParser:
                 self._head.append(block[: self._names_budget - kept])
         elif self._names_budget > 0:
             self._names_budget = add_names(block, self._names, self._names_budget)
-        if self._declared_scan != "off":
-            self._look_for_declared(text, bool(lines))
+        if self._declared_scan == "until_sample" and lines:
+            self._declared_scan = "off"  # a wanted line answers what the scan asks
+        elif self._declared_scan != "off":
+            self._look_for_declared(text)
         if self._plan is not None:
             if len(self._gathered) + len(lines) <= len(self._plan.heads):
                 self._gathered += lines
@@ -207,12 +210,10 @@ class WantedParser:
         self._take(lines, text.isascii())
         return more
 
-    def _look_for_declared(self, text: str, found_samples: bool) -> None:
+    def _look_for_declared(self, text: str) -> None:
         pattern, members = declared_families(self._wanted)
         for family in pattern.findall(text):
             self._declared |= members[family]
-        if found_samples and self._declared_scan == "until_sample":
-            self._declared_scan = "off"
 
     def _leave_plan(self, lines: list[str]) -> list[str]:
         """The scrape is not the plan's: what was gathered goes line by line, before `lines`."""

@@ -23,6 +23,7 @@ from exporter.model import EngineReading, Histogram
 from exporter.promtext import LabelKey, ParsedSamples, parse_number
 from exporter.settings import ScrapeLimits
 from exporter.sources.engines.connectors import Connector
+from exporter.sources.engines.histogram_layout import HistogramLayout, Layouts, Slot
 
 Reduce = Literal["sum", "max", "mean"]
 MODEL_LABELS = ("model_name", "model", "name")
@@ -109,9 +110,6 @@ def _group_key(labels: dict[str, str], ignored: frozenset[str]) -> tuple[tuple[s
 
 def _rank_order(labels: dict[str, str], duplicate_labels: frozenset[str]) -> tuple[str, ...]:
     return tuple(labels.get(k, "") for k in sorted(duplicate_labels))
-
-
-Slot = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], float | None]
 
 
 class RecentSlots:
@@ -273,39 +271,26 @@ def _assemble(
     scale: float,
     duplicate_labels: frozenset[str],
 ) -> dict[str, Histogram]:
-    ignored = frozenset(MODEL_LABELS) | duplicate_labels | {"le"}
-    # Per model and group (data-parallel rank), per bound: the lowest duplicate rank's count.
-    per_group: dict[tuple[str, tuple], dict[float, tuple[tuple[str, ...], float]]] = {}
-    for key, value in buckets.items():
-        model, group, order, bound = _slot_of(key, ignored, duplicate_labels)
-        if bound is None:
-            continue
-        layout = per_group.get((model, group))
-        if layout is None:
-            layout = per_group[(model, group)] = {}
-        known = layout.get(bound)
-        if known is None or order < known[0]:
-            layout[bound] = (order, value)
+    key = (tuple(buckets), duplicate_labels, scale)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        ignored = frozenset(MODEL_LABELS) | duplicate_labels | {"le"}
+        layout = HistogramLayout.of(key[0], lambda labels: _slot_of(labels, ignored, duplicate_labels), scale)
+        _LAYOUTS.put(key, layout)
     sums = reduce_by_model(parsed.get(name + "_sum", {}), "sum", duplicate_labels)
     counts = reduce_by_model(parsed.get(name + "_count", {}), "sum", duplicate_labels)
-    merged: dict[str, dict[float, float]] = {}
-    for (model, _), layout in per_group.items():
-        if math.inf not in layout:
-            continue
-        target = merged.setdefault(model, {})
-        for bound, (_, count) in layout.items():
-            target[bound] = target.get(bound, 0.0) + count
-    result: dict[str, Histogram] = {}
-    for model, counted in merged.items():
-        bounds = tuple(sorted(counted))
-        cumulative = tuple(map(counted.__getitem__, bounds))
-        result[model] = Histogram(
-            bounds=tuple(b * scale for b in bounds),
+    return {
+        model: Histogram(
+            bounds=bounds,
             cumulative=cumulative,
             sum=sums.get(model, math.nan) * scale,
             count=counts.get(model, cumulative[-1]),
         )
-    return result
+        for model, bounds, cumulative in layout.histograms(tuple(buckets.values()))
+    }
+
+
+_LAYOUTS = Layouts()
 
 
 class EngineMapping(ABC):
