@@ -126,3 +126,25 @@ def test_layouts_forget_everything_before_passing_their_bound(monkeypatch: pytes
     huge = {series({"model_name": "x" * 3000, "le": "+Inf"}): 2.0}
     assert read_histograms({"h_bucket": huge}, ("h",), 1.0, frozenset())["x" * 3000].count == 2.0
     assert len(layouts) == 0  # over the bound alone: read, not kept
+
+
+def test_a_layout_is_found_by_its_label_sets_objects_and_checked_by_their_content(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    layouts = Layouts()
+    monkeypatch.setattr(common, "_LAYOUTS", layouts)
+
+    def scrape(values: tuple[float, float]) -> dict[LabelKey, float]:
+        # new label-set objects each time, as a parse without a line cache makes them
+        return {series({"model_name": "m", "le": le}): v for le, v in zip(("1", "+Inf"), values, strict=True)}
+
+    first = scrape((1.0, 2.0))
+    assert read_histograms({"h_bucket": first}, ("h",), 1.0, frozenset())["m"].cumulative == (1.0, 2.0)
+    again = dict(zip(first, (3.0, 5.0), strict=True))  # the same objects, new counts: the kept layout
+    assert read_histograms({"h_bucket": again}, ("h",), 1.0, frozenset())["m"].cumulative == (3.0, 5.0)
+    assert len(layouts) == 1
+    other = scrape((4.0, 6.0))  # equal label sets, other objects: a layout of their own
+    assert read_histograms({"h_bucket": other}, ("h",), 1.0, frozenset())["m"].cumulative == (4.0, 6.0)
+    assert len(layouts) == 2
+    swapped = dict(reversed(list(again.items())))  # the same objects in another order: another tuple
+    assert read_histograms({"h_bucket": swapped}, ("h",), 1.0, frozenset())["m"].cumulative == (3.0, 5.0)

@@ -271,12 +271,13 @@ def _assemble(
     scale: float,
     duplicate_labels: frozenset[str],
 ) -> dict[str, Histogram]:
-    key = (tuple(buckets), duplicate_labels, scale)
-    layout = _LAYOUTS.get(key)
-    if layout is None:
+    keys = tuple(buckets)
+
+    def worked_out() -> HistogramLayout:
         ignored = frozenset(MODEL_LABELS) | duplicate_labels | {"le"}
-        layout = HistogramLayout.of(key[0], lambda labels: _slot_of(labels, ignored, duplicate_labels), scale)
-        _LAYOUTS.put(key, layout)
+        return HistogramLayout.of(keys, lambda labels: _slot_of(labels, ignored, duplicate_labels), scale)
+
+    layout = _LAYOUTS.layout((keys, duplicate_labels, scale), worked_out)
     sums = reduce_by_model(parsed.get(name + "_sum", {}), "sum", duplicate_labels)
     counts = reduce_by_model(parsed.get(name + "_count", {}), "sum", duplicate_labels)
     return {

@@ -80,25 +80,40 @@ def _counts(positions: list[list[int]]) -> Counts:
 
 
 class Layouts:
-    """The layouts of the label-set tuples being read, bounded as the module says."""
+    """The layouts of the label-set tuples being read, bounded as the module says.
+
+    Found by the identity of a tuple's first label set (and its length, duplicate labels and
+    scale), then checked against the whole tuple: a target's parser hands out the same label-set
+    objects every scrape (its line cache and plan keep them), so the check is one pointer
+    comparison per bucket where hashing every label set of the tuple cost as much as the layout
+    saved. A kept layout holds its tuple, so no other object can take that identity while it is
+    kept; a tuple equal in content but made of other objects (another target with the same
+    series) has a layout of its own.
+    """
 
     def __init__(self, max_layouts: int = MAX_LAYOUTS, max_label_chars: int = MAX_LABEL_CHARS) -> None:
-        self._layouts: dict[LayoutKey, HistogramLayout] = {}
+        self._layouts: dict[tuple[int, int, frozenset[str], float], tuple[LayoutKey, HistogramLayout]] = {}
         self._chars = 0
         self.max_layouts = max_layouts
         self.max_label_chars = max_label_chars
 
-    def get(self, key: LayoutKey) -> HistogramLayout | None:
-        return self._layouts.get(key)
-
-    def put(self, key: LayoutKey, layout: HistogramLayout) -> None:
-        chars = sum(len(name) + len(value) for labels in key[0] for name, value in labels)
+    def layout(self, key: LayoutKey, build: Callable[[], HistogramLayout]) -> HistogramLayout:
+        """The kept layout of `key` (bucket label sets in order, duplicate labels, scale), else
+        `build()`'s, kept within the bound."""
+        keys, duplicate_labels, scale = key
+        index = (id(keys[0]), len(keys), duplicate_labels, scale)
+        kept = self._layouts.get(index)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        layout = build()
+        chars = sum(len(name) + len(value) for labels in keys for name, value in labels)
         if len(self._layouts) >= self.max_layouts or self._chars + chars > self.max_label_chars:
             self._layouts.clear()
             self._chars = 0
         if chars <= self.max_label_chars:
-            self._layouts[key] = layout
+            self._layouts[index] = (key, layout)
             self._chars += chars
+        return layout
 
     def __len__(self) -> int:
         return len(self._layouts)
