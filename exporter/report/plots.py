@@ -18,6 +18,7 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.textpath import TextPath
+from matplotlib.ticker import LogFormatter
 
 from exporter.report.build import Report, Timeline
 from exporter.report.prometheus import Series
@@ -164,6 +165,15 @@ def _lines(
     return Plot(key, title, _svg(figure))
 
 
+class PlainLogFormatter(LogFormatter):
+    """A log axis's ticks as numbers are written ("20", "0.1"), not "2 × 10¹" or "1e-01": which
+    ticks carry a label stays matplotlib's choice (minor ones only where the axis spans about a
+    decade or less)."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return f"{x:g}" if super().__call__(x, pos) else ""
+
+
 def _band(report: Report, key: str, title: str, prefix: str) -> Plot | None:
     """P50 line, the P50-P99 band and the P95 line: the tail's width shows, not only its middle."""
     figure, ax = _axes(title, report.windows)
@@ -181,6 +191,8 @@ def _band(report: Report, key: str, title: str, prefix: str) -> Plot | None:
             ax.plot(times, values, style, label=label, linewidth=1.1, color="#b71c1c")
     ax.set_ylabel("seconds", fontsize=8)
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(PlainLogFormatter())
+    ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False))
     ax.legend(fontsize=8, loc="upper right")
     return Plot(key, title, _svg(figure))
 

@@ -6,8 +6,10 @@ every point (an empty timeline was shown over a demo's run where every engine re
 from __future__ import annotations
 
 import pytest
+from matplotlib.figure import Figure
 
 from exporter.report.build import _timeline
+from exporter.report.plots import PlainLogFormatter
 from exporter.report.prometheus import Series
 
 
@@ -28,3 +30,26 @@ def test_a_point_outside_the_range_is_left_out() -> None:
     series = [Series({"engine": "e0", "stage": "queueing"}, [(900.0, 1.0), (1000.0, 1.0), (1010.0, 1.0)])]
     timeline = _timeline(series, 1000.0, 1005.0, 5.0)
     assert timeline.engines["e0"] == ["queueing", None]
+
+
+def test_log_axes_write_seconds_as_numbers_not_powers_of_ten() -> None:
+    """A latency band's axis reads "20", "0.1", not "2 × 10¹" or "1e-01"; minor ticks are
+    labelled only where the axis spans about a decade, as matplotlib decides."""
+
+    def labels(low: float, high: float) -> tuple[list[str], list[str]]:
+        figure = Figure()
+        ax = figure.subplots()
+        ax.plot([0, 1], [low, high])
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(PlainLogFormatter())
+        ax.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False))
+        figure.canvas.draw()
+        return (
+            [t.get_text() for t in ax.get_yticklabels() if t.get_text()],
+            [t.get_text() for t in ax.get_yticklabels(minor=True) if t.get_text()],
+        )
+
+    major, minor = labels(0.05, 60)
+    assert major == ["0.01", "0.1", "1", "10", "100"] and minor == []
+    major, minor = labels(10, 60)
+    assert "10" in major and {"20", "30", "40", "60"} <= set(minor)
