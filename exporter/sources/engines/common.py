@@ -159,8 +159,8 @@ def _slot_of(key: LabelKey, ignored: frozenset[str], duplicate_labels: frozenset
     """(model, group key, rank order, `le` bound or None when absent or unparsable) of a series.
 
     Remembered (RecentSlots): an engine's label sets are the same every scrape, and working them
-    out again (a dict, two sorts, a float parse) was most of the cost of reading a histogram's
-    ~100 buckets.
+    out again (a dict, two sorts, a float parse) is most of reducing a signal's series; a
+    histogram's buckets ask it only when their layout is worked out (histogram_layout.py).
     """
     cache_key = (key, ignored, duplicate_labels)
     slot = _SLOTS.get(cache_key)

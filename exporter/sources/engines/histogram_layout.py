@@ -4,9 +4,9 @@ An engine writes the same bucket series every scrape with new counts, so which m
 data-parallel group, which duplicate rank and which bound each one is (a label parse, a sort, a
 float parse per bucket) is the same answer every time. A `HistogramLayout` holds that answer for
 one tuple of label sets, in the order the scrape had them; the counts are then picked by position
-in C. Why kept (tests/perf/bench_collection.py): a vLLM scrape has seven latency histograms of
-some twenty buckets per rank, and assembling them bucket by bucket was the largest part of
-reading a scrape, which holds the collection's CPU budget against the baseline's.
+in C. Why kept (tests/perf/bench_mapping.py): a vLLM scrape has seven latency histograms of some
+twenty buckets per rank, and assembling them bucket by bucket was the largest part of reading a
+scrape, against the collection's CPU budget (bench_collection.py).
 
 What it keeps is bounded (`Layouts`): at most `MAX_LAYOUTS` layouts holding at most
 `MAX_LABEL_CHARS` characters of label sets, all forgotten when either would be passed, so a target
