@@ -100,6 +100,11 @@ HEALTH_FAMILIES: tuple[MetricSpec, ...] = (
     + families(
         (),
         gauge("llm_host_cpu_steal_ratio", "Share of the node's CPU time stolen by the hypervisor over the window."),
+        counter(
+            "llm_host_cpu_waiting_seconds_total",
+            "Time in which at least one of the node's runnable tasks waited for a CPU (PSI /proc/pressure/cpu, "
+            "some total).",
+        ),
         gauge(
             "llm_health_finding",
             "A finding about the node's own health while it holds (docs/health.md): kind, the device or engine, "

@@ -19,6 +19,7 @@ from exporter.stages.registry import register
 from exporter.stages.scoring import (
     GpuLevel,
     clamp,
+    cpu_contention,
     gpu_level,
     host_busy,
     itl_slowdown,
@@ -75,9 +76,16 @@ def score(h: History, t: Thresholds) -> StageResult:
             h, t, "no GPU DRAM activity for this engine", dram_level.withheld
         )
         result.evidence.append(lacking + ": scored from inter-token latency alone")
-        # Slow tokens alone fit a host-bound engine and prefill stalls as well as HBM: what the
-        # engine's own process CPU and prompt share explain is taken off.
-        explained = max(host_busy(h, t), 0.5 * prefill_stalls(h, t))
+        # Slow tokens alone fit a host-bound engine, a contended host and prefill stalls as well as
+        # HBM: what the engine's own process CPU, the node's CPU wait and the prompt share explain is
+        # taken off.
+        waited, contended = cpu_contention(h, t)
+        explained = max(host_busy(h, t), contended, 0.5 * prefill_stalls(h, t))
+        if contended > 0 and waited is not None:
+            result.evidence.append(
+                f"the node's CPUs contended: a runnable task waited for one {waited:.0%} of the last "
+                f"{t.level_seconds:g}s (PSI), which slows tokens as HBM would"
+            )
         result.score = (
             decoding * max(slowed, ramp(itl, t.itl_p95_seconds * 0.5, t.itl_p95_seconds)) * 0.8 * (1.0 - explained)
         )
@@ -156,7 +164,8 @@ STAGE = register(
         reads="DRAM active between `dram_active_busy` and `dram_active_saturated` while requests run **and** "
         "ITL p95 slowed against its own best (`itl_slowdown_ratio`)",
         guards="a decoding GPU always streams HBM, so busy DRAM with steady tokens is healthy; damped by a busy "
-        "tensor pipe (compute-bound); low SM activity does not lower it",
+        "tensor pipe (compute-bound); low SM activity does not lower it; without a DRAM signal, slow tokens that "
+        "the engine's own CPU, the node's CPU wait (PSI) or prefill stalls explain are taken off",
         lines=(
             "dram_active_busy",
             "dram_active_saturated",

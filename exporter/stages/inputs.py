@@ -62,6 +62,9 @@ class EngineInputs(HandOverInputs):
     #: node-wide RDMA bytes received and sent (every port), for the hand-over's link check
     rdma_receive_bytes_total: float | None = None
     rdma_transmit_bytes_total: float | None = None
+    #: node-wide seconds in which a runnable task waited for a CPU (PSI): its rate is the share of
+    #: time the node's CPUs were contended, whoever's tasks they were
+    host_cpu_waiting_seconds_total: float | None = None
     #: the engine's serving settings from `llm_engine_config_info` (ENGINE_SETTINGS names), so
     #: advice can name a setting's value and skip what is already on
     settings: dict[str, str] = field(default_factory=dict)
@@ -152,7 +155,7 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
     engines, unattributed GPUs are nobody's: averaging them into every engine would let one
     engine's busy GPUs decide another's stage, so each engine records only that they exist and the
     range of their readings (lowest, highest), which the stages use where the whole range agrees.
-    RDMA ports are node-wide, so every engine on the node sees them.
+    RDMA ports and the host's CPU wait are node-wide, so every engine on the node sees them.
     """
     engines: dict[EngineKey, EngineInputs] = {}
     gpu_values: dict[str, dict[str, list[float]]] = {}  # engine name ("" unattributed) → field → values
@@ -160,6 +163,7 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
     gpu_vendors: dict[str, set[str]] = {}
     gpu_models: dict[str, set[str]] = {}
     rdma: dict[str, list[float]] = {}
+    cpu_waiting: float | None = None
     up: set[EngineKey] = set()
 
     def of(labels: Labels) -> EngineInputs:
@@ -222,6 +226,8 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
             rdma.setdefault("receive_bytes", []).append(metric.value)
         elif name == "llm_rdma_port_transmit_bytes_total":
             rdma.setdefault("transmit_bytes", []).append(metric.value)
+        elif name == "llm_host_cpu_waiting_seconds_total":
+            cpu_waiting = metric.value
     live = {key: engines.get(key, EngineInputs()) for key in up}
     single_engine = len({key[0] for key in live}) == 1
     for key, inputs in live.items():
@@ -247,6 +253,7 @@ def engine_inputs(metrics: Iterable[Metric]) -> dict[EngineKey, EngineInputs]:
         ):
             if totals:
                 setattr(inputs, attr, sum(totals))
+        inputs.host_cpu_waiting_seconds_total = cpu_waiting
         capacity_waiting(inputs)
     return live
 

@@ -135,6 +135,19 @@ def host_busy(h: History, t: Thresholds) -> float:
     )
 
 
+#: the share of time a runnable task waited for a CPU (PSI "some") over which the node's CPUs are
+#: taken to be contended, from not at all to wholly: a healthy node stays under a few percent
+CPU_CONTENDED = (0.1, 0.4)
+
+
+def cpu_contention(h: History, t: Thresholds) -> tuple[float | None, float]:
+    """The share of the window in which the node's runnable tasks waited for a CPU, and 0-1 how far
+    that explains slow tokens: an engine's steps are launched (or, on a CPU engine, run) by host
+    threads, so other processes' load slows them while the engine's own CPU counter stays low."""
+    share = h.rate("host_cpu_waiting_seconds_total", t.level_seconds)
+    return share, ramp(share, *CPU_CONTENDED)
+
+
 def prefill_stalls(h: History, t: Thresholds) -> float:
     """0-1: prompt tokens dominate and the first token is slow beyond its queue time (decode waits behind
     prefills)."""

@@ -233,6 +233,27 @@ def test_decode_slowdown_without_gpu_data_scores_from_itl_trend() -> None:
     )
 
 
+def test_slow_tokens_on_a_contended_host_are_not_decode_bandwidth_without_gpu_data() -> None:
+    # The same slowdown while the node's runnable tasks wait for a CPU most of the time (another
+    # process' load, which the engine's own CPU counter does not see): the host explains it.
+    def make(waited_share: float):
+        def metrics(i: int) -> list[Metric]:
+            waiting = Sample("llm_host_cpu_waiting_seconds_total", {}, waited_share * 5.0 * i)
+            return [*engine_metrics(running=16, itl_p95=0.02 if i < 10 else 0.09), waiting]
+
+        return metrics
+
+    contended, _ = run(Diagnoser(), 40, make(0.6))
+    assert contended.scores["decode_memory_bandwidth"] == 0.0 and contended.primary == "none"
+    evidence = contended.results["decode_memory_bandwidth"].evidence
+    assert any("waited for one 60% of the last 30s (PSI)" in line for line in evidence), evidence
+    quiet, _ = run(Diagnoser(), 40, make(0.02))
+    assert quiet.scores["decode_memory_bandwidth"] >= 0.6
+    assert not any("PSI" in line for line in quiet.results["decode_memory_bandwidth"].evidence)
+    partly, _ = run(Diagnoser(), 40, make(0.25))
+    assert 0.0 < partly.scores["decode_memory_bandwidth"] < quiet.scores["decode_memory_bandwidth"]
+
+
 def test_hysteresis_keeps_a_stage_active_between_exit_and_enter() -> None:
     diagnoser = Diagnoser(Thresholds(level_seconds=5))
     kv_for = {True: 0.96, False: 0.88}

@@ -1,14 +1,16 @@
-"""The host's pressure on the engines: CPU stolen from the node by the hypervisor, the CPU quota
-throttling of each engine's cgroup (cgroup v2 `cpu.stat`: `nr_periods`, `nr_throttled`,
-`throttled_usec`), and each engine's listening process' start time, which says an engine is
-loading while its metrics do not answer yet (vLLM binds its port before it loads the model).
+"""The host's pressure on the engines: CPU stolen from the node by the hypervisor, the time the
+node's runnable tasks waited for a CPU (PSI, `/proc/pressure/cpu`), the CPU quota throttling of
+each engine's cgroup (cgroup v2 `cpu.stat`: `nr_periods`, `nr_throttled`, `throttled_usec`), and
+each engine's listening process' start time, which says an engine is loading while its metrics do
+not answer yet (vLLM binds its port before it loads the model).
 
 Engine processes are found as the host source finds them (exporter/engine_processes.py: the
 process listening on the engine URL's port); their samples carry the `engine` label alone and are
 joined to the engine's label sets by the composition root, which drops the start time where the
 engine exports its own. A process listening for several engines (a simulator serving a node's
 replicas at paths of one port, a proxy) is none of theirs: its start and its cgroup say nothing of
-any one engine, so those engines get neither from the host. Everything is read every
+any one engine, so those engines get neither from the host. The CPU wait is read every
+collection (one small file: the diagnosis takes its rate over its own window); the rest every
 `refresh_seconds` (the socket table is the cost).
 """
 
@@ -51,6 +53,21 @@ def cgroup_path(pid: int, proc: str = "/proc") -> str | None:
     return None
 
 
+def read_cpu_waiting_seconds(proc: str = "/proc") -> float | None:
+    """The `some` line's `total` of the kernel's CPU pressure (microseconds in which at least one
+    runnable task waited for a CPU), in seconds; None where the kernel keeps no pressure figures."""
+    try:
+        with open(os.path.join(proc, "pressure", "cpu"), encoding="ascii") as handle:
+            for line in handle:
+                kind, *fields = line.split()
+                if kind == "some":
+                    totals = [f.partition("=")[2] for f in fields if f.startswith("total=")]
+                    return int(totals[0]) / 1e6 if totals else None
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def read_cpu_stat(cgroup_root: str, path: str) -> dict[str, float]:
     found: dict[str, float] = {}
     try:
@@ -87,7 +104,10 @@ class HostPressureSource(Source):
         if self._read_at is None or now - self._read_at >= self._refresh_seconds:
             self._samples = [*self._node(), *self._engines()]
             self._read_at = now
-        return self._samples
+        waiting = read_cpu_waiting_seconds(self._proc)
+        if waiting is None:
+            return self._samples
+        return [*self._samples, Sample("llm_host_cpu_waiting_seconds_total", {}, waiting)]
 
     def _node(self) -> Iterator[Sample]:
         times = psutil.cpu_times()
