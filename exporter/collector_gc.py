@@ -11,10 +11,11 @@ modules and classes included, while the HTTP server thread waits for the GIL. So
 - the young generation holds YOUNG_THRESHOLD objects, so most of a round's containers are freed
   by their reference counts before a collection looks at them.
 
-What this saves is in docs/performance.md (the collector's share of the CPU and a full
-collection's pause, before and after). What it costs: cyclic garbage waits for a larger young
-generation (a little more RSS, measured there), and what start-up built that later becomes cyclic
-garbage (the sources a reload replaces) is never collected: once, bounded by start-up.
+What this saves is in docs/performance.md (tests/perf/bench_gc.py: the collector's share of the
+CPU, its collections and pauses, beside CPython's defaults and a larger young generation, and why
+that one is not taken). What it costs: cyclic garbage waits for a larger young generation (a little
+more RSS, measured there), and what start-up built that later becomes cyclic garbage (the sources
+a reload replaces) is never collected: once, bounded by start-up.
 """
 
 from __future__ import annotations
