@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -32,10 +31,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from exporter.collector_gc import YOUNG_THRESHOLD  # noqa: E402
-from exporter.process_group import terminate_group  # noqa: E402
-from tests.perf.node_under_test import DEFAULT_INTERVAL, Node  # noqa: E402
+from tests.perf.node_under_test import DEFAULT_INTERVAL, Exporter, Node, start_exporter  # noqa: E402
 from tests.perf.table import Row, print_rows  # noqa: E402
-from tests.support import free_port  # noqa: E402
 
 #: a young generation above what a round of 32 targets keeps alive at once
 CANDIDATE_YOUNG = 50_000
@@ -105,29 +102,20 @@ def run(targets: int, interval: float, rounds: int, candidate: int, warm_up: int
     with tempfile.TemporaryDirectory() as scratch_dir:
         scratch = Path(scratch_dir)
         node = Node(targets, interval, scratch).start()
-        children: dict[str, subprocess.Popen[bytes]] = {}
+        serves: dict[str, Exporter] = {}
         try:
-            engines = [part for url in node.engine_urls(targets) for part in ("--engine", url)]
             for name, setting in settings.items():
-                serve = ["serve", "--listen", f"127.0.0.1:{free_port()}", "--interval", str(interval)]
-                children[name] = subprocess.Popen(
-                    [sys.executable, "-c", _CHILD, setting, str(scratch / f"{name}.json")]
-                    + [str(warm_up * interval), str(scratch / f"{name}.counting")]
-                    + [*serve, "--gpu", node.gpus, *node.flags, *engines],
-                    cwd=REPO,
-                    env={**node.env, "PYTHONPATH": str(REPO)},
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
+                child = ["-c", _CHILD, setting, str(scratch / f"{name}.json")]
+                child += [str(warm_up * interval), str(scratch / f"{name}.counting")]
+                serves[name] = start_exporter(REPO, node, targets, launcher=child)
             deadline = time.monotonic() + 120 + warm_up * interval
             while not all((scratch / f"{name}.counting").exists() for name in settings):
-                if time.monotonic() > deadline or any(child.poll() is not None for child in children.values()):
+                if time.monotonic() > deadline or any(serve.process.poll() is not None for serve in serves.values()):
                     raise SystemExit("a serve did not start counting (it ended, or start-up took over 2 minutes)")
                 time.sleep(0.2)
             time.sleep(interval * rounds)
-            for child in children.values():
-                terminate_group(child)
+            for serve in serves.values():
+                serve.close()
             figures = {}
             for name in settings:
                 path = scratch / f"{name}.json"
@@ -136,8 +124,8 @@ def run(targets: int, interval: float, rounds: int, candidate: int, warm_up: int
                 figures[name] = json.loads(path.read_text())
             return figures
         finally:
-            for child in children.values():
-                terminate_group(child)
+            for serve in serves.values():
+                serve.close()
             node.close()
 
 

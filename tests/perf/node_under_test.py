@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,12 +202,17 @@ class Exporter:
         terminate_group(self.process)
 
 
-def start_exporter(code: Path, node: Node, targets: int, extra: list[str] | None = None) -> Exporter:
-    """`serve` from the tree at `code` on this node's first `targets` engines, GPUs and RDMA ports."""
+def start_exporter(
+    code: Path, node: Node, targets: int, extra: list[str] | None = None, launcher: Sequence[str] = ("-m", "exporter")
+) -> Exporter:
+    """`serve` from the tree at `code` on this node's first `targets` engines, GPUs and RDMA ports.
+
+    `launcher`: what the interpreter runs, given `serve` and its flags after it (a script that
+    wraps the CLI's `main` reads them from its own arguments)."""
     port = free_port()
     flags = [part for url in node.engine_urls(targets) for part in ("--engine", url)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "serve", "--listen", f"127.0.0.1:{port}"]
+        [sys.executable, *launcher, "serve", "--listen", f"127.0.0.1:{port}"]
         + ["--interval", str(node.interval), "--gpu", node.gpus, *node.flags, *flags, *(extra or [])],
         cwd=code,
         env={**node.env, "PYTHONPATH": str(code)},
